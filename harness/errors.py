@@ -1,0 +1,58 @@
+"""Error hierarchy. Every message is complete and meant for a person: it names the file,
+key or device involved and says what to do, so front ends print it without a traceback."""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base of every error the harness reports to a user."""
+
+
+class InventoryError(HarnessError):
+    """devices.yaml (or another inventory file) is unreadable or invalid."""
+
+
+class TransportError(HarnessError):
+    """A device link failed. `retryable` says whether trying again can help."""
+
+    retryable: bool = False
+
+
+class DeviceOfflineError(TransportError):
+    retryable = True
+
+
+class ConnectionDropped(TransportError):
+    retryable = True
+
+
+class DeviceUnauthorizedError(TransportError):
+    retryable = False
+
+
+class HostKeyError(TransportError):
+    retryable = False
+
+
+class RemoteNoSpaceError(TransportError):
+    retryable = False
+
+
+class RemotePathError(TransportError):
+    retryable = False
+
+
+class CommandTimeout(HarnessError):
+    """A device command ran past its timeout; the harness killed it."""
+
+
+class CommandFailed(HarnessError):
+    """A device command exited non-zero where the caller required success."""
+
+
+class ArtifactError(HarnessError):
+    """An export folder or runtime bundle is incomplete or does not fit the device."""
+
+
+class ProvisionError(HarnessError):
+    """Pushing artifacts to a device failed."""

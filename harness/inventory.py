@@ -1,0 +1,321 @@
+"""The lab inventory (`devices.yaml`): a declarative list of devices, validated on load.
+
+Every problem is reported as one InventoryError naming the file, the device and the key,
+and saying what to do; callers never see a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable
+
+import yaml
+
+from harness import soc
+from harness.errors import InventoryError
+
+TRANSPORTS = ("adb", "ssh", "local")
+DEFAULT_ADB_SERVER_PORT = 5037
+
+_DEVICE_KEYS = {
+    "name", "transport", "serial", "adb_server", "ssh", "soc", "soc_id", "htp_arch",
+    "vtcm_mb", "work_dir", "tags", "description",
+}
+_SSH_KEYS = {"host", "port", "user", "key", "known_hosts", "trust_new_host_key"}
+_TOP_KEYS = {"version", "devices"}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class AdbServer:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_ADB_SERVER_PORT
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class SshSpec:
+    host: str
+    port: int = 22
+    user: str = "root"
+    key: Path | None = None
+    known_hosts: Path | None = None
+    # Trusting an unknown host key is an explicit opt-in; the default rejects it.
+    trust_new_host_key: bool = False
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    transport: str
+    soc_model: str
+    soc_id: int
+    htp_arch: str
+    vtcm_mb: int
+    work_dir: str
+    serial: str | None = None
+    adb_server: AdbServer | None = None
+    ssh: SshSpec | None = None
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    source: Path | None = None
+
+    @property
+    def arch_number(self) -> int:
+        return int(self.htp_arch[1:])
+
+    def describe(self) -> str:
+        where = {
+            "adb": f"adb {self.serial} via {self.adb_server or AdbServer()}",
+            "ssh": f"ssh {self.ssh.user}@{self.ssh.host}:{self.ssh.port}" if self.ssh else "ssh",
+            "local": "local host",
+        }[self.transport]
+        return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, HTP {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: Path
+    devices: dict[str, DeviceSpec] = field(default_factory=dict)
+
+    def get(self, name: str) -> DeviceSpec:
+        try:
+            return self.devices[name]
+        except KeyError:
+            known = ", ".join(sorted(self.devices)) or "none"
+            raise InventoryError(
+                f"{self.path}: no device named {name!r} (devices in this file: {known}); "
+                "pick one of them or add it to the file"
+            ) from None
+
+    def select(self, names: Iterable[str] | None = None, tags: Iterable[str] | None = None) -> list[DeviceSpec]:
+        """Devices matching any of `names` and carrying all of `tags` (None: no filter)."""
+        chosen = list(self.devices.values())
+        if names:
+            wanted = list(names)
+            for n in wanted:
+                self.get(n)  # unknown names are an error, not silently dropped
+            chosen = [d for d in chosen if d.name in wanted]
+        if tags:
+            need = set(tags)
+            chosen = [d for d in chosen if need <= set(d.tags)]
+        return chosen
+
+
+class _Ctx:
+    """Builds messages that always say file, device and key."""
+
+    def __init__(self, path: Path, device: str | None = None):
+        self.path, self.device = path, device
+
+    def fail(self, key: str | None, problem: str, fix: str) -> InventoryError:
+        where = str(self.path)
+        if self.device is not None:
+            where += f": device {self.device!r}"
+        if key:
+            where += f", key {key!r}"
+        return InventoryError(f"{where}: {problem}; {fix}")
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "mapping", list: "list", str: "string", int: "integer", float: "number",
+            bool: "boolean", type(None): "empty value"}.get(type(value), type(value).__name__)
+
+
+def _want(ctx: _Ctx, data: dict, key: str, kind: type | tuple[type, ...], *, required: bool = False,
+          default: Any = None) -> Any:
+    if key not in data or data[key] is None:
+        if required:
+            raise ctx.fail(key, "is missing", f"add `{key}:` to this device")
+        return default
+    value = data[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # YAML booleans are ints in Python; never accept one for the other.
+    if isinstance(value, bool) and bool not in kinds:
+        ok = False
+    else:
+        ok = isinstance(value, kinds)
+    if not ok:
+        expected = " or ".join(_type_name(k()) if k is not type(None) else "empty" for k in kinds)
+        raise ctx.fail(key, f"must be a {expected}, got {_type_name(value)} {value!r}",
+                       f"write it as a {expected}")
+    return value
+
+
+def _parse_host_port(ctx: _Ctx, key: str, text: str, default_port: int) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text, default_port
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ctx.fail(key, f"{text!r} is not HOST:PORT", "write it like 127.0.0.1:5037")
+    return host, int(port)
+
+
+def _parse_ssh(ctx: _Ctx, data: Any, base: Path) -> SshSpec:
+    if not isinstance(data, dict):
+        raise ctx.fail("ssh", f"must be a mapping, got {_type_name(data)}",
+                       "give host, port, user, key and known_hosts under `ssh:`")
+    unknown = sorted(set(data) - _SSH_KEYS)
+    if unknown:
+        raise ctx.fail(f"ssh.{unknown[0]}", "is not a known key",
+                       f"use only {', '.join(sorted(_SSH_KEYS))}")
+    sub = _Ctx(ctx.path, ctx.device)
+    host = _want(sub, data, "host", str, required=True)
+    port = _want(sub, data, "port", int, default=22)
+    if not 0 < port < 65536:
+        raise ctx.fail("ssh.port", f"{port} is out of range", "use a TCP port between 1 and 65535")
+
+    def path_of(key: str) -> Path | None:
+        raw = _want(sub, data, key, str)
+        if raw is None:
+            return None
+        p = Path(os.path.expanduser(raw))
+        return p if p.is_absolute() else (base / p)
+
+    return SshSpec(
+        host=host, port=port, user=_want(sub, data, "user", str, default="root"),
+        key=path_of("key"), known_hosts=path_of("known_hosts"),
+        trust_new_host_key=_want(sub, data, "trust_new_host_key", bool, default=False),
+    )
+
+
+def _parse_device(ctx: _Ctx, raw: dict, base: Path) -> DeviceSpec:
+    unknown = sorted(set(raw) - _DEVICE_KEYS)
+    if unknown:
+        raise ctx.fail(unknown[0], "is not a known key", f"use only {', '.join(sorted(_DEVICE_KEYS))}")
+    name = ctx.device
+    transport = _want(ctx, raw, "transport", str, required=True)
+    if transport not in TRANSPORTS:
+        raise ctx.fail("transport", f"{transport!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
+
+    serial = _want(ctx, raw, "serial", (str, int))
+    serial = None if serial is None else str(serial)
+    adb_server = None
+    ssh_spec = None
+    if transport == "adb":
+        if not serial:
+            raise ctx.fail("serial", "is missing for an adb device",
+                           "add `serial:` (see `adb devices`; HOST:PORT for a TCP-attached device)")
+        server_text = _want(ctx, raw, "adb_server", str)
+        if server_text is not None:
+            adb_server = AdbServer(*_parse_host_port(ctx, "adb_server", server_text, DEFAULT_ADB_SERVER_PORT))
+        if "ssh" in raw:
+            raise ctx.fail("ssh", "is set on an adb device", "remove it or set `transport: ssh`")
+    elif transport == "ssh":
+        if "ssh" not in raw:
+            raise ctx.fail("ssh", "is missing for an ssh device", "add `ssh: {host: ..., user: ..., key: ...}`")
+        ssh_spec = _parse_ssh(ctx, raw["ssh"], base)
+        for k in ("serial", "adb_server"):
+            if k in raw:
+                raise ctx.fail(k, "is set on an ssh device", "remove it or set `transport: adb`")
+    else:
+        for k in ("serial", "adb_server", "ssh"):
+            if k in raw:
+                raise ctx.fail(k, "is set on a local device", "remove it; a local device is this host")
+
+    soc_model = _want(ctx, raw, "soc", str, required=True)
+    info = soc.lookup(soc_model)
+    soc_id = _want(ctx, raw, "soc_id", int)
+    arch_raw = _want(ctx, raw, "htp_arch", (str, int))
+    vtcm = _want(ctx, raw, "vtcm_mb", int)
+    arch = None
+    if arch_raw is not None:
+        arch = soc.normalize_arch(arch_raw)
+        if arch is None:
+            raise ctx.fail("htp_arch", f"{arch_raw!r} is not an HTP arch",
+                           f"use one of {', '.join(soc.HTP_ARCHES)}")
+    if info is None:
+        # An SoC outside the table is allowed when the facts are spelled out.
+        missing = [k for k, v in (("soc_id", soc_id), ("htp_arch", arch), ("vtcm_mb", vtcm)) if v is None]
+        if missing:
+            raise ctx.fail("soc", f"{soc_model!r} is not in the SoC table (known: {', '.join(soc.known_models())})",
+                           f"fix the model name or give {', '.join(missing)} explicitly")
+        assert soc_id is not None and arch is not None and vtcm is not None
+    else:
+        soc_model = info.model
+        if soc_id is not None and soc_id != info.soc_id:
+            raise ctx.fail("soc_id", f"{soc_id} contradicts {info.model} (soc_id {info.soc_id})",
+                           "remove soc_id (it is filled from the SoC table) or fix `soc`")
+        if arch is not None and arch != info.htp_arch:
+            raise ctx.fail("htp_arch", f"{arch} contradicts {info.model} (HTP {info.htp_arch})",
+                           "remove htp_arch (it is filled from the SoC table) or fix `soc`")
+        if vtcm is not None and vtcm != info.vtcm_mb:
+            raise ctx.fail("vtcm_mb", f"{vtcm} contradicts {info.model} (VTCM {info.vtcm_mb} MB)",
+                           "remove vtcm_mb (it is filled from the SoC table) or fix `soc`")
+        soc_id, arch, vtcm = info.soc_id, info.htp_arch, info.vtcm_mb
+    if vtcm <= 0:
+        raise ctx.fail("vtcm_mb", f"{vtcm} is not a size", "give the VTCM size in MB, e.g. 8")
+
+    default_dir = "/data/local/tmp/harness" if transport == "adb" else None
+    work_dir = _want(ctx, raw, "work_dir", str, required=default_dir is None, default=default_dir)
+    if transport != "local" and not PurePosixPath(work_dir).is_absolute():
+        raise ctx.fail("work_dir", f"{work_dir!r} is not an absolute path",
+                       "give the absolute folder on the device, e.g. /data/local/tmp/harness")
+    if transport == "local" and not os.path.isabs(work_dir):
+        work_dir = str((base / work_dir).resolve())
+
+    tags = _want(ctx, raw, "tags", list, default=[])
+    for t in tags:
+        if not isinstance(t, str) or not t:
+            raise ctx.fail("tags", f"holds {t!r}", "tags must be non-empty strings")
+    description = _want(ctx, raw, "description", str, default="")
+
+    return DeviceSpec(
+        name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
+        work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tuple(tags),
+        description=description, source=ctx.path,
+    )
+
+
+def parse_inventory(data: Any, path: Path) -> Inventory:
+    """Validate already-parsed YAML data (as loaded from `path`)."""
+    top = _Ctx(path)
+    if not isinstance(data, dict):
+        raise top.fail(None, f"the top level must be a mapping with `devices:`, got {_type_name(data)}",
+                       "start the file with `devices:` followed by a list of devices")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise top.fail(unknown[0], "is not a known top-level key", "use only `version` and `devices`")
+    raw_devices = data.get("devices")
+    if not isinstance(raw_devices, list) or not raw_devices:
+        raise top.fail("devices", "must be a non-empty list", "list at least one device under `devices:`")
+    base = path.parent
+    devices: dict[str, DeviceSpec] = {}
+    for i, raw in enumerate(raw_devices):
+        if not isinstance(raw, dict):
+            raise _Ctx(path, f"#{i + 1}").fail(None, f"is a {_type_name(raw)}, not a mapping",
+                                               "write each device as `- name: ...` with its keys")
+        name = raw.get("name")
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            label = f"#{i + 1}"
+            problem = "has no `name`" if name is None else f"has an invalid name {name!r}"
+            raise _Ctx(path, label).fail("name", problem,
+                                         "give each device a name of letters, digits, '.', '_' or '-'")
+        if name in devices:
+            raise _Ctx(path, name).fail("name", f"is a duplicate (device #{i + 1})",
+                                        "give every device its own name")
+        devices[name] = _parse_device(_Ctx(path, name), raw, base)
+    return Inventory(path=path, devices=devices)
+
+
+def load_inventory(path: str | os.PathLike[str]) -> Inventory:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError(f"{p}: file not found; pass --devices-file with the path of your devices.yaml") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InventoryError(f"{p}: cannot read the file ({exc}); check its permissions and encoding (UTF-8)") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InventoryError(f"{p}: YAML syntax error{where}: {problem}; fix the YAML at that place") from None
+    return parse_inventory(data, p)

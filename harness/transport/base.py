@@ -1,0 +1,298 @@
+"""The one small interface every device link implements (adb, ssh, local).
+
+Concrete transports implement a handful of primitives (`_exec`, file copy, stat); the
+behaviour built on top of them (kill-on-timeout by pid, trees, health) lives here once.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import stat as stat_mod
+import time
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from harness.errors import CommandFailed, CommandTimeout, TransportError
+from harness.inventory import DeviceSpec
+from harness.transport.command import build_shell_command, quote_argv
+from harness.transport.retry import RetryPolicy
+
+ProgressFn = Callable[[int], None]  # called with the bytes just moved
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    args: tuple[str, ...]
+    stdout: str
+    stderr: str
+    exit_code: int
+    duration_s: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def signal(self) -> int | None:
+        """Signal number when the shell reported 128+N (139 = SIGSEGV, 134 = SIGABRT)."""
+        return self.exit_code - 128 if 128 < self.exit_code < 160 else None
+
+    def check(self, device: str = "device") -> "CommandResult":
+        if not self.ok:
+            tail = (self.stderr or self.stdout).strip().splitlines()[-3:]
+            raise CommandFailed(f"{device}: `{quote_argv(self.args)}` exited {self.exit_code}: {' | '.join(tail)}")
+        return self
+
+
+@dataclass(frozen=True)
+class RawExec:
+    """What a transport's primitive returns for one shell string."""
+
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class RemoteStat:
+    path: str
+    size: int
+    mode: int
+    mtime: int
+
+    @property
+    def is_dir(self) -> bool:
+        return stat_mod.S_ISDIR(self.mode)
+
+    @property
+    def is_file(self) -> bool:
+        return stat_mod.S_ISREG(self.mode)
+
+
+@dataclass
+class HealthReport:
+    device: str
+    reachable: bool
+    state: str = "unknown"  # device | offline | unauthorized | unreachable | ok
+    facts: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.reachable and not self.problems
+
+
+class Transport(ABC):
+    """A link to one device. Methods raise TransportError subclasses for link faults."""
+
+    kind: str = "base"
+
+    def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None):
+        self.device = device
+        self.retry = retry or RetryPolicy()
+
+    # ---- primitives each transport implements -------------------------------------------
+    @abstractmethod
+    def _exec(self, command: str, timeout: float | None) -> RawExec:
+        """Run one shell string on the device. On timeout return RawExec(timed_out=True)
+        after abandoning the local side; the caller kills the device process."""
+
+    @abstractmethod
+    def _push_file(self, local: Path, remote: str, mode: int, progress: ProgressFn | None) -> int: ...
+
+    @abstractmethod
+    def _pull_file(self, remote: str, local: Path, progress: ProgressFn | None) -> int: ...
+
+    @abstractmethod
+    def stat(self, remote: str) -> RemoteStat | None: ...
+
+    def close(self) -> None:
+        """Release connections; the transport may be reopened by the next call."""
+
+    # ---- commands -----------------------------------------------------------------------
+    def shell(
+        self,
+        args: Sequence[str],
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = False,
+    ) -> CommandResult:
+        """Run argv on the device. With a timeout the program's device pid is recorded so a
+        run that overstays is killed on the device (and verified gone), not only abandoned."""
+        pid_file = self._pid_file() if timeout is not None else None
+        command = build_shell_command(args, cwd=cwd, env=env, pid_file=pid_file)
+        started = time.monotonic()
+        raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
+        duration = time.monotonic() - started
+        if raw.timed_out and pid_file:
+            self._kill_from_pid_file(pid_file)
+        if pid_file:
+            self._exec(quote_argv(["rm", "-f", pid_file]), 30)
+        result = CommandResult(
+            args=tuple(str(a) for a in args),
+            stdout=raw.stdout.decode("utf-8", "replace"),
+            stderr=raw.stderr.decode("utf-8", "replace"),
+            exit_code=raw.exit_code,
+            duration_s=duration,
+            timed_out=raw.timed_out,
+        )
+        if check:
+            result.check(self.device.name)
+        return result
+
+    def shell_text(self, args: Sequence[str], timeout: float | None = 60) -> str:
+        return self.shell(args, timeout=timeout, check=True).stdout
+
+    def _pid_file(self) -> str:
+        return posixpath.join(self.device_tmp_dir(), f"pid-{uuid.uuid4().hex}")
+
+    def device_tmp_dir(self) -> str:
+        """A writable scratch folder on the device (created on first use)."""
+        path = posixpath.join(self.device.work_dir, ".harness")
+        if not getattr(self, "_tmp_ready", False):
+            self._exec(quote_argv(["mkdir", "-p", path]), 30)
+            self._tmp_ready = True
+        return path
+
+    def _kill_from_pid_file(self, pid_file: str) -> None:
+        raw = self._exec(quote_argv(["cat", pid_file]), 30)
+        text = raw.stdout.decode().strip()
+        if text.isdigit():
+            if not self.kill(int(text)):
+                raise CommandTimeout(f"{self.device.name}: timed-out process {text} could not be killed")
+
+    def is_running(self, pid: int) -> bool:
+        # kill -0 succeeds while the process exists; a zombie still counts until reaped,
+        # so also look at its state in /proc.
+        raw = self._exec(f"kill -0 {int(pid)} 2>/dev/null && cat /proc/{int(pid)}/stat 2>/dev/null", 30)
+        if raw.exit_code != 0:
+            return False
+        fields = raw.stdout.decode(errors="replace").rsplit(")", 1)
+        return not (len(fields) == 2 and fields[1].split()[:1] == ["Z"])
+
+    def kill(self, pid: int, sig: int = 9, wait_s: float = 5.0) -> bool:
+        """Signal a device process and confirm it is gone. True when it no longer runs."""
+        self._exec(f"kill -{int(sig)} {int(pid)} 2>/dev/null", 30)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not self.is_running(pid):
+                return True
+            time.sleep(0.05)
+        return not self.is_running(pid)
+
+    # ---- files --------------------------------------------------------------------------
+    def push(self, local: Path, remote: str, *, mode: int | None = None, progress: ProgressFn | None = None) -> int:
+        local = Path(local)
+        if not local.is_file():
+            raise TransportError(f"{self.device.name}: cannot push {local}: not a file")
+        file_mode = mode if mode is not None else stat_mod.S_IMODE(local.stat().st_mode)
+        return self.retry.run(f"push {local.name}", lambda: self._push_file(local, remote, file_mode, progress))
+
+    def pull(self, remote: str, local: Path, *, progress: ProgressFn | None = None) -> int:
+        local = Path(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        return self.retry.run(f"pull {remote}", lambda: self._pull_file(remote, local, progress))
+
+    def push_tree(self, local_dir: Path, remote_dir: str, progress: ProgressFn | None = None) -> int:
+        local_dir = Path(local_dir)
+        total = 0
+        dirs = {remote_dir}
+        files = sorted(p for p in local_dir.rglob("*") if p.is_file())
+        for p in files:
+            dirs.add(posixpath.join(remote_dir, *p.parent.relative_to(local_dir).parts))
+        self.makedirs(*sorted(dirs))
+        for p in files:
+            rel = p.relative_to(local_dir).as_posix()
+            total += self.push(p, posixpath.join(remote_dir, rel), progress=progress)
+        return total
+
+    def list_files(self, remote_dir: str) -> list[str]:
+        """Relative paths of regular files under remote_dir (empty when it does not exist)."""
+        res = self.shell(["find", remote_dir, "-type", "f"], timeout=120)
+        if res.exit_code != 0:
+            return []
+        prefix = remote_dir.rstrip("/") + "/"
+        return sorted(line[len(prefix):] for line in res.stdout.splitlines() if line.startswith(prefix))
+
+    def pull_tree(self, remote_dir: str, local_dir: Path) -> int:
+        total = 0
+        for rel in self.list_files(remote_dir):
+            total += self.pull(posixpath.join(remote_dir, rel), Path(local_dir) / rel)
+        return total
+
+    def exists(self, remote: str) -> bool:
+        return self.stat(remote) is not None
+
+    def makedirs(self, *remote_dirs: str) -> None:
+        if remote_dirs:
+            self.shell(["mkdir", "-p", *remote_dirs], timeout=60, check=True)
+
+    def rename(self, src: str, dst: str) -> None:
+        self.shell(["mv", "-f", src, dst], timeout=60, check=True)
+
+    def remove(self, *remote: str, recursive: bool = False) -> None:
+        if remote:
+            self.shell(["rm", "-rf" if recursive else "-f", *remote], timeout=120, check=True)
+
+    def free_bytes(self, remote: str) -> int:
+        """Free bytes on the filesystem holding `remote` (POSIX `df -k`, as toybox prints it)."""
+        res = self.shell(["df", "-k", remote], timeout=60, check=True)
+        lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+        if len(lines) < 2:
+            raise TransportError(f"{self.device.name}: cannot read free space from `df -k {remote}`: {res.stdout!r}")
+        # Header: Filesystem 1K-blocks Used Available Use% Mounted on; a long device name may wrap.
+        cols = " ".join(lines[1:]).split()
+        nums = [c for c in cols if c.isdigit()]
+        if len(nums) < 3:
+            raise TransportError(f"{self.device.name}: unexpected `df -k` output: {res.stdout!r}")
+        return int(nums[2]) * 1024
+
+    def sha256(self, remote: str) -> str | None:
+        res = self.shell(["sha256sum", remote], timeout=600)
+        if res.exit_code != 0:
+            return None
+        return res.stdout.split()[0] if res.stdout.split() else None
+
+    # ---- facts and health ---------------------------------------------------------------
+    def getprop(self, name: str) -> str:
+        return self.shell(["getprop", name], timeout=30).stdout.strip()
+
+    def facts(self) -> dict[str, str]:
+        """`getprop`-like facts: at least `soc_model` and `model`, plus what the link knows."""
+        return {}
+
+    def health(self) -> HealthReport:
+        report = HealthReport(device=self.device.name, reachable=False)
+        try:
+            res = self.shell(["echo", "ok"], timeout=20)
+        except TransportError as exc:
+            report.state = "unreachable"
+            report.problems.append(str(exc))
+            return report
+        report.reachable = res.stdout.strip() == "ok"
+        report.state = "ok" if report.reachable else "broken-shell"
+        if not report.reachable:
+            report.problems.append(f"`echo ok` printed {res.stdout!r} (exit {res.exit_code})")
+        return report
+
+    def __enter__(self) -> "Transport":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def remote_join(*parts: str) -> str:
+    return posixpath.join(*parts)
+
+
+__all__ = [
+    "CommandResult", "HealthReport", "ProgressFn", "RawExec", "RemoteStat", "Transport", "remote_join",
+]

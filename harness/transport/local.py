@@ -1,0 +1,76 @@
+"""The host itself as a device: for host builds of the runtimes (x86 `llm_demo`, the
+`mnn`-engine host runtime). Same interface, so runners and checks do not care."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from harness.errors import RemoteNoSpaceError, RemotePathError
+from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
+
+_CHUNK = 4 << 20
+
+
+class LocalTransport(Transport):
+    kind = "local"
+
+    def _exec(self, command: str, timeout: float | None) -> RawExec:
+        proc = subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # Leave the kill to the caller (it holds the program's pid), but do not leak pipes.
+            out, err = b"", b""
+            return RawExec(out, err, -1, timed_out=True)
+        return RawExec(out, err, proc.returncode)
+
+    def _push_file(self, local: Path, remote: str, mode: int, progress: ProgressFn | None) -> int:
+        return _copy(local, Path(remote), mode, progress)
+
+    def _pull_file(self, remote: str, local: Path, progress: ProgressFn | None) -> int:
+        src = Path(remote)
+        if not src.is_file():
+            raise RemotePathError(f"{self.device.name}: {remote} does not exist")
+        return _copy(src, local, None, progress)
+
+    def stat(self, remote: str) -> RemoteStat | None:
+        try:
+            st = os.stat(remote)
+        except FileNotFoundError:
+            return None
+        return RemoteStat(remote, st.st_size, st.st_mode, int(st.st_mtime))
+
+    def free_bytes(self, remote: str) -> int:
+        path = Path(remote)
+        while not path.exists():
+            path = path.parent
+        return shutil.disk_usage(path).free
+
+    def getprop(self, name: str) -> str:
+        return {"ro.soc.model": self.device.soc_model}.get(name, "")
+
+    def facts(self) -> dict[str, str]:
+        return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": "local"}
+
+
+def _copy(src: Path, dst: Path, mode: int | None, progress: ProgressFn | None) -> int:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    total = 0
+    try:
+        with open(src, "rb") as fin, open(dst, "wb") as fout:
+            while chunk := fin.read(_CHUNK):
+                fout.write(chunk)
+                total += len(chunk)
+                if progress:
+                    progress(len(chunk))
+    except OSError as exc:
+        if exc.errno == 28:
+            raise RemoteNoSpaceError(f"local: no space left writing {dst}; free disk space and retry") from None
+        raise
+    if mode is not None:
+        os.chmod(dst, mode)
+    return total
