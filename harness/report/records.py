@@ -1,0 +1,106 @@
+"""One record per test outcome, written as the run goes (Mobly's records.py shape).
+
+Both front doors produce these: the pytest plugin (suites/) and the lab scheduler. The
+reporters (JUnit, SQLite history, HTML) consume only records, never runner internals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+STATUSES = ("passed", "failed", "error", "skipped")
+
+
+@dataclass
+class TestRecord:
+    name: str  # test id, e.g. "qwen3_vl::matrix[qnn/qnn]::cat-prompt"
+    suite: str
+    device: str
+    status: str = "passed"  # passed | failed | error | skipped
+    soc_model: str = ""
+    htp_arch: str = ""
+    model: str = ""
+    backend_pair: str = ""
+    failure_class: str = ""  # runner class (crash, init-error, ...) or check class (garbled, drift, ...)
+    signature: str = ""  # id of the known-failure signature that matched, for grouping
+    message: str = ""
+    log_excerpt: str = ""
+    text: str = ""  # generated text, when the test produced one
+    verdict: str = ""  # coherence verdict, when judged
+    duration_s: float = 0.0
+    prefill_tps: float | None = None
+    decode_tps: float | None = None
+    load_s: float | None = None
+    flaky: bool = False  # passed only on a retry after a transport fault
+    attempts: int = 1
+    started_at: float = field(default_factory=time.time)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    __test__ = False  # not a pytest test class
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
+
+    def to_json(self) -> str:
+        def clean(v: Any) -> Any:
+            return None if isinstance(v, float) and not math.isfinite(v) else v
+
+        return json.dumps({k: clean(v) for k, v in asdict(self).items()}, ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TestRecord":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class RecordWriter:
+    """Appends records as JSON lines, flushed per record, so an interrupted night keeps
+    every result that arrived. Safe to share between worker threads."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._fh = open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: TestRecord) -> None:
+        line = record.to_json() + "\n"
+        with self._lock:
+            self._fh.write(line)
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
+
+    def __enter__(self) -> "RecordWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_records(path: Path) -> list[TestRecord]:
+    return list(iter_records(path))
+
+
+def iter_records(path: Path) -> Iterator[TestRecord]:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if line:
+                yield TestRecord.from_dict(json.loads(line))
+
+
+def by_device(records: Iterable[TestRecord]) -> dict[str, list[TestRecord]]:
+    out: dict[str, list[TestRecord]] = {}
+    for r in records:
+        out.setdefault(r.device, []).append(r)
+    return out
