@@ -1,0 +1,36 @@
+# Two entry points: `make demo` and `make test`. Both install what is missing first.
+PYTHON ?= python3
+APT_PACKAGES := adb openssh-server bubblewrap chromium
+STAMP := .make/installed
+
+.PHONY: demo test install system-deps python-deps clean
+
+install: system-deps python-deps
+
+# Debian packages only when their binaries are absent (no apt run on a ready machine).
+system-deps:
+	@missing=""; \
+	command -v adb >/dev/null 2>&1 || missing="$$missing adb"; \
+	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+python-deps: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m pip install -q -e '.[dev]'
+	@mkdir -p .make && touch $(STAMP)
+
+demo: install
+	$(PYTHON) -m tools.demo
+
+test: install
+	$(PYTHON) -m pytest tests -q -p no:cacheprovider
+
+clean:
+	rm -rf .make build *.egg-info .pytest_cache

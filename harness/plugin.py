@@ -1,0 +1,166 @@
+"""pytest plugin (registered through the `pytest11` entry point): options, markers and
+fixtures only. All logic lives in importable modules; this file wires them to pytest."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.inventory import DeviceSpec, Inventory, load_inventory
+from harness.report.records import RecordWriter, TestRecord
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness", "on-device LLM harness")
+    group.addoption("--device", action="store", default=None, help="device name from the inventory")
+    group.addoption("--devices-file", action="store", default=None,
+                    help="inventory file (default: $HARNESS_DEVICES or ./devices.yaml)")
+    group.addoption("--model-dir", action="store", default=None, help="exported model folder to provision")
+    group.addoption("--runtime-dir", action="store", default=None,
+                    help="folder with the runner binary (llm_demo / qnn_llama_runner) and its libraries")
+    group.addoption("--qnn-sdk", action="store", default=None, help="QNN SDK root (QNN libraries by HTP arch)")
+    group.addoption("--backends", action="store", default=None,
+                    help="comma-separated backend pairs (visual/llm), e.g. qnn/qnn,cpu/cpu (default: all)")
+    group.addoption("--harness-records", action="store", default=None,
+                    help="append one JSON record per device test to this file")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "requires_arch(arch): needs an HTP arch at least this new, e.g. 'v73'")
+    config.addinivalue_line("markers", "visual: needs a model with a visual encoder")
+    config.addinivalue_line("markers", "qnn: runs on the QNN/HTP backend")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("requires_arch")
+    if marker is None or "device" not in getattr(item, "fixturenames", ()):
+        return
+    from harness.soc import normalize_arch
+
+    need = normalize_arch(marker.args[0]) if marker.args else None
+    if need is None:
+        raise pytest.UsageError(f"{item.nodeid}: requires_arch needs an arch like 'v73', got {marker.args!r}")
+    device: DeviceSpec = item._request.getfixturevalue("device")  # type: ignore[attr-defined]
+    if device.arch_number < int(need[1:]):
+        pytest.skip(f"{device.name} has HTP {device.htp_arch}; this test needs {need} or newer")
+
+
+def _opt(config: pytest.Config, name: str) -> str | None:
+    return config.getoption(name, default=None)
+
+
+@pytest.fixture(scope="session")
+def inventory(pytestconfig: pytest.Config) -> Inventory:
+    path = _opt(pytestconfig, "--devices-file") or os.environ.get("HARNESS_DEVICES") or "devices.yaml"
+    try:
+        return load_inventory(path)
+    except HarnessError as exc:
+        pytest.exit(str(exc), returncode=2)
+
+
+@pytest.fixture(scope="session")
+def device(pytestconfig: pytest.Config, inventory: Inventory) -> DeviceSpec:
+    name = _opt(pytestconfig, "--device")
+    if not name:
+        pytest.skip("no --device given: device tests need `--device NAME` from the inventory")
+    try:
+        return inventory.get(name)
+    except HarnessError as exc:
+        pytest.exit(str(exc), returncode=2)
+
+
+@pytest.fixture(scope="session")
+def transport(device: DeviceSpec) -> Iterator["object"]:
+    from harness.transport import open_transport
+
+    t = open_transport(device)
+    health = t.health()
+    if not health.ok:
+        pytest.exit(f"{device.name} is not healthy: {'; '.join(health.problems) or health.state}", returncode=3)
+    yield t
+    t.close()
+
+
+@pytest.fixture(scope="session")
+def backends(pytestconfig: pytest.Config) -> list[str] | None:
+    raw = _opt(pytestconfig, "--backends")
+    return [b.strip().lower() for b in raw.split(",") if b.strip()] if raw else None
+
+
+@pytest.fixture(scope="session")
+def model_dir(pytestconfig: pytest.Config) -> Path:
+    raw = _opt(pytestconfig, "--model-dir")
+    if not raw:
+        pytest.skip("no --model-dir given: point it at an exported model folder")
+    return Path(raw)
+
+
+@pytest.fixture(scope="session")
+def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec):  # type: ignore[no-untyped-def]
+    """The runner and QNN libraries for this device's HTP arch, pushed once per session."""
+    from harness.provision import provision_runtime
+
+    runtime_dir = _opt(pytestconfig, "--runtime-dir")
+    if not runtime_dir:
+        pytest.skip("no --runtime-dir given: point it at the folder holding llm_demo and its libraries")
+    sdk = _opt(pytestconfig, "--qnn-sdk")
+    try:
+        return provision_runtime(transport, Path(runtime_dir), qnn_sdk=Path(sdk) if sdk else None)
+    except HarnessError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def provisioned_model(transport, model_dir: Path):  # type: ignore[no-untyped-def]
+    """The exported model on the device, validated against it and pushed incrementally."""
+    from harness.provision import provision_model
+
+    try:
+        return provision_model(transport, model_dir)
+    except HarnessError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def record_writer(pytestconfig: pytest.Config) -> Iterator[RecordWriter | None]:
+    path = _opt(pytestconfig, "--harness-records")
+    if not path:
+        yield None
+        return
+    writer = RecordWriter(Path(path))
+    yield writer
+    writer.close()
+
+
+@pytest.fixture
+def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceSpec):  # type: ignore[no-untyped-def]
+    """A TestRecord for this test: fields set by the test become JUnit properties and, with
+    --harness-records, a JSON line. Status comes from the test's own outcome."""
+    rec = TestRecord(name=request.node.nodeid, suite=request.node.module.__name__, device=device.name,
+                     soc_model=device.soc_model, htp_arch=device.htp_arch)
+    yield rec
+    outcome = getattr(request.node, "_harness_outcome", None)
+    if outcome is not None:
+        rec.status = outcome
+    for key in ("device", "soc_model", "htp_arch", "backend_pair", "model", "failure_class",
+                "prefill_tps", "decode_tps", "verdict"):
+        value = getattr(rec, key)
+        if value not in ("", None):
+            request.node.user_properties.append((key, value))
+    if record_writer is not None:
+        record_writer.write(rec)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        status = {"passed": "passed", "failed": "failed", "skipped": "skipped"}[report.outcome]
+        if report.when == "setup" and report.outcome == "failed":
+            status = "error"
+        item._harness_outcome = status  # type: ignore[attr-defined]

@@ -1,0 +1,35 @@
+"""`harness devices` through the installed console script, as a user runs it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("harness")
+    cmd = [exe, *args] if exe else [sys.executable, "-m", "harness.cli", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def test_devices_lists_resolved_facts() -> None:
+    res = run("devices", "--file", str(REPO / "devices.yaml"))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].split()[:3] == ["NAME", "TRANSPORT", "ADDRESS"]
+    op13 = next(line for line in lines if line.startswith("oneplus13"))
+    assert "SM8750" in op13 and " 69 " in op13 and "v79" in op13 and "8MB" in op13
+
+
+def test_devices_bad_file_exits_2_with_message(tmp_path: Path) -> None:
+    bad = tmp_path / "devices.yaml"
+    bad.write_text("devices:\n  - name: phone\n    transport: adb\n    soc: SM8750\n")
+    res = run("devices", "--file", str(bad))
+    assert res.returncode == 2
+    assert res.stdout == ""
+    assert "Traceback" not in res.stderr
+    assert f"{bad}: device 'phone', key 'serial'" in res.stderr
