@@ -1,0 +1,491 @@
+"""Is a generated text coherent or garbled? (English and Chinese)
+
+`judge(text, prompt=, reference=, expect_any=)` measures the text (textstats), then
+applies rules. Two kinds of rules:
+
+- decisive: one is enough (empty text, control characters, U+FFFD, token soup,
+  a repetition loop, an answer sharing nothing with both the prompt and the reference);
+- suspicious: each adds a weight; garbled when the weights reach 1.0 (off-topic,
+  invented words, mangled tokens, fragment lines, a long repeated passage...).
+  The activation-saturation fault writes fluent text that drifts off-topic and
+  mangles a word here and there: no single sign is sure, together they are.
+
+A text cut mid-sentence is not garbled by itself (runs stop at max tokens), so the
+end of the text is never held against it. Thresholds live in `Thresholds`,
+calibrated on ../shared/corpus/coherence-dev.jsonl with cross-validation by prompt
+(benchmarks/coherence_eval.py).
+
+CLI: `python -m harness.checks.coherence FILE.jsonl [--json]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from harness.checks import textstats as ts
+
+VerdictLabel = Literal["coherent", "garbled"]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Rule limits. Defaults are the calibrated values; tests and the CV script override them."""
+
+    # decisive
+    soup_oov_rate: float = 0.20        # share of non-dictionary words (en)
+    soup_min_words: int = 6
+    soup_rare_cjk_rate: float = 0.25   # share of rare CJK characters (zh)
+    soup_function_rate: float = 0.08   # share of function words in >= soup_function_min_words
+    soup_function_min_words: int = 15
+    soup_mixed_oov_rate: float = 0.10      # fewer non-words, but together with...
+    soup_mixed_function_rate: float = 0.12  # ...almost no grammar words
+    loop_min_span: int = 12            # units covered by a back-to-back repetition
+    loop_min_repeats: float = 3.0
+    offtopic_min_content: int = 8      # content words (text and reference) before "shares nothing" is decisive
+    # suspicious (weights add up; >= garbled_at is garbled)
+    offtopic_weight: float = 0.7       # at relevance 0; falls linearly to 0 at offtopic_clear_at
+    offtopic_clear_at: float = 0.25    # share of content words shared with prompt topic+reference
+    offtopic_topic_factor: float = 0.5 # the text names the prompt's subject: weight halved
+    offtopic_prompt_only_weight: float = 0.3  # no reference: the subject is never named
+    invented_zipf: float = 1.5         # words rarer than this are "not in the dictionary"
+    invented_min_len: int = 4
+    invented_weight: float = 0.3       # per distinct invented word in lower case (refate)
+    invented_name_weight: float = 0.15 # per distinct Capitalized one: often a rare name
+    mangled_weight: float = 0.35       # per mangled token (snake_joined, a-b-c-d-e chains, a=b)
+    long_chain_parts: int = 8          # a joined chain this long is junk on its own...
+    long_chain_weight: float = 0.7     # ...and weighs this much
+    fragment_weight: float = 0.2       # per fragment line (a lone word or symbol on its own line)
+    dangling_weight: float = 0.2       # per line that stops on an article or preposition
+    repeat_ngram_len: int = 6          # words in a passage repeated verbatim
+    repeat_weight: float = 0.5
+    short_loop_weight: float = 0.4     # a loop below the decisive size
+    garbled_at: float = 1.0
+
+
+@dataclass
+class Verdict:
+    verdict: VerdictLabel
+    reasons: list[str] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def coherent(self) -> bool:
+        return self.verdict == "coherent"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "reasons": list(self.reasons),
+                "scores": {k: round(v, 4) for k, v in self.scores.items()}}
+
+
+# -- measurements ------------------------------------------------------------------
+
+_ARTICLE_END = frozenset(
+    "a an the of to with for from by in on at and or than is are was were my your our their its".split()
+)
+_CODE_RE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
+_MANGLED_RES = (
+    re.compile(r"[^\W\d_]_[^\W\d_]"),                 # words_joined_by_underscores
+    re.compile(r"(?:[^\W\d_]+-){4,}[^\W\d_]+"),       # a-b-c-d-e hyphen chains (5+ parts)
+    re.compile(r"[^\W\d_]=[^\W\d_]|[^\W\d_]#\d"),     # Is=It, F#113
+    re.compile(r"[^\W\d_]\"[^\W\d_]"),                # L"post: a quote glued inside a word
+    re.compile(r"[a-z]{2}[.:][A-Z][a-z]"),              # write.In, again:The: sentences glued
+)
+_NUM_CHAIN_RE = re.compile(r"\d+(?:-\d+){5,}")
+_CHAIN_SPLIT_RE = re.compile(r"[-_@=#]+")
+
+
+def _scrambled_numbers(tok: str) -> bool:
+    """1-2-1-3-5-4: a long number chain that is not a count (1-2-3-4-5-6 is fine)."""
+    for m in _NUM_CHAIN_RE.finditer(tok):
+        nums = [int(x) for x in m.group().split("-")]
+        steps = {b - a for a, b in zip(nums, nums[1:])}
+        if len(steps) > 1:
+            return True
+    return False
+
+
+def _mangled_tokens(text: str) -> list[tuple[str, int]]:
+    """Tokens glued from several words by _ - = \" or run-on sentences, with their part count."""
+    # Code spans legitimately hold snake_case and a=b: leave them out.
+    prose = _CODE_RE.sub(" ", ts.strip_social(text))
+    out = []
+    for tok in prose.split():
+        if any(r.search(tok) for r in _MANGLED_RES) or _scrambled_numbers(tok):
+            parts = [p for p in _CHAIN_SPLIT_RE.split(tok) if p.strip("*\"'.,:;!?()[]")]
+            out.append((tok, len(parts)))
+    return out
+
+
+def _is_fragment(line: str) -> bool:
+    """A line holding a lone short word or symbol ('The', 'E', '@', '*J'), not a heading."""
+    s = line.strip()
+    # Headings, code fences, table rules and separators are layout, not fragments.
+    if not s or s.endswith(":") or re.fullmatch(r"[\s`|:\-=*_#~+]+", s):
+        return False
+    if re.fullmatch(r"(?:\d+[.)]|[-*•])\s*\S.*", s) and len(ts.words(s)) >= 2:
+        return False  # a list item
+    ws = ts.words(s)
+    letters = sum(1 for c in s if c.isalpha())
+    if ts.cjk_chars(s):
+        return len(ts.cjk_chars(s)) <= 1 and not any(c.isdigit() for c in s)
+    if not ws:
+        return not any(c.isdigit() for c in s)
+    return len(ws) == 1 and (letters <= 2 or ws[0] in ts.FUNCTION_WORDS)
+
+
+def _dangling_lines(lines: list[str]) -> int:
+    """Lines (not the last: max tokens may cut it) that stop on an article or preposition."""
+    count = 0
+    for line in lines[:-1]:
+        ws = ts.words(line)
+        if len(ws) >= 1 and re.search(r"[^\W\d_]\s*$", line) and ws[-1] in _ARTICLE_END:
+            count += 1
+    return count
+
+
+def measure(text: str, prompt: str | None = None, reference: str | None = None,
+            th: Thresholds | None = None) -> dict[str, Any]:
+    """All raw measurements of one text (numbers plus a few examples for messages)."""
+    th = th or Thresholds()
+    body = text
+    # A U+FFFD at the very end is a multi-byte character cut by the token cap, not a fault.
+    fffd = body.rstrip().rstrip("\ufffd").count("\ufffd")
+    controls = [c for c in body if ts.is_control(c)]
+    unit_list = ts.units(ts.strip_social(body))
+    seq = [u.text for u in unit_list]
+    lex = [u.text for u in unit_list if u.kind in ("word", "num", "cjk")]
+    words = ts.words(body)
+    cjk = ts.cjk_chars(body)
+    # The last word may be cut by the token cap ("...producing ener"): not held against the text.
+    judged = words[:-1] if words and re.search(r"[^\W\d_]$", body) else words
+    invented = [w for w in judged if len(w) >= th.invented_min_len and ts.zipf_en(w) < th.invented_zipf]
+    # Case of the first letter as written: Capitalized rare words are often names.
+    written = {w.lower(): w for w in re.findall(r"[^\W\d_]+(?:['’][^\W\d_]+)*", ts.strip_social(body))}
+    invented_names = sorted({w for w in invented if written.get(w, w)[:1].isupper()
+                             and not re.search(r"[a-z][A-Z]", written.get(w, w))})
+    invented_plain = sorted(set(invented) - set(invented_names))
+    # Distinct words: one rare name repeated four times is not soup.
+    distinct = set(judged)
+    oov_all = [w for w in distinct if ts.zipf_en(w) < th.invented_zipf]
+    rare_cjk = [c for c in cjk if ts.zipf_zh(c) < 3.0]
+    loop = ts.longest_loop(seq)
+    rep_n, rep_text = ts.longest_repeated_ngram(lex)
+    lines = [ln for ln in body.split("\n") if ln.strip()]
+    text_stems = ts.content_stems(body)
+    # Relevance compares words: a Chinese answer to an English prompt shares none by nature.
+    share = ts.cjk_share(body)
+    if prompt and abs(ts.cjk_share(prompt) - share) > 0.5:
+        prompt = None
+    if reference and abs(ts.cjk_share(reference) - share) > 0.5:
+        reference = None
+    prompt_stems = ts.content_stems(prompt, task=True) if prompt else set()
+    # Echoed task words ("describe", "sentence") do not make an answer on-topic.
+    instr = {s for s in (ts.content_stem(w) for w in ts.INSTRUCTION_WORDS) if s}
+    topic = prompt_stems - instr
+    ref_stems = (ts.content_stems(reference) if reference else set()) - instr
+    on_topic = text_stems & (topic | ref_stems)
+    return {
+        "text": body,
+        "chars": len(body.strip()),
+        "has_content": any(c.isalnum() for c in body),
+        "controls": controls,
+        "fffd": fffd,
+        "n_words": len(words),
+        "n_cjk": len(cjk),
+        "cjk_share": ts.cjk_share(body),
+        "oov_rate": len(oov_all) / len(distinct) if distinct else 0.0,
+        "n_distinct": len(distinct),
+        "invented": invented,
+        "invented_plain": invented_plain,
+        "invented_names": invented_names,
+        "function_rate": (sum(1 for w in words if w in ts.FUNCTION_WORDS) / len(words)) if words else 1.0,
+        "rare_cjk_rate": len(rare_cjk) / len(cjk) if cjk else 0.0,
+        "rare_cjk": rare_cjk,
+        "loop": loop,
+        "repeat_n": rep_n,
+        "repeat_text": rep_text,
+        "compression": ts.compression_ratio(body),
+        "top_share": ts.top_share(lex),
+        "fragments": [ln.strip() for ln in lines if _is_fragment(ln)],
+        "dangling": _dangling_lines(lines),
+        "mangled": _mangled_tokens(body),
+        "n_content": len(text_stems),
+        "relevance": (len(on_topic) / len(text_stems)) if text_stems else 1.0,
+        "topic_hits": len(text_stems & topic),
+        "has_topic": bool(topic),
+        "has_reference": bool(reference and reference.strip()),
+        "n_reference": len(ref_stems),
+        "has_prompt": bool(prompt_stems),
+        "on_topic": sorted(on_topic),
+    }
+
+
+# -- rules -------------------------------------------------------------------------------
+
+def _quote(text: str, limit: int = 160) -> str:
+    flat = text.replace("\n", "\\n")
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")
+
+
+def _expect_found(text: str, expect_any: Sequence[str]) -> bool:
+    low = text.lower()
+    tokens = set(ts.words(text))
+    for want in expect_any:
+        w = want.strip().lower()
+        if not w:
+            continue
+        if any(ts.is_cjk(c) for c in w) or " " in w:
+            if w in low:
+                return True
+        elif any(t == w or (t.startswith(w) and len(t) - len(w) <= 3) for t in tokens):
+            return True  # cat -> cats, kitten -> kittens
+    return False
+
+
+def judge(text: str, prompt: str | None = None, reference: str | None = None,
+          expect_any: Sequence[str] = (), thresholds: Thresholds | None = None) -> Verdict:
+    """Verdict on one generated text; `reasons` names every rule that fired."""
+    if not isinstance(text, str):
+        raise TypeError(f"judge() needs the generated text as str, got {type(text).__name__}")
+    th = thresholds or Thresholds()
+    verdict = decide(measure(text, prompt, reference, th), th)
+    if expect_any and not _expect_found(text, expect_any):
+        verdict.reasons.append(f"expectation: none of {list(expect_any)} appear")
+        verdict.verdict = "garbled"
+    return verdict
+
+
+def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
+    """Apply the rules to measurements from `measure` (split out so calibration re-runs only this)."""
+    decisive: list[str] = []
+    suspicious: list[tuple[float, str]] = []
+    scores: dict[str, float] = {
+        "oov_rate": m["oov_rate"], "function_rate": m["function_rate"],
+        "rare_cjk_rate": m["rare_cjk_rate"], "relevance": m["relevance"],
+        "compression": m["compression"], "repeat_n": float(m["repeat_n"]),
+        "loop_span": float(m["loop"].span if m["loop"] else 0),
+    }
+
+    if not m["has_content"]:
+        decisive.append("empty: no letters, digits or CJK characters")
+    if m["controls"]:
+        shown = ", ".join(f"U+{ord(c):04X}" for c in sorted(set(m["controls"]))[:5])
+        decisive.append(f"control characters: {len(m['controls'])} ({shown})")
+    if m["fffd"]:
+        decisive.append(f"U+FFFD replacement characters: {m['fffd']} (broken byte decoding)")
+
+    # Token soup: many non-dictionary words, or content words with no grammar between them.
+    if m["n_distinct"] >= th.soup_min_words and m["oov_rate"] >= th.soup_oov_rate:
+        examples = ", ".join(sorted(set(m["invented"]))[:5])
+        decisive.append(f"token soup: {m['oov_rate']:.0%} of {m['n_distinct']} distinct words are not "
+                        f"English words (e.g. {examples})")
+    elif (m["n_distinct"] >= th.soup_function_min_words and m["oov_rate"] >= th.soup_mixed_oov_rate
+          and m["function_rate"] < th.soup_mixed_function_rate):
+        decisive.append(f"token soup: {m['oov_rate']:.0%} non-words and only "
+                        f"{m['function_rate']:.0%} function words in {m['n_words']} words")
+    if m["n_words"] >= th.soup_function_min_words and m["function_rate"] < th.soup_function_rate:
+        decisive.append(f"token soup: only {m['function_rate']:.0%} function words "
+                        f"(the, of, is...) in {m['n_words']} words")
+    if m["n_cjk"] >= th.soup_min_words and m["rare_cjk_rate"] >= th.soup_rare_cjk_rate:
+        decisive.append(f"token soup: {m['rare_cjk_rate']:.0%} of {m['n_cjk']} Chinese characters "
+                        f"are rare ({''.join(m['rare_cjk'][:8])})")
+
+    loop = m["loop"]
+    if loop and loop.repeats >= th.loop_min_repeats:
+        if loop.span >= th.loop_min_span:
+            decisive.append(f"repetition loop: {_quote(loop.pattern, 60)} x{loop.repeats:.0f}")
+        elif loop.span >= th.loop_min_span // 2 and loop.period >= 2:
+            suspicious.append((th.short_loop_weight,
+                               f"short repetition: {_quote(loop.pattern, 60)} x{loop.repeats:.0f}"))
+    if m["repeat_n"] >= th.repeat_ngram_len:
+        suspicious.append((th.repeat_weight,
+                           f"repeated passage of {m['repeat_n']} words: {_quote(m['repeat_text'], 80)}"))
+
+    # Relevance: what share of the text's content words come from the prompt or reference.
+    if m["has_reference"]:
+        if (m["relevance"] == 0.0 and m["n_content"] >= th.offtopic_min_content
+                and m["n_reference"] >= th.offtopic_min_content):
+            decisive.append(f"off-topic: none of its {m['n_content']} content words appear in the "
+                            "prompt or the reference answer")
+        else:
+            w = th.offtopic_weight * max(0.0, 1.0 - m["relevance"] / th.offtopic_clear_at)
+            if m["topic_hits"]:
+                w *= th.offtopic_topic_factor
+            if w > 0.0 and m["n_content"]:
+                suspicious.append((w, f"off-topic: {m['relevance']:.0%} of its content words appear "
+                                      "in the prompt or the reference answer"))
+    elif m["has_topic"] and m["topic_hits"] == 0 and m["n_content"]:
+        suspicious.append((th.offtopic_prompt_only_weight,
+                           "off-topic: names none of the prompt's subject words"))
+
+    if m["invented_plain"]:
+        suspicious.append((th.invented_weight * len(m["invented_plain"]),
+                           f"invented words: {', '.join(m['invented_plain'][:6])}"))
+    if m["invented_names"]:
+        suspicious.append((th.invented_name_weight * len(m["invented_names"]),
+                           f"unknown capitalized words: {', '.join(m['invented_names'][:6])}"))
+    if m["mangled"]:
+        w = sum(th.long_chain_weight if parts >= th.long_chain_parts else th.mangled_weight
+                for _, parts in m["mangled"])
+        suspicious.append((w, "mangled tokens: "
+                              + ", ".join(_quote(t, 40) for t, _ in m["mangled"][:4])))
+    if m["fragments"]:
+        suspicious.append((th.fragment_weight * len(m["fragments"]),
+                           f"fragment lines: {len(m['fragments'])} "
+                           f"({', '.join(_quote(f, 12) for f in m['fragments'][:5])})"))
+    if m["dangling"]:
+        suspicious.append((th.dangling_weight * m["dangling"],
+                           f"lines ending on an article or preposition: {m['dangling']}"))
+
+    weight = sum(w for w, _ in suspicious)
+    scores["suspicion"] = weight
+    reasons = decisive + [f"{why} (+{w:.2f})" for w, why in suspicious]
+    garbled = bool(decisive) or weight >= th.garbled_at
+    return Verdict("garbled" if garbled else "coherent", reasons, scores)
+
+
+def assert_coherent(text: str, prompt: str | None = None, reference: str | None = None,
+                    expect_any: Sequence[str] = (), thresholds: Thresholds | None = None) -> Verdict:
+    """pytest-facing check: AssertionError naming the rules that fired and quoting the text."""
+    v = judge(text, prompt=prompt, reference=reference, expect_any=expect_any, thresholds=thresholds)
+    if not v.coherent:
+        lines = ["generated text judged garbled:"]
+        lines += [f"  - {r}" for r in v.reasons]
+        if prompt:
+            lines.append(f"  prompt:    {_quote(prompt, 200)}")
+        lines.append(f"  text:      {_quote(text, 400)}")
+        if reference:
+            lines.append(f"  reference: {_quote(reference, 400)}")
+        raise AssertionError("\n".join(lines))
+    return v
+
+
+# -- CLI -----------------------------------------------------------------------------------
+
+class RowsError(Exception):
+    """The JSONL file cannot be judged; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Row:
+    line: int
+    prompt: str | None
+    text: str
+    reference: str | None
+    label: str | None
+    expect_any: tuple[str, ...]
+
+
+def load_rows(path: Path) -> list[Row]:
+    """Read a JSONL file of {prompt, text, reference?, label?, expect_any?} rows."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RowsError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RowsError(f"{path}: cannot read as UTF-8 text ({exc})") from None
+    rows: list[Row] = []
+    for n, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RowsError(f"{path}:{n}: not valid JSON ({exc.msg}); each line must be one "
+                            "JSON object") from None
+        if not isinstance(obj, dict):
+            raise RowsError(f"{path}:{n}: expected a JSON object with 'text', got "
+                            f"{type(obj).__name__}")
+        if not isinstance(obj.get("text"), str):
+            raise RowsError(f"{path}:{n}: key 'text' (the generated text, a string) is missing "
+                            "or not a string")
+        for key in ("prompt", "reference", "label"):
+            if obj.get(key) is not None and not isinstance(obj[key], str):
+                raise RowsError(f"{path}:{n}: key '{key}' must be a string")
+        label = obj.get("label")
+        if label is not None and label not in ("coherent", "garbled", "unknown"):
+            raise RowsError(f"{path}:{n}: label {label!r} is not one of coherent, garbled, unknown")
+        expect = obj.get("expect_any", [])
+        if isinstance(expect, str):
+            expect = [expect]
+        if not isinstance(expect, list) or not all(isinstance(e, str) for e in expect):
+            raise RowsError(f"{path}:{n}: 'expect_any' must be a list of strings")
+        rows.append(Row(n, obj.get("prompt"), obj["text"], obj.get("reference"), label, tuple(expect)))
+    if not rows:
+        raise RowsError(f"{path}: no rows (expected one JSON object per line)")
+    return rows
+
+
+@dataclass
+class Tally:
+    coherent: int = 0
+    garbled: int = 0
+    false_alarms: int = 0   # coherent called garbled
+    caught: int = 0         # garbled called garbled
+
+    def add(self, label: str | None, verdict: str) -> None:
+        if label == "coherent":
+            self.coherent += 1
+            self.false_alarms += verdict == "garbled"
+        elif label == "garbled":
+            self.garbled += 1
+            self.caught += verdict == "garbled"
+
+    @property
+    def scored(self) -> int:
+        return self.coherent + self.garbled
+
+    def summary(self) -> str:
+        if not self.scored:
+            return "no labelled rows (coherent/garbled): no accuracy to report"
+        right = (self.coherent - self.false_alarms) + self.caught
+        fa = self.false_alarms / self.coherent if self.coherent else 0.0
+        caught = self.caught / self.garbled if self.garbled else 1.0
+        return (f"labelled rows: {self.scored}  accuracy: {right / self.scored:.1%}  "
+                f"false alarms: {self.false_alarms}/{self.coherent} ({fa:.1%})  "
+                f"garbled caught: {self.caught}/{self.garbled} ({caught:.1%})")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.checks.coherence",
+        description="Judge generated texts (JSONL rows with prompt, text, optional reference and "
+                    "label) as coherent or garbled.")
+    parser.add_argument("file", type=Path, help="JSONL file, one object per line")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object per row (verdict, reasons, scores) and nothing else")
+    args = parser.parse_args(argv)
+    try:
+        rows = load_rows(args.file)
+    except RowsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tally = Tally()
+    for row in rows:
+        v = judge(row.text, prompt=row.prompt, reference=row.reference, expect_any=row.expect_any)
+        tally.add(row.label, v.verdict)
+        if args.json:
+            out = {"line": row.line, **v.to_json()}
+            if row.label is not None:
+                out["label"] = row.label
+            print(json.dumps(out, ensure_ascii=False))
+        else:
+            mark = ""
+            if row.label in ("coherent", "garbled"):
+                mark = "  ok" if row.label == v.verdict else f"  WRONG (label {row.label})"
+            print(f"line {row.line}: {v.verdict}{mark}  {_quote(row.text, 70)}")
+            for reason in v.reasons:
+                print(f"    - {reason}")
+    if not args.json:
+        print(tally.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Text measurements shared by the coherence and agreement checks.
+
+Pure functions over a string: tokenization (Latin words, numbers, punctuation,
+single CJK characters), word-frequency look-ups through `wordfreq`, repetition
+and relevance measures. No verdicts here: `coherence.py` turns numbers into rules.
+
+Chinese needs no extra package: wordfreq's own zh list and its
+traditional->simplified table are read directly (its tokenizer would need jieba).
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import re
+import unicodedata
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+import msgpack
+import wordfreq
+from wordfreq.util import data_path
+
+# -- character classes -------------------------------------------------------
+
+_CJK_RANGES = (
+    (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF),
+    (0x20000, 0x2A6DF), (0x2A700, 0x2EBEF), (0x30000, 0x3134F),
+)
+
+
+def is_cjk(ch: str) -> bool:
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
+def is_control(ch: str) -> bool:
+    """Control, unassigned, private-use or surrogate code points (tab/newline/CR allowed)."""
+    if ch in "\t\n\r":
+        return False
+    return unicodedata.category(ch) in ("Cc", "Cn", "Co", "Cs")
+
+
+# -- tokens --------------------------------------------------------------------
+
+# Latin-script words (letters incl. accented; apostrophes inside), numbers, CJK chars,
+# then any other visible symbol as its own unit.
+_UNIT_RE = re.compile(
+    r"(?P<word>[^\W\d_]+(?:['’][^\W\d_]+)*)|(?P<num>\d+(?:[.,]\d+)*)|(?P<other>\S)"
+)
+# Social-media and link tokens carry no language signal: dropped before word checks.
+_SKIP_RE = re.compile(r"(?:(?<=\s)|^)(?:[#@][\w-]+|https?://\S+|www\.\S+|\S+@\S+\.\w+)")
+
+
+@dataclass(frozen=True)
+class Unit:
+    kind: str  # 'word' | 'num' | 'cjk' | 'other'
+    text: str  # lowercased for words
+
+
+def units(text: str) -> list[Unit]:
+    """Split text into comparable units; CJK runs become one unit per character."""
+    out: list[Unit] = []
+    for m in _UNIT_RE.finditer(text):
+        if m.lastgroup == "word":
+            word = m.group()
+            if any(is_cjk(c) for c in word):
+                # A CJK run may be glued to Latin letters ("AI模型"): split per script.
+                buf = ""
+                for c in word:
+                    if is_cjk(c):
+                        if buf:
+                            out.append(Unit("word", buf.lower()))
+                            buf = ""
+                        out.append(Unit("cjk", c))
+                    else:
+                        buf += c
+                if buf:
+                    out.append(Unit("word", buf.lower()))
+            else:
+                out.append(Unit("word", word.lower().replace("’", "'")))
+        elif m.lastgroup == "num":
+            out.append(Unit("num", m.group()))
+        else:
+            out.append(Unit("other", m.group()))
+    return out
+
+
+def strip_social(text: str) -> str:
+    return _SKIP_RE.sub(" ", text)
+
+
+def words(text: str) -> list[str]:
+    """Lowercased Latin-script words of `text` (hashtags, mentions, links removed)."""
+    return [u.text for u in units(strip_social(text)) if u.kind == "word"]
+
+
+def cjk_chars(text: str) -> list[str]:
+    return [c for c in text if is_cjk(c)]
+
+
+def cjk_share(text: str) -> float:
+    """Share of CJK characters among letters (CJK + Latin letters)."""
+    cjk = sum(1 for c in text if is_cjk(c))
+    latin = sum(1 for c in text if c.isalpha() and not is_cjk(c))
+    return cjk / (cjk + latin) if cjk + latin else 0.0
+
+
+# -- word frequencies ----------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def _zh_tables() -> tuple[dict[str, float], dict[int, str]]:
+    # Loaded once per process: the zh list is 330k entries (about 0.2 s).
+    freqs = wordfreq.get_frequency_dict("zh")
+    with gzip.open(data_path("_chinese_mapping.msgpack.gz")) as fh:
+        simp = msgpack.load(fh, raw=False, strict_map_key=False)
+    return freqs, simp
+
+
+@lru_cache(maxsize=65536)
+def zipf_en(word: str) -> float:
+    """Zipf frequency of an English word (0 when unknown)."""
+    return wordfreq.zipf_frequency(word, "en")
+
+
+def zipf_zh(token: str) -> float:
+    """Zipf frequency of a Chinese character or word, traditional forms folded to simplified."""
+    freqs, simp = _zh_tables()
+    f = freqs.get(token.translate(simp))
+    return math.log10(f) + 9.0 if f else 0.0
+
+
+# Function words: their share tells running prose from a bag of content words.
+FUNCTION_WORDS = frozenset(
+    """a an the of to in on at for with by from into onto about over under after before between
+    through during without within and or but nor so yet if then than as because while although
+    is are was were be been being am do does did have has had having will would shall should can
+    could may might must it its it's this that these those i you he she we they me him her us
+    them my your his our their mine yours what which who whom whose how why when where there here
+    not no all any some each every such more most other very just also only too i'm you're
+    don't can't isn't it'll let's that's there's what's""".split()
+)
+
+# Prompt words that describe the task rather than its topic ("Describe a cat" -> cat).
+INSTRUCTION_WORDS = frozenset(
+    """describe explain write give tell list summarize summarise name define answer briefly brief
+    short long simple simply sentence sentences word words paragraph paragraphs one two three four
+    five six seven ten poem story recipe fact facts tip tips example examples way ways using use
+    without please me child kid kids friendly new main key important common difference compare
+    between used does work make makes why what how who""".split()
+)
+
+
+def content_stem(word: str) -> str | None:
+    """Crude stem of a content word, or None for function/short words.
+
+    Plural and possessive endings are dropped, then the word is cut to 6 letters so
+    that describe/description, scramble/scrambled, elephant/elephants meet.
+    """
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    w = w.strip("'")
+    if len(w) < 3 or w in FUNCTION_WORDS or not w.isalpha():
+        return None
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")) and len(w) > 3:
+        w = w[:-1]
+    return w[:6]
+
+
+# Chinese grammar characters and task words, left out of relevance like English function words.
+CJK_FUNCTION_CHARS = frozenset("的地得了着过是在和与及或也都就而且但并不没有个们这那其之此我你他她它"
+                               "吗呢吧啊呀么一上下中里为以被把对从到向给让会能要可很更最还又")
+CJK_INSTRUCTION_WORDS = ("为什么", "什么", "怎么", "如何", "请", "介绍", "一下", "描述", "解释", "说明",
+                         "简单", "简短", "简要", "写", "首", "句话", "句", "给出", "列出", "告诉",
+                         "關於", "关于", "介紹", "描寫", "解釋", "說明", "簡單")
+
+
+def content_stems(text: str, *, task: bool = False) -> set[str]:
+    """Content stems of Latin words plus single CJK characters (Chinese has no spaces).
+
+    With `task=True` (a prompt) Chinese task words such as 介绍/描述/写 are dropped first.
+    """
+    stems = {s for s in (content_stem(w) for w in words(text)) if s}
+    if task:
+        for w in CJK_INSTRUCTION_WORDS:
+            text = text.replace(w, " ")
+    stems.update(c.translate(_zh_tables()[1]) for c in text
+                 if is_cjk(c) and c not in CJK_FUNCTION_CHARS)
+    return stems
+
+
+# -- repetition ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Loop:
+    period: int        # units in one repetition
+    repeats: float     # how many times the pattern occurs back to back
+    span: int          # units covered
+    pattern: str       # one repetition, joined
+
+
+def longest_loop(seq: list[str], max_period: int = 20) -> Loop | None:
+    """The widest back-to-back repetition of a pattern that holds a letter, digit or CJK char.
+
+    Pure-punctuation patterns ("| --- | --- |") are table or rule markup, not loops.
+    """
+    best: Loop | None = None
+    n = len(seq)
+    for p in range(1, min(max_period, n // 2) + 1):
+        i = 0
+        while i + p < n:
+            if seq[i] != seq[i + p]:
+                i += 1
+                continue
+            j = i
+            while j + p < n and seq[j] == seq[j + p]:
+                j += 1
+            span = (j - i) + p
+            pattern = seq[i:i + p]
+            # Only a pattern seen at least twice in full is a repetition.
+            if span >= 2 * p and any(any(c.isalnum() for c in tok) for tok in pattern):
+                if best is None or (span, -p) > (best.span, -best.period):
+                    best = Loop(p, span / p, span, " ".join(pattern))
+            i = j + 1
+    return best
+
+
+def longest_repeated_ngram(seq: list[str], min_n: int = 2) -> tuple[int, str]:
+    """Length and text of the longest n-gram that occurs twice without overlapping."""
+    best_n, best_text = 0, ""
+    n = min_n
+    while n <= len(seq) // 2:
+        seen: dict[tuple[str, ...], int] = {}
+        found = None
+        for i in range(len(seq) - n + 1):
+            gram = tuple(seq[i:i + n])
+            first = seen.setdefault(gram, i)
+            if i - first >= n:
+                found = gram
+                break
+        if found is None:
+            break
+        best_n, best_text = n, " ".join(found)
+        n += 1
+    return best_n, best_text
+
+
+def compression_ratio(text: str) -> float:
+    raw = text.encode("utf-8")
+    return len(zlib.compress(raw, 9)) / len(raw) if raw else 1.0
+
+
+def distinct_ratio(seq: list[str]) -> float:
+    return len(set(seq)) / len(seq) if seq else 1.0
+
+
+def top_share(seq: list[str]) -> float:
+    """Share of the most frequent unit (a loop on one token drives it up)."""
+    if not seq:
+        return 0.0
+    return Counter(seq).most_common(1)[0][1] / len(seq)
