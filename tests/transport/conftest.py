@@ -1,0 +1,69 @@
+"""Fixtures for transport tests: real sshd / adb server on free loopback ports."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from harness.inventory import DeviceSpec, load_inventory
+from harness.transport.retry import RetryPolicy
+
+
+@pytest.fixture
+def make_spec(tmp_path: Path) -> Callable[[dict[str, Any]], DeviceSpec]:
+    """DeviceSpec from a devices.yaml mapping, validated through the real inventory loader."""
+    counter = iter(range(1_000_000))
+
+    def build(entry: dict[str, Any]) -> DeviceSpec:
+        path = tmp_path / f"devices-{next(counter)}.yaml"
+        path.write_text(yaml.safe_dump({"devices": [entry]}))
+        return load_inventory(path).get(entry["name"])
+
+    return build
+
+
+@pytest.fixture
+def fast_retry() -> RetryPolicy:
+    """Retries as in production but with short waits, so fault tests stay quick."""
+    return RetryPolicy(attempts=4, max_seconds=30, wait_initial=0.05, wait_max=0.5)
+
+
+@pytest.fixture
+def retry_log(caplog: pytest.LogCaptureFixture) -> Callable[[], list[str]]:
+    caplog.set_level(logging.WARNING, logger="harness.transport")
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "transport fault" in r.getMessage()]
+
+    return lines
+
+
+def _sshd_available() -> bool:
+    return Path("/usr/sbin/sshd").exists() and shutil.which("ssh-keygen") is not None
+
+
+@pytest.fixture(scope="module")
+def ssh_board(tmp_path_factory: pytest.TempPathFactory):
+    if not _sshd_available():
+        pytest.skip("OpenSSH sshd/ssh-keygen not installed (apt-get install openssh-server)")
+    from virtual_lab.sshd import VirtualSshBoard
+
+    with VirtualSshBoard(tmp_path_factory.mktemp("sshboard")) as board:
+        yield board
+
+
+@pytest.fixture
+def fresh_ssh_board(tmp_path: Path):
+    """A board of its own for tests that break it (keys, auth, offline)."""
+    if not _sshd_available():
+        pytest.skip("OpenSSH sshd/ssh-keygen not installed (apt-get install openssh-server)")
+    from virtual_lab.sshd import VirtualSshBoard
+
+    with VirtualSshBoard(tmp_path / "board") as board:
+        yield board
+
