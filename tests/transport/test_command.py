@@ -1,0 +1,99 @@
+"""build_shell_command / quote_argv: every argument reaches the program literally."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.transport.command import build_shell_command, env_prefix, quote_argv
+
+NASTY = ["a b", "x;y", "'; rm -rf /data #", "$(id)", "`id`", '"q"', "back\\slash", "new\nline", "*", "", "-n"]
+
+
+def _run_sh(command: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, cwd=cwd, timeout=30)
+
+
+def test_quote_argv_round_trips_through_sh():
+    # printf prints each argument between markers: the shell must see exactly these argv.
+    cmd = quote_argv(["printf", "[%s]", *NASTY])
+    out = _run_sh(cmd).stdout
+    assert out == "".join(f"[{a}]" for a in NASTY)
+
+
+def test_quote_argv_rejects_strings_and_empty():
+    with pytest.raises(TypeError, match="argv lists"):
+        quote_argv("ls -l")
+    with pytest.raises(TypeError):
+        quote_argv(b"ls")
+    with pytest.raises(ValueError, match="empty"):
+        quote_argv([])
+
+
+def test_quote_argv_stringifies_numbers_and_paths():
+    assert quote_argv(["kill", "-9", 123]) == "kill -9 123"
+    assert quote_argv([Path("/data/local/tmp/a b")]) == "'/data/local/tmp/a b'"
+
+
+def test_injection_stays_literal(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("x")
+    cmd = build_shell_command(["echo", f"; rm -f {victim}", f"'; rm -f {victim} #"])
+    res = _run_sh(cmd)
+    assert res.returncode == 0 and victim.exists()
+    assert res.stdout == f"; rm -f {victim} '; rm -f {victim} #\n"
+
+
+def test_cwd_env_and_stdin(tmp_path):
+    odd = tmp_path / "dir with; semicolon"
+    odd.mkdir()
+    cmd = build_shell_command(["sh", "-c", 'pwd; printf "%s|%s" "$A" "$B"; cat'], cwd=str(odd),
+                              env={"A": "1 2", "B": "$(id);'"})
+    res = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, input="stdin must not be read",
+                         timeout=30)
+    assert res.stdout == f"{odd}\n1 2|$(id);'"  # `cat` read /dev/null, not our input
+
+
+def test_cwd_failure_stops_the_command(tmp_path):
+    marker = tmp_path / "ran"
+    cmd = build_shell_command(["touch", str(marker)], cwd=str(tmp_path / "missing"))
+    assert _run_sh(cmd).returncode != 0 and not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["1A", "A-B", "A B", "A;B", "", "A=B", "$A"])
+def test_env_names_validated(name):
+    with pytest.raises(ValueError, match="invalid environment variable name"):
+        env_prefix({name: "x"})
+    with pytest.raises(ValueError):
+        build_shell_command(["true"], env={name: "x"})
+
+
+def test_env_prefix_quotes_values():
+    assert env_prefix(None) == "" and env_prefix({}) == ""
+    assert env_prefix({"LD_LIBRARY_PATH": "/a b;c", "_X1": "y"}) == "LD_LIBRARY_PATH='/a b;c' _X1=y "
+
+
+@pytest.mark.parametrize("env", [None, {"GREETING": "hi there"}])
+def test_pid_file_holds_the_program_pid(tmp_path, env):
+    """With a pid file the program execs in place: the pid written is the program's own."""
+    pid_file = tmp_path / "pid file"
+    own = tmp_path / "own"
+    cmd = build_shell_command(["sh", "-c", f'echo $$ > "{own}"; echo "$GREETING"'], pid_file=str(pid_file),
+                              env=env, cwd=str(tmp_path))
+    assert "exec" in cmd
+    res = _run_sh(cmd)
+    assert res.returncode == 0
+    assert pid_file.read_text().strip() == own.read_text().strip()
+    assert res.stdout == ("hi there\n" if env else "\n")
+
+
+def test_pid_file_keeps_exit_code(tmp_path):
+    cmd = build_shell_command(["sh", "-c", "exit 7"], pid_file=str(tmp_path / "p"))
+    assert _run_sh(cmd).returncode == 7
+
+
+def test_stdin_null_can_be_disabled():
+    assert not build_shell_command(["cat"], stdin_null=False).endswith("< /dev/null")
+    assert build_shell_command(["cat"]).endswith("< /dev/null")
