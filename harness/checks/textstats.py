@@ -181,16 +181,22 @@ CJK_INSTRUCTION_WORDS = ("为什么", "什么", "怎么", "如何", "请", "介�
 
 
 def content_stems(text: str, *, task: bool = False) -> set[str]:
-    """Content stems of Latin words plus single CJK characters (Chinese has no spaces).
+    """Content stems of Latin words plus CJK character bigrams (Chinese has no spaces).
 
-    With `task=True` (a prompt) Chinese task words such as 介绍/描述/写 are dropped first.
+    Bigrams made only of grammar characters (是一, 我们) are skipped; traditional characters
+    are folded to simplified. With `task=True` (a prompt) Chinese task words such as
+    介绍/描述/写 are dropped first.
     """
     stems = {s for s in (content_stem(w) for w in words(text)) if s}
     if task:
         for w in CJK_INSTRUCTION_WORDS:
             text = text.replace(w, " ")
-    stems.update(c.translate(_zh_tables()[1]) for c in text
-                 if is_cjk(c) and c not in CJK_FUNCTION_CHARS)
+    simp = _zh_tables()[1]
+    for run in re.findall(r"[\u3400-\u9fff\uf900-\ufaff]+", text.translate(simp)):
+        if len(run) == 1 and run not in CJK_FUNCTION_CHARS:
+            stems.add(run)
+        stems.update(run[i:i + 2] for i in range(len(run) - 1)
+                     if not (run[i] in CJK_FUNCTION_CHARS and run[i + 1] in CJK_FUNCTION_CHARS))
     return stems
 
 
