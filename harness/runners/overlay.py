@@ -1,0 +1,112 @@
+"""Derived llm_demo configs: the export's config plus the harness's run settings.
+
+The derived file is written next to the original (paths in the config are relative to
+its folder, `base_dir`) under a name that carries a hash of the changes, so the same
+settings reuse the same file and the original is never edited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.transport.base import Transport
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """Run settings. `greedy` sets `sampler_type: greedy` (argmax on the device, deterministic).
+    `thread_num` is applied to the LLM and, when the config has one, the `mllm` block."""
+
+    greedy: bool = True
+    max_new_tokens: int | None = None
+    chunk_limits: tuple[int, ...] | None = None
+    thread_num: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # any other top-level keys
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens is not None and (not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1):
+            raise HarnessError(f"overlay max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
+        if self.thread_num is not None and (not isinstance(self.thread_num, int) or self.thread_num < 1):
+            raise HarnessError(f"overlay thread_num must be a positive integer, got {self.thread_num!r}")
+        if self.chunk_limits is not None:
+            cl = self.chunk_limits
+            # MNN: "size_limit must be array larger than 1, eg: [128, 1]"
+            if (not isinstance(cl, (list, tuple)) or len(cl) < 2
+                    or not all(isinstance(x, int) and x > 0 for x in cl)):
+                raise HarnessError(f"overlay chunk_limits must list at least two positive sizes like [128, 1], got {cl!r}")
+
+    def changes(self, config: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.greedy:
+            out["sampler_type"] = "greedy"
+        if self.max_new_tokens is not None:
+            out["max_new_tokens"] = self.max_new_tokens
+        if self.chunk_limits is not None:
+            out["chunk_limits"] = list(self.chunk_limits)
+        if self.thread_num is not None:
+            out["thread_num"] = self.thread_num
+            if isinstance(config.get("mllm"), dict):
+                out["mllm"] = {**config["mllm"], "thread_num": self.thread_num}
+        out.update(self.extra)
+        return out
+
+    def apply(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {**config, **self.changes(config)}
+
+    def is_empty(self) -> bool:
+        return not self.changes({"mllm": {}})
+
+
+def derived_name(config_name: str, changes: dict[str, Any]) -> str:
+    stem = config_name[:-5] if config_name.endswith(".json") else config_name
+    digest = hashlib.sha256(json.dumps(changes, sort_keys=True).encode()).hexdigest()[:10]
+    # Must end in .json: llm_demo picks the config reader by extension.
+    return f"{stem}.harness-{digest}.json"
+
+
+def read_remote_config(transport: Transport, remote_path: str) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="harness-cfg-") as tmp:
+        local = Path(tmp) / "config.json"
+        if not transport.exists(remote_path):
+            raise HarnessError(f"{transport.device.name}: config {remote_path} does not exist; "
+                               "provision the model first (harness push)")
+        transport.pull(remote_path, local)
+        try:
+            data = json.loads(local.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HarnessError(f"{transport.device.name}: {remote_path} is not valid JSON ({exc}); "
+                               "fix the export's config") from None
+    if not isinstance(data, dict):
+        raise HarnessError(f"{transport.device.name}: {remote_path} is not a JSON object; fix the export's config")
+    return data
+
+
+def write_overlay(transport: Transport, model_dir: str, config_name: str, overlay: Overlay) -> str:
+    """Device path of the derived config (written when missing); the original when the
+    overlay changes nothing."""
+    original = posixpath.join(model_dir, config_name)
+    config = read_remote_config(transport, original)
+    changes = overlay.changes(config)
+    if not changes:
+        return original
+    name = derived_name(config_name, changes)
+    remote = posixpath.join(model_dir, name)
+    if remote == original:  # cannot happen with the suffix, but the original is sacred
+        raise HarnessError(f"refusing to overwrite {original}")
+    derived = {**config, **changes}
+    with tempfile.TemporaryDirectory(prefix="harness-cfg-") as tmp:
+        local = Path(tmp) / name
+        local.write_text(json.dumps(derived, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        # Write under a temporary name and rename: a concurrent run never reads half a file.
+        partial = f"{remote}.{uuid.uuid4().hex[:8]}.partial"
+        transport.push(local, partial, mode=0o644)
+        transport.rename(partial, remote)
+    return remote

@@ -1,0 +1,258 @@
+"""Failure classification from one data file (`signatures.yaml`).
+
+A run's class is decided from facts the runner knows (transport fault, timeout, signal,
+exit code, summary present) plus the signatures matched on every output line. The
+signature ids are stable, so reports can group failures by cause across nights.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as signal_mod
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from harness.errors import HarnessError
+
+DEFAULT_PATH = Path(__file__).with_name("signatures.yaml")
+WARNING = "warning"
+OK = "ok"
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    cls: str
+    regex: re.Pattern[str]
+    description: str
+    hint: str
+    exit_codes: tuple[int, ...] | None = None
+
+    def applies(self, exit_code: int | None) -> bool:
+        return self.exit_codes is None or exit_code in self.exit_codes
+
+
+@dataclass(frozen=True)
+class SignatureMatch:
+    signature: Signature
+    line: str
+    source: str  # stdout | stderr | logcat
+
+    def to_json(self) -> dict[str, str]:
+        return {"id": self.signature.id, "class": self.signature.cls, "line": self.line, "source": self.source}
+
+
+@dataclass
+class Classification:
+    cls: str
+    reason: str = ""
+    matches: list[SignatureMatch] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # failure lines, in output order
+
+    @property
+    def ok(self) -> bool:
+        return self.cls == OK
+
+    @property
+    def signature_ids(self) -> list[str]:
+        """Ids of matched failure signatures, in order, without repeats."""
+        seen: list[str] = []
+        for m in self.matches:
+            if m.signature.cls != WARNING and m.signature.id not in seen:
+                seen.append(m.signature.id)
+        return seen
+
+    @property
+    def primary(self) -> SignatureMatch | None:
+        """The first match whose class decided the run (the cause to report)."""
+        for m in self.matches:
+            if m.signature.cls == self.cls:
+                return m
+        return None
+
+    @property
+    def hint(self) -> str:
+        p = self.primary
+        return p.signature.hint if p else ""
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.primary
+        return {
+            "class": self.cls,
+            "reason": self.reason,
+            "signature": p.signature.id if p else None,
+            "signatures": self.signature_ids,
+            "hint": self.hint,
+            "errors": list(self.errors),
+            "warnings": [m.line for m in self.matches if m.signature.cls == WARNING],
+        }
+
+
+class SignatureSet:
+    def __init__(self, classes: tuple[str, ...], signatures: list[Signature], source: Path):
+        self.classes = classes
+        self.signatures = signatures
+        self.source = source
+        self._rank = {c: i for i, c in enumerate(classes)}
+
+    def by_id(self, sig_id: str) -> Signature:
+        for s in self.signatures:
+            if s.id == sig_id:
+                return s
+        raise KeyError(sig_id)
+
+    def match_line(self, line: str, source: str, exit_code: int | None = None) -> SignatureMatch | None:
+        """First signature (file order) matching the line."""
+        for sig in self.signatures:
+            if sig.applies(exit_code) and sig.regex.search(line):
+                return SignatureMatch(sig, line, source)
+        return None
+
+    def match_text(self, text: str, source: str, exit_code: int | None = None) -> list[SignatureMatch]:
+        out = []
+        for line in text.splitlines():
+            m = self.match_line(line.rstrip("\r"), source, exit_code)
+            if m:
+                out.append(m)
+        return out
+
+    def worst(self, classes: Iterable[str]) -> str:
+        ranked = [c for c in classes if c in self._rank]
+        return min(ranked, key=self._rank.__getitem__) if ranked else OK
+
+    def classify(
+        self,
+        *,
+        stdout: str = "",
+        stderr: str = "",
+        logcat: Iterable[str] = (),
+        exit_code: int | None = 0,
+        timed_out: bool = False,
+        transport_error: str | None = None,
+        expect_summary: bool = False,
+        summary_found: bool = True,
+    ) -> Classification:
+        """Class of one process run. `logcat` holds message texts (see `logcat_messages`)."""
+        matches = (self.match_text(stdout, "stdout", exit_code) + self.match_text(stderr, "stderr", exit_code)
+                   + [m for m in (self.match_line(x, "logcat", exit_code) for x in logcat) if m])
+        errors = [m.line for m in matches if m.signature.cls != WARNING]
+        found = {m.signature.cls for m in matches} - {WARNING}
+
+        if transport_error:
+            return Classification("transport-error", transport_error, matches, [transport_error] + errors)
+        if timed_out:
+            return Classification("timeout", "the run exceeded its timeout and was killed on the device",
+                                  matches, errors)
+        sig = signal_of(exit_code)
+        if sig is not None:
+            name = signal_name(sig)
+            return Classification("crash", f"killed by {name}", matches, errors + [f"process killed by {name}"])
+        if found:
+            cls = self.worst(found)
+            first = next(m for m in matches if m.signature.cls == cls)
+            return Classification(cls, f"{first.signature.id}: {first.signature.description}", matches, errors)
+        if exit_code not in (0, None):
+            return Classification("runtime-error", f"exit code {exit_code} and no known error line",
+                                  matches, errors + [f"exit code {exit_code}"])
+        if expect_summary and not summary_found:
+            msg = ("no summary block in stdout or logcat (a logcat-only build with no logcat captured, "
+                   "or the run stopped early)")
+            return Classification("runtime-error", msg, matches, errors + [msg])
+        return Classification(OK, "", matches, errors)
+
+
+def signal_of(exit_code: int | None) -> int | None:
+    """Signal that ended the process: `sh` reports 128+N; Python's subprocess reports -N."""
+    if exit_code is None:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    if 128 < exit_code < 160:
+        return exit_code - 128
+    return None
+
+
+def signal_name(sig: int) -> str:
+    try:
+        return signal_mod.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+# ---- logcat -------------------------------------------------------------------------------
+# threadtime: "12-02 13:16:00.123  1234  1234 E MNNJNI  : message"
+_THREADTIME = re.compile(r"^\d\d-\d\d \d\d:\d\d:\d\d\.\d+\s+\d+\s+\d+\s+[VDIWEFA]\s+(?P<tag>[^:]*?)\s*: ?(?P<msg>.*)$")
+# brief: "E/MNNJNI( 1234): message"
+_BRIEF = re.compile(r"^[VDIWEFA]/(?P<tag>[^(]*?)\(\s*\d+\): ?(?P<msg>.*)$")
+_HEADER = re.compile(r"^--------- beginning of ")
+
+
+def logcat_entries(text: str) -> list[tuple[str, str]]:
+    """(tag, message) per logcat line in threadtime or brief format; other lines are kept
+    whole with an empty tag, so nothing is lost when a device prints another format."""
+    out: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        line = line.rstrip("\r")
+        if not line.strip() or _HEADER.match(line):
+            continue
+        m = _THREADTIME.match(line) or _BRIEF.match(line)
+        out.append((m.group("tag").strip(), m.group("msg")) if m else ("", line))
+    return out
+
+
+def logcat_messages(text: str, tags: Iterable[str] | None = None) -> list[str]:
+    want = set(tags) if tags else None
+    return [msg for tag, msg in logcat_entries(text) if want is None or not tag or tag in want]
+
+
+# ---- loading -------------------------------------------------------------------------------
+_REQUIRED = ("id", "class", "regex", "description", "hint")
+
+
+def load_signatures(path: Path | str | None = None) -> SignatureSet:
+    """The signature file (the packaged one by default), validated."""
+    return _load(Path(path) if path else DEFAULT_PATH)
+
+
+@lru_cache(maxsize=8)
+def _load(path: Path) -> SignatureSet:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HarnessError(f"{path}: signature file not found; reinstall the harness or pass an existing file") from None
+    except yaml.YAMLError as exc:
+        raise HarnessError(f"{path}: YAML syntax error ({str(exc).splitlines()[0]}); fix the file") from None
+    if not isinstance(data, dict) or not isinstance(data.get("classes"), list) or not isinstance(
+            data.get("signatures"), list):
+        raise HarnessError(f"{path}: needs a `classes:` list and a `signatures:` list")
+    classes = tuple(str(c) for c in data["classes"])
+    allowed = set(classes) | {WARNING}
+    sigs: list[Signature] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(data["signatures"]):
+        where = f"{path}: signature #{i + 1}"
+        if not isinstance(raw, dict):
+            raise HarnessError(f"{where} is not a mapping; write it as `- id: ...` with {', '.join(_REQUIRED)}")
+        missing = [k for k in _REQUIRED if not raw.get(k)]
+        if missing:
+            raise HarnessError(f"{where} ({raw.get('id', '?')}): missing {', '.join(missing)}; add them")
+        sid = str(raw["id"])
+        if sid in seen:
+            raise HarnessError(f"{where}: duplicate id {sid!r}; ids must be unique")
+        seen.add(sid)
+        if raw["class"] not in allowed:
+            raise HarnessError(f"{where} ({sid}): class {raw['class']!r} is not one of {', '.join(sorted(allowed))}")
+        try:
+            rx = re.compile(str(raw["regex"]))
+        except re.error as exc:
+            raise HarnessError(f"{where} ({sid}): key 'regex' does not compile ({exc}); fix the pattern") from None
+        codes = raw.get("exit_codes")
+        if codes is not None and (not isinstance(codes, list) or not all(isinstance(c, int) for c in codes)):
+            raise HarnessError(f"{where} ({sid}): key 'exit_codes' must be a list of integers")
+        sigs.append(Signature(sid, str(raw["class"]), rx, str(raw["description"]), str(raw["hint"]),
+                              tuple(codes) if codes is not None else None))
+    return SignatureSet(classes, sigs, path)
