@@ -1,0 +1,400 @@
+"""What an exported model folder is, and whether it is complete and fits a device.
+
+Everything here is checked on the host, before a single byte moves:
+- MNN export (`llmexport.py` + `npu/generate_llm_qnn.py`): every `config*.json` is read and
+  the files it needs resolved (model, weight, tokenizer, embeddings, visual model, and for
+  a QNN config its `qnn/graph*.bin` context binaries);
+- ExecuTorch export: `.pte` program(s) and a tokenizer;
+- the model type comes from `llm_config.json` (or the sidecar manifest), never the folder name;
+- the export's target (soc_id / HTP arch) comes from `export_args.json`, a sidecar
+  `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style file names
+  (`visual_qnn_69_v79.mnn`), and is compared with the device's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat as stat_mod
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from harness import soc
+from harness.errors import ArtifactError
+from harness.inventory import DeviceSpec
+from harness.provision.manifest import LOCAL_MANIFEST_NAME
+from harness.provision.types import TEXT_CONFIGS, VL_CONFIGS
+
+SIDECAR_NAMES = ("qnn/export_manifest.json", "export_manifest.json")
+MNN_CONFIG_NAMES = tuple(dict.fromkeys([*TEXT_CONFIGS.values(), *VL_CONFIGS.values()]))
+TOKENIZER_NAMES = ("tokenizer.bin", "tokenizer.model", "tokenizer.json", "tokenizer.txt", "tokenizer.mtok")
+_BIN_RE = re.compile(r"^graph(llm|visual)(\d+)\.bin$")
+_BIN_REF_RE = re.compile(rb"graph(?:llm|visual)\d+\.bin")
+_NAME_TARGET_RE = re.compile(r"_(\d+)_v(\d+)\.(?:mnn|bin)$")
+_BAD_NAME = re.compile(r"[\x00-\x1f\x7f]")
+_SCAN_LIMIT = 64 << 20  # plugin wrappers (qnn/llm.mnn) are small; never scan a weight file
+
+
+@dataclass(frozen=True)
+class ArtifactFile:
+    rel: str  # POSIX path relative to the set's root; also its path on the device
+    path: Path  # local file
+    size: int
+    mode: int  # permission bits to give it on the device
+
+
+@dataclass(frozen=True)
+class ExportTarget:
+    """The device an export was compiled for (None where the export does not say)."""
+
+    soc_id: int | None = None
+    htp_arch: str | None = None  # "v79"
+    vtcm_mb: int | None = None
+    chunk_size: int | None = None
+    source: str = ""  # where it was read, for messages
+
+    def describe(self) -> str:
+        parts = []
+        if self.soc_id is not None:
+            info = soc.lookup_id(self.soc_id)
+            parts.append(f"soc_id {self.soc_id}" + (f" ({info.model})" if info else ""))
+        if self.htp_arch:
+            parts.append(f"HTP {self.htp_arch}")
+        if self.vtcm_mb is not None:
+            parts.append(f"VTCM {self.vtcm_mb} MB")
+        return ", ".join(parts) or "no target"
+
+
+@dataclass(frozen=True)
+class ModelArtifact:
+    root: Path
+    kind: str  # "mnn" | "executorch"
+    model_type: str
+    files: tuple[ArtifactFile, ...]
+    configs: dict[str, str] = field(default_factory=dict)  # backend pair -> config (or .pte) name
+    target: ExportTarget | None = None
+    uses_qnn: bool = False
+    is_visual: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+# ---- small readers --------------------------------------------------------------------------
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: {what} is missing; re-export the model or copy the file in") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{path}: cannot read {what} ({exc}); check the file's permissions") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{path}: {what} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                            f"{exc.msg}); fix or re-export it") from None
+
+
+def _json_object(path: Path, what: str) -> dict[str, Any]:
+    data = _read_json(path, what)
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{path}: {what} must be a JSON object, got {type(data).__name__}; re-export it")
+    return data
+
+
+def list_files(root: Path, *, exclude_hidden_harness: bool = True) -> list[ArtifactFile]:
+    """Every regular file under root (symlinks followed), in a stable order."""
+    out: list[ArtifactFile] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if exclude_hidden_harness and (name.startswith(LOCAL_MANIFEST_NAME) or name.endswith(".pyc")):
+                continue
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            if _BAD_NAME.search(rel):
+                raise ArtifactError(f"{p}: the file name holds a control character (e.g. a newline); rename it")
+            try:
+                st = p.stat()
+            except OSError as exc:
+                raise ArtifactError(f"{p}: cannot read ({exc}); a dangling symlink? fix or remove it") from None
+            if not stat_mod.S_ISREG(st.st_mode):
+                continue
+            if not os.access(p, os.R_OK):
+                raise ArtifactError(f"{p}: not readable; fix its permissions")
+            out.append(ArtifactFile(rel, p, st.st_size, stat_mod.S_IMODE(st.st_mode) | 0o644))
+    return out
+
+
+# ---- export target --------------------------------------------------------------------------
+
+def _int_or_none(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v.strip())
+    return None
+
+
+def _target_from_mapping(data: dict[str, Any], source: str) -> ExportTarget | None:
+    """soc_id / dsp_arch (or htp_arch) / vtcm_mb / chunk_size, top level or under qnn/npu."""
+    for scope in (data, data.get("qnn"), data.get("npu")):
+        if not isinstance(scope, dict):
+            continue
+        raw_arch = next((scope[k] for k in ("dsp_arch", "htp_arch", "arch") if scope.get(k) not in (None, "")), None)
+        raw_soc = scope.get("soc_id")
+        soc_model = scope.get("soc_model") or scope.get("soc")
+        if raw_arch is None and raw_soc is None and not soc_model:
+            continue
+        arch = soc.normalize_arch(raw_arch) if raw_arch is not None else None
+        if raw_arch is not None and arch is None:
+            raise ArtifactError(f"{source}: dsp_arch {raw_arch!r} is not an HTP arch "
+                                f"(known: {', '.join(soc.HTP_ARCHES)}); fix the export's record")
+        soc_id = _int_or_none(raw_soc)
+        if raw_soc is not None and soc_id is None:
+            raise ArtifactError(f"{source}: soc_id {raw_soc!r} is not a number; fix the export's record")
+        if isinstance(soc_model, str) and soc_model:
+            info = soc.lookup(soc_model)
+            if info is None:
+                raise ArtifactError(f"{source}: soc_model {soc_model!r} is not in the SoC table; "
+                                    "give soc_id and dsp_arch instead")
+            soc_id = soc_id if soc_id is not None else info.soc_id
+            arch = arch or info.htp_arch
+        if soc_id is not None:
+            info = soc.lookup_id(soc_id)
+            if info is not None and arch is not None and info.htp_arch != arch:
+                raise ArtifactError(f"{source}: soc_id {soc_id} is {info.model} (HTP {info.htp_arch}) but dsp_arch "
+                                    f"says {arch}; the export record contradicts itself, re-export")
+            if info is not None and arch is None:
+                arch = info.htp_arch
+        return ExportTarget(soc_id=soc_id, htp_arch=arch, vtcm_mb=_int_or_none(scope.get("vtcm_mb")),
+                            chunk_size=_int_or_none(scope.get("chunk_size")), source=source)
+    return None
+
+
+def _merge_targets(found: list[ExportTarget]) -> ExportTarget | None:
+    if not found:
+        return None
+    merged = found[0]
+    for t in found[1:]:
+        for attr in ("soc_id", "htp_arch", "vtcm_mb", "chunk_size"):
+            a, b = getattr(merged, attr), getattr(t, attr)
+            if a is not None and b is not None and a != b:
+                raise ArtifactError(f"the export's target disagrees with itself: {merged.source} says {attr} {a}, "
+                                    f"{t.source} says {b}; re-export or fix the stale record")
+        merged = ExportTarget(
+            soc_id=merged.soc_id if merged.soc_id is not None else t.soc_id,
+            htp_arch=merged.htp_arch or t.htp_arch,
+            vtcm_mb=merged.vtcm_mb if merged.vtcm_mb is not None else t.vtcm_mb,
+            chunk_size=merged.chunk_size if merged.chunk_size is not None else t.chunk_size,
+            source=f"{merged.source} + {t.source}",
+        )
+    return merged
+
+
+def read_target(root: Path, files: list[ArtifactFile]) -> ExportTarget | None:
+    """Every record of the export's target that exists, checked to agree with each other."""
+    found: list[ExportTarget] = []
+    args = root / "export_args.json"
+    if args.is_file():
+        t = _target_from_mapping(_json_object(args, "export_args.json"), str(args))
+        if t:
+            found.append(t)
+    for name in SIDECAR_NAMES:
+        p = root / name
+        if p.is_file():
+            t = _target_from_mapping(_json_object(p, "the export manifest"), str(p))
+            if t:
+                found.append(t)
+    for f in files:
+        m = _NAME_TARGET_RE.search(f.rel)
+        if m:
+            arch = soc.normalize_arch(m.group(2))
+            if arch:
+                found.append(ExportTarget(soc_id=int(m.group(1)), htp_arch=arch, source=str(f.path)))
+    return _merge_targets(found)
+
+
+def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_target: bool = False) -> None:
+    """Refuse an export compiled for another SoC/arch than the device's (before any push)."""
+    if not artifact.uses_qnn:
+        return
+    t = artifact.target
+    if t is None or (t.htp_arch is None and t.soc_id is None):
+        if allow_unknown_target:
+            return
+        raise ArtifactError(
+            f"{artifact.root}: QNN export without a recorded target (no soc_id/dsp_arch in export_args.json, "
+            f"{' or '.join(SIDECAR_NAMES)}); cannot tell whether it fits {device.name} ({device.soc_model}, "
+            f"HTP {device.htp_arch}). Add {SIDECAR_NAMES[0]} with soc_id and dsp_arch, or pass allow_unknown_target")
+    here = f"{device.name} ({device.soc_model}, soc_id {device.soc_id}, HTP {device.htp_arch})"
+    if t.htp_arch is not None and t.htp_arch != device.htp_arch:
+        raise ArtifactError(f"{artifact.root}: compiled for {t.describe()} ({t.source}) but {here} needs "
+                            f"HTP {device.htp_arch} context binaries; re-export with --soc_id {device.soc_id} "
+                            f"--dsp_arch {device.htp_arch} or pick a {t.htp_arch} device")
+    if t.soc_id is not None and t.soc_id != device.soc_id:
+        raise ArtifactError(f"{artifact.root}: compiled for {t.describe()} ({t.source}) but the device is {here}; "
+                            f"QNN refuses context binaries for another SoC: re-export with --soc_id {device.soc_id}")
+    if t.vtcm_mb is not None and t.vtcm_mb > device.vtcm_mb:
+        raise ArtifactError(f"{artifact.root}: compiled for {t.vtcm_mb} MB VTCM ({t.source}) but {here} has "
+                            f"{device.vtcm_mb} MB; re-export with --vtcm_mb {device.vtcm_mb}")
+
+
+# ---- MNN ------------------------------------------------------------------------------------
+
+def _resolve(root: Path, base: PurePosixPath, name: Any, config: Path, key: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ArtifactError(f"{config}: key {key!r} must be a file name, got {name!r}; fix the config")
+    rel = PurePosixPath(os.path.normpath((base / name).as_posix()))
+    if rel.is_absolute() or rel.parts[:1] == ("..",):
+        raise ArtifactError(f"{config}: key {key!r} = {name!r} points outside the export folder {root}; "
+                            "the export must be self-contained (use a path relative to the config)")
+    return rel.as_posix()
+
+
+def _check_qnn_bins(root: Path, qnn_model: str, kind: str, config: Path, have: dict[str, ArtifactFile]) -> None:
+    """The QNN context binaries a plugin model needs: present, non-empty, no gaps, and every
+    `graph*.bin` the wrapper names (its plugin `path` attributes) exists."""
+    qdir = PurePosixPath(qnn_model).parent
+    bins = {}
+    for rel, f in have.items():
+        p = PurePosixPath(rel)
+        m = _BIN_RE.match(p.name)
+        if p.parent == qdir and m and m.group(1) == kind:
+            bins[int(m.group(2))] = f
+    where = f"{root / qdir}"
+    if not bins:
+        raise ArtifactError(f"{config}: uses {qnn_model} but {where} holds no graph{kind}<N>.bin context "
+                            f"binaries; copy the whole qnn/ folder from generate_llm_qnn.py's output")
+    nums = sorted(bins)
+    gaps = [n for n in range(nums[0], nums[-1] + 1) if n not in bins]
+    if gaps:
+        missing = ", ".join(f"graph{kind}{n}.bin" for n in gaps)
+        raise ArtifactError(f"{config}: {where} is missing {missing} (have {len(nums)} of "
+                            f"graph{kind}{nums[0]}..{nums[-1]}); copy the complete qnn/ folder")
+    empty = [f.rel for f in bins.values() if f.size == 0]
+    if empty:
+        raise ArtifactError(f"{config}: {', '.join(empty)} is empty (a truncated copy?); copy it again")
+    wrapper = have[qnn_model]
+    if wrapper.size <= _SCAN_LIMIT:
+        names = {m.decode() for m in _BIN_REF_RE.findall(wrapper.path.read_bytes())}
+        missing_refs = sorted(n for n in names if (qdir / n).as_posix() not in have and n.startswith(f"graph{kind}"))
+        if missing_refs:
+            raise ArtifactError(f"{config}: {wrapper.path} refers to {', '.join(missing_refs)} which {where} lacks; "
+                                "copy the complete qnn/ folder")
+
+
+def _load_mnn(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
+    have = {f.rel: f for f in files}
+    llm_config_path = root / "llm_config.json"
+    llm_config = _json_object(llm_config_path, "llm_config.json")
+    model_type = llm_config.get("model_type")
+    if not isinstance(model_type, str) or not model_type.strip():
+        raise ArtifactError(f"{llm_config_path}: key 'model_type' is missing or empty; the model type is read from "
+                            "here (never from the folder name), re-export or add it")
+    is_visual = bool(llm_config.get("is_visual"))
+    present = [name for name in MNN_CONFIG_NAMES if name in have]
+    if not present:
+        raise ArtifactError(f"{root}: no runtime config ({', '.join(MNN_CONFIG_NAMES)}); "
+                            "this does not look like a complete MNN export")
+    uses_qnn = False
+    for name in present:
+        cfg_path = root / name
+        cfg = _json_object(cfg_path, name)
+        base = PurePosixPath(".")
+        if "base_dir" in cfg:
+            base = PurePosixPath(_resolve(root, base, cfg["base_dir"], cfg_path, "base_dir"))
+        need: dict[str, str] = {}
+
+        def want(key: str, default: str | None) -> str | None:
+            value = cfg.get(key, llm_config.get(key, default))
+            if value is None:
+                return None
+            need[key] = _resolve(root, base, value, cfg_path, key)
+            return need[key]
+
+        llm_model = want("llm_model", "llm.mnn")
+        want("llm_weight", "llm.mnn.weight")  # Llm::load checks it even for qnn/llm.mnn
+        want("tokenizer_file", "tokenizer.txt")
+        qnn_llm = llm_model is not None and "qnn" in PurePosixPath(llm_model).parts[:-1]
+        # NPU exports need --seperate_embed, so embeddings are a file of their own there.
+        if "embedding_file" in cfg or "embedding_file" in llm_config or qnn_llm:
+            want("embedding_file", "embeddings_bf16.bin")
+        visual = want("visual_model", "visual.mnn") if is_visual or "visual_model" in cfg else None
+        missing = [f"{k} -> {v}" for k, v in need.items() if v not in have]
+        if missing:
+            raise ArtifactError(f"{cfg_path}: needs files the export lacks: {'; '.join(missing)}; "
+                                "copy them from the export output or re-export")
+        if qnn_llm:
+            uses_qnn = True
+            _check_qnn_bins(root, llm_model, "llm", cfg_path, have)
+        if visual is not None and "qnn" in PurePosixPath(visual).parts[:-1]:
+            uses_qnn = True
+            _check_qnn_bins(root, visual, "visual", cfg_path, have)
+    table = VL_CONFIGS if is_visual else TEXT_CONFIGS
+    configs = {pair: cfg for pair, cfg in table.items() if cfg in have}
+    if any(_BIN_RE.match(PurePosixPath(f.rel).name) for f in files):
+        uses_qnn = True
+    return ModelArtifact(root=root, kind="mnn", model_type=model_type.strip(), files=tuple(files),
+                         configs=configs, target=read_target(root, files), uses_qnn=uses_qnn, is_visual=is_visual)
+
+
+# ---- ExecuTorch -----------------------------------------------------------------------------
+
+def _pte_uses_qnn(path: Path) -> bool:
+    # The delegate id sits in the program flatbuffer at the file's start; the blobs follow.
+    with open(path, "rb") as f:
+        return b"QnnBackend" in f.read(4 << 20)
+
+
+def _load_executorch(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
+    ptes = [f for f in files if f.rel.endswith(".pte") and "/" not in f.rel]
+    toks = [f for f in files if f.rel in TOKENIZER_NAMES]
+    if not toks:
+        raise ArtifactError(f"{root}: ExecuTorch export without a tokenizer (one of {', '.join(TOKENIZER_NAMES)}); "
+                            "copy the runtime tokenizer next to the .pte")
+    sidecar: dict[str, Any] = {}
+    for name in SIDECAR_NAMES:
+        if (root / name).is_file():
+            sidecar = _json_object(root / name, "the export manifest")
+            break
+    model_type = sidecar.get("model_type") or sidecar.get("decoder_model_version") or ""
+    if not model_type and (root / "llm_config.json").is_file():
+        model_type = _json_object(root / "llm_config.json", "llm_config.json").get("model_type") or ""
+    pte = str(sidecar.get("model_path") or ptes[0].rel)
+    if pte not in {f.rel for f in ptes}:
+        raise ArtifactError(f"{root / SIDECAR_NAMES[1]}: model_path {pte!r} is not a .pte in {root}; fix it")
+    uses_qnn = any(_pte_uses_qnn(f.path) for f in ptes) or any(k in sidecar for k in ("soc_id", "dsp_arch", "htp_arch"))
+    return ModelArtifact(root=root, kind="executorch", model_type=str(model_type), files=tuple(files),
+                         configs={"qnn" if uses_qnn else "cpu": pte}, target=read_target(root, files),
+                         uses_qnn=uses_qnn)
+
+
+def load_export(model_dir: Path | str) -> ModelArtifact:
+    """Read and validate an export folder (MNN or ExecuTorch). Raises ArtifactError."""
+    root = Path(model_dir).expanduser()
+    if not root.is_dir():
+        raise ArtifactError(f"{root}: not a folder; pass the export's output folder (the one with config.json "
+                            "or the .pte)")
+    root = root.resolve()
+    files = list_files(root)
+    if not files:
+        raise ArtifactError(f"{root}: the folder is empty; pass the export's output folder")
+    names = {f.rel for f in files}
+    if "llm_config.json" in names or any(n in names for n in MNN_CONFIG_NAMES):
+        return _load_mnn(root, files)
+    if any(n.endswith(".pte") for n in names):
+        return _load_executorch(root, files)
+    raise ArtifactError(f"{root}: neither an MNN export (llm_config.json, config.json, llm.mnn...) nor an "
+                        "ExecuTorch export (*.pte); pass the export's output folder")
+
+
+__all__ = [
+    "ArtifactFile", "ExportTarget", "ModelArtifact", "check_target", "list_files", "load_export", "read_target",
+]

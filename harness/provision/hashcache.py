@@ -1,0 +1,130 @@
+"""Local sha256 cache keyed by (path, size, mtime_ns), so unchanged gigabytes are never re-hashed.
+
+One JSON file per cache. Saving merges with what another process wrote meanwhile (under a
+file lock), so parallel harness runs sharing the cache do not lose each other's entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+_CHUNK = 8 << 20  # large reads: hashlib releases the GIL, so a hashing thread runs beside a push
+_VERSION = 1
+
+
+def default_cache_path() -> Path:
+    """$HARNESS_CACHE_DIR, else $XDG_CACHE_HOME/harness, else ~/.cache/harness."""
+    root = os.environ.get("HARNESS_CACHE_DIR")
+    if not root:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(xdg, "harness")
+    return Path(root) / "hashes.json"
+
+
+def sha256_file(path: Path, progress=None) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class FileKey:
+    """What identifies one version of a local file without reading it."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> "FileKey":
+        st = path.stat()
+        return cls(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+class HashCache:
+    """sha256 per (path, size, mtime_ns). `path=None` keeps it in memory only."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path
+        self._entries: dict[str, tuple[int, int, str]] = {}
+        self._dirty: set[str] = set()
+        self._lock = threading.Lock()
+        self.hashed_bytes = 0  # bytes actually read for hashing (tests and benchmarks look at it)
+        if path is not None:
+            self._entries.update(self._read(path))
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, tuple[int, int, str]]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}  # a missing or corrupt cache only costs re-hashing
+        if not isinstance(data, dict) or data.get("version") != _VERSION:
+            return {}
+        out = {}
+        for p, v in (data.get("files") or {}).items():
+            if isinstance(v, list) and len(v) == 3:
+                out[p] = (int(v[0]), int(v[1]), str(v[2]))
+        return out
+
+    def lookup(self, key: FileKey) -> str | None:
+        with self._lock:
+            hit = self._entries.get(key.path)
+        if hit and hit[0] == key.size and hit[1] == key.mtime_ns:
+            return hit[2]
+        return None
+
+    def remember(self, key: FileKey, sha: str) -> None:
+        with self._lock:
+            self._entries[key.path] = (key.size, key.mtime_ns, sha)
+            self._dirty.add(key.path)
+
+    def digest(self, path: Path, progress=None) -> str:
+        """sha256 of `path`, read from the cache when size and mtime are unchanged."""
+        key = FileKey.of(path)
+        sha = self.lookup(key)
+        if sha is not None:
+            return sha
+        sha = sha256_file(path, progress)
+        with self._lock:
+            self.hashed_bytes += key.size
+        # A file rewritten while we read it keeps no cache entry (its key no longer matches).
+        if FileKey.of(path) == key:
+            self.remember(key, sha)
+        return sha
+
+    def save(self) -> None:
+        if self.path is None or not self._dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock", timeout=60):
+            merged = self._read(self.path)
+            with self._lock:
+                for p in self._dirty:
+                    merged[p] = self._entries[p]
+                self._dirty.clear()
+            # Forget files that no longer exist, so the cache does not grow forever.
+            merged = {p: v for p, v in merged.items() if os.path.exists(p)}
+            tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps({"version": _VERSION, "files": {p: list(v) for p, v in merged.items()}}),
+                           encoding="utf-8")
+            os.replace(tmp, self.path)
+
+
+def default_cache() -> HashCache:
+    """The per-user cache shared by every harness run on this host."""
+    return HashCache(default_cache_path())
+
+
+__all__ = ["FileKey", "HashCache", "default_cache", "default_cache_path", "sha256_file"]

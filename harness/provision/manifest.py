@@ -1,0 +1,129 @@
+"""Content manifests: sha256, size and mode per file of a pushed set.
+
+The same format lives in two places: beside the local artifacts (`.harness-manifest.json`,
+what was last provisioned from there) and on the device (`<work_dir>/manifests/...`,
+written last and atomically, so it only ever describes files that are fully in place).
+The device copy also records each file's device stamp (inode, mtime as the device reports
+them): comparing stamps is how a re-provision verifies the device without re-reading bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ProvisionError
+
+LOCAL_MANIFEST_NAME = ".harness-manifest.json"
+FORMAT = "harness-manifest/1"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    rel: str  # POSIX path relative to the set's root
+    sha256: str
+    size: int
+    mode: int  # permission bits, e.g. 0o755
+
+
+@dataclass(frozen=True)
+class DeviceStamp:
+    """What `stat` on the device said about a file right after it was put in place."""
+
+    inode: int
+    mtime: int
+
+
+@dataclass
+class Manifest:
+    kind: str  # "model" | "runtime"
+    name: str
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    remote_dir: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    device: dict[str, DeviceStamp] = field(default_factory=dict)  # empty in local manifests
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files.values())
+
+    def content_digest(self) -> str:
+        """sha256 over (path, sha256, size, mode) of every file: equal digests = equal sets."""
+        h = hashlib.sha256()
+        for rel in sorted(self.files):
+            f = self.files[rel]
+            h.update(f"{rel}\0{f.sha256}\0{f.size}\0{f.mode:o}\n".encode())
+        return h.hexdigest()
+
+    def to_json(self) -> str:
+        # One line: the device probe prints it between marker lines.
+        data = {
+            "format": FORMAT,
+            "kind": self.kind,
+            "name": self.name,
+            "remote_dir": self.remote_dir,
+            "meta": self.meta,
+            "files": {
+                rel: {"sha256": f.sha256, "size": f.size, "mode": f"{f.mode:o}",
+                      **({"inode": self.device[rel].inode, "mtime": self.device[rel].mtime}
+                         if rel in self.device else {})}
+                for rel, f in sorted(self.files.items())
+            },
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> "Manifest":
+        """Parse a manifest; `where` names its location in the error message."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
+                raise ValueError(f"not a {FORMAT} document")
+            files: dict[str, FileEntry] = {}
+            device: dict[str, DeviceStamp] = {}
+            for rel, v in data["files"].items():
+                files[rel] = FileEntry(rel, str(v["sha256"]), int(v["size"]), int(str(v["mode"]), 8))
+                if "inode" in v and "mtime" in v:
+                    device[rel] = DeviceStamp(int(v["inode"]), int(v["mtime"]))
+            return cls(kind=str(data["kind"]), name=str(data["name"]), files=files,
+                       remote_dir=str(data.get("remote_dir", "")), meta=dict(data.get("meta") or {}),
+                       device=device)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ProvisionError(f"{where}: unreadable provisioning manifest ({exc}); "
+                                 "delete it and provision again") from None
+
+
+def read_local_manifest(root: Path) -> Manifest | None:
+    """The manifest left beside a local set by the last provisioning, if any and readable."""
+    path = root / LOCAL_MANIFEST_NAME
+    try:
+        return Manifest.from_json(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, ProvisionError):
+        return None
+
+
+def write_local_manifest(root: Path, manifest: Manifest) -> Path | None:
+    """Write `.harness-manifest.json` beside the artifacts; None when the folder is read-only
+    (shared model folders often are: the manifest is a convenience, not a requirement)."""
+    path = root / LOCAL_MANIFEST_NAME
+    local = Manifest(kind=manifest.kind, name=manifest.name, files=dict(manifest.files),
+                     remote_dir=manifest.remote_dir, meta=dict(manifest.meta))
+    text = local.to_json()
+    try:
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            return path
+        tmp = root / f"{LOCAL_MANIFEST_NAME}.tmp{os.getpid()}"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
+
+
+__all__ = [
+    "DeviceStamp", "FileEntry", "LOCAL_MANIFEST_NAME", "Manifest", "read_local_manifest", "write_local_manifest",
+]
