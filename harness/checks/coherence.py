@@ -122,6 +122,9 @@ def _mangled_tokens(text: str) -> list[tuple[str, int]]:
     return out
 
 
+_LIST_LINE_RE = re.compile(r"\s*(?:\d+[.)]|[-*•+]|\|)\s*\S")
+
+
 def _is_fragment(line: str) -> bool:
     """A line holding a lone short word or symbol ('The', 'E', '@', '*J'), not a heading."""
     s = line.strip()
@@ -177,6 +180,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
     loop = ts.longest_loop(seq)
     rep_n, rep_text = ts.longest_repeated_ngram(lex)
     lines = [ln for ln in body.split("\n") if ln.strip()]
+    prose_words = [w for ln in lines if not _LIST_LINE_RE.match(ln) for w in ts.words(ln)]
     text_stems = ts.content_stems(body)
     # Relevance compares words: a Chinese answer to an English prompt shares none by nature.
     share = ts.cjk_share(body)
@@ -204,7 +208,10 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "invented": invented,
         "invented_plain": invented_plain,
         "invented_names": invented_names,
-        "function_rate": (sum(1 for w in words if w in ts.FUNCTION_WORDS) / len(words)) if words else 1.0,
+        # Over prose only: list items and table rows ("2. Banana", "| Red |") need no grammar.
+        "function_rate": (sum(1 for w in prose_words if w in ts.FUNCTION_WORDS) / len(prose_words))
+        if prose_words else 1.0,
+        "n_prose_words": len(prose_words),
         "rare_cjk_rate": len(rare_cjk) / len(cjk) if cjk else 0.0,
         "rare_cjk": rare_cjk,
         "loop": loop,
@@ -285,11 +292,11 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         examples = ", ".join(sorted(set(m["invented"]))[:5])
         decisive.append(f"token soup: {m['oov_rate']:.0%} of {m['n_distinct']} distinct words are not "
                         f"English words (e.g. {examples})")
-    elif (m["n_distinct"] >= th.soup_function_min_words and m["oov_rate"] >= th.soup_mixed_oov_rate
+    elif (m["n_prose_words"] >= th.soup_function_min_words and m["oov_rate"] >= th.soup_mixed_oov_rate
           and m["function_rate"] < th.soup_mixed_function_rate):
         decisive.append(f"token soup: {m['oov_rate']:.0%} non-words and only "
                         f"{m['function_rate']:.0%} function words in {m['n_words']} words")
-    if m["n_words"] >= th.soup_function_min_words and m["function_rate"] < th.soup_function_rate:
+    if m["n_prose_words"] >= th.soup_function_min_words and m["function_rate"] < th.soup_function_rate:
         decisive.append(f"token soup: only {m['function_rate']:.0%} function words "
                         f"(the, of, is...) in {m['n_words']} words")
     if m["n_cjk"] >= th.soup_min_words and m["rare_cjk_rate"] >= th.soup_rare_cjk_rate:

@@ -111,12 +111,16 @@ def cjk_share(text: str) -> float:
 # -- word frequencies ----------------------------------------------------------
 
 @lru_cache(maxsize=1)
-def _zh_tables() -> tuple[dict[str, float], dict[int, str]]:
-    # Loaded once per process: the zh list is 330k entries (about 0.2 s).
-    freqs = wordfreq.get_frequency_dict("zh")
+def _zh_freqs() -> dict[str, float]:
+    # Loaded once per process, and only for Chinese text: 330k entries (about 0.2 s).
+    return wordfreq.get_frequency_dict("zh")
+
+
+@lru_cache(maxsize=1)
+def _zh_simplify() -> dict[int, str]:
+    """Traditional -> simplified character table that wordfreq ships (str.translate map)."""
     with gzip.open(data_path("_chinese_mapping.msgpack.gz")) as fh:
-        simp = msgpack.load(fh, raw=False, strict_map_key=False)
-    return freqs, simp
+        return msgpack.load(fh, raw=False, strict_map_key=False)
 
 
 @lru_cache(maxsize=65536)
@@ -127,8 +131,7 @@ def zipf_en(word: str) -> float:
 
 def zipf_zh(token: str) -> float:
     """Zipf frequency of a Chinese character or word, traditional forms folded to simplified."""
-    freqs, simp = _zh_tables()
-    f = freqs.get(token.translate(simp))
+    f = _zh_freqs().get(token.translate(_zh_simplify()))
     return math.log10(f) + 9.0 if f else 0.0
 
 
@@ -191,8 +194,9 @@ def content_stems(text: str, *, task: bool = False) -> set[str]:
     if task:
         for w in CJK_INSTRUCTION_WORDS:
             text = text.replace(w, " ")
-    simp = _zh_tables()[1]
-    for run in re.findall(r"[\u3400-\u9fff\uf900-\ufaff]+", text.translate(simp)):
+    if any(is_cjk(c) for c in text):
+        text = text.translate(_zh_simplify())
+    for run in re.findall(r"[\u3400-\u9fff\uf900-\ufaff]+", text):
         if len(run) == 1 and run not in CJK_FUNCTION_CHARS:
             stems.add(run)
         stems.update(run[i:i + 2] for i in range(len(run) - 1)

@@ -98,6 +98,13 @@ def test_token_soup_of_real_words_without_grammar():
     assert v.verdict == "garbled" and "function words" in _reasons(v)
 
 
+def test_a_long_list_needs_no_function_words():
+    fruits = ["Apple", "Banana", "Cherry", "Grape", "Mango", "Orange", "Peach", "Pear", "Plum",
+              "Kiwi", "Lemon", "Lime", "Papaya", "Melon", "Apricot", "Fig"]
+    text = "Here you go:\n" + "\n".join(f"{i}. {f} (sweet)" for i, f in enumerate(fruits, 1))
+    assert judge(text, prompt="List sixteen fruits.").coherent
+
+
 def test_repetition_loop():
     v = judge("France, Italy, Spain, Italy, Spain, Italy, Italy, Italy, Italy, Italy, Italy, Italy, "
               "Italy, Italy, Italy", prompt="What is the capital of France?")
