@@ -1,0 +1,340 @@
+"""The nightly plan (`nightly.yaml`): which suites run which models on which devices.
+
+A plan is validated on load the way the inventory is: every problem is one PlanError naming
+the file and the key and saying what to do. The scheduler turns a plan into entries
+(suite x model x repeat) and runs them in order on every matching device.
+
+```yaml
+name: nightly
+devices: [oneplus13, sa8295-car]   # and/or
+tags: [phone]                      # all listed tags must be on a device
+repeats: 1
+models:
+  smollm2: {path: ../shared/models/smollm2-135m-instruct-mnn-npu16}
+suites:
+  - {name: matrix, runner: llm_demo, models: [smollm2], backends: [qnn, cpu]}
+health: {min_free_mb: 256, min_battery_pct: 15, max_battery_temp_c: 45}
+locks: {dir: /srv/lab/locks, wait_s: 600}
+recovery: {reconnect_s: 60, max_faults: 2}
+history: {db: results/history.sqlite, nights: 7, perf_drop_pct: 15}
+```
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import HarnessError, InventoryError
+from harness.inventory import DeviceSpec, Inventory
+from harness.lab.health import HealthPolicy
+
+BACKEND_PAIRS = ("qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu", "qnn", "cpu")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_TOP_KEYS = {"version", "name", "devices", "tags", "repeats", "models", "suites", "health", "locks",
+             "recovery", "history", "options"}
+_MODEL_KEYS = {"path", "kind", "options"}
+_SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options"}
+_HEALTH_KEYS = {"min_free_mb", "min_battery_pct", "max_battery_temp_c", "require_boot_completed"}
+_LOCK_KEYS = {"dir", "wait_s"}
+_RECOVERY_KEYS = {"reconnect_s", "max_faults"}
+_HISTORY_KEYS = {"db", "nights", "perf_drop_pct", "min_nights"}
+
+
+class PlanError(HarnessError):
+    """The plan file is unreadable or invalid (the message names file and key)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    path: Path
+    kind: str = "mnn"  # mnn | executorch
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    name: str
+    runner: str
+    models: tuple[str, ...]
+    backends: tuple[str, ...]
+    timeout_s: float = 900.0
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """One unit of work on one device: a suite run for one model (one repeat)."""
+
+    suite: SuiteSpec
+    model: ModelSpec
+    repeat: int  # 1-based
+
+    @property
+    def id(self) -> str:
+        return f"{self.suite.name}/{self.model.name}#{self.repeat}"
+
+
+@dataclass(frozen=True)
+class LockSettings:
+    dir: Path | None = None  # None: the caller's default (e.g. <out>/../locks)
+    wait_s: float = 600.0  # how long to wait for a busy device before skipping it
+
+
+@dataclass(frozen=True)
+class RecoverySettings:
+    reconnect_s: float = 60.0  # how long a dropped device may take to come back
+    max_faults: int = 2  # transport faults tolerated per device per night
+
+
+@dataclass(frozen=True)
+class HistorySettings:
+    db: Path | None = None
+    nights: int = 7  # the regression baseline: median of the last N nights
+    perf_drop_pct: float = 15.0
+    min_nights: int = 3  # fewer past nights than this: no perf verdict (too noisy)
+
+
+@dataclass(frozen=True)
+class Plan:
+    path: Path
+    name: str
+    models: dict[str, ModelSpec]
+    suites: tuple[SuiteSpec, ...]
+    devices: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    repeats: int = 1
+    health: HealthPolicy = HealthPolicy()
+    locks: LockSettings = LockSettings()
+    recovery: RecoverySettings = RecoverySettings()
+    history: HistorySettings = HistorySettings()
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def entries(self) -> list[PlanEntry]:
+        """Suites in file order, each model of a suite, repeated `repeats` times."""
+        out = []
+        for repeat in range(1, self.repeats + 1):
+            for suite in self.suites:
+                for m in suite.models:
+                    out.append(PlanEntry(suite, self.models[m], repeat))
+        return out
+
+    def select_devices(self, inventory: Inventory) -> list[DeviceSpec]:
+        try:
+            chosen = inventory.select(self.devices or None, self.tags or None)
+        except InventoryError as exc:
+            raise PlanError(f"{self.path}: key 'devices': {exc}") from None
+        if not chosen:
+            wanted = []
+            if self.devices:
+                wanted.append(f"names {', '.join(self.devices)}")
+            if self.tags:
+                wanted.append(f"all of the tags {', '.join(self.tags)}")
+            raise PlanError(
+                f"{self.path}: no device in {inventory.path} matches {' and '.join(wanted) or 'the plan'}; "
+                "fix `devices:`/`tags:` in the plan or the tags in the inventory"
+            )
+        return chosen
+
+
+class _Ctx:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, key: str | None, problem: str, fix: str) -> PlanError:
+        where = f"{self.path}" + (f": key {key!r}" if key else "")
+        return PlanError(f"{where}: {problem}; {fix}")
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "mapping", list: "list", str: "string", int: "integer", float: "number",
+            bool: "boolean", type(None): "empty value"}.get(type(value), type(value).__name__)
+
+
+def _check_keys(ctx: _Ctx, prefix: str, data: dict, allowed: set[str]) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+        raise ctx.fail(key, "is not a known key", f"use only {', '.join(sorted(allowed))}")
+
+
+def _get(ctx: _Ctx, data: dict, key: str, kind: type | tuple[type, ...], label: str, default: Any = None,
+         required: bool = False) -> Any:
+    if key not in data or data[key] is None:
+        if required:
+            raise ctx.fail(label, "is missing", f"add `{key}:`")
+        return default
+    value = data[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+        expected = " or ".join(_type_name(k()) for k in kinds)
+        raise ctx.fail(label, f"must be a {expected}, got {_type_name(value)} {value!r}",
+                       f"write it as a {expected}")
+    return value
+
+
+def _positive(ctx: _Ctx, label: str, value: float | int, *, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ctx.fail(label, f"{value} must be {'zero or ' if allow_zero else ''}positive",
+                       "give a number above zero")
+
+
+def _names(ctx: _Ctx, data: dict, key: str, label: str) -> tuple[str, ...]:
+    raw = _get(ctx, data, key, (list, str), label, default=[])
+    items = [raw] if isinstance(raw, str) else raw
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise ctx.fail(label, f"holds {item!r}", "list non-empty names")
+    return tuple(items)
+
+
+def _parse_models(ctx: _Ctx, raw: Any, base: Path) -> dict[str, ModelSpec]:
+    if not isinstance(raw, dict) or not raw:
+        raise ctx.fail("models", "must be a non-empty mapping of model name to {path: ...}",
+                       "write `models: {smollm2: {path: /exports/smollm2}}`")
+    models = {}
+    for name, spec in raw.items():
+        label = f"models.{name}"
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ctx.fail(label, "is not a valid model name", "use letters, digits, '.', '_' or '-'")
+        if isinstance(spec, str):
+            spec = {"path": spec}
+        if not isinstance(spec, dict):
+            raise ctx.fail(label, f"must be a mapping or a path, got {_type_name(spec)}",
+                           "write `{path: /exports/NAME}`")
+        _check_keys(ctx, label, spec, _MODEL_KEYS)
+        path = Path(_get(ctx, spec, "path", str, f"{label}.path", required=True)).expanduser()
+        path = path if path.is_absolute() else (base / path)
+        if not path.is_dir():
+            raise ctx.fail(f"{label}.path", f"{path} is not a folder",
+                           "point it at the exported model folder (absolute, or relative to the plan file)")
+        kind = _get(ctx, spec, "kind", str, f"{label}.kind", default="mnn")
+        if kind not in ("mnn", "executorch"):
+            raise ctx.fail(f"{label}.kind", f"{kind!r} is not a model kind", "use mnn or executorch")
+        options = _get(ctx, spec, "options", dict, f"{label}.options", default={})
+        models[name] = ModelSpec(name=name, path=path.resolve(), kind=kind, options=dict(options))
+    return models
+
+
+def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec]) -> tuple[SuiteSpec, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ctx.fail("suites", "must be a non-empty list", "list at least one `- name: ...` suite")
+    suites = []
+    seen = set()
+    for i, spec in enumerate(raw):
+        label = f"suites[{i}]"
+        if not isinstance(spec, dict):
+            raise ctx.fail(label, f"is a {_type_name(spec)}, not a mapping", "write `- name: ..., models: [...]`")
+        _check_keys(ctx, label, spec, _SUITE_KEYS)
+        name = _get(ctx, spec, "name", str, f"{label}.name", required=True)
+        if not _NAME_RE.match(name):
+            raise ctx.fail(f"{label}.name", f"{name!r} is not a valid suite name", "use letters, digits, '.', '_' or '-'")
+        if name in seen:
+            raise ctx.fail(f"{label}.name", f"suite {name!r} appears twice", "give each suite its own name")
+        seen.add(name)
+        label = f"suites.{name}"
+        suite_models = _names(ctx, spec, "models", f"{label}.models") or tuple(models)
+        for m in suite_models:
+            if m not in models:
+                raise ctx.fail(f"{label}.models", f"names model {m!r} which is not under `models:` "
+                               f"(known: {', '.join(models)})", "add it to `models:` or fix the name")
+        backends = _names(ctx, spec, "backends", f"{label}.backends") or ("qnn", "cpu")
+        for b in backends:
+            if b not in BACKEND_PAIRS:
+                raise ctx.fail(f"{label}.backends", f"{b!r} is not a backend pair",
+                               f"use {', '.join(BACKEND_PAIRS)} (visual/llm for VL models)")
+        timeout = _get(ctx, spec, "timeout_s", (int, float), f"{label}.timeout_s", default=900.0)
+        _positive(ctx, f"{label}.timeout_s", timeout)
+        suites.append(SuiteSpec(
+            name=name, runner=_get(ctx, spec, "runner", str, f"{label}.runner", default="llm_demo"),
+            models=suite_models, backends=backends, timeout_s=float(timeout),
+            options=dict(_get(ctx, spec, "options", dict, f"{label}.options", default={})),
+        ))
+    return tuple(suites)
+
+
+def _section(ctx: _Ctx, data: dict, key: str, allowed: set[str]) -> dict:
+    raw = _get(ctx, data, key, dict, key, default={})
+    _check_keys(ctx, key, raw, allowed)
+    return raw
+
+
+def _number(ctx: _Ctx, sec: dict, key: str, label: str, default: float, *, integer: bool = False,
+            allow_zero: bool = False) -> Any:
+    value = _get(ctx, sec, key, int if integer else (int, float), label, default=default)
+    _positive(ctx, label, value, allow_zero=allow_zero)
+    return value
+
+
+def parse_plan(data: Any, path: Path) -> Plan:
+    """Validate already-parsed YAML (as loaded from `path`)."""
+    ctx = _Ctx(path)
+    if not isinstance(data, dict):
+        raise ctx.fail(None, f"the top level must be a mapping, got {_type_name(data)}",
+                       "start the file with `suites:` and `models:` (see examples/nightly.yaml)")
+    _check_keys(ctx, "", data, _TOP_KEYS)
+    base = path.parent
+    models = _parse_models(ctx, data.get("models"), base)
+    suites = _parse_suites(ctx, data.get("suites"), models)
+    repeats = _number(ctx, data, "repeats", "repeats", 1, integer=True)
+
+    h = _section(ctx, data, "health", _HEALTH_KEYS)
+    health = HealthPolicy(
+        min_free_mb=_number(ctx, h, "min_free_mb", "health.min_free_mb", HealthPolicy.min_free_mb, allow_zero=True),
+        min_battery_pct=_number(ctx, h, "min_battery_pct", "health.min_battery_pct", HealthPolicy.min_battery_pct,
+                                allow_zero=True),
+        max_battery_temp_c=_number(ctx, h, "max_battery_temp_c", "health.max_battery_temp_c",
+                                   HealthPolicy.max_battery_temp_c),
+        require_boot_completed=_get(ctx, h, "require_boot_completed", bool, "health.require_boot_completed",
+                                    default=True),
+    )
+    lk = _section(ctx, data, "locks", _LOCK_KEYS)
+    lock_dir = _get(ctx, lk, "dir", str, "locks.dir")
+    locks = LockSettings(
+        dir=None if lock_dir is None else (base / Path(lock_dir).expanduser()),
+        wait_s=float(_number(ctx, lk, "wait_s", "locks.wait_s", LockSettings.wait_s, allow_zero=True)),
+    )
+    rc = _section(ctx, data, "recovery", _RECOVERY_KEYS)
+    recovery = RecoverySettings(
+        reconnect_s=float(_number(ctx, rc, "reconnect_s", "recovery.reconnect_s", RecoverySettings.reconnect_s,
+                                  allow_zero=True)),
+        max_faults=_number(ctx, rc, "max_faults", "recovery.max_faults", RecoverySettings.max_faults,
+                           integer=True, allow_zero=True),
+    )
+    hs = _section(ctx, data, "history", _HISTORY_KEYS)
+    db = _get(ctx, hs, "db", str, "history.db")
+    history = HistorySettings(
+        db=None if db is None else (base / Path(db).expanduser()),
+        nights=_number(ctx, hs, "nights", "history.nights", HistorySettings.nights, integer=True),
+        perf_drop_pct=float(_number(ctx, hs, "perf_drop_pct", "history.perf_drop_pct", HistorySettings.perf_drop_pct)),
+        min_nights=_number(ctx, hs, "min_nights", "history.min_nights", HistorySettings.min_nights, integer=True),
+    )
+    name = _get(ctx, data, "name", str, "name", default=path.stem)
+    return Plan(
+        path=path, name=name, models=models, suites=suites,
+        devices=_names(ctx, data, "devices", "devices"), tags=_names(ctx, data, "tags", "tags"),
+        repeats=repeats, health=health, locks=locks, recovery=recovery, history=history,
+        options=dict(_get(ctx, data, "options", dict, "options", default={})),
+    )
+
+
+def load_plan(path: Path | str) -> Plan:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"{path}: plan file not found; pass --plan with the path of your nightly.yaml") from None
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read the plan ({exc.strerror}); check the path and permissions") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise PlanError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}; fix the syntax") from None
+    return parse_plan(data, path.resolve())

@@ -1,0 +1,540 @@
+"""A night in the lab: every plan entry on every matching device, one worker per device.
+
+Workers run in parallel (threads: the work is waiting on devices), so a night takes about
+as long as its slowest device. Per device, a worker:
+1. claims the device lock (waits with a message, skips the device after `locks.wait_s`);
+2. before every entry checks health; an unfit device is quarantined for the night;
+3. runs the job for the entry and writes each record as it arrives (RecordWriter);
+4. on a transport fault reconnects and retries the interrupted entry once: tests already
+   delivered are not repeated (`ctx.done`), the first new record is the interrupted test
+   and is marked flaky when it passes. A second fault in the entry, a non-retryable fault,
+   or more than `recovery.max_faults` faults quarantine the device. A test's own failure
+   is a record and is never retried.
+A stop (Ctrl-C, or the `stop` event) ends workers between records, kills the device
+processes of the run and releases the locks; what arrived so far is kept and reported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from harness.errors import HarnessError, TransportError
+from harness.inventory import DeviceSpec, Inventory
+from harness.lab.health import check_device
+from harness.lab.locks import DeviceBusy, DeviceLock
+from harness.lab.plan import Plan, PlanEntry
+from harness.report.records import RecordWriter, TestRecord, read_records
+from harness.transport.base import Transport
+from harness.transport.factory import open_transport
+
+log = logging.getLogger("harness.lab")
+
+TransportFactory = Callable[[DeviceSpec], Transport]
+SayFn = Callable[[str], None]
+
+# Outcome of one device for the night.
+COMPLETED, QUARANTINED, BUSY, INTERRUPTED = "completed", "quarantined", "busy", "interrupted"
+
+
+class _Processes:
+    """Device pids a job started (spawn), so a stop can kill them. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pids: set[int] = set()
+
+    def add(self, pid: int) -> None:
+        with self._lock:
+            self._pids.add(int(pid))
+
+    def discard(self, pid: int) -> None:
+        with self._lock:
+            self._pids.discard(int(pid))
+
+    def snapshot(self) -> list[int]:
+        with self._lock:
+            return sorted(self._pids)
+
+
+@dataclass
+class DeviceContext:
+    """What a job gets for one plan entry on one device.
+
+    The job yields TestRecords (or passes them to `emit`); the scheduler stamps device,
+    run and retry facts and writes them at once. Transport faults must propagate as
+    TransportError (the scheduler reconnects and retries); a test that fails is a record.
+    Long device programs should be spawned and `track`ed so a stop kills them.
+    """
+
+    device: DeviceSpec
+    transport: Transport
+    entry: PlanEntry
+    plan: Plan
+    run_id: str
+    out_dir: Path  # this device's folder for logs and pulled outputs
+    stop: threading.Event
+    emit: Callable[[TestRecord], None]
+    attempt: int = 1
+    done: frozenset[str] = frozenset()  # test names already delivered for this entry (on a retry)
+    processes: _Processes = field(default_factory=_Processes)
+
+    def already_done(self, test_name: str) -> bool:
+        return test_name in self.done
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop.is_set()
+
+    def track(self, pid: int) -> None:
+        self.processes.add(pid)
+
+    def untrack(self, pid: int) -> None:
+        self.processes.discard(pid)
+
+
+JobFn = Callable[[DeviceContext], Iterable[TestRecord]]
+
+
+@dataclass
+class DeviceOutcome:
+    device: str
+    status: str = COMPLETED  # completed | quarantined | busy | interrupted
+    reason: str = ""
+    records: int = 0
+    faults: int = 0
+    wall_s: float = 0.0
+
+
+@dataclass
+class NightResult:
+    run_id: str
+    plan_name: str
+    out_dir: Path
+    records_path: Path
+    started_at: float
+    wall_s: float = 0.0
+    interrupted: bool = False
+    devices: dict[str, DeviceOutcome] = field(default_factory=dict)
+    reports: dict[str, Path] = field(default_factory=dict)  # junit, junit:<device>, history, html
+    regressions: list = field(default_factory=list)  # harness.report.history.Regression
+
+    def records(self) -> list[TestRecord]:
+        return read_records(self.records_path)
+
+    def summary(self) -> str:
+        recs = self.records()
+        counts = {s: sum(1 for r in recs if r.status == s) for s in ("passed", "failed", "error", "skipped")}
+        lines = [f"night {self.run_id} ({self.plan_name}): {len(recs)} results in {self.wall_s:.1f} s"
+                 + (" [interrupted]" if self.interrupted else "")
+                 + " - " + ", ".join(f"{v} {k}" for k, v in counts.items())]
+        for name, o in sorted(self.devices.items()):
+            extra = f": {o.reason}" if o.reason else ""
+            lines.append(f"  {name}: {o.status}, {o.records} results, {o.faults} faults, {o.wall_s:.1f} s{extra}")
+        for r in self.regressions:
+            lines.append(f"  REGRESSION {r.describe()}")
+        for key, path in sorted(self.reports.items()):
+            if ":" not in key:
+                lines.append(f"  {key}: {path}")
+        return "\n".join(lines)
+
+
+def _default_say(message: str) -> None:
+    print(f"[lab] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class _Night:
+    plan: Plan
+    run_id: str
+    out_dir: Path
+    job: JobFn
+    writer: RecordWriter
+    stop: threading.Event
+    factory: TransportFactory
+    lock_dir: Path
+    say: SayFn
+    entries: list[PlanEntry]
+
+
+class _EntryRun:
+    """Delivery bookkeeping for one entry across its attempts."""
+
+    def __init__(self, worker: "_DeviceWorker", entry: PlanEntry):
+        self.worker, self.entry = worker, entry
+        self.delivered: set[str] = set()
+        self.attempt = 1
+        self.interrupted_pending = False  # the next new record is the test a fault interrupted
+
+    def deliver(self, rec: TestRecord) -> None:
+        w = self.worker
+        if rec.name in self.delivered:
+            return  # a retry re-ran a test that already has its result
+        self.delivered.add(rec.name)
+        if self.attempt > 1:
+            rec.attempts = max(rec.attempts, self.attempt)
+            if self.interrupted_pending:
+                rec.flaky = rec.status == "passed"
+                rec.extras["retried_after"] = self.worker.last_fault
+                self.interrupted_pending = False
+        if w.night.stop.is_set() and rec.status in ("failed", "error"):
+            # A result cut short by our own stop is not the model's fault.
+            rec.status, rec.failure_class = "error", "interrupted"
+            rec.message = f"interrupted by a stop request: {rec.message}"
+        w.write(rec, self.entry)
+
+
+class _DeviceWorker:
+    def __init__(self, night: _Night, device: DeviceSpec):
+        self.night = night
+        self.device = device
+        self.outcome = DeviceOutcome(device.name)
+        self.processes = _Processes()
+        self.transport: Transport | None = None
+        self.last_fault = ""
+        self.dir = night.out_dir / "devices" / device.name
+
+    # ---- records -------------------------------------------------------------------------
+    def write(self, rec: TestRecord, entry: PlanEntry | None) -> None:
+        d = self.device
+        rec.device = d.name
+        rec.soc_model = rec.soc_model or d.soc_model
+        rec.htp_arch = rec.htp_arch or d.htp_arch
+        if entry is not None:
+            rec.suite = rec.suite or entry.suite.name
+            rec.model = rec.model or entry.model.name
+            if self.night.plan.repeats > 1 and not rec.name.endswith(f"#{entry.repeat}"):
+                rec.name = f"{rec.name}#{entry.repeat}"  # repeats stay distinct test cases
+                rec.extras.setdefault("repeat", entry.repeat)
+            rec.extras.setdefault("plan_entry", entry.id)
+        rec.extras.setdefault("run_id", self.night.run_id)
+        rec.extras.setdefault("transport", d.transport)
+        self.night.writer.write(rec)
+        self.outcome.records += 1
+
+    def _lab_record(self, name: str, status: str, cls: str, message: str, entry: PlanEntry | None,
+                    signature: str = "", log_excerpt: str = "", extras: dict | None = None) -> None:
+        rec = TestRecord(name=name, suite=entry.suite.name if entry else "lab", device=self.device.name,
+                         status=status, failure_class=cls, signature=signature, message=message,
+                         log_excerpt=log_excerpt, model=entry.model.name if entry else "",
+                         extras=dict(extras or {}))
+        self.write(rec, entry)
+
+    def _skip_rest(self, entries: list[PlanEntry], cls: str, why: str) -> None:
+        for e in entries:
+            self._lab_record(e.id, "skipped", cls, f"not run: {why}", e)
+
+    def _quarantine(self, reason: str, remaining: list[PlanEntry]) -> None:
+        self.outcome.status, self.outcome.reason = QUARANTINED, reason
+        self.night.say(f"{self.device.name}: quarantined for the night: {reason}")
+        self._skip_rest(remaining, "quarantined", f"device quarantined: {reason}")
+
+    # ---- the worker ----------------------------------------------------------------------
+    def run(self) -> None:
+        started = time.monotonic()
+        night = self.night
+        lock = DeviceLock(night.lock_dir, self.device.name, night.run_id)
+        try:
+            try:
+                lock.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
+            except DeviceBusy as exc:
+                if night.stop.is_set():
+                    self.outcome.status, self.outcome.reason = INTERRUPTED, str(exc)
+                    return
+                self.outcome.status, self.outcome.reason = BUSY, str(exc)
+                night.say(str(exc))
+                self._skip_rest(night.entries, "busy", str(exc))
+                return
+            try:
+                self._run_entries()
+            finally:
+                # Leftover device processes: ours to kill (a lost device is not reachable anyway).
+                if self.outcome.status != QUARANTINED and (night.stop.is_set() or self.processes.snapshot()):
+                    self.kill_processes()
+                self._close()
+                lock.release()
+        except Exception as exc:  # never lose the other devices to one worker's bug
+            log.exception("worker for %s failed", self.device.name)
+            self.outcome.status = QUARANTINED
+            self.outcome.reason = f"internal error: {type(exc).__name__}: {exc}"
+            self._lab_record("lab::worker", "error", "internal-error", self.outcome.reason, None,
+                             log_excerpt=traceback.format_exc()[-4000:])
+        finally:
+            self.outcome.wall_s = time.monotonic() - started
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            try:
+                self.transport.close()
+            except Exception:  # closing a dead link must not mask the night's result
+                log.debug("close failed for %s", self.device.name, exc_info=True)
+            self.transport = None
+
+    def _open(self) -> Transport:
+        if self.transport is None:
+            self.transport = self.night.factory(self.device)
+        return self.transport
+
+    def _run_entries(self) -> None:
+        night = self.night
+        entries = night.entries
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for i, entry in enumerate(entries):
+            if night.stop.is_set():
+                self.outcome.status = INTERRUPTED
+                return
+            try:
+                verdict = check_device(self._open(), night.plan.health)
+            except HarnessError as exc:  # the link could not even be opened
+                verdict = None
+                reasons = str(exc)
+            else:
+                reasons = "; ".join(verdict.reasons)
+            if verdict is None or not verdict.ok:
+                when = "before the first suite" if i == 0 else f"before {entry.id}"
+                reason = f"health check {when} failed: {reasons}"
+                self._lab_record("lab::health", "error", "quarantined", reason, None, signature="lab:health",
+                                 extras={"facts": verdict.facts if verdict else {}})
+                self._quarantine(reason, entries[i:])
+                return
+            if not self._run_entry(entry):
+                if self.outcome.status == QUARANTINED:
+                    self._skip_rest(entries[i + 1:], "quarantined",
+                                    f"device quarantined: {self.outcome.reason}")
+                return
+
+    def _run_entry(self, entry: PlanEntry) -> bool:
+        """Run one entry with at most one retry after a transport fault. False: stop this device."""
+        night = self.night
+        run = _EntryRun(self, entry)
+        while True:
+            ctx = DeviceContext(
+                device=self.device, transport=self._open(), entry=entry, plan=night.plan, run_id=night.run_id,
+                out_dir=self.dir, stop=night.stop, emit=run.deliver, attempt=run.attempt,
+                done=frozenset(run.delivered), processes=self.processes,
+            )
+            try:
+                for rec in night.job(ctx):
+                    run.deliver(rec)
+                    if night.stop.is_set():
+                        break
+                if night.stop.is_set():
+                    self.outcome.status = INTERRUPTED
+                    return False
+                return True
+            except TransportError as exc:
+                self.outcome.faults += 1
+                self.last_fault = f"{type(exc).__name__}: {exc}"
+                if night.stop.is_set():
+                    self.outcome.status = INTERRUPTED
+                    return False
+                night.say(f"{self.device.name}: transport fault in {entry.id} (attempt {run.attempt}): {exc}")
+                why = None
+                if not exc.retryable:
+                    why = f"{type(exc).__name__} during {entry.id}: {exc}"
+                elif run.attempt >= 2:
+                    why = f"dropped again during the retry of {entry.id}: {exc}"
+                elif self.outcome.faults > night.plan.recovery.max_faults:
+                    why = f"{self.outcome.faults} transport faults tonight (limit {night.plan.recovery.max_faults}): {exc}"
+                else:
+                    back, detail = self._reconnect()
+                    if not back:
+                        why = f"did not come back within {night.plan.recovery.reconnect_s:.0f} s after {exc} ({detail})"
+                if why is not None:
+                    self._lab_record(f"{entry.id}::interrupted", "error", "quarantined",
+                                     f"device lost: {why}", entry, signature="lab:device-lost",
+                                     log_excerpt=self.last_fault, extras={"attempt": run.attempt})
+                    self.outcome.status, self.outcome.reason = QUARANTINED, why
+                    night.say(f"{self.device.name}: quarantined for the night: {why}")
+                    return False
+                run.attempt += 1
+                run.interrupted_pending = True
+            except HarnessError as exc:
+                # Harness-side trouble (bad export, provisioning...): this entry fails, the device goes on.
+                self._lab_record(f"{entry.id}::setup", "error", type(exc).__name__, str(exc), entry,
+                                 signature=f"lab:{type(exc).__name__}")
+                return True
+            except Exception as exc:
+                log.exception("job failed on %s for %s", self.device.name, entry.id)
+                self._lab_record(f"{entry.id}::setup", "error", "internal-error",
+                                 f"{type(exc).__name__}: {exc}", entry, signature="lab:internal-error",
+                                 log_excerpt=traceback.format_exc()[-4000:])
+                return True
+
+    def _reconnect(self) -> tuple[bool, str]:
+        night = self.night
+        self._close()
+        deadline = time.monotonic() + night.plan.recovery.reconnect_s
+        detail = ""
+        while True:
+            try:
+                verdict = check_device(self._open(), night.plan.health)
+                if verdict.ok:
+                    night.say(f"{self.device.name}: reconnected; retrying the interrupted test once")
+                    return True, ""
+                detail = verdict.summary()
+            except HarnessError as exc:
+                detail = str(exc)
+            self._close()
+            if time.monotonic() >= deadline or night.stop.wait(1.0):
+                return False, detail
+
+    def kill_processes(self) -> None:
+        """Kill this run's device processes: tracked spawns and in-flight shell commands
+        (their pid files in the transport's scratch folder). The run holds the device lock,
+        so every such process is ours."""
+        pids = self.processes.snapshot()
+        try:
+            t = self.night.factory(self.device)
+        except HarnessError:
+            return
+        try:
+            scratch = t.device_tmp_dir()
+            for rel in t.list_files(scratch):
+                if rel.startswith("pid-"):
+                    text = t.shell(["cat", f"{scratch}/{rel}"], timeout=20).stdout.strip()
+                    if text.isdigit():
+                        pids.append(int(text))
+            for pid in sorted(set(pids)):
+                if t.is_running(pid):
+                    t.kill(pid)
+                self.processes.discard(pid)
+        except HarnessError as exc:
+            log.warning("%s: could not kill device processes: %s", self.device.name, exc)
+        finally:
+            try:
+                t.close()
+            except Exception:
+                pass
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def run_night(
+    plan: Plan,
+    inventory: Inventory,
+    out_dir: Path,
+    job: JobFn,
+    *,
+    lock_dir: Path | None = None,
+    history_db: Path | None = None,
+    transport_factory: TransportFactory = open_transport,
+    stop: threading.Event | None = None,
+    say: SayFn | None = None,
+    run_id: str | None = None,
+    reports: bool = True,
+    grace_s: float = 30.0,
+) -> NightResult:
+    """Run the plan on every matching device in parallel; write records and reports.
+
+    out_dir gets records.jsonl (as results arrive), night.json, devices/<name>/ (job
+    artifacts), and with `reports`: junit.xml, junit/<device>.xml, report.html, plots/.
+    Lock folder: `lock_dir`, else the plan's `locks.dir`, else <out_dir>/../locks.
+    History: `history_db`, else the plan's `history.db`, else <out_dir>/../history.sqlite.
+    Ctrl-C (KeyboardInterrupt) or `stop.set()` ends the night cleanly; the result says so.
+    """
+    devices = plan.select_devices(inventory)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stop = stop or threading.Event()
+    say = say or _default_say
+    run_id = run_id or new_run_id()
+    lock_dir = Path(lock_dir or plan.locks.dir or out_dir.parent / "locks")
+    records_path = out_dir / "records.jsonl"
+    result = NightResult(run_id=run_id, plan_name=plan.name, out_dir=out_dir, records_path=records_path,
+                         started_at=time.time())
+    _write_meta(out_dir, result, plan, devices)
+    started = time.monotonic()
+    with RecordWriter(records_path) as writer:
+        night = _Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
+                       factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
+        workers = [_DeviceWorker(night, d) for d in devices]
+        threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
+        say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
+            f"({', '.join(d.name for d in devices)})")
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(0.2)  # short joins keep the main thread responsive to Ctrl-C
+        except KeyboardInterrupt:
+            result.interrupted = True
+            stop.set()
+            say("interrupted: stopping workers, killing device processes, releasing locks")
+            deadline = time.monotonic() + grace_s
+            killers = [threading.Thread(target=w.kill_processes, daemon=True) for w in workers
+                       if w.outcome.status != QUARANTINED]
+            for k in killers:
+                k.start()
+            for k in killers:
+                k.join(max(0.0, deadline - time.monotonic()))
+            for t in threads:
+                t.join(max(0.0, deadline - time.monotonic()))
+            for w in workers:
+                if w.outcome.status == COMPLETED:
+                    w.outcome.status = INTERRUPTED
+        if stop.is_set():
+            result.interrupted = True
+        result.devices = {w.device.name: w.outcome for w in workers}
+    result.wall_s = time.monotonic() - started
+    if reports:
+        result.reports, result.regressions = write_night_reports(
+            result.records(), out_dir, run_id=run_id, plan_name=plan.name, started_at=result.started_at,
+            history_db=Path(history_db or plan.history.db or out_dir.parent / "history.sqlite"),
+            nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
+            min_nights=plan.history.min_nights,
+        )
+    _write_meta(out_dir, result, plan, devices)
+    return result
+
+
+def write_night_reports(
+    records: list[TestRecord],
+    out_dir: Path,
+    *,
+    run_id: str,
+    plan_name: str,
+    started_at: float,
+    history_db: Path,
+    nights: int = 7,
+    perf_drop_pct: float = 15.0,
+    min_nights: int = 3,
+) -> tuple[dict[str, Path], list]:
+    """JUnit (per device + merged), SQLite history with the regression check, HTML + plots."""
+    from harness.report import html, junit
+    from harness.report.history import History
+
+    paths: dict[str, Path] = {}
+    paths.update(junit.write_junit(records, out_dir))
+    with History(history_db) as hist:
+        hist.add_night(run_id, records, started_at=started_at, plan=plan_name)
+        regressions = hist.regressions(run_id, nights=nights, perf_drop_pct=perf_drop_pct, min_nights=min_nights)
+        paths["history"] = Path(history_db)
+        paths["html"] = html.write_html(records, out_dir, title=f"{plan_name} - {run_id}", history=hist,
+                                        regressions=regressions)
+    return paths, regressions
+
+
+def _write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[DeviceSpec]) -> None:
+    meta = {
+        "run_id": result.run_id, "plan": str(plan.path), "plan_name": plan.name, "started_at": result.started_at,
+        "wall_s": result.wall_s, "interrupted": result.interrupted, "host_pid": os.getpid(),
+        "devices": [d.name for d in devices],
+        "outcomes": {k: asdict(v) for k, v in result.devices.items()},
+        "reports": {k: str(v) for k, v in result.reports.items()},
+    }
+    tmp = out_dir / "night.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    os.replace(tmp, out_dir / "night.json")

@@ -1,0 +1,87 @@
+"""`harness lab status`: every device, its health, and who holds its lock."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.inventory import DeviceSpec, Inventory
+from harness.lab.health import HealthPolicy, HealthVerdict, check_device
+from harness.lab.locks import LockState, lock_state
+from harness.lab.scheduler import TransportFactory
+from harness.transport.factory import open_transport
+
+
+@dataclass
+class DeviceStatus:
+    device: DeviceSpec
+    lock: LockState
+    health: HealthVerdict | None = None  # None: not checked
+    health_note: str = ""  # e.g. "no answer within 20 s"
+
+    def health_text(self) -> str:
+        if self.health is None:
+            return self.health_note or "not checked"
+        return self.health.summary()
+
+
+def _check(device: DeviceSpec, policy: HealthPolicy, factory: TransportFactory, out: dict, key: str) -> None:
+    try:
+        transport = factory(device)
+    except HarnessError as exc:
+        out[key] = HealthVerdict(device.name, ok=False, reasons=[str(exc)], state="unreachable")
+        return
+    try:
+        out[key] = check_device(transport, policy)
+    finally:
+        try:
+            transport.close()
+        except Exception:  # a dead link's close failing changes nothing here
+            pass
+
+
+def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
+                   policy: HealthPolicy | None = None, timeout_s: float = 30.0,
+                   transport_factory: TransportFactory = open_transport) -> list[DeviceStatus]:
+    """Status of every device; health checks run in parallel, each bounded by timeout_s."""
+    devices = list(inventory.devices.values())
+    statuses = [DeviceStatus(d, lock_state(Path(lock_dir), d.name)) for d in devices]
+    if health:
+        results: dict[str, HealthVerdict] = {}
+        threads = [threading.Thread(target=_check, args=(d, policy or HealthPolicy(), transport_factory, results,
+                                                         d.name), daemon=True, name=f"status-{d.name}")
+                   for d in devices]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout_s)
+        for s in statuses:
+            s.health = results.get(s.device.name)
+            if s.health is None:
+                s.health_note = f"no answer within {timeout_s:.0f} s"
+    return statuses
+
+
+def format_status(statuses: list[DeviceStatus]) -> str:
+    rows = [("DEVICE", "TRANSPORT", "SOC", "HEALTH", "LOCK")]
+    for s in statuses:
+        d = s.device
+        where = {"adb": f"adb {d.serial}" + (f" @ {d.adb_server}" if d.adb_server else ""),
+                 "ssh": f"ssh {d.ssh.host}:{d.ssh.port}" if d.ssh else "ssh", "local": "local"}[d.transport]
+        health = ("ok: " if s.health is not None and s.health.ok else "FAIL: " if s.health is not None else "") \
+            + s.health_text()
+        rows.append((d.name, where, f"{d.soc_model} {d.htp_arch}", health, s.lock.describe()))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = []
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+    return "\n".join(lines)
+
+
+def lab_status(inventory: Inventory, lock_dir: Path, *, health: bool = True, policy: HealthPolicy | None = None,
+               timeout_s: float = 30.0, transport_factory: TransportFactory = open_transport) -> str:
+    """The `harness lab status` table: devices, health, and who holds which lock."""
+    return format_status(collect_status(inventory, lock_dir, health=health, policy=policy, timeout_s=timeout_s,
+                                        transport_factory=transport_factory))

@@ -1,0 +1,256 @@
+"""Results history in one SQLite file, and the nightly regression check.
+
+One row per (night, device, model, backend pair): pass/fail, failure classes, median
+prefill/decode tokens/s and load time over the night's tests for that key. The check
+compares tonight with the median of the last N nights: a speed drop (or load-time rise)
+beyond a threshold, and a failure class not seen for that key in those nights, are flagged.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from harness.errors import HarnessError
+from harness.report.records import TestRecord
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS nights (
+    night_id TEXT PRIMARY KEY,
+    started_at REAL NOT NULL,
+    plan TEXT NOT NULL DEFAULT '',
+    recorded_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS results (
+    night_id TEXT NOT NULL REFERENCES nights(night_id) ON DELETE CASCADE,
+    device TEXT NOT NULL,
+    soc TEXT NOT NULL DEFAULT '',
+    arch TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL DEFAULT '',
+    backend_pair TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,              -- passed | failed | skipped
+    tests INTEGER NOT NULL,
+    passed INTEGER NOT NULL,
+    failed INTEGER NOT NULL,           -- failed + error records
+    skipped INTEGER NOT NULL,
+    flaky INTEGER NOT NULL,
+    failure_classes TEXT NOT NULL,     -- JSON list, sorted
+    prefill_tps REAL,
+    decode_tps REAL,
+    load_s REAL,
+    PRIMARY KEY (night_id, device, model, backend_pair)
+);
+CREATE INDEX IF NOT EXISTS results_key ON results (device, model, backend_pair);
+"""
+
+# metric -> True when a higher value is better
+PERF_METRICS = {"decode_tps": True, "prefill_tps": True, "load_s": False}
+
+
+@dataclass(frozen=True)
+class Regression:
+    kind: str  # "perf" | "new-failure"
+    device: str
+    model: str
+    backend_pair: str
+    metric: str  # a PERF_METRICS key, or the new failure class
+    tonight: float | None = None
+    baseline: float | None = None  # median of the past nights
+    nights: int = 0  # how many past nights the baseline covers
+
+    @property
+    def change_pct(self) -> float | None:
+        if self.tonight is None or not self.baseline:
+            return None
+        return (self.tonight - self.baseline) / self.baseline * 100.0
+
+    def describe(self) -> str:
+        where = "/".join(p for p in (self.device, self.model, self.backend_pair) if p)
+        if self.kind == "perf":
+            return (f"{where}: {self.metric} {self.tonight:.2f} vs median {self.baseline:.2f} of {self.nights} "
+                    f"nights ({self.change_pct:+.1f}%)")
+        return f"{where}: new failure class {self.metric!r} (not seen in the last {self.nights} nights)"
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    night_id: str
+    started_at: float
+    device: str
+    soc: str
+    arch: str
+    model: str
+    backend_pair: str
+    status: str
+    tests: int
+    passed: int
+    failed: int
+    skipped: int
+    flaky: int
+    failure_classes: tuple[str, ...]
+    prefill_tps: float | None
+    decode_tps: float | None
+    load_s: float | None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.device, self.model, self.backend_pair)
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def aggregate(records: Iterable[TestRecord]) -> list[dict]:
+    """One row per (device, model, backend pair) from a night's records."""
+    groups: dict[tuple[str, str, str], list[TestRecord]] = {}
+    for r in records:
+        groups.setdefault((r.device, r.model, r.backend_pair), []).append(r)
+    rows = []
+    for (device, model, pair), recs in groups.items():
+        bad = [r for r in recs if r.status in ("failed", "error")]
+        passed = sum(1 for r in recs if r.status == "passed")
+        rows.append({
+            "device": device, "soc": recs[0].soc_model, "arch": recs[0].htp_arch, "model": model,
+            "backend_pair": pair, "status": "failed" if bad else ("passed" if passed else "skipped"),
+            "tests": len(recs), "passed": passed, "failed": len(bad),
+            "skipped": sum(1 for r in recs if r.status == "skipped"), "flaky": sum(1 for r in recs if r.flaky),
+            "failure_classes": json.dumps(sorted({r.failure_class or r.status for r in bad})),
+            "prefill_tps": _median(r.prefill_tps for r in recs), "decode_tps": _median(r.decode_tps for r in recs),
+            "load_s": _median(r.load_s for r in recs),
+        })
+    return rows
+
+
+class History:
+    """The history database. `History(path)` creates the file and tables when absent."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(str(self.path), timeout=30)
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise HarnessError(f"{self.path}: not a usable history database ({exc}); "
+                               "point history.db at a new file or restore this one") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "History":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def add_night(self, night_id: str, records: Iterable[TestRecord], *, started_at: float | None = None,
+                  plan: str = "") -> int:
+        """Store a night (replacing an earlier store of the same night). Returns rows written."""
+        records = list(records)
+        if started_at is None:
+            started_at = min((r.started_at for r in records), default=time.time())
+        rows = aggregate(records)
+        with self.db:
+            self.db.execute("DELETE FROM results WHERE night_id = ?", (night_id,))
+            self.db.execute("INSERT OR REPLACE INTO nights VALUES (?, ?, ?, ?)",
+                            (night_id, started_at, plan, time.time()))
+            cols = ["night_id", *rows[0].keys()] if rows else []
+            for row in rows:
+                self.db.execute(f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                                (night_id, *row.values()))
+        return len(rows)
+
+    def nights(self, limit: int | None = None, before: float | None = None) -> list[tuple[str, float]]:
+        """(night_id, started_at), newest first."""
+        sql = "SELECT night_id, started_at FROM nights"
+        args: list = []
+        if before is not None:
+            sql += " WHERE started_at < ?"
+            args.append(before)
+        sql += " ORDER BY started_at DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [(n, s) for n, s in self.db.execute(sql, args)]
+
+    def results(self, night_ids: Iterable[str] | None = None, device: str | None = None) -> list[ResultRow]:
+        sql = ("SELECT r.night_id, n.started_at, device, soc, arch, model, backend_pair, status, tests, passed, "
+               "failed, skipped, flaky, failure_classes, prefill_tps, decode_tps, load_s "
+               "FROM results r JOIN nights n USING (night_id)")
+        where, args = [], []
+        if night_ids is not None:
+            ids = list(night_ids)
+            if not ids:
+                return []
+            where.append(f"r.night_id IN ({', '.join('?' * len(ids))})")
+            args += ids
+        if device is not None:
+            where.append("device = ?")
+            args.append(device)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY n.started_at, device, model, backend_pair"
+        out = []
+        for row in self.db.execute(sql, args):
+            vals = list(row)
+            vals[13] = tuple(json.loads(vals[13]))
+            out.append(ResultRow(*vals))
+        return out
+
+    def started_at(self, night_id: str) -> float:
+        row = self.db.execute("SELECT started_at FROM nights WHERE night_id = ?", (night_id,)).fetchone()
+        if row is None:
+            raise HarnessError(f"{self.path}: no night {night_id!r} in the history")
+        return row[0]
+
+    def regressions(self, night_id: str, *, nights: int = 7, perf_drop_pct: float = 15.0,
+                    min_nights: int = 3) -> list[Regression]:
+        """Tonight vs the median of the last `nights` nights before it."""
+        past = [n for n, _ in self.nights(limit=nights, before=self.started_at(night_id))]
+        by_key: dict[tuple[str, str, str], list[ResultRow]] = {}
+        for row in self.results(past):
+            by_key.setdefault(row.key, []).append(row)
+        found: list[Regression] = []
+        for row in self.results([night_id]):
+            history = by_key.get(row.key, [])
+            if not history:
+                continue  # a new key has nothing to regress from
+            for metric, higher_better in PERF_METRICS.items():
+                now = getattr(row, metric)
+                values = [getattr(h, metric) for h in history if getattr(h, metric) is not None]
+                if now is None or len(values) < min_nights:
+                    continue
+                base = statistics.median(values)
+                if base <= 0:
+                    continue
+                change = (now - base) / base * 100.0
+                if (higher_better and change < -perf_drop_pct) or (not higher_better and change > perf_drop_pct):
+                    found.append(Regression("perf", *row.key, metric, now, base, len(values)))
+            seen = {c for h in history for c in h.failure_classes}
+            for cls in row.failure_classes:
+                if cls not in seen:
+                    found.append(Regression("new-failure", *row.key, cls, nights=len(history)))
+        return found
+
+    def trend(self, device: str, metric: str = "decode_tps", nights: int = 30) -> dict[tuple[str, str], list[tuple[str, float, float]]]:
+        """(model, backend pair) -> [(night_id, started_at, value)] oldest first, last `nights` nights."""
+        if metric not in PERF_METRICS:
+            raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(PERF_METRICS)}")
+        ids = [n for n, _ in self.nights(limit=nights)]
+        out: dict[tuple[str, str], list[tuple[str, float, float]]] = {}
+        for row in self.results(ids, device=device):
+            value = getattr(row, metric)
+            if value is not None:
+                out.setdefault((row.model, row.backend_pair), []).append((row.night_id, row.started_at, value))
+        return out
+
+    def devices(self) -> list[str]:
+        return [d for (d,) in self.db.execute("SELECT DISTINCT device FROM results ORDER BY device")]
