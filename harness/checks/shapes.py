@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 
 from harness.checks.mrope import smart_resize
 from harness.errors import ArtifactError
+from harness.soc import lookup_id, normalize_arch
 
 MANIFEST_PATH = "qnn/export_manifest.json"
 DEEPSTACK_LAYERS = 3  # Qwen3-VL deepstack_visual_indexes [5, 11, 17]
@@ -498,6 +499,13 @@ def _check_chunks(cfg: dict, rel: str, manifest: dict, seqs: set[int]) -> list[S
 def _check_target(manifest: dict, soc_id: int | None, dsp_arch: str | None) -> list[ShapeFinding]:
     out = []
     built_id, built_arch = manifest.get("soc_id"), str(manifest.get("dsp_arch", ""))
+    known = lookup_id(built_id) if isinstance(built_id, int) else None
+    if known is not None and normalize_arch(built_arch) != known.htp_arch:
+        out.append(ShapeFinding(
+            "target_inconsistent", MANIFEST_PATH, "dsp_arch", f"{known.htp_arch} (soc_id {built_id} "
+            f"is {known.model})", built_arch or "absent",
+            f"the binaries were built for an impossible soc/arch pair; re-run generate_llm_qnn.py "
+            f"--soc_id {built_id} --dsp_arch {known.htp_arch}"))
     if soc_id is not None and built_id != soc_id:
         out.append(ShapeFinding("target_mismatch", MANIFEST_PATH, "soc_id", str(soc_id), str(built_id),
                                 "the context binaries fail with 'QNN: Failed to validate binary'; "

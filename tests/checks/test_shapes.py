@@ -167,6 +167,12 @@ def test_target_soc_mismatch(good_vl) -> None:
     assert {(f.kind, f.key) for f in found} == {("target_mismatch", "soc_id"), ("target_mismatch", "dsp_arch")}
 
 
+def test_soc_arch_pair_must_exist(tmp_path: Path) -> None:
+    info = make_qwen3_export(tmp_path / "m", size_mb=SMALL, soc_id=69, dsp_arch="v75")
+    found = check_export_shapes(info.path)
+    assert [(f.kind, f.expected.split()[0]) for f in found] == [("target_inconsistent", "v79")]
+
+
 def test_bad_input(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="does not exist"):
         check_export_shapes(tmp_path / "nope")
