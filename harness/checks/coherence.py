@@ -24,7 +24,7 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
@@ -241,17 +241,19 @@ def _quote(text: str, limit: int = 160) -> str:
 
 
 def _expect_found(text: str, expect_any: Sequence[str]) -> bool:
-    low = text.lower()
-    tokens = set(ts.words(text))
+    low = " ".join(text.lower().split())
+    tokens = {u.text for u in ts.units(text) if u.kind in ("word", "num")}
     for want in expect_any:
-        w = want.strip().lower()
+        w = " ".join(want.lower().split())
         if not w:
             continue
-        if any(ts.is_cjk(c) for c in w) or " " in w:
-            if w in low:
+        if any(ts.is_cjk(c) for c in w) or " " in w or not w.replace("'", "").isalnum():
+            if w in low:  # phrases, Chinese, "3.14": plain substring
                 return True
-        elif any(t == w or (t.startswith(w) and len(t) - len(w) <= 3) for t in tokens):
-            return True  # cat -> cats, kitten -> kittens
+        elif tokens & {w, w + "s", w + "es", w + "'s"}:
+            return True  # cat -> cats, kitten -> kitten's; but not cat -> catch
+        elif len(w) >= 5 and any(t.startswith(w) and len(t) - len(w) <= 3 for t in tokens):
+            return True  # scramble -> scrambled
     return False
 
 

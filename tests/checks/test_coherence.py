@@ -206,6 +206,13 @@ def test_expectation_met_by_any_word_including_plural():
     assert v.coherent
 
 
+def test_expectation_matching_is_word_based():
+    assert not judge("Try to catch the ball.", expect_any=["cat"]).coherent
+    assert judge("Scrambled eggs need butter.", expect_any=["scramble"]).coherent
+    assert judge("2 + 2 = 4.", expect_any=["4"]).coherent
+    assert judge("The answer is Paris, France.", expect_any=["paris, france"]).coherent
+
+
 def test_expectation_missing_is_its_own_reason():
     v = judge("A goat is a farm animal that eats grass.", expect_any=["cat", "kitten"])
     assert v.verdict == "garbled"
