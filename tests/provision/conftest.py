@@ -1,0 +1,106 @@
+"""Helpers for provisioning tests: a LocalTransport that counts what crosses the "link"."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConnectionDropped
+from harness.inventory import DeviceSpec
+from harness.provision.hashcache import HashCache
+from harness.transport.local import LocalTransport
+from harness.transport.retry import NO_RETRY
+
+
+class CountingTransport(LocalTransport):
+    """The host as a device, counting pushed bytes/files and shell commands. `fail_push_at`
+    makes the Nth push (1-based) write half the file and then drop the link; `free` fakes
+    the free space it reports."""
+
+    def __init__(self, device: DeviceSpec, **kw):
+        super().__init__(device, retry=NO_RETRY)
+        self.pushed_bytes = 0
+        self.pushed_files: list[str] = []
+        self.shells = 0
+        self.fail_push_at: int | None = None
+        self.fail_shells_after_drop = False
+        self.free: int | None = None
+        self._pushes = 0
+        self._dropped = False
+
+    def _exec(self, command, timeout):
+        if self._dropped and self.fail_shells_after_drop:
+            raise ConnectionDropped(f"{self.device.name}: connection lost (test)")
+        self.shells += 1
+        return super()._exec(command, timeout)
+
+    def _push_file(self, local: Path, remote: str, mode: int, progress):
+        self._pushes += 1
+        if self.fail_push_at is not None and self._pushes == self.fail_push_at:
+            data = local.read_bytes()
+            Path(remote).parent.mkdir(parents=True, exist_ok=True)
+            Path(remote).write_bytes(data[: len(data) // 2])
+            self.pushed_bytes += len(data) // 2
+            self._dropped = True
+            raise ConnectionDropped(f"{self.device.name}: connection dropped during push (test)")
+        n = super()._push_file(local, remote, mode, progress)
+        self.pushed_bytes += n
+        self.pushed_files.append(local.name)
+        return n
+
+    def free_bytes(self, remote: str) -> int:
+        return self.free if self.free is not None else super().free_bytes(remote)
+
+    def reset_counts(self) -> None:
+        self.pushed_bytes, self.pushed_files, self.shells = 0, [], 0
+
+
+def local_device(work_dir: Path, soc_model="SM8750", soc_id=69, htp_arch="v79", name="bench") -> DeviceSpec:
+    return DeviceSpec(name=name, transport="local", soc_model=soc_model, soc_id=soc_id, htp_arch=htp_arch,
+                      vtcm_mb=8, work_dir=str(work_dir))
+
+
+@pytest.fixture
+def device_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "device"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def transport(device_dir: Path) -> CountingTransport:
+    return CountingTransport(local_device(device_dir))
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> HashCache:
+    return HashCache(tmp_path / "hashes.json")
+
+
+@pytest.fixture
+def qwen3_export(tmp_path: Path) -> Path:
+    from virtual_lab.exports import make_qwen3_export
+
+    dst = tmp_path / "exports" / "qwen3-0.6b"
+    make_qwen3_export(dst, size_mb=2, n_llm_graphs=4)
+    return dst
+
+
+@pytest.fixture
+def qwen3_vl_export(tmp_path: Path) -> Path:
+    from virtual_lab.exports import make_qwen3_vl_export
+
+    dst = tmp_path / "exports" / "qwen3-vl-2b"
+    make_qwen3_vl_export(dst, size_mb=2, n_llm_graphs=3)
+    return dst
+
+
+def shared_models_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst

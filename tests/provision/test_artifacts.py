@@ -1,0 +1,189 @@
+"""Export validation: complete folders pass, every gap is named, the target is checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ArtifactError
+from harness.provision.artifacts import check_target, load_export
+from tests.provision.conftest import local_device, shared_models_dir
+
+
+def _edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text())
+    for k, v in changes.items():
+        if v is None:
+            data.pop(k, None)
+        else:
+            data[k] = v
+    path.write_text(json.dumps(data))
+
+
+def test_text_export_loads_with_type_configs_and_target(qwen3_export: Path):
+    art = load_export(qwen3_export)
+    assert art.kind == "mnn"
+    assert art.model_type == "qwen3"
+    assert art.configs == {"qnn": "config_qnn.json", "cpu": "config.json"}
+    assert art.uses_qnn and not art.is_visual
+    assert (art.target.soc_id, art.target.htp_arch, art.target.chunk_size) == (69, "v79", 128)
+    rels = {f.rel for f in art.files}
+    assert {"qnn/graphllm0.bin", "qnn/graphllm3.bin", "llm.mnn.weight", "virtual_behaviour.json"} <= rels
+    assert art.total_bytes == sum(f.path.stat().st_size for f in art.files)
+
+
+def test_vl_export_has_the_four_backend_pairs(qwen3_vl_export: Path):
+    art = load_export(qwen3_vl_export)
+    assert art.model_type == "qwen3_vl" and art.is_visual
+    assert set(art.configs) == {"qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu"}
+
+
+def test_model_type_comes_from_llm_config_not_the_folder_name(qwen3_export: Path, tmp_path: Path):
+    renamed = qwen3_export.rename(tmp_path / "Qwen2.5-VL-7B-definitely")
+    assert load_export(renamed).model_type == "qwen3"
+    _edit_json(renamed / "llm_config.json", model_type=None)
+    with pytest.raises(ArtifactError, match=r"llm_config\.json: key 'model_type' is missing"):
+        load_export(renamed)
+
+
+@pytest.mark.parametrize("missing, named", [
+    ("llm.mnn.weight", "llm_weight -> llm.mnn.weight"),
+    ("qnn/llm.mnn", "llm_model -> qnn/llm.mnn"),
+    ("tokenizer.mtok", "tokenizer_file -> tokenizer.mtok"),
+    ("embeddings_bf16.bin", "embedding_file -> embeddings_bf16.bin"),
+])
+def test_missing_required_file_is_named_with_its_config(qwen3_export: Path, missing: str, named: str):
+    (qwen3_export / missing).unlink()
+    with pytest.raises(ArtifactError) as err:
+        load_export(qwen3_export)
+    assert named in str(err.value) and "config" in str(err.value)
+
+
+def test_gap_in_context_binaries_is_named(qwen3_export: Path):
+    (qwen3_export / "qnn/graphllm2.bin").unlink()
+    with pytest.raises(ArtifactError, match=r"missing graphllm2\.bin"):
+        load_export(qwen3_export)
+
+
+def test_no_context_binaries_at_all(qwen3_export: Path):
+    for p in (qwen3_export / "qnn").glob("graphllm*.bin"):
+        p.unlink()
+    with pytest.raises(ArtifactError, match=r"no graphllm<N>\.bin context binaries"):
+        load_export(qwen3_export)
+
+
+def test_truncated_context_binary(qwen3_export: Path):
+    (qwen3_export / "qnn/graphllm1.bin").write_bytes(b"")
+    with pytest.raises(ArtifactError, match=r"graphllm1\.bin is empty"):
+        load_export(qwen3_export)
+
+
+def test_wrapper_reference_to_absent_binary(qwen3_export: Path):
+    # The plugin wrapper names its context binaries: a last one missing leaves no gap to see.
+    wrapper = qwen3_export / "qnn/llm.mnn"
+    wrapper.write_bytes(wrapper.read_bytes() + b"\x00qnn/graphllm4.bin\x00")
+    with pytest.raises(ArtifactError, match=r"refers to graphllm4\.bin"):
+        load_export(qwen3_export)
+
+
+def test_visual_binaries_checked_for_qnn_visual(qwen3_vl_export: Path):
+    (qwen3_vl_export / "qnn/graphvisual0.bin").unlink()
+    with pytest.raises(ArtifactError, match=r"graphvisual<N>\.bin"):
+        load_export(qwen3_vl_export)
+
+
+def test_bad_json_names_file_and_position(qwen3_export: Path):
+    (qwen3_export / "config_qnn.json").write_text('{"llm_model": "qnn/llm.mnn",,}')
+    with pytest.raises(ArtifactError, match=r"config_qnn\.json: config_qnn\.json is not valid JSON \(line 1"):
+        load_export(qwen3_export)
+
+
+def test_config_pointing_outside_the_export(qwen3_export: Path):
+    _edit_json(qwen3_export / "config.json", llm_weight="../elsewhere/llm.mnn.weight")
+    with pytest.raises(ArtifactError, match=r"points outside the export folder"):
+        load_export(qwen3_export)
+
+
+def test_not_an_export(tmp_path: Path):
+    (tmp_path / "readme.txt").write_text("hi")
+    with pytest.raises(ArtifactError, match="neither an MNN export"):
+        load_export(tmp_path)
+    with pytest.raises(ArtifactError, match="not a folder"):
+        load_export(tmp_path / "nope")
+
+
+def test_arch_mismatch_refused(tmp_path: Path):
+    from virtual_lab.exports import make_qwen3_export
+
+    make_qwen3_export(tmp_path / "m", size_mb=1, n_llm_graphs=2, soc_id=69, dsp_arch="v79")
+    art = load_export(tmp_path / "m")
+    v75 = local_device(tmp_path, soc_model="SM8650", soc_id=57, htp_arch="v75", name="sm8650")
+    with pytest.raises(ArtifactError) as err:
+        check_target(art, v75)
+    msg = str(err.value)
+    assert "HTP v79" in msg and "sm8650" in msg and "--dsp_arch v75" in msg
+    check_target(art, local_device(tmp_path))  # the v79 device is fine
+
+
+def test_soc_mismatch_within_arch_refused(tmp_path: Path):
+    from virtual_lab.exports import make_qwen3_export
+
+    make_qwen3_export(tmp_path / "m", size_mb=1, n_llm_graphs=2, soc_id=75, dsp_arch="v79")  # SXR2330P
+    with pytest.raises(ArtifactError, match=r"--soc_id 69"):
+        check_target(load_export(tmp_path / "m"), local_device(tmp_path))
+
+
+def test_target_from_export_args_when_no_sidecar(qwen3_export: Path, tmp_path: Path):
+    (qwen3_export / "qnn/export_manifest.json").unlink()
+    _edit_json(qwen3_export / "export_args.json", soc_id=57, dsp_arch="v75")
+    art = load_export(qwen3_export)
+    assert (art.target.soc_id, art.target.htp_arch) == (57, "v75")
+    with pytest.raises(ArtifactError, match="HTP v75"):
+        check_target(art, local_device(tmp_path))
+
+
+def test_contradicting_target_records(qwen3_export: Path):
+    _edit_json(qwen3_export / "export_args.json", soc_id=57, dsp_arch="v75")
+    with pytest.raises(ArtifactError, match="disagrees with itself"):
+        load_export(qwen3_export)
+
+
+def test_soc_id_contradicting_arch(qwen3_export: Path):
+    _edit_json(qwen3_export / "qnn/export_manifest.json", soc_id=57, dsp_arch="v79")
+    with pytest.raises(ArtifactError, match=r"soc_id 57 is SM8650 \(HTP v75\) but dsp_arch says v79"):
+        load_export(qwen3_export)
+
+
+def test_unknown_target_is_refused_unless_allowed(qwen3_export: Path, tmp_path: Path):
+    (qwen3_export / "qnn/export_manifest.json").unlink()
+    _edit_json(qwen3_export / "export_args.json", soc_id=None, dsp_arch=None)
+    art = load_export(qwen3_export)
+    with pytest.raises(ArtifactError, match="without a recorded target"):
+        check_target(art, local_device(tmp_path))
+    check_target(art, local_device(tmp_path), allow_unknown_target=True)
+
+
+def test_executorch_export(tmp_path: Path):
+    (tmp_path / "kv_llama_qnn.pte").write_bytes(b"PTE\x00" + b"QnnBackend" + bytes(100))
+    with pytest.raises(ArtifactError, match="without a tokenizer"):
+        load_export(tmp_path)
+    (tmp_path / "tokenizer.bin").write_bytes(b"tok")
+    (tmp_path / "export_manifest.json").write_text(json.dumps(
+        {"decoder_model_version": "qwen3", "soc_model": "SM8650"}))
+    art = load_export(tmp_path)
+    assert (art.kind, art.model_type, art.configs) == ("executorch", "qwen3", {"qnn": "kv_llama_qnn.pte"})
+    assert (art.target.soc_id, art.target.htp_arch) == (57, "v75")
+    with pytest.raises(ArtifactError, match="HTP v75"):
+        check_target(art, local_device(tmp_path))
+
+
+def test_real_shared_smollm2_export_loads():
+    root = shared_models_dir() / "smollm2-135m-instruct-mnn-npu16"
+    if not root.is_dir():
+        pytest.skip(f"{root} is absent (the shared models folder is not mounted)")
+    art = load_export(root)
+    assert art.model_type == "llama"  # from llm_config.json; the folder says "smollm2"
+    assert art.configs == {"cpu": "config.json"} and not art.uses_qnn
+    assert {"llm.mnn.weight", "tokenizer.mtok", "embeddings_bf16.bin"} <= {f.rel for f in art.files}

@@ -1,0 +1,211 @@
+"""Incremental, atomic, content-addressed sync, on the host as the device (LocalTransport)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ArtifactError, ConnectionDropped, ProvisionError, RemoteNoSpaceError
+from harness.provision import HashCache, NullProgress, device_status, provision_model, remove_unused_blobs
+from harness.provision.manifest import LOCAL_MANIFEST_NAME, read_local_manifest
+from harness.provision.sync import sync_set
+from harness.provision.artifacts import list_files
+from tests.provision.conftest import CountingTransport, local_device
+
+Q = NullProgress()
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+            and not p.name.startswith(LOCAL_MANIFEST_NAME)}
+
+
+def _total(root: Path) -> int:
+    return sum(len(b) for b in _tree(root).values())
+
+
+def test_first_push_then_unchanged_costs_one_round_trip(transport: CountingTransport, qwen3_export: Path,
+                                                        cache: HashCache, tmp_path: Path):
+    first = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    assert first.remote_dir == f"{transport.device.work_dir}/models/qwen3-0.6b"
+    assert first.bytes_sent == transport.pushed_bytes - _manifest_bytes(transport) == _total(qwen3_export)
+    assert _tree(Path(first.remote_dir)) == _tree(qwen3_export)
+    assert first.model_type == "qwen3" and first.configs["qnn"] == "config_qnn.json"
+
+    transport.reset_counts()
+    fresh_cache = HashCache(tmp_path / "hashes.json")  # a new process: the cache comes from disk
+    again = provision_model(transport, qwen3_export, cache=fresh_cache, progress=Q)
+    assert (again.bytes_sent, again.files_sent) == (0, 0)
+    assert transport.pushed_bytes == 0 and transport.pushed_files == []
+    assert transport.shells == 1  # the probe, and nothing else
+    assert fresh_cache.hashed_bytes == 0  # nothing re-hashed
+
+
+def _manifest_bytes(transport: CountingTransport) -> int:
+    m = Path(transport.device.work_dir) / "manifests/models/qwen3-0.6b.json"
+    return m.stat().st_size
+
+
+def test_one_changed_file_sends_that_file(transport, qwen3_export, cache):
+    provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    transport.reset_counts()
+    cfg = qwen3_export / "config_qnn.json"
+    data = json.loads(cfg.read_text())
+    data["thread_num"] = 2
+    cfg.write_text(json.dumps(data))
+    res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    assert res.files_sent == 1 and res.bytes_sent == cfg.stat().st_size
+    assert transport.pushed_files[0] == "config_qnn.json"
+    assert _tree(Path(res.remote_dir)) == _tree(qwen3_export)
+
+
+def test_removed_file_is_removed_on_device_and_extra_device_files_are_left(transport, qwen3_export, cache):
+    res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    remote = Path(res.remote_dir)
+    (remote / "runner_output.txt").write_text("written by a test run")
+    (qwen3_export / "llm.mnn.json").unlink(missing_ok=True)
+    (qwen3_export / "virtual_behaviour.json").unlink()
+    res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    assert not (remote / "virtual_behaviour.json").exists()
+    assert (remote / "runner_output.txt").exists()  # not ours: never deleted
+
+
+def test_device_side_damage_is_repaired_without_pushing_from_the_blob_store(transport, qwen3_export, cache):
+    res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    remote = Path(res.remote_dir)
+    (remote / "tokenizer.mtok").unlink()  # someone removed a file on the device
+    transport.reset_counts()
+    again = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    # Relinked from its blob: same inode and mtime, so not even the manifest changes.
+    assert again.files_sent == 0 and transport.pushed_files == []
+    assert (remote / "tokenizer.mtok").read_bytes() == (qwen3_export / "tokenizer.mtok").read_bytes()
+
+
+def test_device_file_replaced_in_place_is_detected(transport, qwen3_export, cache):
+    res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    target = Path(res.remote_dir) / "config.json"
+    target.unlink()
+    target.write_text("{}")  # new inode, other size: not what the manifest recorded
+    again = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    assert target.read_bytes() == (qwen3_export / "config.json").read_bytes()
+    assert again.files_sent == 0  # the blob was intact, so it was only linked again
+
+
+def test_blobs_are_shared_between_sets(transport, qwen3_export, cache, tmp_path):
+    provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    copy = tmp_path / "exports" / "qwen3-copy"
+    os.system(f"cp -a {qwen3_export} {copy}")
+    transport.reset_counts()
+    res = provision_model(transport, copy, cache=cache, progress=Q)
+    assert res.bytes_sent == 0 and res.files_sent == 0  # every content is already a blob
+    a = Path(transport.device.work_dir) / "models/qwen3-0.6b/llm.mnn.weight"
+    b = Path(res.remote_dir) / "llm.mnn.weight"
+    assert a.stat().st_ino == b.stat().st_ino  # stored once
+    status = device_status(transport)
+    assert [s.name for s in status.sets] == ["qwen3-0.6b", "qwen3-copy"] and status.ok
+    assert status.orphan_blobs == 0
+
+
+def test_interrupted_push_leaves_no_truncated_file_and_resumes(transport, qwen3_export, cache):
+    files = list_files(qwen3_export)
+    transport.fail_push_at = 4
+    with pytest.raises(ConnectionDropped, match="resumes from there"):
+        provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    work = Path(transport.device.work_dir)
+    blobs = [p for p in (work / "blobs").iterdir() if p.is_file()]
+    assert len(blobs) == 3  # the three complete pushes were kept
+    expected = {f.rel: f.size for f in files}
+    model = work / "models/qwen3-0.6b"
+    for p in model.rglob("*") if model.exists() else []:
+        if p.is_file():
+            assert p.stat().st_size == expected[p.relative_to(model).as_posix()]
+    assert not (work / "manifests/models/qwen3-0.6b.json").exists()
+    assert not list((work / "blobs/.incoming").iterdir())  # the partial file was removed
+
+    transport.fail_push_at = None
+    transport.reset_counts()
+    res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    assert res.files_sent == len(files) - 3
+    assert _tree(Path(res.remote_dir)) == _tree(qwen3_export)
+
+
+def test_killed_push_without_clean_up_still_never_shows_a_partial_file(transport, qwen3_export, cache):
+    transport.fail_push_at = 2
+    transport.fail_shells_after_drop = True  # the link is gone: no salvage, like a killed process
+    with pytest.raises(ConnectionDropped):
+        provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    work = Path(transport.device.work_dir)
+    assert [p.name for p in (work / "blobs").iterdir() if p.is_file()] == []
+    assert len(list((work / "blobs/.incoming").iterdir())) == 2  # .part files only
+    assert not (work / "models/qwen3-0.6b").exists()
+    fresh = CountingTransport(transport.device)
+    res = provision_model(fresh, qwen3_export, cache=cache, progress=Q)
+    assert _tree(Path(res.remote_dir)) == _tree(qwen3_export)
+
+
+def test_not_enough_space_is_refused_before_pushing(transport, qwen3_export, cache):
+    transport.free = 1000
+    with pytest.raises(RemoteNoSpaceError) as err:
+        provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    msg = str(err.value)
+    assert transport.device.name in msg and f"({_total(qwen3_export)} bytes" in msg and "(1000 bytes) free" in msg
+    assert transport.pushed_bytes == 0
+
+
+def test_arch_mismatch_refused_before_any_device_call(tmp_path, qwen3_export, cache):
+    v75 = CountingTransport(local_device(tmp_path / "dev75", soc_model="SM8650", soc_id=57, htp_arch="v75"))
+    with pytest.raises(ArtifactError, match="HTP v79"):
+        provision_model(v75, qwen3_export, cache=cache, progress=Q)
+    assert v75.shells == 0 and v75.pushed_bytes == 0
+
+
+def test_sha256_verification_rejects_a_corrupted_arrival(transport, qwen3_export, cache):
+    class Corrupting(CountingTransport):
+        def _push_file(self, local, remote, mode, progress):
+            n = super()._push_file(local, remote, mode, progress)
+            if local.name == "tokenizer.mtok":
+                with open(remote, "r+b") as f:
+                    f.write(b"X")  # same size, other bytes
+            return n
+
+    t = Corrupting(transport.device)
+    with pytest.raises(ProvisionError, match="did not arrive intact"):
+        provision_model(t, qwen3_export, cache=cache, progress=Q, verify="sha256")
+    blobs = Path(t.device.work_dir) / "blobs"
+    sha = cache.digest(qwen3_export / "tokenizer.mtok")
+    assert not (blobs / sha).exists()
+
+
+def test_local_manifest_written_beside_the_export(transport, qwen3_export, cache):
+    provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    m = read_local_manifest(qwen3_export)
+    assert m is not None and m.name == "qwen3-0.6b" and "llm.mnn.weight" in m.files
+    assert m.files["llm.mnn.weight"].sha256 == cache.digest(qwen3_export / "llm.mnn.weight")
+    assert not m.device  # device stamps stay on the device
+
+
+def test_mode_is_kept(transport, tmp_path, cache):
+    src = tmp_path / "set"
+    src.mkdir()
+    (src / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (src / "run.sh").chmod(0o755)
+    (src / "data.txt").write_text("x")
+    res = sync_set(transport, list_files(src), kind="runtime", name="tools", cache=cache, progress=Q)
+    assert os.stat(Path(res.remote_dir) / "run.sh").st_mode & 0o111
+    assert res.manifest.files["run.sh"].mode == 0o755
+
+
+def test_status_reports_damage_and_unused_blobs(transport, qwen3_export, cache):
+    res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    (Path(res.remote_dir) / "config.json").unlink()
+    status = device_status(transport)
+    assert not status.ok and "config.json: missing" in str(status)
+    (qwen3_export / "virtual_behaviour.json").write_text("{}")
+    provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    status = device_status(transport)
+    assert status.ok and status.orphan_blobs == 1
+    assert remove_unused_blobs(transport) == 1
+    assert device_status(transport).orphan_blobs == 0
