@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -352,7 +353,7 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         suspicious.append((th.dangling_weight * m["dangling"],
                            f"lines ending on an article or preposition: {m['dangling']}"))
 
-    weight = sum(w for w, _ in suspicious)
+    weight = float(sum(w for w, _ in suspicious))
     scores["suspicion"] = weight
     reasons = decisive + [f"{why} (+{w:.2f})" for w, why in suspicious]
     garbled = bool(decisive) or weight >= th.garbled_at
@@ -496,5 +497,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _cli() -> int:
+    try:
+        return main()
+    except BrokenPipeError:
+        # `... --json | head`: the reader left; not an error worth a traceback.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps interpreter exit quiet
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_cli())
