@@ -1,0 +1,514 @@
+"""adb driver: adbutils' client talking to a real adb server (local or a lab host's).
+
+- TCP serials (HOST:PORT) are `adb connect`ed on demand; a device the server keeps as
+  `offline` (it restarted) is recovered with disconnect + connect.
+- Exit codes are real: shell v2 when the device advertises `shell_v2`, else the v1 path
+  with a per-call random exit marker (stdout and stderr are merged there; stderr is empty).
+- Files go over our own sync client (adb_sync.py: 64 KiB chunks, like the adb CLI).
+- Link faults are raised retryable (the base retry policy re-runs the primitive);
+  `unauthorized` is not retryable and says what to do on the phone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from adbutils import AdbClient
+from adbutils._adb import AdbConnection
+from adbutils.errors import AdbError
+
+from harness.errors import (
+    ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
+    TransportError,
+)
+from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
+from harness.transport.adb_sync import SyncClient, SyncFail, SyncProtocolError, tune_socket
+from harness.transport.base import HealthReport, ProgressFn, RawExec, RemoteStat, Transport
+from harness.transport.command import quote_argv
+from harness.transport.retry import RetryPolicy
+
+_SHELL_PKT_STDIN, _SHELL_PKT_STDOUT, _SHELL_PKT_STDERR, _SHELL_PKT_EXIT, _SHELL_PKT_CLOSE_STDIN = 0, 1, 2, 3, 4
+_LINK_ERRORS = (OSError, EOFError)
+_SYNC_STALL_S = 120.0
+_TCP_SERIAL = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
+_PROP_LINE = re.compile(r"^\[(?P<key>[^\]]+)\]: \[(?P<value>.*)\]$")
+_FACT_PROPS = {
+    "model": "ro.product.model",
+    "product": "ro.product.name",
+    "device": "ro.product.device",
+    "manufacturer": "ro.product.manufacturer",
+    "reported_soc_model": "ro.soc.model",
+    "soc_manufacturer": "ro.soc.manufacturer",
+    "board_platform": "ro.board.platform",
+    "android_release": "ro.build.version.release",
+    "sdk": "ro.build.version.sdk",
+    "abi": "ro.product.cpu.abi",
+    "serialno": "ro.serialno",
+    "hardware": "ro.hardware",
+    "bootloader": "ro.boot.bootloader",
+    "hardware_revision": "ro.boot.hardware.revision",
+    "boot_completed": "sys.boot_completed",
+}
+
+
+class _Deadline(Exception):
+    """A shell command ran past its timeout (internal)."""
+
+
+class _Connection(AdbConnection):
+    """adbutils' connection without its fallback of running `adb start-server` on the
+    default port when the configured server does not answer."""
+
+    def _safe_connect(self):  # type: ignore[no-untyped-def]
+        return self._create_socket()
+
+
+class _Client(AdbClient):
+    def make_connection(self, timeout: float | None = None) -> AdbConnection:  # type: ignore[override]
+        conn = _Connection(self.host, self.port)
+        conn.conn.settimeout(timeout)
+        return conn
+
+
+def is_tcp_serial(serial: str) -> bool:
+    return _TCP_SERIAL.match(serial) is not None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class AdbTransport(Transport):
+    kind = "adb"
+
+    def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None, *,
+                 shell_v2: bool | None = None, connect_wait_s: float = 5.0, adb_binary: str = "adb"):
+        """`shell_v2`: None = use it when the device advertises it; False forces the v1 path."""
+        super().__init__(device, retry)
+        if not device.serial:
+            raise TransportError(f"{device.name}: no `serial:` in {device.source or 'devices.yaml'}; "
+                                 "add the serial `adb devices` shows (HOST:PORT for a TCP device)")
+        self.serial = device.serial
+        self.server = device.adb_server or AdbServer()
+        self.client = _Client(self.server.host, self.server.port)
+        self.connect_wait_s = connect_wait_s
+        self.adb_binary = adb_binary
+        self._shell_v2_wanted = shell_v2
+        self._features: frozenset[str] | None = None
+        self._ready = False
+        self._lock = threading.RLock()
+
+    # ---- server and device state --------------------------------------------------------
+    @property
+    def _label(self) -> str:
+        return f"{self.device.name} ({self.serial} via adb server {self.server})"
+
+    def _server_conn(self, timeout: float | None = None) -> AdbConnection:
+        try:
+            return self.client.make_connection(timeout=timeout)
+        except AdbError as exc:
+            if self._may_start_server():
+                return self.client.make_connection(timeout=timeout)
+            raise DeviceOfflineError(
+                f"{self._label}: the adb server does not answer ({exc}); start it on {self.server.host} with "
+                f"`adb -P {self.server.port} start-server` (or fix `adb_server` in "
+                f"{self.device.source or 'devices.yaml'})") from None
+
+    def _may_start_server(self) -> bool:
+        """Like the adb CLI: only the default local server is started on demand."""
+        if self.server.port != DEFAULT_ADB_SERVER_PORT or not _is_loopback(self.server.host):
+            return False
+        try:
+            subprocess.run([self.adb_binary, "-P", str(self.server.port), "start-server"], timeout=30,
+                           stdin=subprocess.DEVNULL, capture_output=True, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return True
+
+    def _host_query(self, service: str) -> str:
+        """A `host...:` request answered with OKAY + a length-prefixed string."""
+        conn = self._server_conn(timeout=30)
+        try:
+            conn.send_command(service)
+            conn.check_okay()
+            return conn.read_string_block()
+        except AdbError:
+            raise
+        except _LINK_ERRORS as exc:
+            raise DeviceOfflineError(f"{self._label}: adb server connection failed during `{service}` "
+                                     f"({type(exc).__name__}: {exc})") from None
+        finally:
+            conn.close()
+
+    def adb_state(self) -> str:
+        """The server's view: device | offline | unauthorized | authorizing | connecting | absent ..."""
+        try:
+            return self._host_query(f"host-serial:{self.serial}:get-state").strip() or "unknown"
+        except AdbError as exc:
+            return _state_from_fail(str(exc))
+
+    def _ensure_ready(self) -> None:
+        """Make sure the server lists the device as `device` (connecting TCP serials on demand)."""
+        if self._ready:
+            return
+        with self._lock:
+            if self._ready:
+                return
+            state = self.adb_state()
+            # `unauthorized` turns into `device` by itself once the user accepts the prompt;
+            # reconnecting would only raise the prompt again.
+            if state not in ("device", "unauthorized") and is_tcp_serial(self.serial):
+                state = self._reconnect(state)
+            if state == "device":
+                self._ready = True
+                return
+            raise self._state_error(state)
+
+    def _reconnect(self, state: str) -> str:
+        if state not in ("absent", "unknown"):
+            # A device that restarted stays `offline` on the server until it is dropped and re-added.
+            try:
+                self._host_query(f"host:disconnect:{self.serial}")
+            except AdbError:
+                pass
+        try:
+            message = self._host_query(f"host:connect:{self.serial}")
+        except AdbError as exc:
+            message = str(exc)
+        if any(word in message.lower() for word in ("unable", "failed", "cannot", "error")):
+            if "authenticate" in message.lower() or self.adb_state() == "unauthorized":
+                raise self._state_error("unauthorized")
+            raise DeviceOfflineError(f"{self._label}: `adb connect {self.serial}` failed: {message.strip()}; "
+                                     "check the device is on the network and adb over TCP is enabled")
+        deadline = time.monotonic() + self.connect_wait_s
+        while True:
+            state = self.adb_state()
+            if state in ("device", "unauthorized") or time.monotonic() >= deadline:
+                return state
+            time.sleep(0.05)
+
+    def _state_error(self, state: str) -> TransportError:
+        self._ready = False
+        if state == "unauthorized":
+            return DeviceUnauthorizedError(
+                f"{self._label}: the device has not authorized this computer. Unlock the phone and accept "
+                "the 'Allow USB debugging?' RSA key prompt (tick 'Always allow'); if no prompt appears, use "
+                "'Revoke USB debugging authorizations' in Developer options and reconnect. Not retrying.")
+        if state == "absent":
+            hint = ("`adb connect` got no usable connection" if is_tcp_serial(self.serial)
+                    else "check the USB cable and that `adb devices` lists it")
+            return DeviceOfflineError(f"{self._label}: the adb server does not list this device; {hint}")
+        return DeviceOfflineError(f"{self._label}: the device is `{state}`; wait for it to boot or reconnect it")
+
+    def _fail_error(self, message: str, what: str) -> TransportError:
+        """Classify a FAIL the server sent while opening a device service."""
+        state = _state_from_fail(message)
+        if state != "unknown":
+            return self._state_error(state)
+        return TransportError(f"{self._label}: adb refused {what}: {message.strip()}")
+
+    def _dropped(self, what: str, exc: BaseException) -> ConnectionDropped:
+        # The next call re-checks the device's state (and reconnects a TCP device).
+        self._ready = False
+        return ConnectionDropped(f"{self._label}: connection dropped during {what} ({type(exc).__name__}: {exc})")
+
+    def _open(self, service: str, what: str, timeout: float | None = None) -> AdbConnection:
+        """A server connection switched to this device and then to `service`."""
+        self._ensure_ready()
+        conn = self._server_conn(timeout=30)
+        try:
+            conn.send_command(f"host:transport:{self.serial}")
+            conn.check_okay()
+            conn.send_command(service)
+            conn.check_okay()
+        except AdbError as exc:
+            conn.close()
+            if str(exc).startswith("Unknown data"):  # the stream ended where OKAY/FAIL was due
+                raise self._dropped(what, exc) from None
+            raise self._fail_error(str(exc), what) from None
+        except _LINK_ERRORS as exc:
+            conn.close()
+            raise self._dropped(what, exc) from None
+        conn.conn.settimeout(timeout)
+        return conn
+
+    def features(self) -> frozenset[str]:
+        """The device's adb features (asked once, then cached)."""
+        if self._features is None:
+            self._ensure_ready()
+            try:
+                text = self._host_query(f"host-serial:{self.serial}:features")
+            except AdbError as exc:
+                raise self._fail_error(str(exc), "a features query") from None
+            # Some servers pass the device banner's trailing NUL through; drop it.
+            self._features = frozenset(f.strip("\0 \n") for f in text.split(",") if f.strip("\0 \n"))
+        return self._features
+
+    def uses_shell_v2(self) -> bool:
+        if self._shell_v2_wanted is not None:
+            return self._shell_v2_wanted
+        return "shell_v2" in self.features()
+
+    def close(self) -> None:
+        # Every request uses its own server connection; nothing stays open between calls.
+        self._ready = False
+
+    # ---- commands -----------------------------------------------------------------------
+    def _exec(self, command: str, timeout: float | None) -> RawExec:
+        if self.uses_shell_v2():
+            return self._exec_v2(command, timeout)
+        return self._exec_v1(command, timeout)
+
+    def _exec_v2(self, command: str, timeout: float | None) -> RawExec:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        conn = self._open(f"shell,v2,raw:{command}", "a shell command")
+        sock = conn.conn
+        out, err = bytearray(), bytearray()
+        try:
+            # Close the program's stdin at once, as the CLI does (nothing is ever sent to it).
+            sock.sendall(bytes([_SHELL_PKT_CLOSE_STDIN]) + b"\0\0\0\0")
+            while True:
+                header = _recv_exact(sock, 5, deadline)
+                kind, length = header[0], int.from_bytes(header[1:5], "little")
+                payload = _recv_exact(sock, length, deadline) if length else b""
+                if kind == _SHELL_PKT_STDOUT:
+                    out += payload
+                elif kind == _SHELL_PKT_STDERR:
+                    err += payload
+                elif kind == _SHELL_PKT_EXIT:
+                    return RawExec(bytes(out), bytes(err), payload[0] if payload else 255)
+        except _Deadline:
+            # Abandon our side; the base class kills the device process by pid.
+            return RawExec(bytes(out), bytes(err), -1, timed_out=True)
+        except _LINK_ERRORS as exc:
+            raise self._dropped("a shell command", exc) from None
+        finally:
+            conn.close()
+
+    def _exec_v1(self, command: str, timeout: float | None) -> RawExec:
+        """v1 `shell:` has no exit status: run the command in a child `sh` and print a marker
+        with a random nonce after it; stdout and stderr arrive merged (stderr stays empty)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        marker = f"X4EXIT-{uuid.uuid4().hex}".encode()
+        # printf's leading newline puts the marker on a line of its own even after unterminated
+        # output; "$?" is expanded before printf runs, so it is the command's status.
+        wrapped = f"{quote_argv(['sh', '-c', command])}; printf '\\n%s:%s\\n' {marker.decode()} \"$?\""
+        conn = self._open(f"shell:{wrapped}", "a shell command")
+        sock = conn.conn
+        data = bytearray()
+        try:
+            while True:
+                chunk = _recv_some(sock, deadline)
+                if not chunk:
+                    break
+                data += chunk
+        except _Deadline:
+            return RawExec(bytes(data), b"", -1, timed_out=True)
+        except _LINK_ERRORS as exc:
+            raise self._dropped("a shell command", exc) from None
+        finally:
+            conn.close()
+        at = data.rfind(b"\n" + marker + b":")
+        tail = data[at + len(marker) + 2:].strip() if at >= 0 else b""
+        if at < 0 or not tail.isdigit():
+            raise self._dropped("a shell command", EOFError("output ended before the exit marker"))
+        return RawExec(bytes(data[:at]), b"", int(tail))
+
+    # ---- files --------------------------------------------------------------------------
+    def _sync(self, what: str) -> tuple[AdbConnection, SyncClient]:
+        # A stalled transfer (no byte moves for this long) is treated as a dropped link.
+        conn = self._open("sync:", what, timeout=_SYNC_STALL_S)
+        tune_socket(conn.conn)
+        return conn, SyncClient(conn.conn)
+
+    def _sync_fail(self, message: str, what: str, remote: str) -> TransportError:
+        low = message.lower()
+        if "no space left" in low or "enospc" in low:
+            return RemoteNoSpaceError(f"{self.device.name}: no space left on the device writing {remote} "
+                                      f"({message.strip()}); free space under {posixpath.dirname(remote)} "
+                                      "(`harness status` shows free disk) and retry")
+        return RemotePathError(f"{self.device.name}: {what} {remote} failed on the device: {message.strip()}")
+
+    def _push_file(self, local: Path, remote: str, mode: int, progress: ProgressFn | None) -> int:
+        conn, sync = self._sync(f"push of {local.name}")
+        try:
+            return sync.send_file(local, remote, mode, int(local.stat().st_mtime), progress)
+        except SyncFail as exc:
+            raise self._sync_fail(str(exc), "push to", remote) from None
+        except FileNotFoundError:
+            raise  # the local file vanished: not the device's fault
+        except _LINK_ERRORS as exc:
+            raise self._dropped(f"push of {local} to {remote}", exc) from None
+        finally:
+            sync.quit()
+            conn.close()
+
+    def _pull_file(self, remote: str, local: Path, progress: ProgressFn | None) -> int:
+        conn, sync = self._sync(f"pull of {remote}")
+        try:
+            return sync.recv_file(remote, local, progress)
+        except SyncFail as exc:
+            local.unlink(missing_ok=True)
+            raise self._sync_fail(str(exc), "pull of", remote) from None
+        except SyncProtocolError as exc:
+            local.unlink(missing_ok=True)
+            raise self._dropped(f"pull of {remote}", exc) from None
+        except OSError as exc:
+            if getattr(exc, "filename", None) is not None:
+                raise  # a local disk problem (open/write of `local`)
+            local.unlink(missing_ok=True)
+            raise self._dropped(f"pull of {remote}", exc) from None
+        finally:
+            sync.quit()
+            conn.close()
+
+    def stat(self, remote: str) -> RemoteStat | None:
+        def once() -> RemoteStat | None:
+            use_v2 = "stat_v2" in self.features()
+            conn, sync = self._sync(f"stat of {remote}")
+            try:
+                st = sync.stat_v2(remote) if use_v2 else sync.stat(remote)
+            except SyncFail as exc:
+                raise self._sync_fail(str(exc), "stat of", remote) from None
+            except _LINK_ERRORS as exc:
+                raise self._dropped(f"stat of {remote}", exc) from None
+            finally:
+                sync.quit()
+                conn.close()
+            return None if st is None else RemoteStat(remote, st.size, st.mode, st.mtime)
+
+        return self.retry.run(f"stat {remote}", once)
+
+    # ---- facts and health ---------------------------------------------------------------
+    def props(self) -> dict[str, str]:
+        """All properties from one `getprop` call."""
+        res = self.shell(["getprop"], timeout=30)
+        props = {}
+        for line in res.stdout.splitlines():
+            m = _PROP_LINE.match(line.strip())
+            if m:
+                props[m.group("key")] = m.group("value")
+        return props
+
+    def facts(self) -> dict[str, str]:
+        props = self.props()
+        facts = {"transport": "adb", "serial": self.serial, "adb_server": str(self.server),
+                 "soc_model": self.device.soc_model}
+        for name, key in _FACT_PROPS.items():
+            if props.get(key):
+                facts[name] = props[key]
+        facts.setdefault("model", self.serial)
+        return facts
+
+    def battery(self) -> dict[str, str]:
+        """`dumpsys battery` level (%) and temperature (deg C) when the device has it."""
+        res = self.shell(["dumpsys", "battery"], timeout=30)
+        found: dict[str, str] = {}
+        for line in res.stdout.splitlines():
+            key, sep, value = line.strip().partition(":")
+            value = value.strip()
+            if sep and key == "level" and value.lstrip("-").isdigit():
+                found["battery_level"] = value
+            elif sep and key == "temperature" and value.lstrip("-").isdigit():
+                found["battery_temp_c"] = f"{int(value) / 10:.1f}"  # dumpsys prints tenths of a degree
+        return found
+
+    def health(self) -> HealthReport:
+        report = HealthReport(device=self.device.name, reachable=False)
+        try:
+            self._ensure_ready()
+        except TransportError as exc:
+            report.state = "unauthorized" if isinstance(exc, DeviceUnauthorizedError) else self._safe_state()
+            report.problems.append(str(exc))
+            return report
+        report.state = "device"
+        try:
+            shell_ok = self.shell(["echo", "ok"], timeout=20)
+            if shell_ok.stdout.strip() != "ok":
+                report.problems.append(f"`echo ok` printed {shell_ok.stdout!r} (exit {shell_ok.exit_code})")
+                return report
+            report.reachable = True
+            report.facts = self.facts()
+            if report.facts.get("boot_completed") != "1":
+                report.problems.append(f"{self.device.name}: sys.boot_completed is "
+                                       f"{report.facts.get('boot_completed', 'unset')!r}; the device has not "
+                                       "finished booting")
+            report.facts.update(self.battery())
+            where = self._existing_dir(self.device.work_dir)
+            report.facts["work_dir_free_bytes"] = str(self.free_bytes(where))
+        except TransportError as exc:
+            report.problems.append(str(exc))
+        except Exception as exc:  # a command result we could not read (e.g. odd `df`)
+            report.problems.append(f"{self.device.name}: health check failed: {exc}")
+        return report
+
+    def _safe_state(self) -> str:
+        try:
+            return self.adb_state()
+        except TransportError:
+            return "unreachable"
+
+    def _existing_dir(self, path: str) -> str:
+        current = path
+        while current not in ("", "/") and self.stat(current) is None:
+            current = posixpath.dirname(current)
+        return current or "/"
+
+
+def _state_from_fail(message: str) -> str:
+    low = message.lower()
+    for state in ("unauthorized", "offline", "authorizing", "connecting"):
+        if state in low:
+            return state
+    if "not found" in low or "no devices" in low:
+        return "absent"
+    return "unknown"
+
+
+def _remaining(deadline: float | None) -> float | None:
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _Deadline()
+    return left
+
+
+def _recv_some(sock: socket.socket, deadline: float | None, size: int = 1 << 16) -> bytes:
+    sock.settimeout(_remaining(deadline))
+    try:
+        return sock.recv(size)
+    except socket.timeout:
+        raise _Deadline() from None
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        sock.settimeout(_remaining(deadline))
+        try:
+            k = sock.recv_into(view[got:])
+        except socket.timeout:
+            raise _Deadline() from None
+        if k == 0:
+            raise EOFError(f"stream closed after {got} of {n} bytes")
+        got += k
+    return bytes(buf)
+
+
+__all__ = ["AdbTransport", "is_tcp_serial"]

@@ -1,0 +1,204 @@
+"""The adb `sync:` protocol (AOSP SYNC.TXT) over a socket already switched to `sync:`.
+
+Why our own client: adbutils' sync sends 4 KiB DATA chunks and reads with recv(); this one
+sends full 64 KiB chunks (the protocol maximum) from one reused buffer, which is what the
+`adb push` CLI does, so a harness push keeps up with it.
+
+Requests and replies are a 4-byte id plus a little-endian uint32; payloads follow.
+Device refusals come back as `FAIL <len> <message>` and are raised as SyncFail; socket
+trouble propagates as OSError/EOFError for the caller to classify.
+"""
+
+from __future__ import annotations
+
+import errno
+import select
+import socket
+import stat as stat_mod
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+SYNC_DATA_MAX = 64 * 1024  # protocol limit for one DATA chunk
+MAX_PATH = 1024  # adbd rejects longer request paths
+SOCKET_BUFFER = 4 * 1024 * 1024
+_ID_LEN = struct.Struct("<4sI")
+_STAT_V1 = struct.Struct("<4sIII")  # "STAT", mode, size, mtime
+_STAT_V2 = struct.Struct("<IQQIIIIQqqq")  # error, dev, ino, mode, nlink, uid, gid, size, atime, mtime, ctime
+_PEEK_EVERY = 16  # chunks between checks for an early FAIL while sending
+
+
+class SyncFail(Exception):
+    """The device refused a sync request (its FAIL message)."""
+
+
+class SyncProtocolError(EOFError):
+    """An unexpected reply: the stream is garbled or was cut; treat as a dropped link."""
+
+
+@dataclass(frozen=True)
+class SyncStat:
+    mode: int
+    size: int
+    mtime: int
+
+
+def tune_socket(sock: socket.socket) -> None:
+    """Large buffers so a 64 KiB chunk never waits on the kernel; no Nagle delay for replies."""
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
+        except OSError:
+            pass
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass
+
+
+class SyncClient:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self._hdr = bytearray(_ID_LEN.size)
+
+    # ---- low level ----------------------------------------------------------------------
+    def _request(self, ident: bytes, path: str) -> None:
+        raw = path.encode("utf-8")
+        if len(raw) > MAX_PATH:
+            raise SyncFail(f"path too long ({len(raw)} bytes, adb allows {MAX_PATH}): {path}")
+        self.sock.sendall(_ID_LEN.pack(ident, len(raw)) + raw)
+
+    def _recv_into(self, view: memoryview) -> None:
+        got = 0
+        while got < len(view):
+            n = self.sock.recv_into(view[got:])
+            if n == 0:
+                raise SyncProtocolError(f"connection closed after {got} of {len(view)} bytes")
+            got += n
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray(n)
+        self._recv_into(memoryview(buf))
+        return bytes(buf)
+
+    def _header(self) -> tuple[bytes, int]:
+        self._recv_into(memoryview(self._hdr))
+        return _ID_LEN.unpack(self._hdr)
+
+    def _fail_message(self, length: int) -> str:
+        return self._recv(length).decode("utf-8", "replace")
+
+    def quit(self) -> None:
+        try:
+            self.sock.sendall(_ID_LEN.pack(b"QUIT", 0))
+        except OSError:
+            pass  # the session ends either way
+
+    # ---- stat ---------------------------------------------------------------------------
+    def stat(self, path: str) -> SyncStat | None:
+        """v1 STAT (32-bit fields); None when absent (mode 0)."""
+        self._request(b"STAT", path)
+        ident, mode, size, mtime = _STAT_V1.unpack(self._recv(_STAT_V1.size))
+        if ident != b"STAT":
+            raise SyncProtocolError(f"expected STAT reply, got {ident!r}")
+        return None if mode == 0 else SyncStat(mode, size, mtime)
+
+    def stat_v2(self, path: str) -> SyncStat | None:
+        """STA2 (64-bit sizes); None for ENOENT/ENOTDIR, SyncFail for other errors."""
+        self._request(b"STA2", path)
+        ident = self._recv(4)
+        if ident != b"STA2":
+            raise SyncProtocolError(f"expected STA2 reply, got {ident!r}")
+        err, _dev, _ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime = _STAT_V2.unpack(
+            self._recv(_STAT_V2.size))
+        if err in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        if err:
+            raise SyncFail(f"stat failed: {errno.errorcode.get(err, err)}")
+        return SyncStat(mode, size, mtime)
+
+    # ---- send (push) --------------------------------------------------------------------
+    def send_file(self, local: Path, remote: str, mode: int, mtime: int,
+                  progress: Callable[[int], None] | None = None) -> int:
+        self._request(b"SEND", f"{remote},{stat_mod.S_IFREG | (mode & 0o7777)}")
+        # One buffer for the whole file: 8 header bytes, then the chunk read in place.
+        buf = bytearray(_ID_LEN.size + SYNC_DATA_MAX)
+        view = memoryview(buf)
+        payload = view[_ID_LEN.size:]
+        total = 0
+        chunks = 0
+        with open(local, "rb", buffering=0) as fin:
+            try:
+                while True:
+                    n = fin.readinto(payload)
+                    if not n:
+                        break
+                    _ID_LEN.pack_into(buf, 0, b"DATA", n)
+                    self.sock.sendall(view[: _ID_LEN.size + n])
+                    total += n
+                    chunks += 1
+                    if progress:
+                        progress(n)
+                    if chunks % _PEEK_EVERY == 0:
+                        self._raise_early_fail()
+                self.sock.sendall(_ID_LEN.pack(b"DONE", mtime & 0xFFFFFFFF))
+            except OSError:
+                # adbd may have sent FAIL (e.g. no space) and closed; prefer its reason.
+                self._raise_pending_fail()
+                raise
+        ident, length = self._header()
+        if ident == b"OKAY":
+            return total
+        if ident == b"FAIL":
+            raise SyncFail(self._fail_message(length))
+        raise SyncProtocolError(f"expected OKAY/FAIL after DONE, got {ident!r}")
+
+    def _raise_early_fail(self) -> None:
+        readable, _, _ = select.select([self.sock], [], [], 0)
+        if readable:  # nothing but FAIL can arrive before DONE
+            ident, length = self._header()
+            if ident == b"FAIL":
+                raise SyncFail(self._fail_message(length))
+            raise SyncProtocolError(f"unexpected {ident!r} while sending file data")
+
+    def _raise_pending_fail(self) -> None:
+        try:
+            old = self.sock.gettimeout()
+            self.sock.settimeout(1.0)
+            try:
+                ident, length = self._header()
+                if ident == b"FAIL":
+                    raise SyncFail(self._fail_message(length))
+            finally:
+                self.sock.settimeout(old)
+        except (OSError, EOFError):
+            pass
+
+    # ---- recv (pull) --------------------------------------------------------------------
+    def recv_file(self, remote: str, local: Path, progress: Callable[[int], None] | None = None) -> int:
+        self._request(b"RECV", remote)
+        buf = bytearray(SYNC_DATA_MAX)
+        view = memoryview(buf)
+        total = 0
+        with open(local, "wb") as fout:
+            while True:
+                ident, length = self._header()
+                if ident == b"DATA":
+                    if length > SYNC_DATA_MAX:
+                        raise SyncProtocolError(f"DATA chunk of {length} bytes exceeds {SYNC_DATA_MAX}")
+                    chunk = view[:length]
+                    self._recv_into(chunk)
+                    fout.write(chunk)
+                    total += length
+                    if progress:
+                        progress(length)
+                elif ident == b"DONE":
+                    return total
+                elif ident == b"FAIL":
+                    raise SyncFail(self._fail_message(length))
+                else:
+                    raise SyncProtocolError(f"unexpected {ident!r} in RECV reply")
+
+
+__all__ = ["SYNC_DATA_MAX", "SyncClient", "SyncFail", "SyncProtocolError", "SyncStat", "tune_socket"]

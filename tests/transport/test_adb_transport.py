@@ -1,0 +1,269 @@
+"""AdbTransport through the real Debian adb server to the emulated adbd (virtual_lab)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.errors import (
+    ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
+)
+from harness.transport.adb import AdbTransport, is_tcp_serial
+from harness.transport.retry import RetryPolicy
+
+WORK = "/data/local/tmp/harness"
+
+
+@pytest.fixture
+def adb(phone, adb_entry, make_spec, fast_retry):
+    with AdbTransport(make_spec(adb_entry(phone)), retry=fast_retry) as t:
+        yield t
+
+
+@pytest.fixture
+def adb_v1(phone, adb_entry, make_spec, fast_retry):
+    """The same phone through the v1 `shell:` path (exit marker, merged streams)."""
+    with AdbTransport(make_spec(adb_entry(phone)), retry=fast_retry, shell_v2=False) as t:
+        yield t
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_tcp_serial_detection():
+    assert is_tcp_serial("127.0.0.1:5555") and is_tcp_serial("lab-host.example:40001")
+    assert not is_tcp_serial("R5CX1234567") and not is_tcp_serial("emulator-5554")
+
+
+def test_connects_on_demand_and_reads_features(adb, adb_server, phone):
+    assert adb.adb_state() in ("device", "absent")  # fresh server: not connected yet, or by an earlier test
+    assert adb.shell(["echo", "hi"]).stdout == "hi\n"
+    assert adb_server.state(phone.serial) == "device"
+    assert "shell_v2" in adb.features() and adb.uses_shell_v2()
+    assert all("\0" not in f for f in adb.features())
+
+
+def test_shell_v2_exit_codes_and_streams(adb):
+    res = adb.shell(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (res.exit_code, res.stdout, res.stderr) == (3, "out\n", "err\n")
+    assert adb.shell(["sh", "-c", "kill -SEGV $$"]).exit_code == 139
+    assert adb.shell(["true"]).ok
+
+
+def test_shell_v1_exit_codes_with_safe_marker(adb_v1):
+    assert not adb_v1.uses_shell_v2()
+    res = adb_v1.shell(["sh", "-c", "echo out; printf err >&2; exit 3"])
+    assert res.exit_code == 3 and res.stdout == "out\nerr" and res.stderr == ""  # merged on v1
+    # Output that imitates adbutils' marker (and ends without a newline) cannot fool ours.
+    res = adb_v1.shell(["sh", "-c", "printf 'X4EXIT:0\\nX4EXIT-00:0'; exit 5"])
+    assert (res.exit_code, res.stdout) == (5, "X4EXIT:0\nX4EXIT-00:0")
+    assert adb_v1.shell(["sh", "-c", "kill -ABRT $$"]).exit_code == 134
+
+
+@pytest.mark.parametrize("fixture", ["adb", "adb_v1"])
+def test_arguments_stay_literal(fixture, request, phone):
+    t = request.getfixturevalue(fixture)
+    t.makedirs(WORK)
+    keep = f"{WORK}/keep"
+    phone.host_path(keep).write_text("precious")
+    res = t.shell(["echo", "'; rm -rf /data #", f"; rm -f {keep}", "$(id)", "a  b"], check=True)
+    assert res.stdout == f"'; rm -rf /data # ; rm -f {keep} $(id) a  b\n"
+    assert phone.host_path(keep).read_text() == "precious"
+
+
+def test_cwd_and_env(adb):
+    adb.makedirs(f"{WORK}/dir with space")
+    res = adb.shell(["sh", "-c", 'pwd; echo "$MODEL_DIR"'], cwd=f"{WORK}/dir with space",
+                    env={"MODEL_DIR": "/data/x; y"}, check=True)
+    assert res.stdout.splitlines() == [f"{WORK}/dir with space", "/data/x; y"]
+
+
+def test_push_pull_roundtrip_with_odd_names(adb, phone, tmp_path):
+    src = tmp_path / "weights; part 1.bin"
+    src.write_bytes(os.urandom(5 * 1024 * 1024 + 3))
+    remote = f"{WORK}/model dir; v2/weights; part 1.bin"  # parents created by the device
+    seen: list[int] = []
+    assert adb.push(src, remote, mode=0o644, progress=seen.append) == src.stat().st_size
+    assert sum(seen) == src.stat().st_size and max(seen) == 64 * 1024  # full-size sync chunks
+    assert _sha(phone.host_path(remote)) == _sha(src)
+    st = adb.stat(remote)
+    assert st is not None and st.is_file and st.size == src.stat().st_size
+    back = tmp_path / "back.bin"
+    assert adb.pull(remote, back) == src.stat().st_size
+    assert _sha(back) == _sha(src)
+    assert adb.sha256(remote) == _sha(src)
+
+
+def test_push_empty_file_and_mode(adb, phone, tmp_path):
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert adb.push(empty, f"{WORK}/empty") == 0
+    assert adb.stat(f"{WORK}/empty").size == 0
+    tool = tmp_path / "tool.sh"
+    tool.write_text("#!/system/bin/sh\necho tool ran\n")
+    adb.push(tool, f"{WORK}/bin/tool.sh", mode=0o755)
+    assert adb.shell([f"{WORK}/bin/tool.sh"], check=True).stdout == "tool ran\n"
+
+
+def test_stat_exists_rename_remove_free(adb, tmp_path):
+    assert adb.stat(f"{WORK}/absent") is None and not adb.exists(f"{WORK}/absent")
+    adb.makedirs(WORK)
+    assert adb.stat(WORK).is_dir
+    f = tmp_path / "f"
+    f.write_text("x")
+    adb.push(f, f"{WORK}/f.tmp")
+    adb.rename(f"{WORK}/f.tmp", f"{WORK}/f")
+    assert adb.exists(f"{WORK}/f") and not adb.exists(f"{WORK}/f.tmp")
+    adb.remove(f"{WORK}/f")
+    assert not adb.exists(f"{WORK}/f")
+    assert adb.free_bytes(WORK) > 0
+
+
+def test_pull_missing_is_a_path_error(adb, tmp_path):
+    with pytest.raises(RemotePathError, match=f"op13-virtual.*{WORK}/missing"):
+        adb.pull(f"{WORK}/missing", tmp_path / "missing")
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("fixture", ["adb", "adb_v1"])
+def test_timeout_kills_the_device_process_by_pid(fixture, request):
+    t = request.getfixturevalue(fixture)
+    t.makedirs(WORK)
+    marker = f"{WORK}/sleeper-{fixture}.pid"
+    res = t.shell(["sh", "-c", f"echo $$ > '{marker}'; exec sleep 60"], timeout=1.0)
+    assert res.timed_out and not res.ok
+    pid = int(t.shell(["cat", marker], check=True).stdout)
+    assert not t.is_running(pid)
+
+
+def test_spawned_background_process_kill(adb):
+    adb.makedirs(WORK)
+    pid = int(adb.shell(["sh", "-c", "sleep 60 > /dev/null 2>&1 & echo $!"], check=True).stdout)
+    assert adb.is_running(pid)
+    assert adb.kill(pid) and not adb.is_running(pid)
+
+
+def test_facts_and_health(adb):
+    facts = adb.facts()
+    assert facts["model"] == "CPH2653" and facts["reported_soc_model"] == "SM8750"
+    assert facts["soc_model"] == "SM8750" and facts["android_release"] == "15"
+    report = adb.health()
+    assert report.ok, report.problems
+    assert report.state == "device"
+    assert report.facts["battery_level"] == "85" and report.facts["battery_temp_c"] == "31.2"
+    assert int(report.facts["work_dir_free_bytes"]) > 0
+
+
+def test_health_flags_a_device_that_has_not_booted(adb_server, adb_entry, make_spec, tmp_path):
+    from virtual_lab.device import VirtualDevice, VirtualDeviceSpec
+
+    spec = VirtualDeviceSpec(name="booting", props={"sys.boot_completed": "0"})
+    with VirtualDevice(spec, tmp_path / "booting") as device:
+        with AdbTransport(make_spec(adb_entry(device, "booting"))) as t:
+            report = t.health()
+    assert report.reachable and not report.ok
+    assert any("sys.boot_completed" in p for p in report.problems)
+
+
+# ---- faults -------------------------------------------------------------------------------
+def test_drop_mid_push_is_retried_with_a_log_line(fresh_phone, adb_entry, make_spec, fast_retry, retry_log,
+                                                  tmp_path):
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(4 * 1024 * 1024))
+    fresh_phone.faults.drop_after_bytes(1024 * 1024)
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-drop")), retry=fast_retry) as t:
+        assert t.push(src, f"{WORK}/big.bin") == src.stat().st_size
+        assert t.sha256(f"{WORK}/big.bin") == _sha(src)
+    assert fresh_phone.faults.counters.drops_fired == 1
+    lines = retry_log()
+    assert len(lines) == 1 and "push big.bin" in lines[0] and "op13-drop" in lines[0]
+
+
+def test_drop_without_retries_is_classified(fresh_phone, adb_entry, make_spec, tmp_path):
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(2 * 1024 * 1024))
+    fresh_phone.faults.drop_after_bytes(256 * 1024)
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-drop1")), retry=RetryPolicy(attempts=1)) as t:
+        with pytest.raises(ConnectionDropped, match="op13-drop1.*push of"):
+            t.push(src, f"{WORK}/big.bin")
+
+
+def test_offline_for_a_while_then_reconnects(fresh_phone, adb_entry, make_spec, retry_log):
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-offline")),
+                      retry=RetryPolicy(attempts=8, max_seconds=30, wait_initial=0.2, wait_max=1.0),
+                      connect_wait_s=1.0) as t:
+        assert t.shell(["echo", "before"]).stdout == "before\n"
+        fresh_phone.faults.offline_for(2.0)
+        assert t.shell(["echo", "after"]).stdout == "after\n"
+    assert retry_log(), "the offline window should have cost at least one logged retry"
+    assert fresh_phone.faults.counters.offline_refusals > 0
+
+
+def test_restarted_device_offline_on_server_is_recovered(fresh_phone, adb_entry, make_spec, fast_retry,
+                                                        adb_server):
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-restart")), retry=fast_retry) as t:
+        assert t.shell(["true"]).ok
+        fresh_phone.restart()
+        assert t.shell(["echo", "back"]).stdout == "back\n"
+    assert adb_server.state(fresh_phone.serial) == "device"
+
+
+def test_device_gone_is_a_clear_retryable_error(fresh_phone, adb_entry, make_spec, retry_log):
+    # A stopped device refuses connections at once (an offline_for window instead makes each
+    # `adb connect` wait for the server's 10 s handshake timeout: correct, but slow for a test).
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-gone")),
+                      retry=RetryPolicy(attempts=2, wait_initial=0.05), connect_wait_s=0.3) as t:
+        assert t.shell(["true"]).ok
+        fresh_phone.stop()
+        with pytest.raises((DeviceOfflineError, ConnectionDropped), match="op13-gone") as info:
+            t.shell(["true"])
+    assert info.value.retryable
+    assert len(retry_log()) == 1  # attempts=2: one retry, one log line
+
+
+def test_unauthorized_is_clear_and_not_retried(fresh_phone, adb_entry, make_spec, fast_retry, retry_log):
+    fresh_phone.faults.unauthorized(True)
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-locked")), retry=fast_retry) as t:
+        with pytest.raises(DeviceUnauthorizedError, match=r"op13-locked.*RSA key prompt"):
+            t.shell(["true"])
+        assert t.health().state == "unauthorized"
+    assert retry_log() == []
+
+
+def test_no_space_names_device_and_path(fresh_phone, adb_entry, make_spec, fast_retry, retry_log, tmp_path):
+    src = tmp_path / "weights.bin"
+    src.write_bytes(os.urandom(3 * 1024 * 1024))
+    fresh_phone.faults.set_free_bytes(512 * 1024)
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-full")), retry=fast_retry) as t:
+        with pytest.raises(RemoteNoSpaceError) as info:
+            t.push(src, f"{WORK}/model/weights.bin")
+    msg = str(info.value)
+    assert "op13-full" in msg and f"{WORK}/model/weights.bin" in msg and "No space left" in msg
+    assert retry_log() == []
+
+
+def test_server_not_running_is_a_clear_error(phone, make_spec, adb_entry):
+    from virtual_lab.adb_server import free_port
+
+    entry = adb_entry(phone, "op13-noserver")
+    entry["adb_server"] = f"127.0.0.1:{free_port()}"
+    with AdbTransport(make_spec(entry), retry=RetryPolicy(attempts=2, wait_initial=0.01)) as t:
+        with pytest.raises(DeviceOfflineError, match=r"op13-noserver.*adb server does not answer.*start-server"):
+            t.shell(["true"])
+
+
+def test_cli_and_harness_see_the_same_files(adb, adb_server, phone, tmp_path):
+    """What the harness pushed, the adb CLI pulls bit-identically (and vice versa)."""
+    src = tmp_path / "a.bin"
+    src.write_bytes(os.urandom(300_000))
+    adb.push(src, f"{WORK}/cli/a.bin")
+    out = tmp_path / "cli.bin"
+    res = subprocess.run(adb_server.argv("-s", phone.serial, "pull", f"{WORK}/cli/a.bin", str(out)),
+                         env=adb_server.env(), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert _sha(out) == _sha(src)
