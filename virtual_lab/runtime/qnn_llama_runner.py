@@ -1,0 +1,211 @@
+"""The virtual lab's ExecuTorch `qnn_llama_runner` (and `qnn_executor_runner`).
+
+gflags parsing as the real runner (ExecuTorch 1.5: no --kv_updater; an unknown flag prints
+`ERROR: unknown command line flag 'x'` and exits 1), QNN libraries found through the
+binary's rpath ($ORIGIN), LD_LIBRARY_PATH and ADSP_LIBRARY_PATH, answers from
+`virtual_behaviour.json` next to the .pte (pair "qnn/cpu": LLM on QNN, no visual), then
+`PyTorchObserver {json}` on stdout, `--output_path` and `--performance_output_path` files.
+qnn_executor_runner writes `--etdump_path` (a placeholder file: a real ETDump needs ExecuTorch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from typing import Any, Mapping
+
+from virtual_lab.runtime.devenv import device_facts, die, missing_qnn_libs
+
+LLAMA_FLAGS: dict[str, Any] = {
+    "decoder_model_version": "llama2", "model_path": "kv_llama_qnn.pte", "attention_sink_rope_path": "",
+    "output_path": "outputs.txt", "performance_output_path": "inference_speed.txt", "dump_logits_path": "",
+    "tokenizer_path": "tokenizer.bin", "prompt": [], "tokenized_prompt": "", "system_prompt": "",
+    "temperature": 0.0, "seq_len": 128, "eval_mode": 1, "shared_buffer": False, "num_iters": 1,
+    "ngram": 0, "window": 0, "gcap": 0,
+}
+EXECUTOR_FLAGS: dict[str, Any] = {
+    "model_path": "model.pte", "output_folder_path": "outputs", "input_list_path": "input_list.txt",
+    "etdump_path": "etdump.etdp", "debug_output_path": "debug_output.bin", "dump_intermediate_outputs": False,
+    "shared_buffer": False, "method_index": 0, "iteration": 1,
+}
+_TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s])")
+
+
+class FlagError(Exception):
+    pass
+
+
+def parse_flags(argv: list[str], spec: Mapping[str, Any]) -> dict[str, Any]:
+    flags = {k: (list(v) if isinstance(v, list) else v) for k, v in spec.items()}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if not a.startswith("-"):
+            i += 1
+            continue
+        name, eq, value = a.lstrip("-").partition("=")
+        if name not in spec:
+            raise FlagError(f"ERROR: unknown command line flag '{name}'")
+        default = spec[name]
+        if isinstance(default, bool):
+            flags[name] = value.lower() not in ("false", "0", "no") if eq else True
+        else:
+            if not eq:
+                i += 1
+                if i >= len(argv):
+                    raise FlagError(f"ERROR: flag '{name}' is missing its argument")
+                value = argv[i]
+            try:
+                if isinstance(default, list):
+                    flags[name].append(value)
+                elif isinstance(default, int):
+                    flags[name] = int(value)
+                elif isinstance(default, float):
+                    flags[name] = float(value)
+                else:
+                    flags[name] = value
+            except ValueError:
+                raise FlagError(f"ERROR: illegal value '{value}' specified for flag '{name}'") from None
+        i += 1
+    return flags
+
+
+def _log(level: str, where: str, msg: str) -> None:
+    # ET_LOG format: "I 00:00:00.012345 executorch:file.cpp:123] message"
+    t = time.monotonic() % 3600
+    sys.stderr.write(f"{level} 00:{int(t // 60):02d}:{t % 60:09.6f} executorch:{where}] {msg}\n")
+    sys.stderr.flush()
+
+
+def _check_libs(build: Mapping[str, Any], prog: str) -> bool:
+    facts = device_facts()
+    rpath = (os.path.dirname(os.path.realpath(prog)),) if build.get("rpath_origin") else ()
+    # FastRPC also finds a Skel in the process's cwd (the ExecuTorch workspace pushes it there).
+    env = dict(os.environ)
+    env["ADSP_LIBRARY_PATH"] = ";".join(filter(None, [env.get("ADSP_LIBRARY_PATH", ""), os.getcwd()]))
+    reason = missing_qnn_libs(facts.htp_arch or str(build.get("arch", "")), env, rpath=rpath)
+    if reason:
+        lib = re.search(r'"([^"]+)"', reason)
+        _log("E", "QnnImplementation.cpp:82",
+             f"Cannot Open QNN library {lib.group(1) if lib else 'libQnnHtp.so'}, with error: {reason}")
+        return False
+    return True
+
+
+def _behaviour(model_path: str) -> dict[str, Any]:
+    from virtual_lab import exports
+
+    try:
+        return exports.load_behaviour(os.path.join(os.path.dirname(model_path) or ".", exports.BEHAVIOUR_FILE))
+    except ValueError:
+        return exports.default_behaviour(False)
+
+
+def llama_main(argv: list[str], build: Mapping[str, Any]) -> int:
+    try:
+        flags = parse_flags(argv[1:], LLAMA_FLAGS)
+    except FlagError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 1
+    if flags["tokenized_prompt"] and flags["prompt"]:
+        _log("E", "qnn_llama_runner.cpp:120", "Only one of prompt and tokenized_prompt should be provided")
+        return 1
+    prompts = flags["prompt"] or ["The answer to the ultimate question is"]
+    for path, what in ((flags["model_path"], "model"), (flags["tokenizer_path"], "tokenizer")):
+        if not os.path.isfile(path):
+            _log("E", "runner.cpp:98", f"Failed to load {what} from {path}: file not found")
+            return 1
+    load_start = int(time.time() * 1000)
+    if not _check_libs(build, argv[0]):
+        _log("E", "runner.cpp:141", "Failed to load method forward: QNN backend init error 0x14")
+        return 1
+    from virtual_lab import exports
+
+    behaviour = _behaviour(flags["model_path"])
+    load_end = load_start + 850
+    outputs: list[str] = []
+    prompt_tokens = generated = 0
+    prefill_ms = decode_ms = 0.0
+    for it in range(max(1, flags["num_iters"])):
+        for prompt in prompts:
+            ans = exports.resolve_answer(behaviour, prompt, exports.PAIR_QNN_CPU)
+            n_prompt = len(_TOKEN_RE.findall(flags["system_prompt"] + " " + prompt)) + 8
+            budget = max(0, flags["seq_len"] - n_prompt)
+            tokens = _TOKEN_RE.findall(ans.text)[:budget]
+            if ans.fault in ("crash", "abort", "hang"):
+                sys.stdout.write("".join(tokens[: len(tokens) // 2]))
+                die(ans.fault)
+            if ans.fault is not None:
+                _log("E", "QnnExecuTorchBackend.cpp:211", "Fail to execute graph")
+                _log("E", "runner.cpp:310", "Failed to run prefill: 0x1")
+                return 1
+            for tok in tokens:
+                sys.stdout.write(tok)
+                sys.stdout.flush()
+            sys.stdout.write("\n")
+            outputs.append(prompt + "".join(tokens))
+            prompt_tokens += n_prompt
+            generated += len(tokens)
+            prefill_ms += n_prompt * ans.prefill_ms_per_token
+            decode_ms += len(tokens) * ans.decode_ms_per_token
+    inf_start = load_end
+    prompt_end = inf_start + int(round(prefill_ms))
+    inf_end = prompt_end + int(round(decode_ms))
+    stats: dict[str, Any] = {}
+    if prefill_ms > 0:
+        stats["prefill_token_per_sec"] = round(prompt_tokens / (prefill_ms / 1000), 2)
+    if decode_ms > 0:
+        stats["decode_token_per_sec"] = round(generated / (decode_ms / 1000), 2)
+    stats.update({
+        "prompt_tokens": prompt_tokens, "generated_tokens": generated,
+        "model_load_start_ms": load_start, "model_load_end_ms": load_end,
+        "inference_start_ms": inf_start, "inference_end_ms": inf_end,
+        "model_execution_start_ms": inf_start, "model_execution_end_ms": inf_end,
+        "prompt_eval_end_ms": prompt_end, "first_token_ms": prompt_end,
+        "aggregate_sampling_time_ms": 0, "aggregate_model_execution_time_ms": inf_end - inf_start,
+        "SCALING_FACTOR_UNITS_PER_SECOND": 1000,
+    })
+    print("PyTorchObserver " + json.dumps(stats, separators=(",", ":")), flush=True)
+    _log("I", "stats.h:104", f"Prompt Tokens: {prompt_tokens}    Generated Tokens: {generated}")
+    with open(flags["output_path"], "w", encoding="utf-8") as fh:
+        fh.write("\n".join(outputs) + "\n")
+    span = inf_end - inf_start
+    speed = generated / span * 1000 if generated and span else (prompt_tokens / prefill_ms * 1000 if prefill_ms else 0)
+    with open(flags["performance_output_path"], "w", encoding="utf-8") as fh:
+        fh.write(f"{speed:f}")
+    return 0
+
+
+def executor_main(argv: list[str], build: Mapping[str, Any]) -> int:
+    try:
+        flags = parse_flags(argv[1:], EXECUTOR_FLAGS)
+    except FlagError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 1
+    if not os.path.isfile(flags["model_path"]):
+        _log("E", "qnn_executor_runner.cpp:210", f"Failed to load program from {flags['model_path']}")
+        return 1
+    if not _check_libs(build, argv[0]):
+        _log("E", "qnn_executor_runner.cpp:260", "Failed to load method 0: QNN backend init error 0x14")
+        return 1
+    os.makedirs(flags["output_folder_path"], exist_ok=True)
+    for i in range(max(1, flags["iteration"])):
+        with open(os.path.join(flags["output_folder_path"], f"output_{i}_0.raw"), "wb") as fh:
+            fh.write(b"\x00" * 16)
+    _log("I", "qnn_executor_runner.cpp:402", f"{flags['iteration']} inference took 12.3 ms, avg 12.3 ms")
+    with open(flags["etdump_path"], "wb") as fh:
+        # Not a flatbuffer: the virtual lab cannot make a real ETDump without ExecuTorch.
+        fh.write(b"VLAB-ETDUMP-PLACEHOLDER\n")
+    _log("I", "qnn_executor_runner.cpp:455", f"ETDump written to file '{flags['etdump_path']}'.")
+    return 0
+
+
+def main(argv: list[str], build: Mapping[str, Any] | None = None) -> int:
+    build = dict(build or {})
+    name = os.path.basename(argv[0]) if argv else "qnn_llama_runner"
+    if "executor" in name:
+        return executor_main(argv, build)
+    return llama_main(argv, build)
