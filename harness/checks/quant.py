@@ -462,8 +462,8 @@ def analyze(graph: dict[str, Any], source: str = "<graph>") -> QuantReport:
                                     f"{_fmt(bad.params)}", bad.tensor, m.layer))
 
         calibrated = m.hops[-1].params if m.down_proj is not None else None
-        if m.fallback_scale is not None and calibrated is not None and m.fallback_scale < calibrated.scale \
-                and (m.inherited_from is not None or m.output_params is None):
+        if m.fallback_scale is not None and m.derived_scale is not None and calibrated is not None \
+                and m.fallback_scale < calibrated.scale and (m.inherited_from is not None or m.output_params is None):
             # s_a*s_b*qmax assumes symmetric operands; with zero offsets it can fall short.
             findings.append(Finding("fallback_too_narrow", "warning",
                                     f"{where}: s_a*s_b*qmax = {m.fallback_scale:.6g} is below the calibrated "
