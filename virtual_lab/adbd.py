@@ -80,6 +80,8 @@ class AdbdServer:
         self._conns: set[_Connection] = set()
         self._lock = threading.Lock()
         self._accept_thread: threading.Thread | None = None
+        self._busy = threading.Condition()
+        self._active_services = 0
 
     def start(self) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -126,6 +128,20 @@ class AdbdServer:
             conns = list(self._conns)
         for c in conns:
             c.grant_auth()
+
+    def service_started(self) -> None:
+        with self._busy:
+            self._active_services += 1
+
+    def service_finished(self) -> None:
+        with self._busy:
+            self._active_services -= 1
+            self._busy.notify_all()
+
+    def wait_idle(self, timeout: float = 10) -> bool:
+        """Wait until no service (shell, sync) is running: its clean-up and counters are done."""
+        with self._busy:
+            return self._busy.wait_for(lambda: self._active_services == 0, timeout)
 
     def forget(self, conn: "_Connection") -> None:
         with self._lock:
@@ -306,7 +322,8 @@ class _Connection:
         # nobody taps it until the fault is switched off (grant_auth).
 
     def _send_cnxn(self) -> None:
-        banner = self.device.banner(FEATURES).encode() + b"\0"
+        # No trailing NUL: adb 29 keeps it as part of the last feature name.
+        banner = self.device.banner(FEATURES).encode()
         self._online = True
         self.send(A_CNXN, A_VERSION, MAX_PAYLOAD, banner)
 
@@ -324,9 +341,14 @@ class _Connection:
             self._next_id += 1
             stream = _Stream(self, local_id, remote_id)
             self._streams[local_id] = stream
-        self.send(A_OKAY, local_id, remote_id)
-        threading.Thread(target=_run_service, args=(target, self, stream), daemon=True,
-                         name=f"adbd-{kind}-{self.device.spec.name}").start()
+        self.server.service_started()
+        try:
+            self.send(A_OKAY, local_id, remote_id)
+            threading.Thread(target=_run_service, args=(target, self, stream), daemon=True,
+                             name=f"adbd-{kind}-{self.device.spec.name}").start()
+        except BaseException:
+            self.server.service_finished()
+            raise
 
     def _stream(self, local_id: int) -> "_Stream | None":
         with self._streams_lock:
@@ -515,8 +537,11 @@ def _run_service(target: ServiceFn, conn: _Connection, stream: _Stream) -> None:
     except _ConnectionGone:
         pass
     finally:
-        stream.close()
-        conn.device.flush_counters()
+        try:
+            stream.close()
+            conn.device.flush_counters()
+        finally:
+            conn.server.service_finished()
 
 
 # ---- shell --------------------------------------------------------------------------------

@@ -515,6 +515,13 @@ class VirtualDevice:
         """Host path of counters.json (inside the device: /system/etc/vlab/counters.json)."""
         return self.sandbox.state_dir / "counters.json"
 
+    def wait_idle(self, timeout: float = 10) -> bool:
+        """Wait until the device finished every service it was serving (clean-up, counters).
+
+        A client can see a failure (e.g. a cut link) before the device has finished reacting
+        to it; tests that inspect the sandbox or the counters right after call this first."""
+        return self._server.wait_idle(timeout) if self._server is not None else True
+
     # ---- used by the adbd server --------------------------------------------------------
     def banner(self, features: Sequence[str]) -> str:
         return self.spec.banner(features)
