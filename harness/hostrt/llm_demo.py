@@ -444,7 +444,8 @@ def _chat(engine: HostEngine, out: _Out, stdin: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
          stdin: TextIO | None = None) -> int:
-    """llm_demo's main(); `argv` excludes the program name. Returns the exit code."""
+    """llm_demo's main(); `argv` excludes the program name. Returns the exit code.
+    `stdout` only redirects this module's lines: the engine's own printf output always goes to fd 1."""
     args = list(sys.argv[1:] if argv is None else argv)
     out = _Out(stdout or sys.stdout)
     if not args:
