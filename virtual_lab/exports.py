@@ -17,8 +17,9 @@ Layout (Qwen3-VL; the text export has the same minus the visual files and the tw
     qnn/export_manifest.json         the harness's own sidecar, see below
     virtual_behaviour.json           virtual lab only, see below
 
-Backend pairs are "<llm backend>/<visual backend>", each "qnn" or "cpu"; a config's pair is
-`backend_pair_of(config)` (a model without a visual part reports "cpu" for it).
+Backend pairs are "<visual backend>/<llm backend>", as users name the matrix (QNN/CPU = visual on
+QNN, LLM on CPU; harness/provision/types.py), each "qnn" or "cpu"; a config's pair is
+`backend_pair_of(config)` (a model without a visual part reports "cpu" for the visual side).
 
 qnn/export_manifest.json (harness sidecar, format "harness.qnn_export_manifest/1")
 -----------------------------------------------------------------------------
@@ -99,8 +100,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TypedDict
 
 PAIR_QNN_QNN = "qnn/qnn"
-PAIR_CPU_QNN = "cpu/qnn"  # LLM on CPU, visual on QNN
-PAIR_QNN_CPU = "qnn/cpu"  # LLM on QNN, visual on CPU (or no visual part)
+PAIR_CPU_QNN = "qnn/cpu"  # LLM on CPU, visual on QNN (pairs are written visual/llm)
+PAIR_QNN_CPU = "cpu/qnn"  # LLM on QNN, visual on CPU (or no visual part)
 PAIR_CPU_CPU = "cpu/cpu"
 
 VL_CONFIGS: dict[str, str] = {
@@ -225,10 +226,10 @@ def resolve_answer(behaviour: VirtualBehaviour, prompt: str, pair: str) -> Resol
 
 
 def backend_pair_of(config: Mapping[str, Any]) -> str:
-    """'<llm>/<visual>' for a runtime config: a model path under qnn/ runs on the QNN plugin."""
+    """'<visual>/<llm>' for a runtime config: a model path under qnn/ runs on the QNN plugin."""
     llm = "qnn" if str(config.get("llm_model", "llm.mnn")).startswith("qnn/") else "cpu"
     vis = "qnn" if str(config.get("visual_model", "visual.mnn")).startswith("qnn/") else "cpu"
-    return f"{llm}/{vis}"
+    return f"{vis}/{llm}"
 
 
 def default_behaviour(is_visual: bool) -> VirtualBehaviour:
@@ -595,7 +596,7 @@ def _write_export(dst: Path, spec: _Spec, *, missing: Iterable[str],
     base = _base_config(spec)
     for pair, name in configs.items():
         cfg = dict(base)
-        llm_b, vis_b = pair.split("/")
+        vis_b, llm_b = pair.split("/")  # pairs are visual/llm
         if llm_b == "qnn":
             cfg["llm_model"] = "qnn/llm.mnn"
             cfg["chunk_limits"] = list(spec.chunk_limits)

@@ -54,7 +54,7 @@ def test_vl_layout_and_configs(vl) -> None:
         assert backend_pair_of(cfg) == pair
         assert cfg["backend_type"] == "cpu" and cfg["llm_weight"] == "llm.mnn.weight"
         assert cfg["tokenizer_file"] == "tokenizer.mtok" and cfg["mllm"]["precision"] == "normal"
-        assert ("chunk_limits" in cfg) == pair.startswith("qnn/")
+        assert ("chunk_limits" in cfg) == pair.endswith("/qnn")  # pairs are visual/llm
     qnn = _load(vl.path / "config_qnn.json")
     assert qnn["llm_model"] == "qnn/llm.mnn" and qnn["visual_model"] == "qnn/visual.mnn"
     assert qnn["chunk_limits"] == [128, 1]
@@ -164,12 +164,12 @@ def test_derived_faults(tmp_path: Path) -> None:
     ph = make_qwen3_vl_export(tmp_path / "ph", size_mb=0.5, deepstack_placeholder=True)
     beh = load_behaviour(ph.path / BEHAVIOUR_FILE)
     assert resolve_answer(beh, "capital of France", "qnn/qnn").fault == "shape_error"
-    assert resolve_answer(beh, "capital of France", "qnn/cpu").fault == "shape_error"
-    assert resolve_answer(beh, "capital of France", "cpu/qnn").fault is None
+    assert resolve_answer(beh, "capital of France", "cpu/qnn").fault == "shape_error"
+    assert resolve_answer(beh, "capital of France", "qnn/cpu").fault is None
     nods = make_qwen3_vl_export(tmp_path / "nods", size_mb=0.5, visual_outputs=("image_embeds",))
     beh = load_behaviour(nods.path / BEHAVIOUR_FILE)
-    assert resolve_answer(beh, "<img>a.jpg</img>Describe", "cpu/qnn").fault == "shape_error"
-    assert resolve_answer(beh, "<img>a.jpg</img>Describe", "qnn/cpu").fault is None
+    assert resolve_answer(beh, "<img>a.jpg</img>Describe", "qnn/cpu").fault == "shape_error"
+    assert resolve_answer(beh, "<img>a.jpg</img>Describe", "cpu/qnn").fault is None
     assert resolve_answer(beh, "capital of France", "qnn/qnn").fault is None
     good = make_qwen3_export(tmp_path / "good", size_mb=0.5)
     beh = load_behaviour(good.path / BEHAVIOUR_FILE)
