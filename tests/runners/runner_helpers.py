@@ -45,14 +45,15 @@ def local_device(work_dir: Path, soc: str = "SM8750") -> LocalTransport:
 
 
 def install(transport: Transport, host_root: Path, *, arch: str = "v79", visual: bool = False,
-            logcat_only: bool = False, with_qnn_libs: bool = True, **export_knobs: Any) -> Setup:
+            logcat_only: bool = False, with_qnn_libs: bool = True, remote_root: str | None = None,
+            **export_knobs: Any) -> Setup:
     """Write a virtual export and runtime on the host and push them to the device work dir."""
     export_dir = host_root / "export"
     runtime_dir = host_root / "runtime"
     make = make_qwen3_vl_export if visual else make_qwen3_export
     info = make(export_dir, size_mb=1, **export_knobs)
     make_runtime_dir(runtime_dir, arch, logcat_only=logcat_only, with_qnn_libs=with_qnn_libs)
-    work = transport.device.work_dir
+    work = remote_root or transport.device.work_dir
     remote_model = posixpath.join(work, "models", "m")
     remote_rt = posixpath.join(work, "runtime")
     if transport.kind == "local" and Path(remote_model).exists():

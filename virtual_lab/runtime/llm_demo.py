@@ -53,11 +53,12 @@ class Model:
 
     @property
     def llm_on_qnn(self) -> bool:
-        return self.pair.split("/")[0] == "qnn"
+        # Backend pairs are written visual/llm (harness/provision/types.py, exports.backend_pair_of).
+        return self.pair.split("/")[1] == "qnn"
 
     @property
     def visual_on_qnn(self) -> bool:
-        return bool(self.get("is_visual")) and self.pair.split("/")[1] == "qnn"
+        return bool(self.get("is_visual")) and self.pair.split("/")[0] == "qnn"
 
     def path(self, name: str) -> str:
         return os.path.join(self.base_dir, name)
