@@ -774,3 +774,49 @@ def chunked_equivalence(
 def assert_chunked_equivalent(result: EquivalenceResult) -> None:
     if not result.equal:
         raise AssertionError(result.explain())
+
+
+# --------------------------------------------------------------------------------------------
+# 4. A reference without the tokenizer
+# --------------------------------------------------------------------------------------------
+
+
+def reference_from_first_chunk(
+    dumps: Sequence[PosDump],
+    images: Sequence[Image] = (),
+    *,
+    prompt_len: int | None = None,
+    variant: Variant = Variant.MNN,
+) -> Positions | None:
+    """Rebuild a prompt's reference positions from its own first prefill call.
+
+    On a device the harness has no tokenizer, so it cannot count the text tokens around an
+    image. The first call (all_seq_len 0) cannot show the chunk-local bug (k = 0) and, in
+    the full form, shows where the image starts: the first row whose three axes differ is
+    the image's second pad token, two rows after `<|vision_start|>`. With one image (or
+    none) and the prompt length (listSize, or the summary's prompt tokens) that fixes every
+    segment. Returns None when the dump cannot anchor it (summary form, several images, or
+    an image starting past the first call); callers then report the check as not possible.
+    """
+    first = next((d for d in dumps if d.all_seq_len == 0 and not d.is_decode), None)
+    n = prompt_len if prompt_len is not None else (first.list_size if first is not None else None)
+    if first is None or n is None or len(images) > 1:
+        return None
+    if not images:
+        return reference_positions([Text(n)], variant=variant)
+    if first.axes is None:
+        return None
+    img = images[0]
+    rows = list(zip(*first.axes))
+    diverge = next((i for i, (t, h, w) in enumerate(rows) if not t == h == w), None)
+    if diverge is None or diverge < 2:
+        return None
+    before = diverge - 2
+    after = n - before - img.n_tokens
+    if after < 0:
+        return None
+    segments: list[Segment] = [Text(before)] if before else []
+    segments.append(img)
+    if after:
+        segments.append(Text(after))
+    return reference_positions(segments, variant=variant)

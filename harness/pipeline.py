@@ -1,0 +1,251 @@
+"""The device pipeline both front doors share: run llm_demo over the backend matrix of a
+provisioned export, check what came out, and turn it into TestRecords.
+
+    runner = LlmDemoRunner(transport, runtime, model)
+    runs = run_matrix(runner, cases, pairs)            # one llm_demo process per prompt
+    judged = judge_matrix(runs, cases)                 # coherence + agreement with CPU/CPU
+    records = matrix_records(runs, judged, ...)        # what JUnit / SQLite / HTML read
+
+The pytest suites assert on `PairRun`/`Judgement`; the lab scheduler calls `llm_matrix_job`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+
+from harness.checks import mrope
+from harness.checks.agreement import Agreement, compare
+from harness.checks.coherence import Verdict, judge
+from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
+from harness.errors import HarnessError
+from harness.report.records import TestRecord
+from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
+from harness.runners.overlay import Overlay
+from harness.runners.prompts import Image, Prompt
+
+if TYPE_CHECKING:
+    from harness.lab.scheduler import DeviceContext
+
+CPU_REFERENCE_PAIRS = ("cpu/cpu", "cpu")  # the CPU/CPU answer every other pair is compared with
+
+
+@dataclass(frozen=True)
+class PromptCase:
+    prompt: Prompt
+    expect_any: tuple[str, ...] = ()  # at least one of these words must appear
+
+    @property
+    def id(self) -> str:
+        return self.prompt.id or re.sub(r"\W+", "-", self.prompt.text.lower()).strip("-")[:32]
+
+
+def write_test_image(path: Path, height: int = 512, width: int = 512) -> Path:
+    """A real PNG (a red square on white) for image prompts; written once, reused."""
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for y in range(height):
+        inside_y = height // 4 <= y < 3 * height // 4
+        row = bytearray(b"\x00")
+        for x in range(width):
+            row += b"\xff\x00\x00" if inside_y and width // 4 <= x < 3 * width // 4 else b"\xff\xff\xff"
+        rows.append(bytes(row))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(b"".join(rows), 6)) + chunk(b"IEND", b"")
+    path.write_bytes(png)
+    return path
+
+
+def default_cases(visual: bool, image: Path | None = None, image_hw: tuple[int, int] = (512, 512)) -> list[PromptCase]:
+    cases = [
+        PromptCase(Prompt("What is the capital of France? Answer briefly.", id="france"), ("Paris",)),
+        PromptCase(Prompt("Describe a cat in two sentences.", id="cat"), ("cat", "cats", "kitten", "feline")),
+    ]
+    if visual:
+        if image is None:
+            raise HarnessError("image prompts need an image file: pass image=Path(...)")
+        h, w = image_hw
+        cases.append(PromptCase(Prompt("Describe the image in one sentence.",
+                                       images=(Image(image, height=h, width=w),), id="image")))
+    return cases
+
+
+@dataclass
+class PairRun:
+    """One backend pair's llm_demo runs (a process per prompt) and the log checks."""
+
+    pair: str
+    result: LlmDemoResult
+    shape_findings: list[ShapeFinding] = field(default_factory=list)
+    # None: the runtime printed no [POSDBG] lines (not instrumented); else per-prompt findings.
+    position_findings: dict[str, list[mrope.PositionFinding]] | None = None
+
+    @property
+    def log(self) -> str:
+        return "\n".join(f"{r.stdout}\n{r.stderr}\n{r.logcat or ''}" for r in self.result.runs)
+
+
+def _position_findings(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dict[str, list[mrope.PositionFinding]] | None:
+    found: dict[str, list[mrope.PositionFinding]] = {}
+    for proc, case in zip(run.runs, cases):
+        text = f"{proc.stdout}\n{proc.logcat or ''}"
+        dumps = mrope.parse_posdbg(text)
+        if not dumps:
+            continue
+        images = [mrope.image_llm_grid(i.height, i.width) for i in case.prompt.images
+                  if i.height is not None and i.width is not None]
+        prompt_len = proc.parsed.summary.prompt_tokens if proc.parsed.summary is not None else None
+        ref = mrope.reference_from_first_chunk(dumps, images, prompt_len=prompt_len)
+        if ref is None:
+            found[case.id] = [mrope.PositionFinding(
+                "no_reference", "the first prefill call cannot anchor a reference (print the full [POSDBG] "
+                "form and keep the text before the image inside the first chunk)")]
+            continue
+        found[case.id] = mrope.check_positions(dumps, ref)
+    return found or None
+
+
+def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterable[str], *,
+               max_new_tokens: int = 64, timeout: float = 300.0,
+               overlay: Overlay | None = None) -> dict[str, PairRun]:
+    """Run every prompt on every pair, one llm_demo process per prompt (a failure in one
+    prompt poisons the rest of its process, mnn-llm.md §1). Never raises for a failing run."""
+    overlay = overlay or Overlay(greedy=True, max_new_tokens=max_new_tokens)
+    prompts = [c.prompt for c in cases]
+    out: dict[str, PairRun] = {}
+    for pair in pairs:
+        result = runner.run(prompts, backend=pair, overlay=overlay, one_per_process=True, timeout=timeout)
+        run = PairRun(pair, result)
+        run.shape_findings = scan_log_for_shape_errors(run.log, source=f"llm_demo {pair}")
+        run.position_findings = _position_findings(result, cases)
+        out[pair] = run
+    return out
+
+
+@dataclass
+class Judgement:
+    pair: str
+    case: PromptCase
+    text: str | None
+    verdict: Verdict | None  # None when the run produced no text
+    agreement: Agreement | None  # None for the reference pair itself or without a reference
+
+
+def judge_matrix(runs: dict[str, PairRun], cases: Sequence[PromptCase]) -> list[Judgement]:
+    ref_pair = next((p for p in CPU_REFERENCE_PAIRS if p in runs), None)
+    ref_texts = runs[ref_pair].result.texts if ref_pair and runs[ref_pair].result.ok else None
+    judged = []
+    for pair, run in runs.items():
+        for i, case in enumerate(cases):
+            text = run.result.texts[i] if i < len(run.result.texts) else None
+            reference = ref_texts[i] if ref_texts and i < len(ref_texts) and pair != ref_pair else None
+            verdict = judge(text, prompt=case.prompt.text, reference=reference,
+                            expect_any=case.expect_any) if text is not None else None
+            agreement = compare(text, reference) if text and reference else None
+            judged.append(Judgement(pair, case, text, verdict, agreement))
+    return judged
+
+
+def _finite(x: float | None) -> float | None:
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, suite: str, device: str,
+                   soc_model: str = "", htp_arch: str = "", model: str = "") -> list[TestRecord]:
+    """One record per (pair, prompt): failed on a runner failure, a shape error, a position
+    error or garbled text; a drift from the CPU/CPU answer passes with a warning."""
+    records = []
+    for j in judged:
+        run = runs[j.pair]
+        idx = [c.id for c in (x.case for x in judged if x.pair == j.pair)].index(j.case.id)
+        proc = run.result.runs[idx] if idx < len(run.result.runs) else None
+        rec = TestRecord(name=f"{suite}::{j.pair}::{j.case.id}", suite=suite, device=device, soc_model=soc_model,
+                         htp_arch=htp_arch, model=model, backend_pair=j.pair, text=j.text or "")
+        if proc is not None:
+            rec.duration_s = proc.wall_s
+            summary = proc.parsed.summary
+            if summary is not None:
+                rec.prefill_tps = _finite(summary.get("prefill_speed_tok_s"))
+                rec.decode_tps = _finite(summary.get("decode_speed_tok_s"))
+        problems: list[tuple[str, str]] = []
+        cls = proc.classification if proc is not None else None
+        if cls is not None and not cls.ok:
+            rec.signature = cls.signature_ids[0] if cls.signature_ids else ""
+            problems.append((cls.cls, "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls))
+        shape_errors = [f for f in scan_log_for_shape_errors(
+            f"{proc.stdout}\n{proc.stderr}\n{proc.logcat or ''}", source=f"llm_demo {j.pair}")
+            if f.severity == "error"] if proc is not None else []
+        if shape_errors and not problems:
+            problems.append(("shape-error", shape_errors[0].explain()))
+        pos = (run.position_findings or {}).get(j.case.id)
+        if pos:
+            problems.append(("mrope-positions", pos[0].explain(with_hint=False)))
+        if j.verdict is not None and not j.verdict.coherent and not problems:
+            problems.append(("garbled", "; ".join(j.verdict.reasons)))
+        if j.verdict is not None:
+            rec.verdict = j.verdict.verdict
+        if j.agreement is not None:
+            rec.extras["agreement"] = {"similarity": round(j.agreement.similarity, 3), "level": j.agreement.level,
+                                       "reference": j.agreement.reference}
+            if j.agreement.level != "agree" and not problems:
+                rec.message = j.agreement.describe(j.pair)
+                rec.extras["warning"] = "drift"
+        if problems:
+            rec.status = "failed"
+            rec.failure_class, rec.message = problems[0]
+            rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
+        records.append(rec)
+    return records
+
+
+def _excerpt(log: str, lines: int = 12) -> str:
+    interesting = [ln for ln in log.splitlines() if re.search(r"error|fail|fault|signal|段错误|Status", ln, re.I)]
+    return "\n".join((interesting or log.splitlines())[-lines:])
+
+
+# ---- the lab's job ---------------------------------------------------------------------------
+
+def _device_path(template: str, ctx: "DeviceContext") -> Path:
+    return Path(template.format(htp_arch=ctx.device.htp_arch, soc=ctx.device.soc_model, device=ctx.device.name))
+
+
+def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
+    """Provision the entry's model and runtime, run the backend matrix, check, emit records.
+
+    Plan options used: `runtime_dir` (may contain {htp_arch}, {soc}, {device}), `qnn_sdk`,
+    `max_new_tokens`, `timeout_s`; the suite's `backends` select pairs."""
+    from harness.provision import provision_model, provision_runtime
+    from harness.provision.artifacts import load_export
+
+    options = {**ctx.plan.options, **ctx.entry.model.options, **ctx.entry.suite.options}
+    if "runtime_dir" not in options:
+        raise HarnessError(f"plan {ctx.plan.name!r}: options.runtime_dir is missing; point it at the folder "
+                           "with llm_demo and its libraries (it may use {htp_arch})")
+    runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
+                                qnn_sdk=_device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None)
+    model = provision_model(ctx.transport, ctx.entry.model.path)
+    artifact = load_export(ctx.entry.model.path)
+    visual = any("/" in p for p in model.configs) and "qnn/qnn" in model.configs
+    image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if visual else None
+    cases = default_cases(visual, image)
+    pairs = [p for p in (ctx.entry.suite.backends or tuple(model.configs)) if p in model.configs]
+    # CPU/CPU first: the reference every other pair is compared with.
+    pairs.sort(key=lambda p: p not in CPU_REFERENCE_PAIRS)
+    runner = LlmDemoRunner(ctx.transport, runtime, model)
+    runs = run_matrix(runner, cases, pairs, max_new_tokens=int(options.get("max_new_tokens", 64)),
+                      timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)))
+    judged = judge_matrix(runs, cases)
+    yield from matrix_records(runs, judged, suite=ctx.entry.suite.name, device=ctx.device.name,
+                              soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch,
+                              model=f"{ctx.entry.model.name} ({artifact.model_type})")
