@@ -587,8 +587,10 @@ class VirtualDevice:
 
 
 def _default_ro_binds() -> tuple[Path, ...]:
-    # The virtual runtime (virtual_lab/runtime) runs inside the sandbox and imports this package.
-    return (Path(__file__).resolve().parent,)
+    # The virtual runtime (virtual_lab/runtime) runs inside the sandbox and imports this package
+    # and the harness's reference computations (harness.checks.mrope), read-only.
+    here = Path(__file__).resolve().parent
+    return (here, here.parent / "harness")
 
 
 def _atomic_write(path: Path, text: str) -> None:
