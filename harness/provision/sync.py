@@ -2,37 +2,40 @@
 
 Device layout (under the device's work_dir)::
 
-    blobs/<sha256>                 one copy of every file content, shared by all sets
-    blobs/.incoming/<run>-<i>.part where a push lands before it is verified
-    models/<name>/...              a set: hard links to blobs, under their export names
+    models/<name>/...                  a set, under its export names
     runtimes/<name>/...
-    manifests/models/<name>.json   the set's manifest, written last and atomically
+    manifests/models/<name>.json       the set's manifest: written last, atomically (rename)
+    manifests/models/<name>.journal    files already placed by an unfinished run (resume)
+    .incoming/<run>/...                where this run's pushes land before they are verified
 
-Why it is cheap when nothing changed: one shell round trip (the *probe*) prints the device
-manifest, a `stat` of every file of the set and of every blob. A file is unchanged when its
-local sha256 (from the hash cache, keyed by path/size/mtime: no re-hash) equals the manifest's
-and its device stat (inode, size, mtime) equals the stamp recorded when it was put in place.
-Nothing is re-read on the device.
+Content addressing without a second name per file: every manifest records each file's
+sha256, so a content already on the device (in any set) is found through the manifests and
+hard-linked into place instead of pushed. Equal contents are one inode, stored once, and a
+file's storage is freed when its last set lets go of it (no blob store to collect).
 
-Why it is safe: a pushed file only gets a real name by `mv` (rename(2), atomic) after its size
-was checked on the device; an interrupted push leaves at most a `.part` file, removed by a
-later run. Completed blobs are kept, so the next run resumes where this one stopped.
-Device-side hashing (`verify="sha256"`) costs a full read of every pushed byte on the device;
-the default checks the size only and trusts the link's integrity (adb over USB has CRC'd bulk
-transfers, TCP and SSH their own checksums/MACs): the failure that really happens is a
-truncated file, which the size catches.
+Cheap when nothing changed: one shell round trip (the *probe*) prints the manifests and a
+`stat` of every provisioned file. A file is unchanged when its local sha256 (from the hash
+cache keyed by path/size/mtime: no re-hash) equals the manifest's and its device stat (inode,
+size, mtime) equals the stamp recorded when it was put in place. Nothing is re-read on the
+device, and the device runs a fixed number of processes whatever the number of files.
 
-Shared blobs use hard links: they work on Android /data (ext4/f2fs, files owned by shell)
-and inside the virtual device (one bubblewrap bind of a host folder is one mount, and links
-within a mount are fine); where `ln` fails the script falls back to a copy on the device.
+Atomic: a pushed file gets its real name only after its size (and with verify="sha256" its
+hash) was checked on the device; it is then hard-linked into place by one `cp -al` (an
+existing name is unlinked and linked again: never a truncated file under a real name). An
+interrupted run leaves files under `.incoming/` (removed by a later run) and a journal of
+what it already placed, so the next run resumes there. Device-side hashing reads every
+pushed byte again on the device; the default checks sizes and trusts the link's integrity
+(adb over USB has CRC'd bulk transfers, TCP and SSH their own checksums/MACs): the failure
+that really happens is a truncated file, which the size catches.
+
+Hard links work on Android /data (ext4/f2fs, files owned by shell) and inside the virtual
+device (one bubblewrap bind of a host folder is one mount); `cp -al` is toybox and GNU cp.
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
-import stat as stat_mod
 import tempfile
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,10 +52,10 @@ from harness.provision.progress import NullProgress, Progress, human_bytes
 from harness.provision.types import ProvisionedModel
 from harness.transport.base import Transport
 
-FLUSH_BYTES = 256 << 20  # verify+rename pushed blobs at least this often: a crash loses < this much
-MAX_COMMAND = 32 << 10  # keep each device command well under adb's 256 KiB service limit
-_STAT_FMT = "%i %s %Y %a %n"
+FLUSH_BYTES = 256 << 20  # place verified files at least this often: a crash re-sends < this much
+MAX_COMMAND = 48 << 10  # keep each device command well under adb's 256 KiB service limit
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+KIND_DIRS = {"model": "models", "runtime": "runtimes"}
 
 
 def safe_name(name: str) -> str:
@@ -83,7 +86,7 @@ def parse_stat_lines(lines: Sequence[str]) -> list[RemoteStatLine]:
 
 
 def split_sections(text: str) -> dict[str, list[str]]:
-    """`@@name` marker lines split the probe's output into sections."""
+    """`@@name` marker lines split a script's output into sections."""
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines():
@@ -94,54 +97,103 @@ def split_sections(text: str) -> dict[str, list[str]]:
     return sections
 
 
-# ---- device scripts (constant text; every path arrives as a quoted argv element) ----------
+# ---- device scripts: constant text, every path arrives as a quoted argv element ----------
+# Each runs a fixed number of processes (no per-file process), because a process start on a
+# device shell costs milliseconds.
 
+# args: work dir, journal path. Manifests are one line each: `grep -H ''` prints path:json.
 PROBE_SCRIPT = r"""
-M=$1; D=$2; B=$3; I=$4
-mkdir -p "$I" "${M%/*}" 2>/dev/null
-find "$I" -type f -mmin +120 -exec rm -f {} + 2>/dev/null
-echo @@soc; getprop ro.soc.model 2>/dev/null
-echo @@manifest; cat "$M" 2>/dev/null; echo
-echo @@files; [ -d "$D" ] && find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
-echo @@blobs; [ -d "$B" ] && find "$B" -maxdepth 1 -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
+W=$1; J=$2
+echo @@manifests; grep -H '' "$W"/manifests/*/*.json 2>/dev/null
+echo @@journal; cat "$J" 2>/dev/null
+echo @@files; find "$W/models" "$W/runtimes" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
 echo @@end
 """
 
-# args: verify-mode, then (tmp, size, blob) triples. Prints BAD lines for rejected files.
-FINALIZE_SCRIPT = r"""
-V=$1; shift; fail=0
-while [ $# -ge 3 ]; do
-  s=$(stat -c %s "$1" 2>/dev/null)
-  ok=0
-  if [ "$s" = "$2" ]; then
-    ok=1
-    if [ "$V" = sha256 ]; then
-      h=$(sha256sum "$1" 2>/dev/null); h=${h%% *}
-      [ "$h" = "${3##*/}" ] || ok=0
-    fi
-  fi
-  if [ $ok = 1 ]; then mv -f "$1" "$3" || { echo "BAD $1 rename-failed"; fail=1; }
-  else echo "BAD $1 size=${s:-missing} want=$2"; rm -f "$1"; fail=1; fi
-  shift 3
-done
-exit $fail
+# args: run dir, stale-run parent, then folders to create. Prints the SoC model (if any).
+PREPARE_SCRIPT = r"""
+R=$1; P=$2; shift 2
+find "$P" -mindepth 1 -maxdepth 1 -mmin +120 -exec rm -rf {} + 2>/dev/null
+mkdir -p "$R" "$@" || exit 1
+echo @@soc; getprop ro.soc.model 2>/dev/null
+echo @@end
 """
 
-# args: set dir, stale rel paths..., "--", then (blob, rel, chmod-mode or "-") triples.
-LINK_SCRIPT = r"""
-D=$1; shift
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do rm -f "$D/$1"; shift; done
-[ "$1" = "--" ] && shift
-while [ $# -ge 3 ]; do
-  dst="$D/$2"; tmp="$dst.hl$$"
-  mkdir -p "${dst%/*}" || { echo "FAIL $2 mkdir"; exit 1; }
-  if [ "$3" != - ]; then chmod "$3" "$1" || { echo "FAIL $2 chmod"; exit 1; }; fi
-  { ln -f "$1" "$tmp" 2>/dev/null || cp -p "$1" "$tmp"; } && mv -f "$tmp" "$dst" || { rm -f "$tmp"; echo "FAIL $2 link"; exit 1; }
-  shift 3
-done
-find "$D" -depth -mindepth 1 -type d -empty -exec rmdir {} + 2>/dev/null
+# args: verify mode, set dir, run dir, journal, META ("size sha" per line), a partial file
+# to discard first (or ""), rel paths... Checks what arrived in the run dir, places it with
+# one `cp -al`, journals it. Nothing but the listed, verified files can be placed.
+PLACE_SCRIPT = r"""
+V=$1; D=$2; R=$3; J=$4; META=$5; X=$6; shift 6
+cd "$R" || { echo "BAD run folder $R missing"; exit 1; }
+[ -n "$X" ] && rm -f -- "$X"
+n=$(find . -type f | wc -l)
+[ "$n" -eq $# ] || { echo "BAD $R holds $n files, $# expected"; exit 1; }
+bad=0
+stat -c '%s' -- "$@" 2>/dev/null | {
+  for rel in "$@"; do
+    read -r got || got=missing
+    read -r want sha <&3
+    [ "$got" = "$want" ] || { echo "BAD $rel size=$got want=$want"; rm -f -- "$rel"; exit 1; }
+  done
+} 3<<EOF || bad=1
+$META
+EOF
+[ $bad = 0 ] || exit 1
+if [ "$V" = sha256 ]; then
+  sha256sum -- "$@" | {
+    for rel in "$@"; do
+      read -r got name
+      read -r want sha <&3
+      [ "$got" = "$sha" ] || { echo "BAD $rel sha256 differs"; rm -f -- "$rel"; exit 1; }
+    done
+  } 3<<EOF || exit 1
+$META
+EOF
+fi
+mkdir -p "$D" && cp -alf -- "$R/." "$D/" || { echo "BAD cp -al into $D failed"; exit 1; }
+cd "$D" || exit 1
+stat -c '%i %s %Y' -- "$@" | {
+  for rel in "$@"; do
+    read -r ino size mtime
+    read -r want sha <&3
+    echo "$sha $ino $size $mtime $rel" >> "$J"
+  done
+} 3<<EOF
+$META
+EOF
+find "$R" -type f -exec rm -f {} + 2>/dev/null
+echo @@placed
+"""
+
+# args: set dir, manifests dir, LINKS ("source\nrel" pairs), CHMODS ("mode rel" lines),
+# stale rel paths... Links contents found elsewhere on the device, adds permission bits,
+# removes files the set no longer has, and prints the stat of every file of the set.
+COMMIT_SCRIPT = r"""
+D=$1; MD=$2; LINKS=$3; CHMODS=$4; shift 4
+mkdir -p "$D" "$MD" && cd "$D" || { echo "FAIL cannot enter $D"; exit 1; }
+[ $# -gt 0 ] && rm -f -- "$@"
+if [ -n "$LINKS" ]; then
+  while IFS= read -r src && IFS= read -r rel; do
+    case "$rel" in */*) [ -d "${rel%/*}" ] || mkdir -p "${rel%/*}" ;; esac
+    ln -f -- "$src" "$rel" 2>/dev/null || { cp -p -- "$src" "$rel.cp$$" && mv -f -- "$rel.cp$$" "$rel"; } \
+      || { echo "FAIL link $rel"; exit 1; }
+  done <<EOF
+$LINKS
+EOF
+fi
+if [ -n "$CHMODS" ]; then
+  while read -r mode rel; do chmod "$mode" -- "$rel" || { echo "FAIL chmod $rel"; exit 1; }; done <<EOF
+$CHMODS
+EOF
+fi
+find . -depth -mindepth 1 -type d -empty -exec rmdir {} + 2>/dev/null
 echo @@stat
 find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
+"""
+
+# args: tmp manifest, manifest, journal, run dir
+PUBLISH_SCRIPT = r"""
+mv -f "$1" "$2" && rm -rf "$3" "$4"
 """
 
 
@@ -153,27 +205,89 @@ class DeviceLayout:
 
     @property
     def set_dir(self) -> str:
-        return posixpath.join(self.work_dir, f"{self.kind}s", self.name)
-
-    @property
-    def blobs(self) -> str:
-        return posixpath.join(self.work_dir, "blobs")
+        return posixpath.join(self.work_dir, KIND_DIRS[self.kind], self.name)
 
     @property
     def incoming(self) -> str:
-        return posixpath.join(self.work_dir, "blobs", ".incoming")
+        return posixpath.join(self.work_dir, ".incoming")
 
     @property
     def manifest(self) -> str:
-        return posixpath.join(self.work_dir, "manifests", f"{self.kind}s", f"{self.name}.json")
+        return posixpath.join(self.work_dir, "manifests", KIND_DIRS[self.kind], f"{self.name}.json")
+
+    @property
+    def journal(self) -> str:
+        return posixpath.join(self.work_dir, "manifests", KIND_DIRS[self.kind], f"{self.name}.journal")
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A file known to be on the device with a given content, verified by its stamp."""
+
+    path: str  # absolute device path
+    sha256: str
+    size: int
+    mode: int  # as the device reports it now
+    stamp: DeviceStamp
 
 
 @dataclass
 class Probe:
-    soc_model: str
-    manifest: Manifest | None
-    files: dict[str, RemoteStatLine]  # rel -> stat, in the set dir
-    blobs: dict[str, RemoteStatLine]  # sha -> stat
+    manifest: Manifest | None  # this set's
+    mine: dict[str, Placed]  # rel -> verified file of this set (manifest or journal)
+    contents: dict[str, Placed]  # sha -> a verified file anywhere on the device
+    files: dict[str, RemoteStatLine]  # absolute path -> stat
+
+
+def _verified(path: str, sha: str, size: int, stamp: DeviceStamp,
+              files: dict[str, RemoteStatLine]) -> Placed | None:
+    st = files.get(path)
+    if st is None or st.size != size or st.inode != stamp.inode or st.mtime != stamp.mtime:
+        return None
+    return Placed(path, sha, size, st.mode, stamp)
+
+
+def parse_probe(text: str, layout: DeviceLayout, where: str) -> Probe:
+    sec = split_sections(text)
+    if "end" not in sec:
+        raise ProvisionError(f"{where}: the device shell did not run the probe script (output: "
+                             f"{text.strip()[:200]!r}); check that `sh`, `find`, `stat` and `grep` exist there")
+    files = {st.path: st for st in parse_stat_lines(sec.get("files", []))}
+    own: Manifest | None = None
+    contents: dict[str, Placed] = {}
+    mine: dict[str, Placed] = {}
+    for line in sec.get("manifests", []):
+        path, sep, text_json = line.partition(":{")
+        if not sep:
+            continue
+        try:
+            m = Manifest.from_json("{" + text_json, f"{where}:{path}")
+        except ProvisionError:
+            continue  # a damaged manifest: its files are simply not trusted
+        is_mine = path == layout.manifest
+        if is_mine:
+            own = m
+        for rel, entry in m.files.items():
+            stamp = m.device.get(rel)
+            if stamp is None:
+                continue
+            p = _verified(posixpath.join(m.remote_dir, rel), entry.sha256, entry.size, stamp, files)
+            if p is None:
+                continue
+            contents.setdefault(p.sha256, p)
+            if is_mine:
+                mine[rel] = p
+    prefix = layout.set_dir.rstrip("/") + "/"
+    for line in sec.get("journal", []):
+        parts = line.split(" ", 4)
+        if len(parts) != 5 or not all(x.isdigit() for x in parts[1:4]):
+            continue
+        sha, ino, size, mtime, rel = parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4]
+        p = _verified(prefix + rel, sha, size, DeviceStamp(ino, mtime), files)
+        if p is not None:
+            mine[rel] = p  # a later journal line wins over the manifest: it was placed after it
+            contents.setdefault(sha, p)
+    return Probe(manifest=own, mine=mine, contents=contents, files=files)
 
 
 @dataclass
@@ -198,19 +312,19 @@ class _Item:
     key: FileKey
     sha: str | None = None
     hash_future: Future | None = None
-    tmp: str = ""
 
 
 @dataclass
 class _Plan:
-    keep: dict[str, str] = field(default_factory=dict)  # rel -> sha (device copy verified)
-    link: list[_Item] = field(default_factory=list)  # content already on device as a blob
+    keep: dict[str, Placed] = field(default_factory=dict)  # rel -> this set's verified file
+    link: list[tuple[_Item, Placed]] = field(default_factory=list)  # content elsewhere on the device
+    chmod: dict[str, int] = field(default_factory=dict)  # rel -> mode (bits are only ever added)
     push: list[_Item] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
 
 
 class _Session:
-    """One sync of one set: counts round trips, owns the hashing thread."""
+    """One sync of one set: counts round trips, knows the layout and the run id."""
 
     def __init__(self, transport: Transport, layout: DeviceLayout, cache: HashCache, progress: Progress,
                  verify: str):
@@ -219,69 +333,34 @@ class _Session:
         self.t, self.layout, self.cache, self.progress, self.verify = transport, layout, cache, progress, verify
         self.device = transport.device
         self.round_trips = 0
-        self.finalized = 0  # pushed files verified and renamed into the blob store
-        self.run_id = uuid.uuid4().hex[:12]
+        self.placed = 0  # files verified and put in place by this run
+        self.run_dir = posixpath.join(layout.incoming, uuid.uuid4().hex[:12])
 
-    # ---- device calls -------------------------------------------------------------------
-    def script(self, script: str, args: Sequence[str], *, check: bool = True, what: str) -> str:
-        # No timeout: these scripts only stat/rename/link, and the base shell() pays an
-        # extra round trip (pid-file clean-up) for every command given a timeout.
+    def script(self, script: str, args: Sequence[str], *, what: str, check: bool = True) -> str:
+        # No timeout: these scripts only stat/link/rename, and the base shell() pays an extra
+        # round trip (pid-file clean-up) for every command given a timeout.
         self.round_trips += 1
         res = self.t.shell(["sh", "-c", script, "sh", *args])
         if check and not res.ok:
             detail = " | ".join((res.stdout + res.stderr).strip().splitlines()[-5:])
             raise ProvisionError(f"{self.device.name}: {what} failed (exit {res.exit_code}): {detail}; "
-                                 "run `harness status` on the device and provision again")
+                                 "run `harness status` for the device and provision again")
         return res.stdout
-
-    def script_batched(self, script: str, head: Sequence[str], items: Sequence[Sequence[str]], *,
-                       what: str, tail_head: Sequence[str] = ()) -> list[str]:
-        """Run the script over `items` in as few commands as fit MAX_COMMAND."""
-        outs, batch, size = [], [], len(script)
-        for item in items:
-            n = sum(len(a) + 3 for a in item)
-            if batch and size + n > MAX_COMMAND:
-                outs.append(self.script(script, [*head, *tail_head, *[a for it in batch for a in it]], what=what))
-                batch, size = [], len(script)
-            batch.append(item)
-            size += n
-        if batch or not outs:
-            outs.append(self.script(script, [*head, *tail_head, *[a for it in batch for a in it]], what=what))
-        return outs
 
     def probe(self) -> Probe:
         L = self.layout
-        out = self.script(PROBE_SCRIPT, [L.manifest, L.set_dir, L.blobs, L.incoming], check=False,
-                          what="reading the device manifest")
-        sec = split_sections(out)
-        if "end" not in sec:
-            raise ProvisionError(f"{self.device.name}: the device shell did not run the probe script "
-                                 f"(output: {out.strip()[:200]!r}); check that `sh`, `find` and `stat` exist there")
-        manifest_text = "\n".join(ln for ln in sec.get("manifest", []) if ln.strip())
-        manifest = None
-        if manifest_text:
-            try:
-                manifest = Manifest.from_json(manifest_text, f"{self.device.name}:{L.manifest}")
-            except ProvisionError:
-                manifest = None  # a damaged manifest only means we verify everything again
-        prefix = L.set_dir.rstrip("/") + "/"
-        files = {s.path[len(prefix):]: s for s in parse_stat_lines(sec.get("files", []))
-                 if s.path.startswith(prefix)}
-        blobs = {}
-        for s in parse_stat_lines(sec.get("blobs", [])):
-            base = posixpath.basename(s.path)
-            if len(base) == 64 and all(c in "0123456789abcdef" for c in base):
-                blobs[base] = s
-        soc_lines = [ln.strip() for ln in sec.get("soc", []) if ln.strip()]
-        return Probe(soc_model=soc_lines[0] if soc_lines else "", manifest=manifest, files=files, blobs=blobs)
+        out = self.script(PROBE_SCRIPT, [L.work_dir, L.journal], what="reading the device manifests", check=False)
+        return parse_probe(out, L, self.device.name)
 
-    def check_soc(self, probe: Probe) -> None:
-        """The device must be the SoC the inventory says (a wrong serial would push a v79
-        export onto a v75 phone that the inventory calls v79)."""
-        reported = probe.soc_model
-        if not reported:
-            return  # no getprop (ssh boards, local host): the inventory is all we have
-        info = soc.lookup(reported)
+    def prepare(self, items: Sequence[_Item]) -> None:
+        """Create the run folder tree; check the device is the SoC the inventory says (a wrong
+        serial would put a v79 export on a v75 phone the inventory calls v79)."""
+        dirs = sorted({posixpath.join(self.run_dir, posixpath.dirname(it.file.rel))
+                       for it in items if "/" in it.file.rel})
+        out = self.script(PREPARE_SCRIPT, [self.run_dir, self.layout.incoming, *dirs,
+                                           posixpath.dirname(self.layout.manifest)], what="preparing the push")
+        reported = next((ln.strip() for ln in split_sections(out).get("soc", []) if ln.strip()), "")
+        info = soc.lookup(reported) if reported else None
         if info is not None and info.model != self.device.soc_model:
             raise ProvisionError(
                 f"{self.device.name}: devices.yaml says {self.device.soc_model} (HTP {self.device.htp_arch}) but the "
@@ -289,51 +368,40 @@ class _Session:
                 f"{self.device.source or 'devices.yaml'} before provisioning")
 
 
-def _device_ok(rel: str, probe: Probe) -> FileEntry | None:
-    """The device manifest's entry for rel, when the device file still is what was put there."""
-    m = probe.manifest
-    if m is None or rel not in m.files or rel not in m.device:
-        return None
-    st = probe.files.get(rel)
-    entry, stamp = m.files[rel], m.device[rel]
-    if st is None or st.size != entry.size or st.inode != stamp.inode or st.mtime != stamp.mtime:
-        return None
-    return entry
-
-
-def _blob_ok(sha: str, size: int, probe: Probe) -> bool:
-    st = probe.blobs.get(sha)
-    return st is not None and st.size == size
-
-
-def _plan(items: list[_Item], probe: Probe, cache: HashCache, hasher: ThreadPoolExecutor) -> _Plan:
+def _plan(items: list[_Item], probe: Probe, cache: HashCache, hasher: ThreadPoolExecutor, set_dir: str) -> _Plan:
     plan = _Plan()
-    blob_sizes = {st.size for st in probe.blobs.values()}
-    # Files whose hash we need before deciding: the device might already hold their content.
+    sizes_on_device = {p.size for p in probe.contents.values()}
+    # Hash first only where the device may already hold the content; otherwise push at once
+    # and hash in the background while the bytes travel.
     need_hash = []
     for it in items:
         it.sha = cache.lookup(it.key)
-        if it.sha is None:
-            on_device = _device_ok(it.file.rel, probe)
-            if (on_device is not None and on_device.size == it.file.size) or it.file.size in blob_sizes:
-                need_hash.append(it)
+        if it.sha is None and it.file.size in sizes_on_device:
+            need_hash.append(it)
     for it, sha in zip(need_hash, hasher.map(lambda i: cache.digest(i.file.path), need_hash)):
         it.sha = sha
     for it in items:
         rel = it.file.rel
         if it.sha is None:
-            plan.push.append(it)  # nothing of that size on the device: push while hashing
+            plan.push.append(it)
             continue
-        on_device = _device_ok(rel, probe)
-        if on_device is not None and on_device.sha256 == it.sha and on_device.mode == it.file.mode:
-            plan.keep[rel] = it.sha
-        elif _blob_ok(it.sha, it.file.size, probe):
-            plan.link.append(it)
+        mine = probe.mine.get(rel)
+        if mine is not None and mine.sha256 == it.sha:
+            placed = plan.keep[rel] = mine
+        elif it.sha in probe.contents:
+            placed = probe.contents[it.sha]
+            plan.link.append((it, placed))
         else:
             plan.push.append(it)
+            continue
+        # Hard links share one mode: add missing bits (e.g. +x), never take any away.
+        if it.file.mode & ~placed.mode & 0o7777:
+            plan.chmod[rel] = placed.mode | it.file.mode
     local = {it.file.rel for it in items}
-    if probe.manifest is not None:
-        plan.stale = sorted(rel for rel in probe.manifest.files if rel not in local and rel in probe.files)
+    prefix = set_dir.rstrip("/") + "/"
+    previously = set(probe.manifest.files) if probe.manifest is not None else set()
+    previously |= set(probe.mine)
+    plan.stale = sorted(rel for rel in previously if rel not in local and prefix + rel in probe.files)
     return plan
 
 
@@ -348,7 +416,10 @@ def sync_set(
     progress: Progress | None = None,
     verify: str = "size",
 ) -> SyncResult:
-    """Make `<work_dir>/<kind>s/<name>` on the device hold exactly `files`; push only what differs."""
+    """Make `<work_dir>/<kind>s/<name>` on the device hold exactly `files`; push only what
+    the device does not already hold (in this set or any other)."""
+    if kind not in KIND_DIRS:
+        raise ValueError(f"kind must be one of {sorted(KIND_DIRS)}, not {kind!r}")
     cache = cache if cache is not None else HashCache()
     progress = progress or NullProgress()
     layout = DeviceLayout(transport.device.work_dir, kind, safe_name(name))
@@ -357,21 +428,21 @@ def sync_set(
     hashed_before = cache.hashed_bytes
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="provision-hash") as hasher:
         probe = s.probe()
-        s.check_soc(probe)
-        plan = _plan(items, probe, cache, hasher)
-        pushed_bytes = _push_all(s, plan, hasher) if plan.push else 0
+        plan = _plan(items, probe, cache, hasher, layout.set_dir)
+        pushed = _push_all(s, plan, hasher) if plan.push else 0
     manifest = Manifest(kind=kind, name=layout.name, remote_dir=layout.set_dir, meta=dict(meta or {}),
                         files={it.file.rel: FileEntry(it.file.rel, it.sha or "", it.file.size, it.file.mode)
                                for it in items})
-    result = SyncResult(remote_dir=layout.set_dir, manifest=manifest, bytes_sent=pushed_bytes,
+    result = SyncResult(remote_dir=layout.set_dir, manifest=manifest, bytes_sent=pushed,
                         files_sent=len(plan.push), files_linked=len(plan.link), files_removed=len(plan.stale))
-    if plan.push or plan.link or plan.stale or probe.manifest is None:
-        stamps = _link_all(s, plan, items, probe)
+    complete = (probe.manifest is not None and len(plan.keep) == len(items) and not plan.stale and not plan.chmod
+                and all(probe.manifest.device.get(rel) == p.stamp for rel, p in plan.keep.items()))
+    if complete:
+        manifest.device = {rel: p.stamp for rel, p in plan.keep.items()}
     else:
-        stamps = {rel: probe.manifest.device[rel] for rel in plan.keep}
-    manifest.device = stamps
-    if probe.manifest is None or probe.manifest.to_json() != manifest.to_json():
-        _write_manifest(s, manifest)
+        manifest.device = _commit(s, plan, items)
+    if not complete or probe.manifest.to_json() != manifest.to_json():
+        _publish(s, manifest)
     cache.save()
     result.round_trips = s.round_trips
     result.hashed_bytes = cache.hashed_bytes - hashed_before
@@ -382,9 +453,10 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
     todo = plan.push
     need = sum(it.file.size for it in todo)
     L, dev = s.layout, s.device
+    s.prepare(todo)
     s.round_trips += 1
     free = s.t.free_bytes(L.work_dir)
-    margin = 1 << 20  # manifests, directory blocks
+    margin = 1 << 20  # manifests, journal, directory blocks
     if need + margin > free:
         raise RemoteNoSpaceError(
             f"{dev.name}: not enough space in {L.work_dir} for {L.kind} {L.name!r}: need {human_bytes(need)} "
@@ -396,14 +468,13 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
             it.hash_future = hasher.submit(s.cache.digest, it.file.path)
     s.progress.start(f"{dev.name}: {L.kind} {L.name}", need, len(todo))
     pending: list[_Item] = []
-    pending_bytes = 0
-    sent = 0
+    pending_bytes = sent = 0
     current: _Item | None = None
     try:
-        for i, it in enumerate(todo):
+        for it in todo:
             current = it
-            it.tmp = posixpath.join(L.incoming, f"{s.run_id}-{i}.part")
-            sent += s.t.push(it.file.path, it.tmp, mode=it.file.mode, progress=s.progress.advance)
+            sent += s.t.push(it.file.path, posixpath.join(s.run_dir, it.file.rel), mode=it.file.mode,
+                             progress=s.progress.advance)
             if FileKey.of(it.file.path) != it.key:
                 raise ProvisionError(f"{it.file.path}: changed while it was being pushed to {dev.name}; "
                                      "wait until it is written completely and provision again")
@@ -414,13 +485,14 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
             pending.append(it)
             pending_bytes += it.file.size
             if pending_bytes >= FLUSH_BYTES:
-                _finalize(s, pending)
+                _place(s, pending)
                 pending, pending_bytes = [], 0
-        _finalize(s, pending)
+        _place(s, pending)
         pending = []
     except (TransportError, ProvisionError) as exc:
         _salvage(s, pending, current)
-        hint = f" ({s.finalized} of {len(todo)} files are safely on the device; provisioning again resumes from there)"
+        hint = (f" ({s.placed} of {len(todo)} files are safely on the device; provisioning again resumes "
+                "from there)")
         if isinstance(exc, RemoteNoSpaceError):
             raise RemoteNoSpaceError(f"{dev.name}: no space left while pushing {L.kind} {L.name!r}: needed "
                                      f"{need} bytes, the device said {free} bytes were free ({exc}); free space "
@@ -430,73 +502,78 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
     return sent
 
 
-def _salvage(s: _Session, pending: list[_Item], current: _Item | None) -> None:
-    """After a failure: keep the fully pushed blobs (that is what makes the next run resume),
-    drop the partial file. Best effort: the link may be gone."""
+def _salvage(s: _Session, pending: list[_Item], partial: _Item | None) -> None:
+    """After a failure: drop the partial file and place what fully arrived (that is what
+    makes the next run resume). Best effort: the link may be gone; the next run then re-sends
+    those files, and the leftovers under .incoming never get a real name."""
     try:
-        ok = [it for it in pending if it.sha]
-        if ok:
-            _finalize(s, ok)
-        if current is not None and current.tmp:
-            s.t.shell(["rm", "-f", current.tmp])
+        _place(s, [it for it in pending if it.sha], discard=partial.file.rel if partial else "")
     except Exception:  # noqa: BLE001 - the original error is the one to report
         pass
 
 
-def _finalize(s: _Session, items: list[_Item]) -> None:
-    if not items:
-        return
-    triples = [(it.tmp, str(it.file.size), posixpath.join(s.layout.blobs, it.sha or "")) for it in items]
-    try:
-        s.script_batched(FINALIZE_SCRIPT, [s.verify], triples, what="verifying pushed files")
-        s.finalized += len(items)
-    except ProvisionError as exc:
-        raise ProvisionError(f"{exc} (a pushed file did not arrive intact; it was discarded)") from None
-
-
-def _link_all(s: _Session, plan: _Plan, items: list[_Item], probe: Probe) -> dict[str, DeviceStamp]:
+def _place(s: _Session, items: list[_Item], discard: str = "") -> None:
+    """Verify a batch in the run folder and hard-link it into the set (one device command
+    per MAX_COMMAND of arguments, a fixed number of processes each)."""
     L = s.layout
-    triples = []
+    if not items:
+        if discard:
+            s.t.remove(posixpath.join(s.run_dir, discard))
+        return
+    batches: list[list[_Item]] = [[]]
+    size = 0
     for it in items:
-        if it.file.rel in plan.keep:
+        n = len(it.file.rel) * 2 + 80
+        if batches[-1] and size + n > MAX_COMMAND:
+            batches.append([])
+            size = 0
+        batches[-1].append(it)
+        size += n
+    for batch in batches:
+        if not batch:
             continue
-        blob_stat = probe.blobs.get(it.sha or "")
-        mode = "-"
-        if blob_stat is None or blob_stat.mode != it.file.mode:
-            # Never take a bit away from a blob another set may share.
-            want = it.file.mode | (blob_stat.mode if blob_stat else 0)
-            mode = f"{want:o}" if (blob_stat is None or want != blob_stat.mode) else "-"
-        triples.append((posixpath.join(L.blobs, it.sha or ""), it.file.rel, mode))
-    outs = s.script_batched(LINK_SCRIPT, [L.set_dir], triples, what=f"putting files in place in {L.set_dir}",
-                            tail_head=[*plan.stale, "--"])
-    stats: dict[str, RemoteStatLine] = {}
+        meta = "\n".join(f"{it.file.size} {it.sha}" for it in batch)
+        out = s.script(PLACE_SCRIPT, [s.verify, L.set_dir, s.run_dir, L.journal, meta, discard,
+                                      *[it.file.rel for it in batch]],
+                       what=f"verifying pushed files of {L.kind} {L.name!r}", check=False)
+        if "@@placed" not in out:
+            bad = [ln for ln in out.splitlines() if ln.startswith("BAD")]
+            raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
+                                 f"({'; '.join(bad) or out.strip()[:200]}); provision again")
+        s.placed += len(batch)
+
+
+def _commit(s: _Session, plan: _Plan, items: list[_Item]) -> dict[str, DeviceStamp]:
+    """Link contents found elsewhere, drop stale files, and read back every file's stamp."""
+    L = s.layout
+    links = "\n".join(f"{placed.path}\n{it.file.rel}" for it, placed in plan.link)
+    chmods = "\n".join(f"{mode:o} {rel}" for rel, mode in sorted(plan.chmod.items()))
+    out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), links, chmods, *plan.stale],
+                   what=f"putting files in place in {L.set_dir}")
     prefix = L.set_dir.rstrip("/") + "/"
-    for out in outs:
-        for st in parse_stat_lines(split_sections(out).get("stat", [])):
-            if st.path.startswith(prefix):
-                stats[st.path[len(prefix):]] = st
+    stats = {st.path[len(prefix):]: st for st in parse_stat_lines(split_sections(out).get("stat", []))
+             if st.path.startswith(prefix)}
     stamps = {}
     for it in items:
         st = stats.get(it.file.rel)
         if st is None or st.size != it.file.size:
-            raise ProvisionError(f"{s.device.name}: {L.set_dir}/{it.file.rel} is not in place after linking "
+            raise ProvisionError(f"{s.device.name}: {L.set_dir}/{it.file.rel} is not in place after pushing "
                                  f"(device says {st.size if st else 'missing'}, want {it.file.size} bytes); "
                                  "provision again")
         stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)
     return stamps
 
 
-def _write_manifest(s: _Session, manifest: Manifest) -> None:
+def _publish(s: _Session, manifest: Manifest) -> None:
+    """The manifest goes last: pushed under a temporary name, renamed over the old one."""
     L = s.layout
-    tmp_remote = f"{L.manifest}.{s.run_id}.tmp"
+    tmp_remote = f"{L.manifest}.{posixpath.basename(s.run_dir)}.tmp"
     with tempfile.TemporaryDirectory(prefix="harness-manifest-") as d:
         local = Path(d) / "manifest.json"
         local.write_text(manifest.to_json(), encoding="utf-8")
-        s.round_trips += 1  # the probe created the manifest folder
+        s.round_trips += 1
         s.t.push(local, tmp_remote, mode=0o644)
-    s.round_trips += 1
-    s.t.rename(tmp_remote, L.manifest)
-
+    s.script(PUBLISH_SCRIPT, [tmp_remote, L.manifest, L.journal, s.run_dir], what="writing the manifest")
 
 
 # ---- models -------------------------------------------------------------------------------
@@ -539,9 +616,10 @@ def provision_model(
 
 STATUS_SCRIPT = r"""
 W=$1
-for m in "$W"/manifests/*/*.json; do [ -f "$m" ] || continue; echo "@@manifest $m"; cat "$m"; echo; done
-echo @@files; for d in "$W/models" "$W/runtimes"; do [ -d "$d" ] && find "$d" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null; done
-echo @@blobs; [ -d "$W/blobs" ] && find "$W/blobs" -maxdepth 1 -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
+echo @@manifests; grep -H '' "$W"/manifests/*/*.json 2>/dev/null
+echo @@journals; ls "$W"/manifests/*/*.journal 2>/dev/null
+echo @@files; find "$W/models" "$W/runtimes" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
+echo @@incoming; find "$W/.incoming" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
 echo @@end
 """
 
@@ -566,10 +644,10 @@ class StatusReport:
     device: str
     work_dir: str
     sets: list[SetStatus] = field(default_factory=list)
-    blob_count: int = 0
-    blob_bytes: int = 0
-    orphan_blobs: int = 0
-    orphan_bytes: int = 0
+    stored_bytes: int = 0  # distinct contents (hard-linked files count once)
+    unfinished: list[str] = field(default_factory=list)  # sets with a resume journal
+    leftover_files: int = 0  # partial pushes under .incoming
+    leftover_bytes: int = 0
     free_bytes: int | None = None
 
     @property
@@ -578,17 +656,21 @@ class StatusReport:
 
     def __str__(self) -> str:
         free = human_bytes(self.free_bytes) if self.free_bytes is not None else "unknown"
-        lines = [f"{self.device}: {self.work_dir} ({free} free; {self.blob_count} blobs, "
-                 f"{human_bytes(self.blob_bytes)}; {self.orphan_blobs} unused, {human_bytes(self.orphan_bytes)})"]
+        lines = [f"{self.device}: {self.work_dir}: {len(self.sets)} sets, {human_bytes(self.stored_bytes)} stored, "
+                 f"{free} free"]
         if not self.sets:
             lines.append("  nothing provisioned")
         for st in self.sets:
-            what = st.meta.get("model_type") or st.meta.get("runner") or ""
-            arch = st.meta.get("htp_arch") or ""
-            extra = " ".join(x for x in (what, arch) if x)
+            what = " ".join(str(x) for x in (st.meta.get("model_type") or st.meta.get("runner"),
+                                             st.meta.get("htp_arch")) if x)
             lines.append(f"  {st.kind:<8} {st.name:<32} {st.state:<8} {st.files:>4} files {human_bytes(st.bytes):>10}"
-                         f"  {extra}".rstrip())
+                         f"  {what}".rstrip())
             lines.extend(f"      ! {p}" for p in st.problems)
+        if self.unfinished:
+            lines.append(f"  unfinished pushes (provision again to resume): {', '.join(self.unfinished)}")
+        if self.leftover_files:
+            lines.append(f"  {self.leftover_files} partial files ({human_bytes(self.leftover_bytes)}) under "
+                         f"{self.work_dir}/.incoming (removed by the next push after 2 hours)")
         return "\n".join(lines)
 
 
@@ -596,32 +678,20 @@ def device_status(transport: Transport) -> StatusReport:
     """What is provisioned on a device, each set checked against its manifest (no re-hashing)."""
     device = transport.device
     res = transport.shell(["sh", "-c", STATUS_SCRIPT, "sh", device.work_dir])
+    sec = split_sections(res.stdout)
     report = StatusReport(device=device.name, work_dir=device.work_dir)
-    sections: dict[str, list[str]] = {}
-    manifests: list[tuple[str, str]] = []
-    current: list[str] | None = None
-    for line in res.stdout.splitlines():
-        if line.startswith("@@manifest "):
-            current = []
-            manifests.append((line[len("@@manifest "):], ""))
-            sections[f"m{len(manifests)}"] = current
-        elif line.startswith("@@"):
-            current = sections.setdefault(line[2:].strip(), [])
-        elif current is not None:
-            current.append(line)
-    files = {st.path: st for st in parse_stat_lines(sections.get("files", []))}
-    blobs = {posixpath.basename(st.path): st for st in parse_stat_lines(sections.get("blobs", []))}
-    used: set[str] = set()
-    for i, (path, _) in enumerate(manifests, start=1):
-        text = "\n".join(ln for ln in sections.get(f"m{i}", []) if ln.strip())
+    files = {st.path: st for st in parse_stat_lines(sec.get("files", []))}
+    for line in sec.get("manifests", []):
+        path, sep, text = line.partition(":{")
+        if not sep:
+            continue
         try:
-            m = Manifest.from_json(text, f"{device.name}:{path}")
+            m = Manifest.from_json("{" + text, f"{device.name}:{path}")
         except ProvisionError as exc:
             report.sets.append(SetStatus("?", posixpath.basename(path), "", 0, 0, problems=[str(exc)]))
             continue
         st = SetStatus(m.kind, m.name, m.remote_dir, len(m.files), m.total_bytes, meta=dict(m.meta))
         for rel, entry in sorted(m.files.items()):
-            used.add(entry.sha256)
             got = files.get(posixpath.join(m.remote_dir, rel))
             stamp = m.device.get(rel)
             if got is None:
@@ -631,10 +701,11 @@ def device_status(transport: Transport) -> StatusReport:
             elif stamp is not None and (got.inode, got.mtime) != (stamp.inode, stamp.mtime):
                 st.problems.append(f"{rel}: changed on the device since it was provisioned")
         report.sets.append(st)
-    report.blob_count = len(blobs)
-    report.blob_bytes = sum(b.size for b in blobs.values())
-    orphans = [b for sha, b in blobs.items() if sha not in used]
-    report.orphan_blobs, report.orphan_bytes = len(orphans), sum(b.size for b in orphans)
+    report.stored_bytes = sum({st.inode: st.size for st in files.values()}.values())
+    report.unfinished = sorted(posixpath.basename(p)[: -len(".journal")] for p in sec.get("journals", [])
+                               if p.endswith(".journal"))
+    leftovers = parse_stat_lines(sec.get("incoming", []))
+    report.leftover_files, report.leftover_bytes = len(leftovers), sum(x.size for x in leftovers)
     try:
         report.free_bytes = transport.free_bytes(device.work_dir)
     except TransportError:
@@ -643,25 +714,16 @@ def device_status(transport: Transport) -> StatusReport:
     return report
 
 
-def remove_unused_blobs(transport: Transport) -> int:
-    """Delete blobs no manifest refers to; returns the number removed."""
-    res = transport.shell(["sh", "-c", STATUS_SCRIPT, "sh", transport.device.work_dir], check=True)
-    used: set[str] = set()
-    for line in res.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                used |= {e.sha256 for e in Manifest.from_json(line, "device").files.values()}
-            except ProvisionError:
-                return 0  # a damaged manifest: do not guess what is still in use
-    blobs = [st.path for st in parse_stat_lines(split_sections(res.stdout).get("blobs", []))
-             if posixpath.basename(st.path) not in used]
-    if blobs:
-        transport.remove(*blobs)
-    return len(blobs)
+def remove_set(transport: Transport, kind: str, name: str) -> None:
+    """Remove a provisioned set (its manifest first, so a half-removed set is never trusted).
+    Contents other sets share stay: they are hard links."""
+    layout = DeviceLayout(transport.device.work_dir, kind, safe_name(name))
+    transport.remove(layout.manifest, layout.journal)
+    transport.remove(layout.set_dir, recursive=True)
 
 
 __all__ = [
-    "SetStatus", "StatusReport", "device_status", "provision_model", "remove_unused_blobs",
-    "DeviceLayout", "FINALIZE_SCRIPT", "LINK_SCRIPT", "PROBE_SCRIPT", "SyncResult", "parse_stat_lines",
+    "SetStatus", "StatusReport", "device_status", "provision_model", "remove_set",
+    "DeviceLayout", "PROBE_SCRIPT", "SyncResult", "parse_stat_lines",
     "safe_name", "split_sections", "sync_set",
 ]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ArtifactError, ConnectionDropped, ProvisionError, RemoteNoSpaceError
-from harness.provision import HashCache, NullProgress, device_status, provision_model, remove_unused_blobs
+from harness.provision import HashCache, NullProgress, device_status, provision_model, remove_set
 from harness.provision.manifest import LOCAL_MANIFEST_NAME, read_local_manifest
 from harness.provision.sync import sync_set
 from harness.provision.artifacts import list_files
@@ -60,6 +60,7 @@ def test_one_changed_file_sends_that_file(transport, qwen3_export, cache):
     assert res.files_sent == 1 and res.bytes_sent == cfg.stat().st_size
     assert transport.pushed_files[0] == "config_qnn.json"
     assert _tree(Path(res.remote_dir)) == _tree(qwen3_export)
+    assert transport.shells <= 6  # probe, prepare, df, place, commit, publish: not per file
 
 
 def test_removed_file_is_removed_on_device_and_extra_device_files_are_left(transport, qwen3_export, cache):
@@ -73,14 +74,13 @@ def test_removed_file_is_removed_on_device_and_extra_device_files_are_left(trans
     assert (remote / "runner_output.txt").exists()  # not ours: never deleted
 
 
-def test_device_side_damage_is_repaired_without_pushing_from_the_blob_store(transport, qwen3_export, cache):
+def test_file_deleted_on_the_device_is_sent_again_alone(transport, qwen3_export, cache):
     res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
     remote = Path(res.remote_dir)
     (remote / "tokenizer.mtok").unlink()  # someone removed a file on the device
     transport.reset_counts()
     again = provision_model(transport, qwen3_export, cache=cache, progress=Q)
-    # Relinked from its blob: same inode and mtime, so not even the manifest changes.
-    assert again.files_sent == 0 and transport.pushed_files == []
+    assert again.files_sent == 1 and transport.pushed_files == ["tokenizer.mtok", "manifest.json"]
     assert (remote / "tokenizer.mtok").read_bytes() == (qwen3_export / "tokenizer.mtok").read_bytes()
 
 
@@ -91,10 +91,10 @@ def test_device_file_replaced_in_place_is_detected(transport, qwen3_export, cach
     target.write_text("{}")  # new inode, other size: not what the manifest recorded
     again = provision_model(transport, qwen3_export, cache=cache, progress=Q)
     assert target.read_bytes() == (qwen3_export / "config.json").read_bytes()
-    assert again.files_sent == 0  # the blob was intact, so it was only linked again
+    assert again.files_sent == 1
 
 
-def test_blobs_are_shared_between_sets(transport, qwen3_export, cache, tmp_path):
+def test_equal_contents_are_stored_once_across_sets(transport, qwen3_export, cache, tmp_path):
     provision_model(transport, qwen3_export, cache=cache, progress=Q)
     copy = tmp_path / "exports" / "qwen3-copy"
     os.system(f"cp -a {qwen3_export} {copy}")
@@ -106,7 +106,10 @@ def test_blobs_are_shared_between_sets(transport, qwen3_export, cache, tmp_path)
     assert a.stat().st_ino == b.stat().st_ino  # stored once
     status = device_status(transport)
     assert [s.name for s in status.sets] == ["qwen3-0.6b", "qwen3-copy"] and status.ok
-    assert status.orphan_blobs == 0
+    assert status.stored_bytes == _total(qwen3_export)
+    remove_set(transport, "model", "qwen3-0.6b")  # the other set keeps its (shared) files
+    assert b.read_bytes() == (copy / "llm.mnn.weight").read_bytes()
+    assert [s.name for s in device_status(transport).sets] == ["qwen3-copy"]
 
 
 def test_interrupted_push_leaves_no_truncated_file_and_resumes(transport, qwen3_export, cache):
@@ -115,21 +118,25 @@ def test_interrupted_push_leaves_no_truncated_file_and_resumes(transport, qwen3_
     with pytest.raises(ConnectionDropped, match="resumes from there"):
         provision_model(transport, qwen3_export, cache=cache, progress=Q)
     work = Path(transport.device.work_dir)
-    blobs = [p for p in (work / "blobs").iterdir() if p.is_file()]
-    assert len(blobs) == 3  # the three complete pushes were kept
     expected = {f.rel: f.size for f in files}
     model = work / "models/qwen3-0.6b"
-    for p in model.rglob("*") if model.exists() else []:
-        if p.is_file():
-            assert p.stat().st_size == expected[p.relative_to(model).as_posix()]
+    placed = [p for p in model.rglob("*") if p.is_file()]
+    assert len(placed) == 3  # the three complete pushes were put in place
+    for p in placed:
+        assert p.stat().st_size == expected[p.relative_to(model).as_posix()]
     assert not (work / "manifests/models/qwen3-0.6b.json").exists()
-    assert not list((work / "blobs/.incoming").iterdir())  # the partial file was removed
+    assert len((work / "manifests/models/qwen3-0.6b.journal").read_text().splitlines()) == 3
+    status = device_status(transport)
+    assert status.unfinished == ["qwen3-0.6b"] and status.leftover_files == 0  # the half file was dropped
 
     transport.fail_push_at = None
     transport.reset_counts()
     res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
     assert res.files_sent == len(files) - 3
     assert _tree(Path(res.remote_dir)) == _tree(qwen3_export)
+    status = device_status(transport)
+    assert status.ok and not status.unfinished
+    assert not (work / "manifests/models/qwen3-0.6b.journal").exists()
 
 
 def test_killed_push_without_clean_up_still_never_shows_a_partial_file(transport, qwen3_export, cache):
@@ -138,8 +145,7 @@ def test_killed_push_without_clean_up_still_never_shows_a_partial_file(transport
     with pytest.raises(ConnectionDropped):
         provision_model(transport, qwen3_export, cache=cache, progress=Q)
     work = Path(transport.device.work_dir)
-    assert [p.name for p in (work / "blobs").iterdir() if p.is_file()] == []
-    assert len(list((work / "blobs/.incoming").iterdir())) == 2  # .part files only
+    assert len([p for p in (work / ".incoming").rglob("*") if p.is_file()]) == 2  # under .incoming only
     assert not (work / "models/qwen3-0.6b").exists()
     fresh = CountingTransport(transport.device)
     res = provision_model(fresh, qwen3_export, cache=cache, progress=Q)
@@ -174,9 +180,8 @@ def test_sha256_verification_rejects_a_corrupted_arrival(transport, qwen3_export
     t = Corrupting(transport.device)
     with pytest.raises(ProvisionError, match="did not arrive intact"):
         provision_model(t, qwen3_export, cache=cache, progress=Q, verify="sha256")
-    blobs = Path(t.device.work_dir) / "blobs"
-    sha = cache.digest(qwen3_export / "tokenizer.mtok")
-    assert not (blobs / sha).exists()
+    assert not (Path(t.device.work_dir) / "models/qwen3-0.6b/tokenizer.mtok").exists()
+    # with the default size check the same corruption would pass: that is the documented trade
 
 
 def test_local_manifest_written_beside_the_export(transport, qwen3_export, cache):
@@ -198,14 +203,26 @@ def test_mode_is_kept(transport, tmp_path, cache):
     assert res.manifest.files["run.sh"].mode == 0o755
 
 
-def test_status_reports_damage_and_unused_blobs(transport, qwen3_export, cache):
+def test_status_reports_damage(transport, qwen3_export, cache):
     res = provision_model(transport, qwen3_export, cache=cache, progress=Q)
     (Path(res.remote_dir) / "config.json").unlink()
+    with open(Path(res.remote_dir) / "tokenizer.mtok", "ab") as f:
+        f.write(b"!")
     status = device_status(transport)
-    assert not status.ok and "config.json: missing" in str(status)
-    (qwen3_export / "virtual_behaviour.json").write_text("{}")
+    text = str(status)
+    assert not status.ok and "config.json: missing" in text and "tokenizer.mtok: " in text
     provision_model(transport, qwen3_export, cache=cache, progress=Q)
-    status = device_status(transport)
-    assert status.ok and status.orphan_blobs == 1
-    assert remove_unused_blobs(transport) == 1
-    assert device_status(transport).orphan_blobs == 0
+    assert device_status(transport).ok
+
+
+def test_exec_bit_is_added_to_a_shared_content(transport, tmp_path, cache):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "tool").write_text("#!/bin/sh\n")
+    (b / "tool").write_text("#!/bin/sh\n")
+    (b / "tool").chmod(0o755)
+    sync_set(transport, list_files(a), kind="runtime", name="a", cache=cache, progress=Q)
+    res = sync_set(transport, list_files(b), kind="runtime", name="b", cache=cache, progress=Q)
+    assert res.files_sent == 0 and res.files_linked == 1
+    assert os.stat(Path(res.remote_dir) / "tool").st_mode & 0o111
