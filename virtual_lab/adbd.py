@@ -161,6 +161,7 @@ class AdbdServer:
             if self.device.faults.is_offline():
                 self.device.faults.note_offline_refusal()
                 _hard_close(client)
+                self.device.flush_counters()  # another process may be watching counters.json
                 continue
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
@@ -309,6 +310,7 @@ class _Connection:
             self._auth_pending = True
             self.device.faults.note_auth_refusal()
             self.send(A_AUTH, AUTH_TOKEN, 0, secrets.token_bytes(20))
+            self.device.flush_counters()
             return
         self._send_cnxn()
 

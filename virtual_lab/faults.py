@@ -11,11 +11,16 @@ Faults
   connection is closed abruptly. With scope "send" exactly n bytes reach the file first.
   keep_partial=True plays an adbd that died mid-write (the partial file stays); False plays
   adbd's own clean-up on a lost peer (it unlinks the file).
-- `offline_for(seconds)`: live connections are aborted and new ones are accepted-and-closed
-  until the time has passed. The adb server then lists the device `offline`; recovery is
-  `adb disconnect HOST:PORT` + `adb connect HOST:PORT` once the window is over.
+- `offline_for(seconds)`: live connections are aborted and new ones are accepted-and-reset
+  until the time has passed. Observed with Debian adb 29: the server lists the device
+  `offline` and retries by itself about once a second (for about a minute), so it often comes
+  back alone shortly after the window; an `adb connect` during the window blocks ~10 s and
+  prints "failed to connect", one after it prints "already connected" while still offline.
+  Deterministic recovery: `adb disconnect HOST:PORT` + `adb connect HOST:PORT` after the window.
+  A cut link (drop fault, restart) is likewise re-attached by the server within ~0.3 s.
 - `unauthorized(on=True)`: new handshakes get AUTH(TOKEN) and never a CNXN, so the server
-  lists the device `unauthorized`. Live connections are left alone.
+  lists the device `unauthorized` (after the next connect). Live connections are left alone.
+  `unauthorized(False)` plays the user tapping "Allow": waiting handshakes get their CNXN.
 - `disk_full()` / `set_free_bytes(n)`: from now on only n more bytes fit on /data; a SEND
   beyond that fails with `write failed: No space left on device`, `df` reports it too.
 - `slow_link(bytes_per_s)`: WRTE payloads in both directions pass a token bucket
