@@ -26,7 +26,9 @@ class LocalTransport(Transport):
             # Leave the kill to the caller (it holds the program's pid), but do not leak pipes.
             out, err = b"", b""
             return RawExec(out, err, -1, timed_out=True)
-        return RawExec(out, err, proc.returncode)
+        # Report a signal as the device shell does (128+N), not as Popen's -N.
+        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+        return RawExec(out, err, code)
 
     def _push_file(self, local: Path, remote: str, mode: int, progress: ProgressFn | None) -> int:
         return _copy(local, Path(remote), mode, progress)

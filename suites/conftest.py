@@ -1,0 +1,21 @@
+"""Shared fixtures for the device suites: the backend matrix is run once per session and
+every test asserts on its part of it (one llm_demo process per prompt and pair)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import pipeline
+from harness.runners.llm_demo import LlmDemoRunner
+
+
+@pytest.fixture(scope="session")
+def llm_runner(transport, qnn_runtime, provisioned_model) -> LlmDemoRunner:  # type: ignore[no-untyped-def]
+    return LlmDemoRunner(transport, qnn_runtime, provisioned_model)
+
+
+@pytest.fixture(scope="session")
+def test_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return pipeline.write_test_image(tmp_path_factory.mktemp("inputs") / "red-square.png")

@@ -1,0 +1,119 @@
+"""Qwen3-VL on the device: static shape guards, the visual x LLM backend matrix
+(QNN/QNN, QNN/CPU, CPU/QNN, CPU/CPU), coherence, agreement with CPU/CPU, runtime shape
+guards and chunked-prefill mRoPE positions.
+
+    pytest suites/qwen3_vl --device oneplus13 --model-dir EXPORT --runtime-dir RUNTIME [--qnn-sdk SDK]
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from harness import pipeline
+from harness.checks import mrope
+from harness.checks.agreement import DriftWarning
+from harness.checks.coherence import assert_coherent
+from harness.checks.shapes import assert_shapes_ok, check_export_shapes
+
+from suites.support import record_run, select_pairs
+
+PAIRS = ["qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu"]
+CASES = ["france", "cat", "image"]
+pytestmark = [pytest.mark.visual]
+
+
+@pytest.fixture(scope="session")
+def cases(test_image) -> list[pipeline.PromptCase]:  # type: ignore[no-untyped-def]
+    return pipeline.default_cases(visual=True, image=test_image)
+
+
+@pytest.fixture(scope="session")
+def matrix(llm_runner, provisioned_model, backends, cases) -> dict[str, pipeline.PairRun]:  # type: ignore[no-untyped-def]
+    if provisioned_model.model_type != "qwen3_vl":
+        pytest.skip(f"model type is {provisioned_model.model_type!r} (llm_config.json), not qwen3_vl")
+    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends))
+
+
+@pytest.fixture(scope="session")
+def judged(matrix, cases) -> dict[tuple[str, str], pipeline.Judgement]:  # type: ignore[no-untyped-def]
+    return {(j.pair, j.case.id): j for j in pipeline.judge_matrix(matrix, cases)}
+
+
+def _run(matrix: dict[str, pipeline.PairRun], pair: str) -> pipeline.PairRun:
+    if pair not in matrix:
+        pytest.skip(f"backend pair {pair} not selected (--backends) or not in this export")
+    return matrix[pair]
+
+
+def test_export_shapes(model_dir, device_record) -> None:  # type: ignore[no-untyped-def]
+    """The compiled QNN IO of the export fits Qwen3-VL (before any run)."""
+    device_record.model = model_dir.name
+    findings = check_export_shapes(model_dir, soc_id=None)
+    assert_shapes_ok(findings)
+
+
+@pytest.mark.qnn
+@pytest.mark.parametrize("case_id", CASES)
+@pytest.mark.parametrize("pair", PAIRS)
+def test_generation(matrix, judged, cases, pair: str, case_id: str, device_record) -> None:  # type: ignore[no-untyped-def]
+    """llm_demo ran cleanly, no shape/graph error in its log, and the answer is coherent."""
+    run = _run(matrix, pair)
+    index = [c.id for c in cases].index(case_id)
+    record_run(device_record, run, index)
+    proc = run.result.runs[index]
+    cls = proc.classification
+    device_record.failure_class = "" if cls.ok else cls.cls
+    assert cls.ok, (f"{pair} {case_id}: llm_demo failed ({cls.cls}): {cls.reason}\n"
+                    + "\n".join(cls.errors[:5]))
+    j = judged[(pair, case_id)]
+    assert j.text is not None, f"{pair} {case_id}: no text was generated"
+    device_record.text = j.text
+    verdict = assert_coherent(j.text, prompt=j.case.prompt.text, reference=j.agreement.reference if j.agreement else None,
+                              expect_any=j.case.expect_any)
+    device_record.verdict = verdict.verdict
+    if j.agreement is not None and j.agreement.level != "agree":
+        warnings.warn(DriftWarning(j.agreement.describe(pair)))
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_runtime_shape_guards(matrix, pair: str, device_record) -> None:  # type: ignore[no-untyped-def]
+    """None of the shape and graph errors of the reference appear in any run's log."""
+    run = _run(matrix, pair)
+    device_record.backend_pair = pair
+    assert_shapes_ok(run.shape_findings)
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_mrope_positions(matrix, pair: str, device_record) -> None:  # type: ignore[no-untyped-def]
+    """Chunked prefill gives every chunk its slice of the 3-axis positions (instrumented runtimes)."""
+    run = _run(matrix, pair)
+    device_record.backend_pair = pair
+    if run.position_findings is None:
+        pytest.skip(f"{pair}: the runtime printed no [POSDBG] dumps (not an instrumented build)")
+    for case_id, findings in run.position_findings.items():
+        try:
+            mrope.assert_positions_ok(findings)
+        except AssertionError as exc:
+            raise AssertionError(f"{pair} {case_id}: {exc}") from None
+
+
+def test_chunked_prefill_equivalence(llm_runner, provisioned_model, test_image, device_record) -> None:  # type: ignore[no-untyped-def]
+    """Black box: greedy output with chunk_limits [128, 1] equals one large chunk, for a
+    prompt longer than a chunk, with and without an image (CPU LLM, where chunking is free)."""
+    from harness.runners.overlay import Overlay
+    from harness.runners.prompts import Image, Prompt
+
+    pair = "cpu/cpu"
+    if pair not in provisioned_model.configs:
+        pytest.skip("no CPU/CPU config in this export")
+    device_record.backend_pair = pair
+    long_text = "Summarise this: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40))
+    prompts = [Prompt(long_text, id="long-text"),
+               Prompt(long_text, images=(Image(test_image, height=512, width=512),), id="long-image")]
+    chunked = llm_runner.run(prompts, backend=pair, overlay=Overlay(max_new_tokens=32, chunk_limits=(128, 1)))
+    single = llm_runner.run(prompts, backend=pair, overlay=Overlay(max_new_tokens=32, chunk_limits=(4096, 1)))
+    assert chunked.ok and single.ok, f"runs failed: {chunked.failure_class} / {single.failure_class}"
+    for p, a, b in zip(prompts, chunked.texts, single.texts):
+        mrope.assert_chunked_equivalent(mrope.chunked_equivalence(a or "", b or "", label=p.id))

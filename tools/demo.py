@@ -1,0 +1,163 @@
+"""`make demo`: the main job against the built-in virtual lab.
+
+Starts a virtual OnePlus 13 (real adb server, emulated adbd), writes Qwen3-VL exports, and
+runs `pytest suites/qwen3_vl` once per scenario: a good export must pass; four broken ones
+must fail with the right reason. Prints one line per scenario; exits 1 when any scenario
+did not behave as expected. JUnit files land in out/demo/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Expect:
+    test: str  # substring of the failing test's name
+    reason: str  # regex the failure message must match
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    what: str
+    knobs: Callable[[], dict[str, Any]]
+    failures: tuple[Expect, ...] = ()  # empty: everything must pass
+
+
+def _garbled_qnn() -> dict[str, Any]:
+    from virtual_lab.exports import default_behaviour
+
+    beh = default_behaviour(True)
+    beh["prompts"]["Describe a cat"]["qnn/qnn"] = {
+        "text": "A cat is a cat is a cat is a cat is a cat is a cat is a cat is a cat is a cat is a cat"}
+    return {"behaviour": beh}
+
+
+def _position_bug() -> dict[str, Any]:
+    from virtual_lab.exports import default_behaviour
+
+    beh = default_behaviour(True)
+    beh["prompts"]["<img>"]["qnn/qnn"] = {"posdbg": "chunk_local_bug"}
+    beh["prompts"]["<img>"]["cpu/cpu"] = {"posdbg": "ok"}
+    return {"behaviour": beh}
+
+
+SCENARIOS = (
+    Scenario("good", "healthy export", lambda: {}),
+    Scenario("garbled-qnn", "QNN/QNN answers in a loop", _garbled_qnn,
+             (Expect("test_generation[qnn/qnn-cat]", r"repetition|garbled"),)),
+    Scenario("no-deepstack", "visual graph lacks deepstack_feature",
+             lambda: {"visual_outputs": ("image_embeds",)},
+             (Expect("test_export_shapes", r"deepstack_feature"),
+              Expect("test_generation[qnn/qnn-image]", r"shape"))),
+    Scenario("placeholder-311", "deepstack_embeds compiled as [3,1,1]", lambda: {"deepstack_placeholder": True},
+             (Expect("test_export_shapes", r"\[3, ?1, ?1\]"),
+              Expect("test_generation[cpu/qnn-france]", r"shape"))),
+    Scenario("position-bug", "chunk-local mRoPE indexing in QNN/QNN", _position_bug,
+             (Expect("test_mrope_positions[qnn/qnn]", r"chunk_local_bug"),)),
+)
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    passed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # test name -> message
+    skipped: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def as_expected(self) -> bool:
+        return not self.problems
+
+
+def read_junit(path: Path) -> tuple[list[str], dict[str, str], list[str]]:
+    passed, failed, skipped = [], {}, []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = case.get("name", "")
+        bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+        if bad is not None:
+            failed[name] = (bad.get("message") or "") + "\n" + (bad.text or "")
+        elif case.find("skipped") is not None:
+            skipped.append(name)
+        else:
+            passed.append(name)
+    return passed, failed, skipped
+
+
+def judge(outcome: Outcome) -> None:
+    sc = outcome.scenario
+    if not outcome.passed:
+        outcome.problems.append("no test passed")
+    if not sc.failures:
+        outcome.problems += [f"{t} failed: {m.splitlines()[0][:160]}" for t, m in outcome.failed.items()]
+        return
+    for exp in sc.failures:
+        hits = {t: m for t, m in outcome.failed.items() if exp.test in t}
+        if not hits:
+            outcome.problems.append(f"expected {exp.test} to fail, it did not")
+        elif not any(re.search(exp.reason, m) for m in hits.values()):
+            outcome.problems.append(f"{exp.test} failed for another reason: {next(iter(hits.values()))[:200]}")
+
+
+def run_scenarios(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS, say: Callable[[str], None] = print) -> list[Outcome]:
+    from virtual_lab.exports import make_qwen3_vl_export
+    from virtual_lab.lab import VirtualLab, default_devices
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outcomes = []
+    with VirtualLab(out_dir / "lab", [default_devices()[0]]) as lab:
+        runtime = lab.runtime_dir("v79")
+        sdk = lab.qnn_sdk_dir
+        say(f"virtual lab up: {lab.inventory.get('oneplus13').describe()}")
+        for sc in scenarios:
+            export = make_qwen3_vl_export(out_dir / "exports" / sc.name, **sc.knobs()).path
+            junit = out_dir / f"{sc.name}.xml"
+            cmd = [sys.executable, "-m", "pytest", str(REPO / "suites" / "qwen3_vl"), "-q", "-p", "no:cacheprovider",
+                   "--device", "oneplus13", "--devices-file", str(lab.devices_yaml), "--model-dir", str(export),
+                   "--runtime-dir", str(runtime), "--qnn-sdk", str(sdk), f"--junitxml={junit}",
+                   f"--harness-records={out_dir / (sc.name + '.records.jsonl')}"]
+            started = time.monotonic()
+            proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+            outcome = Outcome(sc, wall_s=time.monotonic() - started)
+            (out_dir / f"{sc.name}.log").write_text(proc.stdout + proc.stderr)
+            if not junit.exists():
+                outcome.problems.append(f"pytest wrote no JUnit (exit {proc.returncode}): {proc.stdout[-400:]}")
+            else:
+                outcome.passed, outcome.failed, outcome.skipped = read_junit(junit)
+                judge(outcome)
+            outcomes.append(outcome)
+            mark = "ok " if outcome.as_expected else "BAD"
+            fails = ", ".join(sorted(outcome.failed)) or "-"
+            say(f"[{mark}] {sc.name:<16} {sc.what:<40} passed {len(outcome.passed):>2}  failed {len(outcome.failed):>2}"
+                f"  ({outcome.wall_s:.1f}s)  failing: {fails}")
+            for p in outcome.problems:
+                say(f"       problem: {p}")
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.demo")
+    parser.add_argument("--out", default=str(REPO / "out" / "demo"))
+    args = parser.parse_args(argv)
+    outcomes = run_scenarios(Path(args.out))
+    good = all(o.as_expected for o in outcomes)
+    print(f"\ndemo: {sum(o.as_expected for o in outcomes)}/{len(outcomes)} scenarios behaved as expected; "
+          f"JUnit in {args.out}")
+    return 0 if good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
