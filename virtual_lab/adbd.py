@@ -551,7 +551,15 @@ def _serve_shell(conn: _Connection, stream: _Stream, command: str, v2: bool) -> 
     if not command.strip():
         # An interactive shell (no pty here): read commands from stdin.
         command = "exec sh"
-    proc = conn.device.sandbox.popen(command, merge_stderr=not v2)
+    try:
+        proc = conn.device.sandbox.popen(command, merge_stderr=not v2)
+    except OSError as exc:
+        msg = f"virtual device {conn.device.spec.name}: cannot start the sandbox shell: {exc}\n".encode()
+        if v2:
+            stream.write(_SHELL_PKT.pack(ID_STDERR, len(msg)) + msg + _SHELL_PKT.pack(ID_EXIT, 1) + bytes([127]))
+        else:
+            stream.write(msg)
+        return
     wake_r, wake_w = os.pipe()
     stdin_thread = threading.Thread(target=_pump_stdin, args=(stream, proc, v2, wake_w), daemon=True,
                                     name="adbd-shell-stdin")

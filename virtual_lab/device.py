@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -444,6 +445,9 @@ class VirtualDevice:
 
     def __init__(self, spec: VirtualDeviceSpec, root: Path, *, host: str = "127.0.0.1", port: int = 0,
                  extra_ro_binds: Sequence[Path] = (), watch_control_file: bool = True) -> None:
+        if shutil.which("bwrap") is None:
+            raise DeviceError(f"virtual device {spec.name!r}: bubblewrap (`bwrap`) is not on PATH; "
+                              "install the Debian `bubblewrap` package")
         self.spec = spec
         self.sandbox = Sandbox(Path(root), extra_ro_binds or _default_ro_binds())
         self.root = self.sandbox.root
