@@ -101,12 +101,13 @@ class DeviceLock:
         """Take the device, waiting up to wait_s (saying who holds it). Raises DeviceBusy."""
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + wait_s
-        told = False
+        first = True
         while True:
             remaining = deadline - time.monotonic()
             try:
-                # Short slices so a stop request is noticed while waiting.
-                self._lock.acquire(timeout=max(0.0, min(0.5, remaining)))
+                # First a plain try (so the wait is announced before it starts), then short
+                # slices so a stop request is noticed while waiting.
+                self._lock.acquire(timeout=0 if first else max(0.0, min(0.5, remaining)))
                 break
             except filelock.Timeout:
                 pass
@@ -119,9 +120,9 @@ class DeviceLock:
                     f"{self.device}: in use by {who}; skipped after waiting {wait_s:.0f} s "
                     f"(lock {self.lock_path}). Wait for that run or raise `locks.wait_s` in the plan"
                 )
-            if not told and say is not None:
+            if first and say is not None:
                 say(f"{self.device}: in use by {who}; waiting up to {wait_s:.0f} s")
-                told = True
+            first = False
         me = LockHolder(host=socket.gethostname(), pid=os.getpid(), run_id=self.run_id, since=time.time(),
                         user=os.environ.get("USER", ""))
         tmp = self.holder_path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")

@@ -204,7 +204,7 @@ class _DeviceWorker:
         self.dir = night.out_dir / "devices" / device.name
 
     # ---- records -------------------------------------------------------------------------
-    def write(self, rec: TestRecord, entry: PlanEntry | None) -> None:
+    def write(self, rec: TestRecord, entry: PlanEntry | None, *, from_job: bool = True) -> None:
         d = self.device
         rec.device = d.name
         rec.soc_model = rec.soc_model or d.soc_model
@@ -212,7 +212,7 @@ class _DeviceWorker:
         if entry is not None:
             rec.suite = rec.suite or entry.suite.name
             rec.model = rec.model or entry.model.name
-            if self.night.plan.repeats > 1 and not rec.name.endswith(f"#{entry.repeat}"):
+            if from_job and self.night.plan.repeats > 1:
                 rec.name = f"{rec.name}#{entry.repeat}"  # repeats stay distinct test cases
                 rec.extras.setdefault("repeat", entry.repeat)
             rec.extras.setdefault("plan_entry", entry.id)
@@ -227,7 +227,7 @@ class _DeviceWorker:
                          status=status, failure_class=cls, signature=signature, message=message,
                          log_excerpt=log_excerpt, model=entry.model.name if entry else "",
                          extras=dict(extras or {}))
-        self.write(rec, entry)
+        self.write(rec, entry, from_job=False)  # lab record names already carry the entry id
 
     def _skip_rest(self, entries: list[PlanEntry], cls: str, why: str) -> None:
         for e in entries:
@@ -417,6 +417,35 @@ class _DeviceWorker:
                 pass
 
 
+def _wait_for_workers(workers: list[_DeviceWorker], threads: list[threading.Thread], stop: threading.Event,
+                      say: SayFn, grace_s: float) -> None:
+    """Join the workers. On a stop (Ctrl-C here, or `stop` set by the caller) kill the run's
+    device processes at once, so workers blocked in a device command return, then give them
+    `grace_s` to finish. A second Ctrl-C stops waiting."""
+    deadline = None
+    while any(t.is_alive() for t in threads):
+        try:
+            for t in threads:
+                t.join(0.2)  # short joins keep the main thread responsive to Ctrl-C
+        except KeyboardInterrupt:
+            if deadline is not None:
+                say("second interrupt: not waiting for workers any longer")
+                break
+            stop.set()
+        if stop.is_set() and deadline is None:
+            say("stopping: ending workers, killing device processes, releasing locks")
+            deadline = time.monotonic() + grace_s
+            for w in workers:
+                if w.outcome.status != QUARANTINED:
+                    threading.Thread(target=w.kill_processes, daemon=True, name=f"kill-{w.device.name}").start()
+        if deadline is not None and time.monotonic() > deadline:
+            say(f"workers still busy after {grace_s:.0f} s: leaving them (their locks go with this process)")
+            break
+    for w in workers:
+        if stop.is_set() and w.outcome.status == COMPLETED:
+            w.outcome.status = INTERRUPTED
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
@@ -465,26 +494,7 @@ def run_night(
             f"({', '.join(d.name for d in devices)})")
         for t in threads:
             t.start()
-        try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(0.2)  # short joins keep the main thread responsive to Ctrl-C
-        except KeyboardInterrupt:
-            result.interrupted = True
-            stop.set()
-            say("interrupted: stopping workers, killing device processes, releasing locks")
-            deadline = time.monotonic() + grace_s
-            killers = [threading.Thread(target=w.kill_processes, daemon=True) for w in workers
-                       if w.outcome.status != QUARANTINED]
-            for k in killers:
-                k.start()
-            for k in killers:
-                k.join(max(0.0, deadline - time.monotonic()))
-            for t in threads:
-                t.join(max(0.0, deadline - time.monotonic()))
-            for w in workers:
-                if w.outcome.status == COMPLETED:
-                    w.outcome.status = INTERRUPTED
+        _wait_for_workers(workers, threads, stop, say, grace_s)
         if stop.is_set():
             result.interrupted = True
         result.devices = {w.device.name: w.outcome for w in workers}
@@ -494,7 +504,7 @@ def run_night(
             result.records(), out_dir, run_id=run_id, plan_name=plan.name, started_at=result.started_at,
             history_db=Path(history_db or plan.history.db or out_dir.parent / "history.sqlite"),
             nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
-            min_nights=plan.history.min_nights,
+            min_nights=plan.history.min_nights, record_history=not result.interrupted,
         )
     _write_meta(out_dir, result, plan, devices)
     return result
@@ -511,16 +521,20 @@ def write_night_reports(
     nights: int = 7,
     perf_drop_pct: float = 15.0,
     min_nights: int = 3,
+    record_history: bool = True,
 ) -> tuple[dict[str, Path], list]:
-    """JUnit (per device + merged), SQLite history with the regression check, HTML + plots."""
+    """JUnit (per device + merged), SQLite history with the regression check, HTML + plots.
+    An interrupted night is reported but not recorded in the history (it would skew baselines)."""
     from harness.report import html, junit
     from harness.report.history import History
 
     paths: dict[str, Path] = {}
     paths.update(junit.write_junit(records, out_dir))
     with History(history_db) as hist:
-        hist.add_night(run_id, records, started_at=started_at, plan=plan_name)
-        regressions = hist.regressions(run_id, nights=nights, perf_drop_pct=perf_drop_pct, min_nights=min_nights)
+        regressions = []
+        if record_history:
+            hist.add_night(run_id, records, started_at=started_at, plan=plan_name)
+            regressions = hist.regressions(run_id, nights=nights, perf_drop_pct=perf_drop_pct, min_nights=min_nights)
         paths["history"] = Path(history_db)
         paths["html"] = html.write_html(records, out_dir, title=f"{plan_name} - {run_id}", history=hist,
                                         regressions=regressions)

@@ -1,0 +1,42 @@
+import pytest
+
+from harness.lab.health import HealthPolicy, check_device, judge
+from harness.transport.local import LocalTransport
+from harness.transport.retry import NO_RETRY
+
+from labkit import FaultyLocal, Switch
+
+
+def test_judge_applies_each_threshold_only_when_reported():
+    p = HealthPolicy(min_free_mb=100, min_battery_pct=20, max_battery_temp_c=40)
+    assert judge("d", {}, p) == []
+    assert judge("d", {"free_mb": "500", "battery_pct": "80", "battery_temp_c": "30.5", "boot_completed": "1"}, p) == []
+    reasons = judge("d", {"free_mb": "50", "battery_pct": "5", "battery_temp_c": "47.0", "boot_completed": ""}, p)
+    assert len(reasons) == 4
+    assert any("50 MB free" in r for r in reasons) and any("battery at 5%" in r for r in reasons)
+    assert any("47.0 C" in r for r in reasons) and any("boot not completed" in r for r in reasons)
+    assert judge("d", {"boot_completed": "0"}, HealthPolicy(require_boot_completed=False)) == []
+
+
+def test_local_device_is_checked_for_real(lab4):
+    inv, root = lab4
+    t = LocalTransport(inv.get("dev0"))
+    verdict = check_device(t, HealthPolicy(min_free_mb=1))
+    assert verdict.ok, verdict.reasons
+    assert int(verdict.facts["free_mb"]) > 1
+    assert verdict.facts["free_path"] == str(root / "dev0")
+    greedy = check_device(t, HealthPolicy(min_free_mb=1 << 40))
+    assert not greedy.ok and "MB free" in greedy.summary()
+
+
+def test_unreachable_and_reported_facts(lab4):
+    inv, _ = lab4
+    switch = Switch()
+    t = FaultyLocal(inv.get("dev1"), retry=NO_RETRY)
+    t.switch = switch
+    switch.facts["dev1"] = {"battery_pct": "3", "battery_temp_c": "31.0"}
+    verdict = check_device(t, HealthPolicy(min_free_mb=1))
+    assert not verdict.ok and "battery at 3%" in verdict.summary()
+    switch.unplug("dev1")
+    verdict = check_device(t, HealthPolicy(min_free_mb=1))
+    assert not verdict.ok and verdict.state == "unreachable" and "offline" in verdict.summary()

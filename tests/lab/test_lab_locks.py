@@ -1,0 +1,88 @@
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from harness.lab.locks import DeviceBusy, DeviceLock, lock_state
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from harness.lab.locks import DeviceLock
+    lock = DeviceLock(sys.argv[1], sys.argv[2], "other-run")
+    lock.acquire(5)
+    print("held", flush=True)
+    sys.stdin.readline()   # hold until told (or killed)
+    lock.release()
+""")
+
+
+def _holder(lock_dir, device):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock_dir), device], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_second_process_waits_then_skips_naming_the_holder(tmp_path):
+    proc = _holder(tmp_path, "dev0")
+    try:
+        state = lock_state(tmp_path, "dev0")
+        assert state.held and state.holder.pid == proc.pid and state.holder.run_id == "other-run"
+        assert state.holder.host == socket.gethostname()
+        said = []
+        with pytest.raises(DeviceBusy) as err:
+            DeviceLock(tmp_path, "dev0", "me").acquire(0.6, say=said.append)
+        assert f"pid {proc.pid} run other-run" in str(err.value) and "locks.wait_s" in str(err.value)
+        assert len(said) == 1 and "waiting up to" in said[0]
+        # Another device in the same folder is free.
+        with DeviceLock(tmp_path, "dev1", "me") as lk:
+            lk.acquire(0)
+            assert lock_state(tmp_path, "dev1").holder.run_id == "me"
+    finally:
+        proc.communicate("go\n", timeout=10)
+    state = lock_state(tmp_path, "dev0")
+    assert not state.held and state.holder is None
+    lk = DeviceLock(tmp_path, "dev0", "me")
+    lk.acquire(0)
+    lk.release()
+
+
+def test_waiter_gets_the_device_when_the_holder_lets_go(tmp_path):
+    proc = _holder(tmp_path, "dev0")
+    def let_go():
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+
+    threading.Timer(0.5, let_go).start()
+    lk = DeviceLock(tmp_path, "dev0", "me")
+    holder = lk.acquire(20)
+    assert holder.run_id == "me" and lock_state(tmp_path, "dev0").holder.run_id == "me"
+    lk.release()
+    proc.wait(10)
+
+
+def test_killed_holder_frees_the_device_and_leaves_a_stale_record(tmp_path):
+    proc = _holder(tmp_path, "dev0")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    state = lock_state(tmp_path, "dev0")
+    assert not state.held and state.stale and "stale record" in state.describe()
+    lk = DeviceLock(tmp_path, "dev0", "me")
+    lk.acquire(0)  # the kernel dropped the dead run's flock
+    assert lock_state(tmp_path, "dev0").holder.run_id == "me"
+    lk.release()
+
+
+def test_stop_event_cancels_the_wait(tmp_path):
+    first = DeviceLock(tmp_path, "dev0", "a")
+    first.acquire(0)
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    with pytest.raises(DeviceBusy, match="stopped while waiting"):
+        DeviceLock(tmp_path, "dev0", "b").acquire(60, cancel=stop)
+    first.release()

@@ -1,0 +1,184 @@
+import json
+import threading
+import xml.etree.ElementTree as ET
+
+from harness.lab.locks import DeviceLock, lock_state
+from harness.lab.scheduler import run_night
+from harness.report.records import read_records
+
+from labkit import ShellJob, Switch, faulty_factory
+
+
+def _by_name(records):
+    return {(r.device, r.name): r for r in records}
+
+
+def test_night_fans_out_over_every_device_and_writes_reports(lab4, make_plan):
+    inv, root = lab4
+    plan = make_plan(repeats=2)
+    job = ShellJob()
+    said = []
+    night = run_night(plan, inv, root / "out", job, transport_factory=faulty_factory(Switch()), say=said.append)
+    assert not night.interrupted
+    assert {n: o.status for n, o in night.devices.items()} == {f"dev{i}": "completed" for i in range(4)}
+    recs = night.records()
+    assert len(recs) == 4 * 2 * 2 and all(r.status == "passed" for r in recs)
+    # Every record carries the device facts and the run; repeats are distinct tests.
+    r = _by_name(recs)[("dev1", "tiny[qnn]#2")]
+    assert (r.soc_model, r.htp_arch, r.suite, r.model) == ("SM8650", "v75", "matrix", "tiny")
+    assert r.decode_tps == 18.0 and r.prefill_tps == 144.0 and "Paris" in r.text
+    assert r.extras["run_id"] == night.run_id and r.extras["plan_entry"] == "matrix/tiny#2"
+    # Locks are released and the holder records removed.
+    assert all(not lock_state(root / "locks", f"dev{i}").held for i in range(4))
+    assert not list((root / "locks").glob("*.holder.json"))
+    # Reports.
+    assert night.reports["junit"].is_file() and night.reports["junit:dev3"].is_file()
+    assert night.reports["html"].is_file() and night.reports["history"].is_file()
+    assert len(ET.parse(night.reports["junit"]).getroot().findall("testsuite")) == 4
+    meta = json.loads((root / "out" / "night.json").read_text())
+    assert meta["outcomes"]["dev0"]["status"] == "completed" and meta["reports"]["html"]
+    assert "dev0" in night.summary()
+
+
+def test_test_failure_is_a_record_and_not_retried(lab4, make_plan):
+    inv, root = lab4
+    job = ShellJob(scripts={("dev2", "cpu"): "echo 'loading'; echo 'Segmentation fault' >&2; sh -c 'kill -SEGV $$'"})
+    night = run_night(make_plan(), inv, root / "out", job, transport_factory=faulty_factory(Switch()),
+                      say=lambda m: None, reports=False)
+    crash = _by_name(night.records())[("dev2", "tiny[cpu]")]
+    assert crash.status == "failed" and crash.failure_class == "crash" and crash.attempts == 1
+    assert "Segmentation fault" in crash.log_excerpt
+    assert [c for c in job.calls if c[0] == "dev2"] == [("dev2", "tiny[qnn]", 1), ("dev2", "tiny[cpu]", 1)]
+    assert night.devices["dev2"].status == "completed"
+
+
+def test_device_dropping_mid_suite_is_reconnected_and_the_test_retried_once(lab4, make_plan):
+    inv, root = lab4
+    switch = Switch()
+    job = ShellJob(before={("dev1", "tiny[cpu]", 1): lambda: switch.unplug("dev1", calls=2)})
+    night = run_night(make_plan(), inv, root / "out", job, transport_factory=faulty_factory(switch),
+                      say=lambda m: None, reports=False)
+    recs = _by_name(night.records())
+    first, retried = recs[("dev1", "tiny[qnn]")], recs[("dev1", "tiny[cpu]")]
+    assert first.attempts == 1 and not first.flaky
+    assert retried.status == "passed" and retried.flaky and retried.attempts == 2
+    assert "offline" in retried.extras["retried_after"]
+    # The test delivered before the drop is not run again.
+    assert [c for c in job.calls if c[0] == "dev1"] == [("dev1", "tiny[qnn]", 1), ("dev1", "tiny[cpu]", 1),
+                                                        ("dev1", "tiny[cpu]", 2)]
+    assert night.devices["dev1"].status == "completed" and night.devices["dev1"].faults == 1
+    assert sum(1 for r in night.records() if r.device == "dev1") == 2
+
+
+def test_device_that_keeps_failing_is_quarantined_and_the_rest_go_on(lab4, make_plan):
+    inv, root = lab4
+    switch = Switch()
+    job = ShellJob(before={("dev3", "tiny[cpu]", 1): lambda: switch.unplug("dev3")})  # for good
+    night = run_night(make_plan(repeats=2, recovery={"reconnect_s": 0.5}), inv, root / "out", job,
+                      transport_factory=faulty_factory(switch),
+                      say=lambda m: None)
+    dev3 = night.devices["dev3"]
+    assert dev3.status == "quarantined" and "did not come back" in dev3.reason
+    recs = night.records()
+    lost = _by_name(recs)[("dev3", "matrix/tiny#1::interrupted")]
+    assert lost.status == "error" and lost.failure_class == "quarantined" and lost.signature == "lab:device-lost"
+    skipped = [r for r in recs if r.device == "dev3" and r.status == "skipped"]
+    assert [r.name for r in skipped] == ["matrix/tiny#2"] and "device quarantined" in skipped[0].message
+    for other in ("dev0", "dev1", "dev2"):
+        assert night.devices[other].status == "completed"
+        assert sum(1 for r in recs if r.device == other and r.status == "passed") == 4
+    assert not lock_state(root / "locks", "dev3").held
+
+
+def test_unhealthy_device_is_quarantined_before_the_first_suite(lab4, make_plan):
+    inv, root = lab4
+    switch = Switch()
+    switch.facts["dev0"] = {"battery_pct": "4"}
+    night = run_night(make_plan(), inv, root / "out", ShellJob(), transport_factory=faulty_factory(switch),
+                      say=lambda m: None, reports=False)
+    assert night.devices["dev0"].status == "quarantined" and "battery at 4%" in night.devices["dev0"].reason
+    dev0 = [r for r in night.records() if r.device == "dev0"]
+    assert [(r.name, r.status) for r in dev0] == [("lab::health", "error"), ("matrix/tiny#1", "skipped")]
+    assert all(night.devices[f"dev{i}"].status == "completed" for i in (1, 2, 3))
+
+
+def test_busy_device_is_skipped_after_the_wait(lab4, make_plan):
+    inv, root = lab4
+    other = DeviceLock(root / "locks", "dev2", "someone-else")
+    other.acquire(0)
+    said = []
+    try:
+        night = run_night(make_plan(locks={"dir": "locks", "wait_s": 0.5}), inv, root / "out", ShellJob(),
+                          transport_factory=faulty_factory(Switch()), say=said.append, reports=False)
+    finally:
+        other.release()
+    assert night.devices["dev2"].status == "busy" and "someone-else" in night.devices["dev2"].reason
+    assert any("dev2: in use by" in m and "waiting up to" in m for m in said)
+    dev2 = [r for r in night.records() if r.device == "dev2"]
+    assert dev2 and all(r.status == "skipped" and r.failure_class == "busy" for r in dev2)
+
+
+def test_stop_event_ends_the_night_and_kills_device_processes(lab4, make_plan):
+    inv, root = lab4
+    stop = threading.Event()
+    pids = root / "pids"
+    job = ShellJob(scripts={(f"dev{i}", "cpu"): f"echo $$ >> {pids}; exec sleep 300" for i in range(4)})
+    threading.Thread(target=lambda: (_wait_for_lines(pids, 4), stop.set()), daemon=True).start()
+    night = run_night(make_plan(), inv, root / "out", job, transport_factory=faulty_factory(Switch()),
+                      stop=stop, say=lambda m: None)
+    assert night.interrupted
+    recs = night.records()
+    assert sum(1 for r in recs if r.name == "tiny[qnn]" and r.status == "passed") == 4
+    cut = [r for r in recs if r.name == "tiny[cpu]"]
+    assert len(cut) == 4 and all(r.failure_class == "interrupted" for r in cut)
+    for pid in map(int, pids.read_text().split()):
+        assert not _alive(pid)
+    assert all(not lock_state(root / "locks", f"dev{i}").held for i in range(4))
+
+
+def _wait_for_lines(path, n, limit=60.0):
+    import time
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if path.exists() and len(path.read_text().split()) >= n:
+            return
+        time.sleep(0.05)
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_ctrl_c_stops_cleanly_kills_device_processes_and_releases_locks(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parents[1])])}
+    child = subprocess.Popen([sys.executable, str(here / "night_child.py"), str(tmp_path)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = tmp_path / "pids"
+    _wait_for_lines(pids, 4)
+    # While the night runs, the locks name this run's process.
+    assert lock_state(tmp_path / "locks", "dev0").holder.pid == child.pid
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["interrupted"] and set(result["statuses"].values()) == {"interrupted"}
+    assert "stopping: ending workers" in err
+    for pid in map(int, pids.read_text().split()):
+        assert not _alive(pid)
+    for i in range(4):
+        state = lock_state(tmp_path / "locks", f"dev{i}")
+        assert not state.held and state.holder is None
+    recs = read_records(tmp_path / "out" / "records.jsonl")
+    assert sum(1 for r in recs if r.status == "passed") == 4  # the qnn test of each device
+    assert Path(result["reports"]["junit"]).is_file() and Path(result["reports"]["html"]).is_file()
