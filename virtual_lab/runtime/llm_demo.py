@@ -357,8 +357,32 @@ def _parse_int(text: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def _real_cpu_export(config_arg: str) -> bool:
+    """A real MNN export (no virtual_behaviour.json) on a CPU LLM config: run it for real on
+    the PyPI `mnn` engine through the harness's host runtime, when that engine is installed."""
+    if not config_arg.endswith(".json") or not os.path.isfile(config_arg):
+        return False
+    from virtual_lab import exports
+
+    base_dir = os.path.dirname(config_arg) or "."
+    config = _read_json(config_arg) or {}
+    if os.path.exists(os.path.join(base_dir, exports.BEHAVIOUR_FILE)):
+        return False
+    if not exports.backend_pair_of(config).endswith("/cpu"):
+        return False  # a QNN LLM needs the NPU: the virtual runtime plays it
+    if not os.path.isfile(os.path.join(base_dir, str(config.get("llm_model", "llm.mnn")))):
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("MNN") is not None
+
+
 def main(argv: list[str], build: Mapping[str, Any] | None = None) -> int:
     build = dict(build or {})
+    if len(argv) >= 2 and _real_cpu_export(argv[1]):
+        from harness.hostrt.llm_demo import main as host_main
+
+        return host_main(argv[1:])
     facts = device_facts()
     out = Output(logcat=bool(build.get("logcat_only")) or facts.logcat_only)
     prog = argv[0] if argv else "llm_demo"
