@@ -15,6 +15,7 @@ import ipaddress
 import posixpath
 import re
 import socket
+import stat as stat_mod
 import subprocess
 import threading
 import time
@@ -38,6 +39,7 @@ from harness.transport.retry import RetryPolicy
 _SHELL_PKT_STDIN, _SHELL_PKT_STDOUT, _SHELL_PKT_STDERR, _SHELL_PKT_EXIT, _SHELL_PKT_CLOSE_STDIN = 0, 1, 2, 3, 4
 _LINK_ERRORS = (OSError, EOFError)
 _SYNC_STALL_S = 120.0
+_MAX_PENDING_ACKS = 64  # files sent ahead of their OKAY in push_tree
 _TCP_SERIAL = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 _PROP_LINE = re.compile(r"^\[(?P<key>[^\]]+)\]: \[(?P<value>.*)\]$")
 _FACT_PROPS = {
@@ -151,7 +153,7 @@ class AdbTransport(Transport):
             raise DeviceOfflineError(f"{self._label}: adb server connection failed during `{service}` "
                                      f"({type(exc).__name__}: {exc})") from None
         finally:
-            conn.close()
+            _close(conn)
 
     def adb_state(self) -> str:
         """The server's view: device | offline | unauthorized | authorizing | connecting | absent ..."""
@@ -235,12 +237,12 @@ class AdbTransport(Transport):
             conn.send_command(service)
             conn.check_okay()
         except AdbError as exc:
-            conn.close()
+            _close(conn)
             if str(exc).startswith("Unknown data"):  # the stream ended where OKAY/FAIL was due
                 raise self._dropped(what, exc) from None
             raise self._fail_error(str(exc), what) from None
         except _LINK_ERRORS as exc:
-            conn.close()
+            _close(conn)
             raise self._dropped(what, exc) from None
         conn.conn.settimeout(timeout)
         return conn
@@ -296,7 +298,7 @@ class AdbTransport(Transport):
         except _LINK_ERRORS as exc:
             raise self._dropped("a shell command", exc) from None
         finally:
-            conn.close()
+            _close(conn)
 
     def _exec_v1(self, command: str, timeout: float | None) -> RawExec:
         """v1 `shell:` has no exit status: run the command in a child `sh` and print a marker
@@ -320,7 +322,7 @@ class AdbTransport(Transport):
         except _LINK_ERRORS as exc:
             raise self._dropped("a shell command", exc) from None
         finally:
-            conn.close()
+            _close(conn)
         at = data.rfind(b"\n" + marker + b":")
         tail = data[at + len(marker) + 2:].strip() if at >= 0 else b""
         if at < 0 or not tail.isdigit():
@@ -348,13 +350,51 @@ class AdbTransport(Transport):
             return sync.send_file(local, remote, mode, int(local.stat().st_mtime), progress)
         except SyncFail as exc:
             raise self._sync_fail(str(exc), "push to", remote) from None
-        except FileNotFoundError:
-            raise  # the local file vanished: not the device's fault
         except _LINK_ERRORS as exc:
+            if getattr(exc, "filename", None) is not None:
+                raise  # reading the local file failed: not the device's fault
             raise self._dropped(f"push of {local} to {remote}", exc) from None
         finally:
             sync.quit()
-            conn.close()
+            _close(conn)
+
+    def push_tree(self, local_dir: Path, remote_dir: str, progress: ProgressFn | None = None) -> int:
+        """All files over one sync session, replies collected as they come (as `adb push DIR`
+        does): no round trip per file. After a dropped link the retry resends only the files
+        the device has not acknowledged yet."""
+        local_dir = Path(local_dir)
+        files = sorted(p for p in local_dir.rglob("*") if p.is_file())
+        jobs = [(p, posixpath.join(remote_dir, p.relative_to(local_dir).as_posix())) for p in files]
+        if not jobs or "fixed_push_mkdir" not in self.features():
+            dirs = {remote_dir} | {posixpath.dirname(remote) for _, remote in jobs}
+            self.makedirs(*sorted(dirs))
+        done: set[str] = set()
+
+        def attempt() -> None:
+            todo = [(p, r) for p, r in jobs if r not in done]
+            if not todo:
+                return
+            conn, sync = self._sync(f"push of {local_dir.name}/")
+            sync.on_ack = done.add
+            try:
+                for local, remote in todo:
+                    st = local.stat()
+                    sync.send_file_nowait(local, remote, stat_mod.S_IMODE(st.st_mode), int(st.st_mtime), progress)
+                    sync.wait_acks(keep=_MAX_PENDING_ACKS)
+                sync.wait_acks()
+            except SyncFail as exc:
+                raise self._sync_fail(str(exc), "push to", exc.remote or remote_dir) from None
+            except _LINK_ERRORS as exc:
+                if getattr(exc, "filename", None) is not None:
+                    raise
+                raise self._dropped(f"push of {local_dir} to {remote_dir} "
+                                    f"({len(done)}/{len(jobs)} files acknowledged)", exc) from None
+            finally:
+                sync.quit()
+                _close(conn)
+
+        self.retry.run(f"push {local_dir.name}/ ({len(jobs)} files)", attempt)
+        return sum(p.stat().st_size for p, _ in jobs)
 
     def _pull_file(self, remote: str, local: Path, progress: ProgressFn | None) -> int:
         conn, sync = self._sync(f"pull of {remote}")
@@ -373,7 +413,7 @@ class AdbTransport(Transport):
             raise self._dropped(f"pull of {remote}", exc) from None
         finally:
             sync.quit()
-            conn.close()
+            _close(conn)
 
     def stat(self, remote: str) -> RemoteStat | None:
         def once() -> RemoteStat | None:
@@ -387,7 +427,7 @@ class AdbTransport(Transport):
                 raise self._dropped(f"stat of {remote}", exc) from None
             finally:
                 sync.quit()
-                conn.close()
+                _close(conn)
             return None if st is None else RemoteStat(remote, st.size, st.mode, st.mtime)
 
         return self.retry.run(f"stat {remote}", once)
@@ -466,6 +506,14 @@ class AdbTransport(Transport):
         while current not in ("", "/") and self.stat(current) is None:
             current = posixpath.dirname(current)
         return current or "/"
+
+
+def _close(conn: AdbConnection) -> None:
+    """Close at once: adbutils' close() sleeps 10 ms after a half-close, per connection."""
+    try:
+        conn.conn.close()
+    except (OSError, AdbError):
+        pass
 
 
 def _state_from_fail(message: str) -> str:

@@ -11,7 +11,9 @@ trouble propagates as OSError/EOFError for the caller to classify.
 
 from __future__ import annotations
 
+import collections
 import errno
+import os
 import select
 import socket
 import stat as stat_mod
@@ -26,11 +28,15 @@ SOCKET_BUFFER = 4 * 1024 * 1024
 _ID_LEN = struct.Struct("<4sI")
 _STAT_V1 = struct.Struct("<4sIII")  # "STAT", mode, size, mtime
 _STAT_V2 = struct.Struct("<IQQIIIIQqqq")  # error, dev, ino, mode, nlink, uid, gid, size, atime, mtime, ctime
-_PEEK_EVERY = 16  # chunks between checks for an early FAIL while sending
+_BATCH_CHUNKS = 16  # DATA chunks per readv/sendall  # chunks between checks for an early FAIL while sending
 
 
 class SyncFail(Exception):
-    """The device refused a sync request (its FAIL message)."""
+    """The device refused a sync request (its FAIL message); `remote` is the file it was about."""
+
+    def __init__(self, message: str, remote: str | None = None):
+        super().__init__(message)
+        self.remote = remote
 
 
 class SyncProtocolError(EOFError):
@@ -58,9 +64,12 @@ def tune_socket(sock: socket.socket) -> None:
 
 
 class SyncClient:
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, on_ack: Callable[[str], None] | None = None):
         self.sock = sock
+        self.on_ack = on_ack
+        self.pending: collections.deque[str] = collections.deque()  # sent files awaiting OKAY/FAIL
         self._hdr = bytearray(_ID_LEN.size)
+        self._batch = bytearray((_ID_LEN.size + SYNC_DATA_MAX) * _BATCH_CHUNKS)
 
     # ---- low level ----------------------------------------------------------------------
     def _request(self, ident: bytes, path: str) -> None:
@@ -121,55 +130,91 @@ class SyncClient:
     # ---- send (push) --------------------------------------------------------------------
     def send_file(self, local: Path, remote: str, mode: int, mtime: int,
                   progress: Callable[[int], None] | None = None) -> int:
+        """SEND one file and wait for the device's verdict on it."""
+        total = self.send_file_nowait(local, remote, mode, mtime, progress)
+        self.wait_acks()
+        return total
+
+    def send_file_nowait(self, local: Path, remote: str, mode: int, mtime: int,
+                         progress: Callable[[int], None] | None = None) -> int:
+        """SEND one file without waiting for its OKAY (like the adb CLI's deferred acks);
+        `on_ack` hears about each acknowledged file, `wait_acks()` collects the rest."""
         self._request(b"SEND", f"{remote},{stat_mod.S_IFREG | (mode & 0o7777)}")
-        # One buffer for the whole file: 8 header bytes, then the chunk read in place.
-        buf = bytearray(_ID_LEN.size + SYNC_DATA_MAX)
-        view = memoryview(buf)
-        payload = view[_ID_LEN.size:]
+        self.pending.append(remote)
         total = 0
-        chunks = 0
         with open(local, "rb", buffering=0) as fin:
             try:
-                while True:
-                    n = fin.readinto(payload)
-                    if not n:
-                        break
-                    _ID_LEN.pack_into(buf, 0, b"DATA", n)
-                    self.sock.sendall(view[: _ID_LEN.size + n])
-                    total += n
-                    chunks += 1
-                    if progress:
-                        progress(n)
-                    if chunks % _PEEK_EVERY == 0:
-                        self._raise_early_fail()
+                total = self._send_data(fin, progress)
                 self.sock.sendall(_ID_LEN.pack(b"DONE", mtime & 0xFFFFFFFF))
-            except OSError:
+            except OSError as exc:
+                if getattr(exc, "filename", None) is not None:
+                    raise  # the local file, not the link
                 # adbd may have sent FAIL (e.g. no space) and closed; prefer its reason.
                 self._raise_pending_fail()
                 raise
-        ident, length = self._header()
-        if ident == b"OKAY":
-            return total
-        if ident == b"FAIL":
-            raise SyncFail(self._fail_message(length))
-        raise SyncProtocolError(f"expected OKAY/FAIL after DONE, got {ident!r}")
+        return total
 
-    def _raise_early_fail(self) -> None:
-        readable, _, _ = select.select([self.sock], [], [], 0)
-        if readable:  # nothing but FAIL can arrive before DONE
-            ident, length = self._header()
-            if ident == b"FAIL":
-                raise SyncFail(self._fail_message(length))
-            raise SyncProtocolError(f"unexpected {ident!r} while sending file data")
+    def _send_data(self, fin, progress: Callable[[int], None] | None) -> int:
+        """DATA chunks of the file, a batch at a time: one readv fills the payload slots of a
+        reused [header|64 KiB|header|64 KiB|...] buffer, headers are packed in place and the
+        whole batch leaves in one sendall. Per MiB that is two syscalls and no extra copies,
+        which keeps the client's CPU near the adb CLI's (64 KiB read + write per chunk in C)."""
+        slot = _ID_LEN.size + SYNC_DATA_MAX
+        buf = self._batch
+        view = memoryview(buf)
+        payloads = [view[i * slot + _ID_LEN.size:(i + 1) * slot] for i in range(_BATCH_CHUNKS)]
+        fd = fin.fileno()
+        total = 0
+        while True:
+            n = os.readv(fd, payloads)
+            if n == 0:
+                return total
+            full, rest = divmod(n, SYNC_DATA_MAX)
+            for i in range(full):
+                _ID_LEN.pack_into(buf, i * slot, b"DATA", SYNC_DATA_MAX)
+            end = full * slot
+            if rest:
+                _ID_LEN.pack_into(buf, end, b"DATA", rest)
+                end += _ID_LEN.size + rest
+            self.sock.sendall(view[:end])
+            total += n
+            if progress:
+                for _ in range(full):
+                    progress(SYNC_DATA_MAX)
+                if rest:
+                    progress(rest)
+            self.poll_acks()  # an early FAIL (no space) stops the transfer now
+
+    def _take_ack(self) -> None:
+        ident, length = self._header()
+        if not self.pending:
+            raise SyncProtocolError(f"unexpected {ident!r}: no file is waiting for a reply")
+        remote = self.pending.popleft()
+        if ident == b"OKAY":
+            if self.on_ack is not None:
+                self.on_ack(remote)
+            return
+        if ident == b"FAIL":
+            raise SyncFail(self._fail_message(length), remote)
+        raise SyncProtocolError(f"expected OKAY/FAIL for {remote}, got {ident!r}")
+
+    def poll_acks(self) -> None:
+        """Read the replies that have already arrived, without blocking."""
+        while self.pending and select.select([self.sock], [], [], 0)[0]:
+            self._take_ack()
+
+    def wait_acks(self, keep: int = 0) -> None:
+        """Block until at most `keep` files are still waiting for their reply."""
+        while len(self.pending) > keep:
+            self._take_ack()
 
     def _raise_pending_fail(self) -> None:
         try:
             old = self.sock.gettimeout()
             self.sock.settimeout(1.0)
             try:
-                ident, length = self._header()
-                if ident == b"FAIL":
-                    raise SyncFail(self._fail_message(length))
+                while self.pending:
+                    self._take_ack()
             finally:
                 self.sock.settimeout(old)
         except (OSError, EOFError):

@@ -184,6 +184,50 @@ def test_drop_mid_push_is_retried_with_a_log_line(fresh_phone, adb_entry, make_s
     assert len(lines) == 1 and "push big.bin" in lines[0] and "op13-drop" in lines[0]
 
 
+def _tree(root: Path, files: int, size: int) -> dict[str, str]:
+    shas = {}
+    for i in range(files):
+        f = root / ("sub dir" if i % 2 else "") / f"part {i}; x.bin"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(os.urandom(size + i))
+        shas[f.relative_to(root).as_posix()] = _sha(f)
+    return shas
+
+
+def test_push_tree_one_session_roundtrip(adb, phone, tmp_path):
+    shas = _tree(tmp_path / "tree", 7, 300_000)
+    seen: list[int] = []
+    sent = adb.push_tree(tmp_path / "tree", f"{WORK}/tree one", progress=seen.append)
+    assert sent == sum(300_000 + i for i in range(7)) == sum(seen)
+    assert adb.list_files(f"{WORK}/tree one") == sorted(shas)
+    for rel, sha in shas.items():
+        assert _sha(phone.host_path(f"{WORK}/tree one/{rel}")) == sha
+    (tmp_path / "empty").mkdir()
+    assert adb.push_tree(tmp_path / "empty", f"{WORK}/empty tree") == 0
+    assert adb.stat(f"{WORK}/empty tree").is_dir
+
+
+def test_push_tree_drop_resumes_unacknowledged_files(fresh_phone, adb_entry, make_spec, fast_retry, retry_log,
+                                                     tmp_path):
+    shas = _tree(tmp_path / "tree", 6, 512 * 1024)
+    fresh_phone.faults.drop_after_bytes(3 * 512 * 1024 + 1000)  # mid fourth file
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-tree")), retry=fast_retry) as t:
+        t.push_tree(tmp_path / "tree", f"{WORK}/tree")
+        for rel, sha in shas.items():
+            assert t.sha256(f"{WORK}/tree/{rel}") == sha
+    assert fresh_phone.faults.counters.drops_fired == 1
+    lines = retry_log()
+    assert len(lines) == 1 and "op13-tree" in lines[0] and "files acknowledged" in lines[0]
+
+
+def test_push_tree_no_space_names_the_file(fresh_phone, adb_entry, make_spec, fast_retry, tmp_path):
+    _tree(tmp_path / "tree", 4, 512 * 1024)
+    fresh_phone.faults.set_free_bytes(1024 * 1024 + 100_000)
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-treefull")), retry=fast_retry) as t:
+        with pytest.raises(RemoteNoSpaceError, match=rf"op13-treefull.*{WORK}/tree/.*part \d; x\.bin"):
+            t.push_tree(tmp_path / "tree", f"{WORK}/tree")
+
+
 def test_drop_without_retries_is_classified(fresh_phone, adb_entry, make_spec, tmp_path):
     src = tmp_path / "big.bin"
     src.write_bytes(os.urandom(2 * 1024 * 1024))
