@@ -31,7 +31,7 @@ def plot_device_trend(history: History, device: str, out_dir: Path, *, nights: i
     index = {n: i for i, n in enumerate(night_order)}
     fig = Figure(figsize=(8, 2.6 * len(metrics)), dpi=90)
     FigureCanvasAgg(fig)
-    axes = fig.subplots(len(metrics), 1, squeeze=False)[:, 0]
+    axes = fig.subplots(len(metrics), 1, squeeze=False, sharex=True)[:, 0]
     for ax, metric in zip(axes, metrics):
         for (model, pair), points in sorted(series[metric].items()):
             xs = [index[n] for n, _, _ in points if n in index]

@@ -1,0 +1,115 @@
+import os
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from harness.report.history import History
+from harness.report.html import group_failures, render_html, write_html
+
+from reportkit import HOSTILE, night_records
+
+
+def test_hostile_text_is_escaped_everywhere():
+    page = render_html(night_records(), title="night <b>1</b>")
+    assert "<script>" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert "<b>1</b>" not in page and "night &lt;b&gt;1&lt;/b&gt;" in page
+    assert "\x00" not in page and "\x1b" not in page and "#x1B[31mred" in page
+    assert "Segmentation fault &lt;core dumped&gt; &amp; more" in page
+    assert HOSTILE not in page
+
+
+def test_matrix_failures_and_devices():
+    page = render_html(night_records(), title="t")
+    assert 'id="matrix-oneplus13"' in page and 'id="matrix-sa8295"' in page
+    assert "FAIL 1/2 (crash)" in page and "PASS 2/2" in page and "decode 40.0 tok/s" in page
+    assert re.search(r'class="status-quarantined">quarantined</td>', page)
+    groups = group_failures(night_records())
+    assert list(groups) == ["class:garbled", "lab:health", "sigsegv-in-llm-demo"]  # ties in name order
+    assert [r.name for r in groups["sigsegv-in-llm-demo"]] == ["smollm2::matrix[cpu]::p1"]
+    assert page.count("<details>") == 1  # only the crash has a log excerpt
+
+
+def _png_is_blank(path: Path) -> bool:
+    """Decode a (8-bit RGB/RGBA, non-interlaced) PNG and say whether every pixel is the same."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height, color = 8, b"", 0, 0, 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", chunk[:10])
+            assert depth == 8
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    bpp = {2: 3, 6: 4}[color]
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    prev = bytearray(stride)
+    seen = set()
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b = prev[x]
+            c = prev[x - bpp] if x >= bpp else 0
+            if f == 1:
+                line[x] = (line[x] + a) & 255
+            elif f == 2:
+                line[x] = (line[x] + b) & 255
+            elif f == 3:
+                line[x] = (line[x] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        for x in range(0, stride, bpp * 7):
+            seen.add(bytes(line[x:x + 3]))
+        prev = line
+    return len(seen) <= 1
+
+
+def test_trend_plots_are_written(tmp_path):
+    with History(tmp_path / "h.sqlite") as h:
+        for i in range(3):
+            h.add_night(f"n{i}", night_records(decode_scale=1 + i / 10), started_at=float(i))
+        path = write_html(night_records(), tmp_path / "out", title="t", history=h)
+    page = path.read_text()
+    png = tmp_path / "out" / "plots" / "trend-oneplus13.png"
+    assert png.is_file() and 'src="plots/trend-oneplus13.png"' in page
+    assert not _png_is_blank(png)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp / 'profile'}", *args],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp)})
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_report_renders_in_headless_chromium(tmp_path):
+    with History(tmp_path / "h.sqlite") as h:
+        for i in range(3):
+            h.add_night(f"n{i}", night_records(decode_scale=1 + i / 10), started_at=float(i))
+        page = write_html(night_records(), tmp_path / "out", title="nightly", history=h)
+    dom = _chromium("--dump-dom", page.as_uri(), tmp=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'id="matrix-oneplus13"' in dom.stdout and "FAIL 1/2 (crash)" in dom.stdout
+    # The hostile text stayed text: no script element made it into the DOM.
+    assert "<script>" not in dom.stdout and "&lt;script&gt;" in dom.stdout
+    shot = tmp_path / "shot.png"
+    res = _chromium(f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri(), tmp=tmp_path)
+    assert shot.is_file(), res.stderr[-2000:]
+    assert not _png_is_blank(shot)
