@@ -365,7 +365,8 @@ class AdbTransport(Transport):
         local_dir = Path(local_dir)
         files = sorted(p for p in local_dir.rglob("*") if p.is_file())
         jobs = [(p, posixpath.join(remote_dir, p.relative_to(local_dir).as_posix())) for p in files]
-        if not jobs or "fixed_push_mkdir" not in self.features():
+        features = self.retry.run(f"{self.device.name}: features", self.features)
+        if not jobs or "fixed_push_mkdir" not in features:
             dirs = {remote_dir} | {posixpath.dirname(remote) for _, remote in jobs}
             self.makedirs(*sorted(dirs))
         done: set[str] = set()

@@ -147,6 +147,29 @@ class Transport(ABC):
             result.check(self.device.name)
         return result
 
+    def spawn(
+        self,
+        args: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdout_path: str,
+        stderr_path: str,
+    ) -> int:
+        """Start argv in the background on the device, output to files there; returns the
+        program's device pid (for is_running/kill). Not retried: a launch is not idempotent."""
+        # pid_file=/dev/null only to get build_shell_command's `exec` form: the `sh -c` whose
+        # pid `$!` reports becomes the program, so the pid returned is the program's own.
+        inner = build_shell_command(args, cwd=cwd, env=env, pid_file="/dev/null")
+        launcher = (f"{quote_argv(['sh', '-c', inner])} > {quote_argv([stdout_path])} "
+                    f"2> {quote_argv([stderr_path])} & echo $!")
+        raw = self._exec(launcher, 60)
+        text = raw.stdout.decode(errors="replace").strip()
+        if raw.exit_code != 0 or not text.isdigit():
+            raise CommandFailed(f"{self.device.name}: could not start `{quote_argv(args)}` in the background "
+                                f"(exit {raw.exit_code}): {(raw.stderr or raw.stdout).decode(errors='replace').strip()}")
+        return int(text)
+
     def shell_text(self, args: Sequence[str], timeout: float | None = 60) -> str:
         return self.shell(args, timeout=timeout, check=True).stdout
 
