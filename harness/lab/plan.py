@@ -23,7 +23,8 @@ history: {db: results/history.sqlite, nights: 7, perf_drop_pct: 15}
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import string
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ from harness.lab.health import HealthPolicy
 
 BACKEND_PAIRS = ("qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu", "qnn", "cpu")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# QNN context binaries are compiled per SoC, so a model path may name the device's facts.
+PATH_FIELDS = ("htp_arch", "soc", "device")
 _TOP_KEYS = {"version", "name", "devices", "tags", "repeats", "models", "suites", "health", "locks",
              "recovery", "history", "options"}
 _MODEL_KEYS = {"path", "kind", "options"}
@@ -52,9 +55,21 @@ class PlanError(HarnessError):
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
-    path: Path
+    path: Path  # may hold {htp_arch}, {soc}, {device}: one export per SoC
     kind: str = "mnn"  # mnn | executorch
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def per_device(self) -> bool:
+        return "{" in str(self.path)
+
+    def path_for(self, device: DeviceSpec) -> Path:
+        if not self.per_device:
+            return self.path
+        return Path(str(self.path).format(htp_arch=device.htp_arch, soc=device.soc_model, device=device.name))
+
+    def for_device(self, device: DeviceSpec) -> "ModelSpec":
+        return replace(self, path=self.path_for(device)) if self.per_device else self
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,10 @@ class PlanEntry:
     @property
     def id(self) -> str:
         return f"{self.suite.name}/{self.model.name}#{self.repeat}"
+
+    def for_device(self, device: DeviceSpec) -> "PlanEntry":
+        """This entry with the model path filled in for `device`."""
+        return replace(self, model=self.model.for_device(device))
 
 
 @dataclass(frozen=True)
@@ -123,6 +142,15 @@ class Plan:
                 for m in suite.models:
                     out.append(PlanEntry(suite, self.models[m], repeat))
         return out
+
+    def check_models(self, devices: list[DeviceSpec]) -> None:
+        """Per-device model paths exist for every device (plain paths were checked on load)."""
+        for m in self.models.values():
+            for d in devices if m.per_device else ():
+                path = m.path_for(d)
+                if not path.is_dir():
+                    raise PlanError(f"{self.path}: key 'models.{m.name}.path': {path} (for device {d.name}) is not "
+                                    "a folder; export the model for that device's SoC or leave the device out")
 
     def select_devices(self, inventory: Inventory) -> list[DeviceSpec]:
         try:
@@ -208,16 +236,27 @@ def _parse_models(ctx: _Ctx, raw: Any, base: Path) -> dict[str, ModelSpec]:
             raise ctx.fail(label, f"must be a mapping or a path, got {_type_name(spec)}",
                            "write `{path: /exports/NAME}`")
         _check_keys(ctx, label, spec, _MODEL_KEYS)
-        path = Path(_get(ctx, spec, "path", str, f"{label}.path", required=True)).expanduser()
+        raw_path = _get(ctx, spec, "path", str, f"{label}.path", required=True)
+        try:
+            fields_used = {f for _, f, _, _ in string.Formatter().parse(raw_path) if f is not None}
+        except ValueError as exc:
+            raise ctx.fail(f"{label}.path", f"{raw_path!r} has broken braces ({exc})",
+                           f"use {{{'}, {'.join(PATH_FIELDS)}}} or no braces") from None
+        bad = sorted(fields_used - set(PATH_FIELDS))
+        if bad:
+            raise ctx.fail(f"{label}.path", f"{{{bad[0]}}} is not a device field",
+                           f"use only {', '.join('{' + f + '}' for f in PATH_FIELDS)}")
+        path = Path(raw_path).expanduser()
         path = path if path.is_absolute() else (base / path)
-        if not path.is_dir():
+        if not fields_used and not path.is_dir():
             raise ctx.fail(f"{label}.path", f"{path} is not a folder",
                            "point it at the exported model folder (absolute, or relative to the plan file)")
         kind = _get(ctx, spec, "kind", str, f"{label}.kind", default="mnn")
         if kind not in ("mnn", "executorch"):
             raise ctx.fail(f"{label}.kind", f"{kind!r} is not a model kind", "use mnn or executorch")
         options = _get(ctx, spec, "options", dict, f"{label}.options", default={})
-        models[name] = ModelSpec(name=name, path=path.resolve(), kind=kind, options=dict(options))
+        path = path if fields_used else path.resolve()  # a template is resolved per device
+        models[name] = ModelSpec(name=name, path=path, kind=kind, options=dict(options))
     return models
 
 

@@ -318,7 +318,7 @@ class _DeviceWorker:
         run = _EntryRun(self, entry)
         while True:
             ctx = DeviceContext(
-                device=self.device, transport=self._open(), entry=entry, plan=night.plan, run_id=night.run_id,
+                device=self.device, transport=self._open(), entry=entry.for_device(self.device), plan=night.plan, run_id=night.run_id,
                 out_dir=self.dir, stop=night.stop, emit=run.deliver, attempt=run.attempt,
                 done=frozenset(run.delivered), processes=self.processes,
             )
@@ -474,6 +474,7 @@ def run_night(
     Ctrl-C (KeyboardInterrupt) or `stop.set()` ends the night cleanly; the result says so.
     """
     devices = plan.select_devices(inventory)
+    plan.check_models(devices)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()

@@ -73,3 +73,19 @@ def test_example_plan_is_valid(tmp_path):
     path.write_text(yaml.safe_dump(data))
     plan = load_plan(path)
     assert plan.entries() and plan.suites
+
+
+def test_model_path_per_soc(tmp_path):
+    inv = load_inventory(write_inventory(tmp_path, 2))
+    for arch in ("v79", "v75"):
+        (tmp_path / "exports" / f"tiny-{arch}").mkdir(parents=True)
+    plan = load_plan(write_plan(tmp_path, models={"tiny": {"path": "exports/tiny-{htp_arch}"}}))
+    devices = plan.select_devices(inv)
+    plan.check_models(devices)
+    entry = plan.entries()[0].for_device(inv.get("dev1"))
+    assert entry.model.path == tmp_path / "exports" / "tiny-v75"
+    (tmp_path / "exports" / "tiny-v75").rmdir()
+    with pytest.raises(PlanError, match=r"tiny-v75 \(for device dev1\) is not a folder"):
+        plan.check_models(devices)
+    with pytest.raises(PlanError, match=r"key 'models.tiny.path': \{arch\} is not a device field"):
+        load_plan(write_plan(tmp_path, models={"tiny": {"path": "exports/tiny-{arch}"}}))
