@@ -144,7 +144,7 @@ def test_full_disk_is_refused_before_pushing(vlab, tmp_path):
     m = re.search(r"^oneplus13: not enough space .* \((\d+) bytes, \d+ files\), .* \((\d+) bytes\) free", msg)
     assert m, msg
     needed, free = int(m.group(1)), int(m.group(2))
-    assert needed <= need and free < needed and abs(free - need // 2) < 4096  # df counts KiB
+    assert needed <= need and free < needed and free <= need // 2 + (64 << 10)  # df counts KiB, dirs use some
     assert _delta(after, before, "send_bytes") == 0
 
 
