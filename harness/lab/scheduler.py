@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from harness.errors import HarnessError, TransportError
+from harness.errors import ConnectionDropped, HarnessError, TransportError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import check_device
 from harness.lab.locks import DeviceBusy, DeviceLock
@@ -41,6 +41,10 @@ log = logging.getLogger("harness.lab")
 
 TransportFactory = Callable[[DeviceSpec], Transport]
 SayFn = Callable[[str], None]
+
+# Runners that swallow a link fault report it as a record of this class; for the lab that is
+# a device fault (reconnect, retry once, quarantine), never a test failure.
+TRANSPORT_FAULT_CLASSES = frozenset({"transport-error"})
 
 # Outcome of one device for the night.
 COMPLETED, QUARANTINED, BUSY, INTERRUPTED = "completed", "quarantined", "busy", "interrupted"
@@ -177,6 +181,8 @@ class _EntryRun:
 
     def deliver(self, rec: TestRecord) -> None:
         w = self.worker
+        if rec.status in ("failed", "error") and rec.failure_class in TRANSPORT_FAULT_CLASSES:
+            raise ConnectionDropped(f"{w.device.name}: link lost during {rec.name}: {rec.message}")
         if rec.name in self.delivered:
             return  # a retry re-ran a test that already has its result
         self.delivered.add(rec.name)
@@ -323,10 +329,16 @@ class _DeviceWorker:
                 done=frozenset(run.delivered), processes=self.processes,
             )
             try:
-                for rec in night.job(ctx):
-                    run.deliver(rec)
-                    if night.stop.is_set():
-                        break
+                records = iter(night.job(ctx))
+                try:
+                    for rec in records:
+                        run.deliver(rec)
+                        if night.stop.is_set():
+                            break
+                finally:
+                    close = getattr(records, "close", None)
+                    if close is not None:
+                        close()  # let an abandoned generator job run its clean-up now
                 if night.stop.is_set():
                     self.outcome.status = INTERRUPTED
                     return False

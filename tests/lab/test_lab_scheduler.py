@@ -182,3 +182,25 @@ def test_ctrl_c_stops_cleanly_kills_device_processes_and_releases_locks(tmp_path
     recs = read_records(tmp_path / "out" / "records.jsonl")
     assert sum(1 for r in recs if r.status == "passed") == 4  # the qnn test of each device
     assert Path(result["reports"]["junit"]).is_file() and Path(result["reports"]["html"]).is_file()
+
+
+def test_a_record_classed_transport_error_counts_as_a_device_fault(lab4, make_plan):
+    """Runners that swallow a link fault report it as a `transport-error` record: the lab
+    treats it as the device dropping (retry once, flaky), not as a test failure."""
+    inv, root = lab4
+    job = ShellJob(scripts={("dev0", "qnn"): "echo 'adb: device offline' >&2; exit 1"})
+    real = job.__call__
+
+    def lossy(ctx):
+        for rec in real(ctx):
+            if ctx.device.name == "dev0" and ctx.attempt == 1 and rec.status == "failed":
+                rec.failure_class = "transport-error"
+                job.scripts.clear()  # the link is back for the retry
+            yield rec
+
+    night = run_night(make_plan(), inv, root / "out", lossy, transport_factory=faulty_factory(Switch()),
+                      say=lambda m: None, reports=False)
+    dev0 = [r for r in night.records() if r.device == "dev0"]
+    assert [(r.name, r.status, r.flaky, r.attempts) for r in dev0] == [
+        ("tiny[qnn]", "passed", True, 2), ("tiny[cpu]", "passed", False, 2)]
+    assert night.devices["dev0"].faults == 1 and night.devices["dev0"].status == "completed"
