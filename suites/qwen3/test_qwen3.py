@@ -1,0 +1,92 @@
+"""Qwen3 (text) on the device: static shape guards, activation-quantization metadata,
+the QNN and CPU LLM backends with coherence and agreement, and chunked-prefill equivalence.
+
+    pytest suites/qwen3 --device oneplus13 --model-dir EXPORT --runtime-dir RUNTIME [--qnn-sdk SDK]
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from harness import pipeline
+from harness.checks import mrope
+from harness.checks.agreement import DriftWarning
+from harness.checks.coherence import assert_coherent
+from harness.checks.quant import assert_quant_ok, check_file
+from harness.checks.shapes import assert_shapes_ok, check_export_shapes
+from harness.runners.overlay import Overlay
+from harness.runners.prompts import Prompt
+
+from suites.support import record_run, select_pairs
+
+PAIRS = ["qnn", "cpu"]
+CASES = ["france", "cat"]
+
+
+@pytest.fixture(scope="session")
+def cases() -> list[pipeline.PromptCase]:
+    return pipeline.default_cases(visual=False)
+
+
+@pytest.fixture(scope="session")
+def matrix(llm_runner, provisioned_model, backends, cases) -> dict[str, pipeline.PairRun]:  # type: ignore[no-untyped-def]
+    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends))
+
+
+@pytest.fixture(scope="session")
+def judged(matrix, cases) -> dict[tuple[str, str], pipeline.Judgement]:  # type: ignore[no-untyped-def]
+    return {(j.pair, j.case.id): j for j in pipeline.judge_matrix(matrix, cases)}
+
+
+def test_export_shapes(model_dir: Path, device_record) -> None:  # type: ignore[no-untyped-def]
+    device_record.model = model_dir.name
+    assert_shapes_ok(check_export_shapes(model_dir))
+
+
+def test_quant_metadata(model_dir: Path, device_record) -> None:  # type: ignore[no-untyped-def]
+    """Every MLP Mul has its own calibrated range; integer tensors carry no activation quantization."""
+    graph = next((model_dir / n for n in ("llm.mnn.json", "llm.mnn.json.gz") if (model_dir / n).is_file()), None)
+    if graph is None:
+        pytest.skip(f"{model_dir} has no llm.mnn.json(.gz): export with --smooth/--omni keeps it")
+    report = check_file(graph)
+    device_record.extras["quantized_tensors"] = report.quantized_tensors
+    assert_quant_ok(report)
+
+
+@pytest.mark.qnn
+@pytest.mark.parametrize("case_id", CASES)
+@pytest.mark.parametrize("pair", PAIRS)
+def test_generation(matrix, judged, cases, pair: str, case_id: str, device_record) -> None:  # type: ignore[no-untyped-def]
+    if pair not in matrix:
+        pytest.skip(f"backend {pair} not selected (--backends) or not in this export")
+    run = matrix[pair]
+    index = [c.id for c in cases].index(case_id)
+    record_run(device_record, run, index)
+    cls = run.result.runs[index].classification
+    device_record.failure_class = "" if cls.ok else cls.cls
+    assert cls.ok, f"{pair} {case_id}: llm_demo failed ({cls.cls}): {cls.reason}\n" + "\n".join(cls.errors[:5])
+    assert_shapes_ok(run.shape_findings)
+    j = judged[(pair, case_id)]
+    assert j.text is not None, f"{pair} {case_id}: no text was generated"
+    device_record.text = j.text
+    device_record.verdict = assert_coherent(j.text, prompt=j.case.prompt.text, expect_any=j.case.expect_any,
+                                            reference=j.agreement.reference if j.agreement else None).verdict
+    if j.agreement is not None and j.agreement.level != "agree":
+        warnings.warn(DriftWarning(j.agreement.describe(pair)))
+
+
+def test_chunked_prefill_equivalence(llm_runner, provisioned_model, device_record) -> None:  # type: ignore[no-untyped-def]
+    """Greedy output with chunk_limits [128, 1] equals one large chunk for a prompt longer than a chunk."""
+    if "cpu" not in provisioned_model.configs:
+        pytest.skip("no CPU config in this export")
+    device_record.backend_pair = "cpu"
+    prompt = Prompt("Summarise this list: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40)))
+    chunked = llm_runner.run([prompt], backend="cpu", overlay=Overlay(max_new_tokens=32, chunk_limits=(128, 1)))
+    single = llm_runner.run([prompt], backend="cpu", overlay=Overlay(max_new_tokens=32, chunk_limits=(4096, 1)))
+    assert chunked.ok and single.ok, f"runs failed: {chunked.failure_class} / {single.failure_class}"
+    result = mrope.chunked_equivalence(chunked.texts[0] or "", single.texts[0] or "", label="long-text")
+    device_record.extras["chunked_equivalent"] = result.equal
+    mrope.assert_chunked_equivalent(result)
