@@ -1,0 +1,36 @@
+"""suites/executorch_qnn against the virtual OnePlus 13: the quant formats with an export run
+through the virtual qnn_llama_runner; formats without one are skipped with the reason."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_executorch_suite_runs_each_exported_format(vlab, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    exports = tmp_path / "exports"
+    for quant in ("16a4w", "16a8w", "16a4w_block"):
+        d = exports / quant
+        d.mkdir(parents=True)
+        (d / "kv_llama_qnn.pte").write_bytes(b"ET12 QnnBackend virtual program " + quant.encode())
+        (d / "tokenizer.json").write_text("{}")
+        (d / "export_manifest.json").write_text(json.dumps({"model_type": "qwen3", "soc_id": 69, "dsp_arch": "v79"}))
+    junit = tmp_path / "et.xml"
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", str(REPO / "suites" / "executorch_qnn"), "-q", "-p", "no:cacheprovider",
+         "--device", "oneplus13", "--devices-file", str(vlab.devices_yaml), "--model-dir", str(exports),
+         "--runtime-dir", str(vlab.runtime_dir("v79", kind="executorch")), "--qnn-sdk", str(vlab.qnn_sdk_dir),
+         f"--junitxml={junit}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:]
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    for quant in ("16a4w", "16a8w", "16a4w_block"):
+        case = cases[f"test_quant_format_runs[{quant}]"]
+        assert case.find("skipped") is None and case.find("failure") is None
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert props["backend_pair"] == f"qnn:{quant}" and float(props["decode_tps"]) > 0
+    assert cases["test_quant_format_runs[8a8w]"].find("skipped") is not None
