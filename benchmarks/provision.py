@@ -103,8 +103,9 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:  # type: ignore[n
         wipe()
         first_cold.append(_timed(lambda: provision(big, HashCache())))
         if not first_warm:
-            provision(big, warm)
             wipe()
+            provision(big, warm)
+        wipe()
         first_warm.append(_timed(lambda: provision(big, warm)))
 
     # ---- unchanged vs adb push --sync, and big vs small ---------------------------------

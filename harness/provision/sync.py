@@ -426,10 +426,15 @@ def sync_set(
     s = _Session(transport, layout, cache, progress, verify)
     items = [_Item(f, FileKey.of(f.path)) for f in files]
     hashed_before = cache.hashed_bytes
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="provision-hash") as hasher:
+    hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provision-hash")
+    try:
         probe = s.probe()
         plan = _plan(items, probe, cache, hasher, layout.set_dir)
         pushed = _push_all(s, plan, hasher) if plan.push else 0
+    finally:
+        # After a failure, do not go on hashing gigabytes nobody will push; keep what was hashed.
+        hasher.shutdown(wait=True, cancel_futures=True)
+        cache.save()
     manifest = Manifest(kind=kind, name=layout.name, remote_dir=layout.set_dir, meta=dict(meta or {}),
                         files={it.file.rel: FileEntry(it.file.rel, it.sha or "", it.file.size, it.file.mode)
                                for it in items})
