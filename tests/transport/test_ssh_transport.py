@@ -158,6 +158,11 @@ def test_missing_known_hosts_file_is_refused(fresh_ssh_board, make_spec):
     with SshTransport(make_spec(fresh_ssh_board.inventory_entry("car-nofile"))) as t:
         with pytest.raises(HostKeyError, match="does not exist"):
             t.exists("/")
+    # Opting in creates the file with the board's key.
+    entry = fresh_ssh_board.inventory_entry("car-nofile", trust_new_host_key=True)
+    with SshTransport(make_spec(entry)) as t:
+        assert t.exists("/")
+    assert fresh_ssh_board.host_public_key() in fresh_ssh_board.known_hosts_path.read_text()
 
 
 def test_refused_login_is_unauthorized_and_not_retried(fresh_ssh_board, make_spec, retry_log):
