@@ -107,6 +107,12 @@ def gather_facts(transport: Transport) -> tuple[str, dict[str, str], list[str]]:
     except TransportError as exc:
         return ("unauthorized" if isinstance(exc, DeviceUnauthorizedError) else "unreachable"), {}, [str(exc)]
     facts = dict(report.facts)
+    # Transports name some facts their own way (adb: battery_level, work_dir_free_bytes).
+    if "battery_pct" not in facts and "battery_level" in facts:
+        facts["battery_pct"] = facts["battery_level"]
+    if "free_mb" not in facts and facts.get("work_dir_free_bytes", "").isdigit():
+        facts["free_mb"] = f"{int(facts['work_dir_free_bytes']) / (1 << 20):.0f}"
+        facts["free_path"] = transport.device.work_dir
     if not report.reachable or report.problems:
         problems = list(report.problems) or [f"{name}: not reachable (state {report.state})"]
         return report.state, facts, problems

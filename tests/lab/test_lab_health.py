@@ -40,3 +40,25 @@ def test_unreachable_and_reported_facts(lab4):
     switch.unplug("dev1")
     verdict = check_device(t, HealthPolicy(min_free_mb=1))
     assert not verdict.ok and verdict.state == "unreachable" and "offline" in verdict.summary()
+
+
+def test_virtual_adb_device_health(vlab_factory):
+    from virtual_lab.lab import LabDeviceConfig
+
+    from harness.transport.factory import open_transport
+
+    lab = vlab_factory(devices=[LabDeviceConfig("phone", soc="SM8750", htp_arch="v79")])
+    policy = HealthPolicy(min_free_mb=1, min_battery_pct=20, max_battery_temp_c=40)
+    with open_transport(lab.inventory.get("phone"), retry=NO_RETRY) as t:
+        ok = check_device(t, policy)
+        assert ok.ok, ok.reasons
+        assert ok.facts["boot_completed"] == "1" and ok.facts["battery_pct"] == "85"
+        assert ok.facts["battery_temp_c"] == "31.2" and int(ok.facts["free_mb"]) > 1
+        lab.adb_device("phone").set_battery(level=5, temperature_decic=455)
+        low = check_device(t, policy)
+        assert not low.ok and "battery at 5%" in low.summary() and "45.5 C" in low.summary()
+    lab.adb_device("phone").faults.unauthorized()
+    lab.adb_server_for("phone").disconnect(lab.adb_device("phone").serial)
+    with open_transport(lab.inventory.get("phone"), retry=NO_RETRY) as t:
+        denied = check_device(t, policy)
+    assert not denied.ok and denied.state == "unauthorized" and "not authorized this computer" in denied.summary()
