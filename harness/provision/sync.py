@@ -661,8 +661,9 @@ class StatusReport:
 
     def __str__(self) -> str:
         free = human_bytes(self.free_bytes) if self.free_bytes is not None else "unknown"
-        lines = [f"{self.device}: {self.work_dir}: {len(self.sets)} sets, {human_bytes(self.stored_bytes)} stored, "
-                 f"{free} free"]
+        n = len(self.sets)
+        lines = [f"{self.device}: {self.work_dir}: {n} set{'' if n == 1 else 's'}, "
+                 f"{human_bytes(self.stored_bytes)} stored, {free} free"]
         if not self.sets:
             lines.append("  nothing provisioned")
         for st in self.sets:
