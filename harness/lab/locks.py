@@ -145,6 +145,12 @@ class DeviceLock:
         self.release()
 
 
+def default_lock_dir(inventory_path: Path, plan_lock_dir: Path | None = None) -> Path:
+    """Where runs meet: the plan's `locks.dir`, else `locks/` next to devices.yaml (the file
+    every run on this lab shares), so `lab run` and `lab status` agree without options."""
+    return Path(plan_lock_dir) if plan_lock_dir is not None else Path(inventory_path).resolve().parent / "locks"
+
+
 def lock_state(lock_dir: Path, device: str) -> LockState:
     """Who holds a device now. Probes the lock (a momentary non-blocking take) for the truth."""
     lock_path, holder_path = _paths(Path(lock_dir), device)

@@ -31,7 +31,7 @@ from typing import Callable, Iterable
 from harness.errors import ConnectionDropped, HarnessError, TransportError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import check_device
-from harness.lab.locks import DeviceBusy, DeviceLock
+from harness.lab.locks import DeviceBusy, DeviceLock, default_lock_dir
 from harness.lab.plan import Plan, PlanEntry
 from harness.report.records import RecordWriter, TestRecord, read_records
 from harness.transport.base import Transport
@@ -481,7 +481,7 @@ def run_night(
 
     out_dir gets records.jsonl (as results arrive), night.json, devices/<name>/ (job
     artifacts), and with `reports`: junit.xml, junit/<device>.xml, report.html, plots/.
-    Lock folder: `lock_dir`, else the plan's `locks.dir`, else <out_dir>/../locks.
+    Lock folder: `lock_dir`, else the plan's `locks.dir`, else locks/ next to devices.yaml.
     History: `history_db`, else the plan's `history.db`, else <out_dir>/../history.sqlite.
     Ctrl-C (KeyboardInterrupt) or `stop.set()` ends the night cleanly; the result says so.
     """
@@ -492,7 +492,7 @@ def run_night(
     stop = stop or threading.Event()
     say = say or _default_say
     run_id = run_id or new_run_id()
-    lock_dir = Path(lock_dir or plan.locks.dir or out_dir.parent / "locks")
+    lock_dir = Path(lock_dir) if lock_dir is not None else default_lock_dir(inventory.path, plan.locks.dir)
     records_path = out_dir / "records.jsonl"
     result = NightResult(run_id=run_id, plan_name=plan.name, out_dir=out_dir, records_path=records_path,
                          started_at=time.time())

@@ -86,3 +86,10 @@ def test_stop_event_cancels_the_wait(tmp_path):
     with pytest.raises(DeviceBusy, match="stopped while waiting"):
         DeviceLock(tmp_path, "dev0", "b").acquire(60, cancel=stop)
     first.release()
+
+
+def test_default_lock_dir_is_shared_by_run_and_status(tmp_path):
+    from harness.lab.locks import default_lock_dir
+
+    assert default_lock_dir(tmp_path / "devices.yaml") == tmp_path.resolve() / "locks"
+    assert default_lock_dir(tmp_path / "devices.yaml", tmp_path / "elsewhere") == tmp_path / "elsewhere"
