@@ -110,12 +110,14 @@ echo @@files; find "$W/models" "$W/runtimes" -type f -exec stat -c '%i %s %Y %a 
 echo @@end
 """
 
-# args: run dir, stale-run parent, then folders to create. Prints the SoC model (if any).
+# args: run dir, stale-run parent, work dir, then folders to create. Prints the SoC model
+# (if the device has getprop) and `df -k` of the work dir.
 PREPARE_SCRIPT = r"""
-R=$1; P=$2; shift 2
+R=$1; P=$2; W=$3; shift 3
 find "$P" -mindepth 1 -maxdepth 1 -mmin +120 -exec rm -rf {} + 2>/dev/null
 mkdir -p "$R" "$@" || exit 1
 echo @@soc; getprop ro.soc.model 2>/dev/null
+echo @@df; df -k "$W" 2>/dev/null
 echo @@end
 """
 
@@ -157,6 +159,7 @@ stat -c '%i %s %Y' -- "$@" | {
     read -r ino size mtime
     read -r want sha <&3
     echo "$sha $ino $size $mtime $rel" >> "$J"
+    echo "@$ino $mtime $rel"
   done
 } 3<<EOF
 $META
@@ -166,10 +169,11 @@ echo @@placed
 """
 
 # args: set dir, manifests dir, LINKS ("source\nrel" pairs), CHMODS ("mode rel" lines),
-# stale rel paths... Links contents found elsewhere on the device, adds permission bits,
-# removes files the set no longer has, and prints the stat of every file of the set.
+# manifest path, MANIFEST (json or ""), journal, run dir, stale rel paths... Links contents
+# found elsewhere on the device, adds permission bits, removes files the set no longer has,
+# prints the stat of every file of the set, then writes the manifest (tmp + rename).
 COMMIT_SCRIPT = r"""
-D=$1; MD=$2; LINKS=$3; CHMODS=$4; shift 4
+D=$1; MD=$2; LINKS=$3; CHMODS=$4; M=$5; MANIFEST=$6; J=$7; R=$8; shift 8
 mkdir -p "$D" "$MD" && cd "$D" || { echo "FAIL cannot enter $D"; exit 1; }
 [ $# -gt 0 ] && rm -f -- "$@"
 if [ -n "$LINKS" ]; then
@@ -189,11 +193,19 @@ fi
 find . -depth -mindepth 1 -type d -empty -exec rmdir {} + 2>/dev/null
 echo @@stat
 find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
+if [ -n "$MANIFEST" ]; then
+  printf '%s\n' "$MANIFEST" > "$M.tmp$$" && mv -f "$M.tmp$$" "$M" && rm -rf "$J" "$R" && echo @@published
+fi
 """
 
 # args: tmp manifest, manifest, journal, run dir
 PUBLISH_SCRIPT = r"""
 mv -f "$1" "$2" && rm -rf "$3" "$4"
+"""
+
+# args: manifest, its text, journal, run dir
+PUBLISH_INLINE_SCRIPT = r"""
+mkdir -p "${1%/*}" && printf '%s\n' "$2" > "$1.tmp$$" && mv -f "$1.tmp$$" "$1" && rm -rf "$3" "$4"
 """
 
 
@@ -334,6 +346,8 @@ class _Session:
         self.device = transport.device
         self.round_trips = 0
         self.placed = 0  # files verified and put in place by this run
+        self.placed_stamps: dict[str, DeviceStamp] = {}
+        self.df_free: int | None = None
         self.run_dir = posixpath.join(layout.incoming, uuid.uuid4().hex[:12])
 
     def script(self, script: str, args: Sequence[str], *, what: str, check: bool = True) -> str:
@@ -357,8 +371,9 @@ class _Session:
         serial would put a v79 export on a v75 phone the inventory calls v79)."""
         dirs = sorted({posixpath.join(self.run_dir, posixpath.dirname(it.file.rel))
                        for it in items if "/" in it.file.rel})
-        out = self.script(PREPARE_SCRIPT, [self.run_dir, self.layout.incoming, *dirs,
+        out = self.script(PREPARE_SCRIPT, [self.run_dir, self.layout.incoming, self.layout.work_dir, *dirs,
                                            posixpath.dirname(self.layout.manifest)], what="preparing the push")
+        self.df_free = parse_df(split_sections(out).get("df", []))
         reported = next((ln.strip() for ln in split_sections(out).get("soc", []) if ln.strip()), "")
         info = soc.lookup(reported) if reported else None
         if info is not None and info.model != self.device.soc_model:
@@ -442,12 +457,12 @@ def sync_set(
                         files_sent=len(plan.push), files_linked=len(plan.link), files_removed=len(plan.stale))
     complete = (probe.manifest is not None and len(plan.keep) == len(items) and not plan.stale and not plan.chmod
                 and all(probe.manifest.device.get(rel) == p.stamp for rel, p in plan.keep.items()))
-    if complete:
-        manifest.device = {rel: p.stamp for rel, p in plan.keep.items()}
+    if not complete:
+        _commit(s, plan, items, manifest)
     else:
-        manifest.device = _commit(s, plan, items)
-    if not complete or probe.manifest.to_json() != manifest.to_json():
-        _publish(s, manifest)
+        manifest.device = {rel: p.stamp for rel, p in plan.keep.items()}
+        if probe.manifest.to_json() != manifest.to_json():  # same files, new meta
+            _publish(s, manifest)
     cache.save()
     result.round_trips = s.round_trips
     result.hashed_bytes = cache.hashed_bytes - hashed_before
@@ -459,8 +474,11 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
     need = sum(it.file.size for it in todo)
     L, dev = s.layout, s.device
     s.prepare(todo)
-    s.round_trips += 1
-    free = s.t.free_bytes(L.work_dir)
+    if s.df_free is not None and type(s.t).free_bytes is Transport.free_bytes:
+        free = s.df_free  # what the transport's own free_bytes would have asked, one round trip less
+    else:
+        s.round_trips += 1
+        free = s.t.free_bytes(L.work_dir)
     margin = 1 << 20  # manifests, journal, directory blocks
     if need + margin > free:
         raise RemoteNoSpaceError(
@@ -546,14 +564,32 @@ def _place(s: _Session, items: list[_Item], discard: str = "") -> None:
             raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
                                  f"({'; '.join(bad) or out.strip()[:200]}); provision again")
         s.placed += len(batch)
+        for line in out.splitlines():
+            parts = line[1:].split(" ", 2) if line.startswith("@") and not line.startswith("@@") else []
+            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+                s.placed_stamps[parts[2]] = DeviceStamp(int(parts[0]), int(parts[1]))
 
 
-def _commit(s: _Session, plan: _Plan, items: list[_Item]) -> dict[str, DeviceStamp]:
-    """Link contents found elsewhere, drop stale files, and read back every file's stamp."""
+MAX_INLINE_MANIFEST = 64 << 10  # larger manifests are pushed as a file
+
+
+def _commit(s: _Session, plan: _Plan, items: list[_Item], manifest: Manifest) -> None:
+    """Link contents found elsewhere, drop stale files, read back every file's stamp and
+    publish the manifest, in one command. The manifest is written with the stamps the files
+    must have (kept, placed or hard-linked: the inode and mtime are known); if the device
+    reports others (e.g. `ln` fell back to a copy), a corrected manifest replaces it. A wrong
+    stamp is harmless anyway: it only makes the next run re-check that file."""
     L = s.layout
+    predicted: dict[str, DeviceStamp] = {rel: p.stamp for rel, p in plan.keep.items()}
+    predicted.update({it.file.rel: placed.stamp for it, placed in plan.link})
+    predicted.update(s.placed_stamps)
+    manifest.device = dict(predicted)
+    text = manifest.to_json() if len(predicted) == len(items) else ""
+    inline = text if len(text) <= MAX_INLINE_MANIFEST else ""
     links = "\n".join(f"{placed.path}\n{it.file.rel}" for it, placed in plan.link)
     chmods = "\n".join(f"{mode:o} {rel}" for rel, mode in sorted(plan.chmod.items()))
-    out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), links, chmods, *plan.stale],
+    out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), links, chmods, L.manifest, inline,
+                                   L.journal, s.run_dir, *plan.stale],
                    what=f"putting files in place in {L.set_dir}")
     prefix = L.set_dir.rstrip("/") + "/"
     stats = {st.path[len(prefix):]: st for st in parse_stat_lines(split_sections(out).get("stat", []))
@@ -566,19 +602,34 @@ def _commit(s: _Session, plan: _Plan, items: list[_Item]) -> dict[str, DeviceSta
                                  f"(device says {st.size if st else 'missing'}, want {it.file.size} bytes); "
                                  "provision again")
         stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)
-    return stamps
+    manifest.device = stamps
+    if not inline or "@@published" not in out or stamps != predicted:
+        _publish(s, manifest)
 
 
 def _publish(s: _Session, manifest: Manifest) -> None:
-    """The manifest goes last: pushed under a temporary name, renamed over the old one."""
+    """The manifest goes last: written under a temporary name, renamed over the old one."""
     L = s.layout
+    text = manifest.to_json()
+    if len(text) <= MAX_INLINE_MANIFEST:
+        s.script(PUBLISH_INLINE_SCRIPT, [L.manifest, text, L.journal, s.run_dir], what="writing the manifest")
+        return
     tmp_remote = f"{L.manifest}.{posixpath.basename(s.run_dir)}.tmp"
     with tempfile.TemporaryDirectory(prefix="harness-manifest-") as d:
         local = Path(d) / "manifest.json"
-        local.write_text(manifest.to_json(), encoding="utf-8")
+        local.write_text(text, encoding="utf-8")
         s.round_trips += 1
         s.t.push(local, tmp_remote, mode=0o644)
     s.script(PUBLISH_SCRIPT, [tmp_remote, L.manifest, L.journal, s.run_dir], what="writing the manifest")
+
+
+def parse_df(lines: Sequence[str]) -> int | None:
+    """Free bytes from `df -k` output (header, then one row that a long name may wrap)."""
+    rows = [ln for ln in lines if ln.strip()]
+    if len(rows) < 2:
+        return None
+    nums = [c for c in " ".join(rows[1:]).split() if c.isdigit()]
+    return int(nums[2]) * 1024 if len(nums) >= 3 else None
 
 
 # ---- models -------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def test_first_push_then_unchanged_costs_one_round_trip(transport: CountingTrans
                                                         cache: HashCache, tmp_path: Path):
     first = provision_model(transport, qwen3_export, cache=cache, progress=Q)
     assert first.remote_dir == f"{transport.device.work_dir}/models/qwen3-0.6b"
-    assert first.bytes_sent == transport.pushed_bytes - _manifest_bytes(transport) == _total(qwen3_export)
+    assert first.bytes_sent == transport.pushed_bytes == _total(qwen3_export)
+    assert transport.shells == 4  # probe, prepare (+df), place, commit (+manifest): not per file
     assert _tree(Path(first.remote_dir)) == _tree(qwen3_export)
     assert first.model_type == "qwen3" and first.configs["qnn"] == "config_qnn.json"
 
@@ -42,11 +43,6 @@ def test_first_push_then_unchanged_costs_one_round_trip(transport: CountingTrans
     assert transport.pushed_bytes == 0 and transport.pushed_files == []
     assert transport.shells == 1  # the probe, and nothing else
     assert fresh_cache.hashed_bytes == 0  # nothing re-hashed
-
-
-def _manifest_bytes(transport: CountingTransport) -> int:
-    m = Path(transport.device.work_dir) / "manifests/models/qwen3-0.6b.json"
-    return m.stat().st_size
 
 
 def test_one_changed_file_sends_that_file(transport, qwen3_export, cache):
@@ -60,7 +56,6 @@ def test_one_changed_file_sends_that_file(transport, qwen3_export, cache):
     assert res.files_sent == 1 and res.bytes_sent == cfg.stat().st_size
     assert transport.pushed_files[0] == "config_qnn.json"
     assert _tree(Path(res.remote_dir)) == _tree(qwen3_export)
-    assert transport.shells <= 6  # probe, prepare, df, place, commit, publish: not per file
 
 
 def test_removed_file_is_removed_on_device_and_extra_device_files_are_left(transport, qwen3_export, cache):
@@ -80,7 +75,7 @@ def test_file_deleted_on_the_device_is_sent_again_alone(transport, qwen3_export,
     (remote / "tokenizer.mtok").unlink()  # someone removed a file on the device
     transport.reset_counts()
     again = provision_model(transport, qwen3_export, cache=cache, progress=Q)
-    assert again.files_sent == 1 and transport.pushed_files == ["tokenizer.mtok", "manifest.json"]
+    assert again.files_sent == 1 and transport.pushed_files == ["tokenizer.mtok"]
     assert (remote / "tokenizer.mtok").read_bytes() == (qwen3_export / "tokenizer.mtok").read_bytes()
 
 
@@ -226,3 +221,20 @@ def test_exec_bit_is_added_to_a_shared_content(transport, tmp_path, cache):
     res = sync_set(transport, list_files(b), kind="runtime", name="b", cache=cache, progress=Q)
     assert res.files_sent == 0 and res.files_linked == 1
     assert os.stat(Path(res.remote_dir) / "tool").st_mode & 0o111
+
+
+def test_many_files_are_batched_and_a_big_manifest_is_pushed(transport, tmp_path, cache):
+    src = tmp_path / "many"
+    long = "x" * 90
+    for i in range(400):
+        d = src / f"sub{i % 3}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{long}-{i:04d}.bin").write_bytes(i.to_bytes(4, "little") * 8)
+    files = list_files(src)
+    res = sync_set(transport, files, kind="model", name="many", cache=cache, progress=Q)
+    assert len(res.manifest.to_json()) > 64 << 10
+    assert "manifest.json" in transport.pushed_files  # too big to travel inside a command
+    assert _tree(Path(res.remote_dir)) == _tree(src)
+    transport.reset_counts()
+    again = sync_set(transport, files, kind="model", name="many", cache=cache, progress=Q)
+    assert again.unchanged and transport.shells == 1 and transport.pushed_bytes == 0
