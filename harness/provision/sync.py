@@ -491,7 +491,7 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
             it.hash_future = hasher.submit(s.cache.digest, it.file.path)
     s.progress.start(f"{dev.name}: {L.kind} {L.name}", need, len(todo))
     pending: list[_Item] = []
-    pending_bytes = sent = 0
+    pending_bytes = pending_args = sent = 0
     current: _Item | None = None
     try:
         for it in todo:
@@ -507,9 +507,11 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
             s.progress.file_done(it.file.rel)
             pending.append(it)
             pending_bytes += it.file.size
-            if pending_bytes >= FLUSH_BYTES:
+            pending_args += _arg_cost(it)
+            # The run folder must hold exactly one command's worth of files when they are placed.
+            if pending_bytes >= FLUSH_BYTES or pending_args >= MAX_COMMAND:
                 _place(s, pending)
-                pending, pending_bytes = [], 0
+                pending, pending_bytes, pending_args = [], 0, 0
         _place(s, pending)
         pending = []
     except (TransportError, ProvisionError) as exc:
@@ -535,39 +537,32 @@ def _salvage(s: _Session, pending: list[_Item], partial: _Item | None) -> None:
         pass
 
 
+def _arg_cost(it: _Item) -> int:
+    return 2 * len(it.file.rel.encode()) + 90  # the rel path, "size sha" and quoting
+
+
 def _place(s: _Session, items: list[_Item], discard: str = "") -> None:
-    """Verify a batch in the run folder and hard-link it into the set (one device command
-    per MAX_COMMAND of arguments, a fixed number of processes each)."""
+    """Verify what is in the run folder (exactly `items`) and hard-link it into the set: one
+    device command with a fixed number of processes (the caller keeps `items` within
+    MAX_COMMAND)."""
     L = s.layout
     if not items:
         if discard:
             s.t.remove(posixpath.join(s.run_dir, discard))
         return
-    batches: list[list[_Item]] = [[]]
-    size = 0
-    for it in items:
-        n = len(it.file.rel) * 2 + 80
-        if batches[-1] and size + n > MAX_COMMAND:
-            batches.append([])
-            size = 0
-        batches[-1].append(it)
-        size += n
-    for batch in batches:
-        if not batch:
-            continue
-        meta = "\n".join(f"{it.file.size} {it.sha}" for it in batch)
-        out = s.script(PLACE_SCRIPT, [s.verify, L.set_dir, s.run_dir, L.journal, meta, discard,
-                                      *[it.file.rel for it in batch]],
-                       what=f"verifying pushed files of {L.kind} {L.name!r}", check=False)
-        if "@@placed" not in out:
-            bad = [ln for ln in out.splitlines() if ln.startswith("BAD")]
-            raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
-                                 f"({'; '.join(bad) or out.strip()[:200]}); provision again")
-        s.placed += len(batch)
-        for line in out.splitlines():
-            parts = line[1:].split(" ", 2) if line.startswith("@") and not line.startswith("@@") else []
-            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
-                s.placed_stamps[parts[2]] = DeviceStamp(int(parts[0]), int(parts[1]))
+    meta = "\n".join(f"{it.file.size} {it.sha}" for it in items)
+    out = s.script(PLACE_SCRIPT, [s.verify, L.set_dir, s.run_dir, L.journal, meta, discard,
+                                  *[it.file.rel for it in items]],
+                   what=f"verifying pushed files of {L.kind} {L.name!r}", check=False)
+    if "@@placed" not in out:
+        bad = [ln for ln in out.splitlines() if ln.startswith("BAD")]
+        raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
+                             f"({'; '.join(bad) or out.strip()[:200]}); provision again")
+    s.placed += len(items)
+    for line in out.splitlines():
+        parts = line[1:].split(" ", 2) if line.startswith("@") and not line.startswith("@@") else []
+        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+            s.placed_stamps[parts[2]] = DeviceStamp(int(parts[0]), int(parts[1]))
 
 
 MAX_INLINE_MANIFEST = 64 << 10  # larger manifests are pushed as a file
@@ -586,11 +581,27 @@ def _commit(s: _Session, plan: _Plan, items: list[_Item], manifest: Manifest) ->
     manifest.device = dict(predicted)
     text = manifest.to_json() if len(predicted) == len(items) else ""
     inline = text if len(text) <= MAX_INLINE_MANIFEST else ""
-    links = "\n".join(f"{placed.path}\n{it.file.rel}" for it, placed in plan.link)
-    chmods = "\n".join(f"{mode:o} {rel}" for rel, mode in sorted(plan.chmod.items()))
-    out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), links, chmods, L.manifest, inline,
-                                   L.journal, s.run_dir, *plan.stale],
-                   what=f"putting files in place in {L.set_dir}")
+    # Links, mode changes and removals, in as many commands as MAX_COMMAND needs (one, unless
+    # thousands of files changed); the last one also writes the manifest.
+    work = ([("link", f"{placed.path}\n{it.file.rel}") for it, placed in plan.link]
+            + [("chmod", f"{mode:o} {rel}") for rel, mode in sorted(plan.chmod.items())]
+            + [("stale", rel) for rel in plan.stale])
+    chunks: list[list[tuple[str, str]]] = [[]]
+    size = 0
+    for op in work:
+        if chunks[-1] and size + len(op[1]) + 4 > MAX_COMMAND:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(op)
+        size += len(op[1]) + 4
+    for i, chunk in enumerate(chunks):
+        last = i == len(chunks) - 1
+        links = "\n".join(x for kind, x in chunk if kind == "link")
+        chmods = "\n".join(x for kind, x in chunk if kind == "chmod")
+        stale = [x for kind, x in chunk if kind == "stale"]
+        out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), links, chmods, L.manifest,
+                                       inline if last else "", L.journal, s.run_dir, *stale],
+                       what=f"putting files in place in {L.set_dir}")
     prefix = L.set_dir.rstrip("/") + "/"
     stats = {st.path[len(prefix):]: st for st in parse_stat_lines(split_sections(out).get("stat", []))
              if st.path.startswith(prefix)}

@@ -238,3 +238,15 @@ def test_many_files_are_batched_and_a_big_manifest_is_pushed(transport, tmp_path
     transport.reset_counts()
     again = sync_set(transport, files, kind="model", name="many", cache=cache, progress=Q)
     assert again.unchanged and transport.shells == 1 and transport.pushed_bytes == 0
+    # Every file renamed: contents are linked from their old names (no push), the old names
+    # go; that much work takes several commands.
+    renamed = tmp_path / "renamed"
+    for f in files:
+        dst = renamed / f.rel.replace(long, "y" * 90)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(f.path.read_bytes())
+    transport.reset_counts()
+    moved = sync_set(transport, list_files(renamed), kind="model", name="many", cache=cache, progress=Q)
+    assert moved.files_sent == 0 and moved.files_linked == 400 and moved.files_removed == 400
+    assert transport.shells >= 3
+    assert _tree(Path(moved.remote_dir)) == _tree(renamed)
