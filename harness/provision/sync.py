@@ -170,12 +170,11 @@ echo @@placed
 
 # args: set dir, manifests dir, LINKS ("source\nrel" pairs), CHMODS ("mode rel" lines),
 # manifest path, MANIFEST (json or ""), journal, run dir, stale rel paths... Links contents
-# found elsewhere on the device, adds permission bits, removes files the set no longer has,
-# prints the stat of every file of the set, then writes the manifest (tmp + rename).
+# found elsewhere on the device (possibly a file of this set about to go: links come first),
+# adds permission bits, removes files the set no longer has, prints the stat of every file of the set, then writes the manifest (tmp + rename).
 COMMIT_SCRIPT = r"""
 D=$1; MD=$2; LINKS=$3; CHMODS=$4; M=$5; MANIFEST=$6; J=$7; R=$8; shift 8
 mkdir -p "$D" "$MD" && cd "$D" || { echo "FAIL cannot enter $D"; exit 1; }
-[ $# -gt 0 ] && rm -f -- "$@"
 if [ -n "$LINKS" ]; then
   while IFS= read -r src && IFS= read -r rel; do
     case "$rel" in */*) [ -d "${rel%/*}" ] || mkdir -p "${rel%/*}" ;; esac
@@ -190,6 +189,7 @@ if [ -n "$CHMODS" ]; then
 $CHMODS
 EOF
 fi
+[ $# -gt 0 ] && rm -f -- "$@"
 find . -depth -mindepth 1 -type d -empty -exec rmdir {} + 2>/dev/null
 echo @@stat
 find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null

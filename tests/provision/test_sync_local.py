@@ -250,3 +250,11 @@ def test_many_files_are_batched_and_a_big_manifest_is_pushed(transport, tmp_path
     assert moved.files_sent == 0 and moved.files_linked == 400 and moved.files_removed == 400
     assert transport.shells >= 3
     assert _tree(Path(moved.remote_dir)) == _tree(renamed)
+
+
+def test_renamed_file_is_linked_from_its_old_name(transport, qwen3_export, cache):
+    provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    (qwen3_export / "tokenizer.mtok").rename(qwen3_export / "tokenizer.bak")
+    res = sync_set(transport, list_files(qwen3_export), kind="model", name="qwen3-0.6b", cache=cache, progress=Q)
+    assert res.files_sent == 0 and res.files_linked == 1 and res.files_removed == 1
+    assert _tree(Path(res.remote_dir)) == _tree(qwen3_export)
