@@ -1,8 +1,8 @@
 """The adb `sync:` protocol (AOSP SYNC.TXT) over a socket already switched to `sync:`.
 
 Why our own client: adbutils' sync sends 4 KiB DATA chunks and reads with recv(); this one
-sends full 64 KiB chunks (the protocol maximum) from one reused buffer, which is what the
-`adb push` CLI does, so a harness push keeps up with it.
+sends 64 KiB DATA messages (the protocol maximum, as the `adb push` CLI does) from one
+reused buffer, and can pipeline several files, so a harness push keeps up with the CLI.
 
 Requests and replies are a 4-byte id plus a little-endian uint32; payloads follow.
 Device refusals come back as `FAIL <len> <message>` and are raised as SyncFail; socket
@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-SYNC_DATA_MAX = 64 * 1024  # protocol limit for one DATA chunk
+SYNC_DATA_MAX = 64 * 1024  # protocol limit for one DATA chunk's payload
+# What we send per DATA: like the adb CLI, the whole message (8-byte header + payload) is
+# 64 KiB, so messages line up with the server's 64/256 KiB packets to the device and adbd
+# never has to stitch a chunk across two packets.
+SEND_PAYLOAD = SYNC_DATA_MAX - 8
 MAX_PATH = 1024  # adbd rejects longer request paths
 SOCKET_BUFFER = 4 * 1024 * 1024
 _ID_LEN = struct.Struct("<4sI")
@@ -69,7 +73,7 @@ class SyncClient:
         self.on_ack = on_ack
         self.pending: collections.deque[str] = collections.deque()  # sent files awaiting OKAY/FAIL
         self._hdr = bytearray(_ID_LEN.size)
-        self._batch = bytearray((_ID_LEN.size + SYNC_DATA_MAX) * _BATCH_CHUNKS)
+        self._batch = bytearray((_ID_LEN.size + SEND_PAYLOAD) * _BATCH_CHUNKS)
 
     # ---- low level ----------------------------------------------------------------------
     def _request(self, ident: bytes, path: str) -> None:
@@ -156,10 +160,10 @@ class SyncClient:
 
     def _send_data(self, fin, progress: Callable[[int], None] | None) -> int:
         """DATA chunks of the file, a batch at a time: one readv fills the payload slots of a
-        reused [header|64 KiB|header|64 KiB|...] buffer, headers are packed in place and the
-        whole batch leaves in one sendall. Per MiB that is two syscalls and no extra copies,
+        reused [header|payload|header|payload|...] buffer (64 KiB per message), headers are
+        packed in place and the whole batch leaves in one sendall. Per MiB that is two syscalls and no extra copies,
         which keeps the client's CPU near the adb CLI's (64 KiB read + write per chunk in C)."""
-        slot = _ID_LEN.size + SYNC_DATA_MAX
+        slot = _ID_LEN.size + SEND_PAYLOAD
         buf = self._batch
         view = memoryview(buf)
         payloads = [view[i * slot + _ID_LEN.size:(i + 1) * slot] for i in range(_BATCH_CHUNKS)]
@@ -169,9 +173,9 @@ class SyncClient:
             n = os.readv(fd, payloads)
             if n == 0:
                 return total
-            full, rest = divmod(n, SYNC_DATA_MAX)
+            full, rest = divmod(n, SEND_PAYLOAD)
             for i in range(full):
-                _ID_LEN.pack_into(buf, i * slot, b"DATA", SYNC_DATA_MAX)
+                _ID_LEN.pack_into(buf, i * slot, b"DATA", SEND_PAYLOAD)
             end = full * slot
             if rest:
                 _ID_LEN.pack_into(buf, end, b"DATA", rest)
@@ -180,7 +184,7 @@ class SyncClient:
             total += n
             if progress:
                 for _ in range(full):
-                    progress(SYNC_DATA_MAX)
+                    progress(SEND_PAYLOAD)
                 if rest:
                     progress(rest)
             self.poll_acks()  # an early FAIL (no space) stops the transfer now
@@ -246,4 +250,4 @@ class SyncClient:
                     raise SyncProtocolError(f"unexpected {ident!r} in RECV reply")
 
 
-__all__ = ["SYNC_DATA_MAX", "SyncClient", "SyncFail", "SyncProtocolError", "SyncStat", "tune_socket"]
+__all__ = ["SEND_PAYLOAD", "SYNC_DATA_MAX", "SyncClient", "SyncFail", "SyncProtocolError", "SyncStat", "tune_socket"]
