@@ -17,7 +17,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
 from harness.checks import mrope
 from harness.checks.agreement import Agreement, compare
@@ -117,15 +117,16 @@ def _position_findings(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dict[
 
 
 def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterable[str], *,
-               max_new_tokens: int = 64, timeout: float = 300.0,
-               overlay: Overlay | None = None) -> dict[str, PairRun]:
+               max_new_tokens: int = 64, timeout: float = 300.0, overlay: Overlay | None = None,
+               extra_env: Mapping[str, str] | None = None) -> dict[str, PairRun]:
     """Run every prompt on every pair, one llm_demo process per prompt (a failure in one
     prompt poisons the rest of its process, mnn-llm.md §1). Never raises for a failing run."""
     overlay = overlay or Overlay(greedy=True, max_new_tokens=max_new_tokens)
     prompts = [c.prompt for c in cases]
     out: dict[str, PairRun] = {}
     for pair in pairs:
-        result = runner.run(prompts, backend=pair, overlay=overlay, one_per_process=True, timeout=timeout)
+        result = runner.run(prompts, backend=pair, overlay=overlay, one_per_process=True, timeout=timeout,
+                            extra_env=extra_env)
         run = PairRun(pair, result)
         run.shape_findings = scan_log_for_shape_errors(run.log, source=f"llm_demo {pair}")
         run.position_findings = _position_findings(result, cases)
@@ -224,7 +225,8 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
     """Provision the entry's model and runtime, run the backend matrix, check, emit records.
 
     Plan options used: `runtime_dir` (may contain {htp_arch}, {soc}, {device}), `qnn_sdk`,
-    `max_new_tokens`, `timeout_s`; the suite's `backends` select pairs."""
+    `max_new_tokens`, `timeout_s`, `env` (extra environment for the runner); the suite's
+    `backends` select pairs."""
     from harness.provision import provision_model, provision_runtime
     from harness.provision.artifacts import load_export
 
@@ -243,9 +245,28 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
     # CPU/CPU first: the reference every other pair is compared with.
     pairs.sort(key=lambda p: p not in CPU_REFERENCE_PAIRS)
     runner = LlmDemoRunner(ctx.transport, runtime, model)
-    runs = run_matrix(runner, cases, pairs, max_new_tokens=int(options.get("max_new_tokens", 64)),
-                      timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)))
-    judged = judge_matrix(runs, cases)
-    yield from matrix_records(runs, judged, suite=ctx.entry.suite.name, device=ctx.device.name,
-                              soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch,
-                              model=f"{ctx.entry.model.name} ({artifact.model_type})")
+    env = {str(k): str(v) for k, v in dict(options.get("env") or {}).items()}
+    kwargs = dict(max_new_tokens=int(options.get("max_new_tokens", 64)),
+                  timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)), extra_env=env or None)
+    label = f"{ctx.entry.model.name} ({artifact.model_type})"
+    # Pair by pair, so results arrive as they are made and a retry after a dropped link
+    # re-runs only what was not delivered; the CPU reference is re-run when a later pair needs it.
+    def done(pair: str) -> bool:
+        return all(ctx.already_done(f"{ctx.entry.suite.name}::{pair}::{c.id}") for c in cases)
+
+    reference: dict[str, PairRun] = {}
+    for i, pair in enumerate(pairs):
+        is_reference = pair in CPU_REFERENCE_PAIRS
+        needed_as_reference = is_reference and not all(done(p) for p in pairs[i + 1:])
+        if done(pair) and not needed_as_reference:
+            continue
+        if ctx.stopping:
+            return
+        runs = {**reference, **run_matrix(runner, cases, [pair], **kwargs)}
+        judged = [j for j in judge_matrix(runs, cases) if j.pair == pair]
+        for rec in matrix_records(runs, judged, suite=ctx.entry.suite.name, device=ctx.device.name,
+                                  soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label):
+            if not ctx.already_done(rec.name):
+                yield rec
+        if is_reference:
+            reference = {pair: runs[pair]}
