@@ -103,6 +103,11 @@ class SshTransport(Transport):
         return f"{self.spec.host}:{self.spec.port}"
 
     @property
+    def _known_name(self) -> str:
+        """The host's name as known_hosts spells it."""
+        return self.spec.host if self.spec.port == 22 else f"[{self.spec.host}]:{self.spec.port}"
+
+    @property
     def _inventory(self) -> str:
         return str(self.device.source or "devices.yaml")
 
@@ -160,7 +165,7 @@ class SshTransport(Transport):
                 f"{name}: host key of {self._where} CHANGED: the board offers {exc.key.get_name()} "
                 f"{fingerprint(exc.key)} but {known} has {fingerprint(exc.expected_key)}. Someone may be "
                 f"intercepting the connection, or the board was re-flashed; if you expected this, remove the "
-                f"old entry with `ssh-keygen -R '[{spec.host}]:{spec.port}' -f {known}` and connect again "
+                f"old entry with `ssh-keygen -R '{self._known_name}' -f {known}` and connect again "
                 f"(with `trust_new_host_key: true` to record the new key)") from None
         except paramiko.AuthenticationException as exc:
             client.close()
