@@ -16,6 +16,7 @@ import yaml
 
 from harness import soc
 from harness.errors import InventoryError
+from harness.validation import check_keys, type_name, typed_get
 
 TRANSPORTS = ("adb", "ssh", "local")
 DEFAULT_ADB_SERVER_PORT = 5037
@@ -122,29 +123,10 @@ class _Ctx:
         return InventoryError(f"{where}: {problem}; {fix}")
 
 
-def _type_name(value: Any) -> str:
-    return {dict: "mapping", list: "list", str: "string", int: "integer", float: "number",
-            bool: "boolean", type(None): "empty value"}.get(type(value), type(value).__name__)
-
-
 def _want(ctx: _Ctx, data: dict, key: str, kind: type | tuple[type, ...], *, required: bool = False,
           default: Any = None) -> Any:
-    if key not in data or data[key] is None:
-        if required:
-            raise ctx.fail(key, "is missing", f"add `{key}:` to this device")
-        return default
-    value = data[key]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    # YAML booleans are ints in Python; never accept one for the other.
-    if isinstance(value, bool) and bool not in kinds:
-        ok = False
-    else:
-        ok = isinstance(value, kinds)
-    if not ok:
-        expected = " or ".join(_type_name(k()) if k is not type(None) else "empty" for k in kinds)
-        raise ctx.fail(key, f"must be a {expected}, got {_type_name(value)} {value!r}",
-                       f"write it as a {expected}")
-    return value
+    return typed_get(ctx, data, key, kind, default=default, required=required,
+                     missing_fix=f"add `{key}:` to this device")
 
 
 def _parse_host_port(ctx: _Ctx, key: str, text: str, default_port: int) -> tuple[str, int]:
@@ -158,12 +140,9 @@ def _parse_host_port(ctx: _Ctx, key: str, text: str, default_port: int) -> tuple
 
 def _parse_ssh(ctx: _Ctx, data: Any, base: Path) -> SshSpec:
     if not isinstance(data, dict):
-        raise ctx.fail("ssh", f"must be a mapping, got {_type_name(data)}",
+        raise ctx.fail("ssh", f"must be a mapping, got {type_name(data)}",
                        "give host, port, user, key and known_hosts under `ssh:`")
-    unknown = sorted(set(data) - _SSH_KEYS)
-    if unknown:
-        raise ctx.fail(f"ssh.{unknown[0]}", "is not a known key",
-                       f"use only {', '.join(sorted(_SSH_KEYS))}")
+    check_keys(ctx, "ssh", data, _SSH_KEYS)
     sub = _Ctx(ctx.path, ctx.device)
     host = _want(sub, data, "host", str, required=True)
     port = _want(sub, data, "port", int, default=22)
@@ -185,9 +164,7 @@ def _parse_ssh(ctx: _Ctx, data: Any, base: Path) -> SshSpec:
 
 
 def _parse_device(ctx: _Ctx, raw: dict, base: Path) -> DeviceSpec:
-    unknown = sorted(set(raw) - _DEVICE_KEYS)
-    if unknown:
-        raise ctx.fail(unknown[0], "is not a known key", f"use only {', '.join(sorted(_DEVICE_KEYS))}")
+    check_keys(ctx, "", raw, _DEVICE_KEYS)
     name = ctx.device
     transport = _want(ctx, raw, "transport", str, required=True)
     if transport not in TRANSPORTS:
@@ -276,11 +253,9 @@ def parse_inventory(data: Any, path: Path) -> Inventory:
     """Validate already-parsed YAML data (as loaded from `path`)."""
     top = _Ctx(path)
     if not isinstance(data, dict):
-        raise top.fail(None, f"the top level must be a mapping with `devices:`, got {_type_name(data)}",
+        raise top.fail(None, f"the top level must be a mapping with `devices:`, got {type_name(data)}",
                        "start the file with `devices:` followed by a list of devices")
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise top.fail(unknown[0], "is not a known top-level key", "use only `version` and `devices`")
+    check_keys(top, "", data, _TOP_KEYS)
     raw_devices = data.get("devices")
     if not isinstance(raw_devices, list) or not raw_devices:
         raise top.fail("devices", "must be a non-empty list", "list at least one device under `devices:`")
@@ -288,7 +263,7 @@ def parse_inventory(data: Any, path: Path) -> Inventory:
     devices: dict[str, DeviceSpec] = {}
     for i, raw in enumerate(raw_devices):
         if not isinstance(raw, dict):
-            raise _Ctx(path, f"#{i + 1}").fail(None, f"is a {_type_name(raw)}, not a mapping",
+            raise _Ctx(path, f"#{i + 1}").fail(None, f"is a {type_name(raw)}, not a mapping",
                                                "write each device as `- name: ...` with its keys")
         name = raw.get("name")
         if not isinstance(name, str) or not _NAME_RE.match(name):

@@ -33,6 +33,7 @@ import yaml
 from harness.errors import HarnessError, InventoryError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy
+from harness.validation import check_keys, type_name, typed_get
 
 BACKEND_PAIRS = ("qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu", "qnn", "cpu")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -179,31 +180,9 @@ class _Ctx:
         return PlanError(f"{where}: {problem}; {fix}")
 
 
-def _type_name(value: Any) -> str:
-    return {dict: "mapping", list: "list", str: "string", int: "integer", float: "number",
-            bool: "boolean", type(None): "empty value"}.get(type(value), type(value).__name__)
-
-
-def _check_keys(ctx: _Ctx, prefix: str, data: dict, allowed: set[str]) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
-        raise ctx.fail(key, "is not a known key", f"use only {', '.join(sorted(allowed))}")
-
-
 def _get(ctx: _Ctx, data: dict, key: str, kind: type | tuple[type, ...], label: str, default: Any = None,
          required: bool = False) -> Any:
-    if key not in data or data[key] is None:
-        if required:
-            raise ctx.fail(label, "is missing", f"add `{key}:`")
-        return default
-    value = data[key]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-        expected = " or ".join(_type_name(k()) for k in kinds)
-        raise ctx.fail(label, f"must be a {expected}, got {_type_name(value)} {value!r}",
-                       f"write it as a {expected}")
-    return value
+    return typed_get(ctx, data, key, kind, label=label, default=default, required=required)
 
 
 def _positive(ctx: _Ctx, label: str, value: float | int, *, allow_zero: bool = False) -> None:
@@ -233,9 +212,9 @@ def _parse_models(ctx: _Ctx, raw: Any, base: Path) -> dict[str, ModelSpec]:
         if isinstance(spec, str):
             spec = {"path": spec}
         if not isinstance(spec, dict):
-            raise ctx.fail(label, f"must be a mapping or a path, got {_type_name(spec)}",
+            raise ctx.fail(label, f"must be a mapping or a path, got {type_name(spec)}",
                            "write `{path: /exports/NAME}`")
-        _check_keys(ctx, label, spec, _MODEL_KEYS)
+        check_keys(ctx, label, spec, _MODEL_KEYS)
         raw_path = _get(ctx, spec, "path", str, f"{label}.path", required=True)
         try:
             fields_used = {f for _, f, _, _ in string.Formatter().parse(raw_path) if f is not None}
@@ -268,8 +247,8 @@ def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec]) -> tuple[Su
     for i, spec in enumerate(raw):
         label = f"suites[{i}]"
         if not isinstance(spec, dict):
-            raise ctx.fail(label, f"is a {_type_name(spec)}, not a mapping", "write `- name: ..., models: [...]`")
-        _check_keys(ctx, label, spec, _SUITE_KEYS)
+            raise ctx.fail(label, f"is a {type_name(spec)}, not a mapping", "write `- name: ..., models: [...]`")
+        check_keys(ctx, label, spec, _SUITE_KEYS)
         name = _get(ctx, spec, "name", str, f"{label}.name", required=True)
         if not _NAME_RE.match(name):
             raise ctx.fail(f"{label}.name", f"{name!r} is not a valid suite name", "use letters, digits, '.', '_' or '-'")
@@ -299,7 +278,7 @@ def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec]) -> tuple[Su
 
 def _section(ctx: _Ctx, data: dict, key: str, allowed: set[str]) -> dict:
     raw = _get(ctx, data, key, dict, key, default={})
-    _check_keys(ctx, key, raw, allowed)
+    check_keys(ctx, key, raw, allowed)
     return raw
 
 
@@ -314,9 +293,9 @@ def parse_plan(data: Any, path: Path) -> Plan:
     """Validate already-parsed YAML (as loaded from `path`)."""
     ctx = _Ctx(path)
     if not isinstance(data, dict):
-        raise ctx.fail(None, f"the top level must be a mapping, got {_type_name(data)}",
+        raise ctx.fail(None, f"the top level must be a mapping, got {type_name(data)}",
                        "start the file with `suites:` and `models:` (see examples/nightly.yaml)")
-    _check_keys(ctx, "", data, _TOP_KEYS)
+    check_keys(ctx, "", data, _TOP_KEYS)
     base = path.parent
     models = _parse_models(ctx, data.get("models"), base)
     suites = _parse_suites(ctx, data.get("suites"), models)
