@@ -92,7 +92,7 @@ class VirtualLab:
                 self._adb[cfg.name] = dev
                 self.adb_servers[cfg.adb_server].attach(dev.serial)
             elif cfg.transport == "ssh":
-                board = VirtualSshBoard(self.root / "boards" / cfg.name)
+                board = VirtualSshBoard(self.root / "boards" / cfg.name, soc_model=cfg.soc, htp_arch=cfg.htp_arch)
                 board.start()
                 self._ssh[cfg.name] = board
             else:

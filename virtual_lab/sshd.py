@@ -64,8 +64,12 @@ def _keygen(path: Path, comment: str) -> None:
 class VirtualSshBoard:
     """`with VirtualSshBoard(tmp) as board: open_transport(spec_from(board.inventory_entry("car")))`."""
 
-    def __init__(self, root: Path, *, user: str | None = None, host: str = "127.0.0.1", port: int | None = None):
+    def __init__(self, root: Path, *, user: str | None = None, host: str = "127.0.0.1", port: int | None = None,
+                 soc_model: str = "SA8295", htp_arch: str = "v68"):
         self.root = Path(root).resolve()
+        # A Linux board has no getprop: its sessions get the SoC facts the virtual NPU runtime reads.
+        self.soc_model = soc_model
+        self.htp_arch = htp_arch
         self.host = host
         self.port = port or free_port(host)
         self.user = user or getpass.getuser()
@@ -121,6 +125,7 @@ class VirtualSshBoard:
             "MaxStartups 64:30:128",
             "LogLevel ERROR",
             "Subsystem sftp internal-sftp",  # without it SFTP fails with "Channel closed"
+            f"SetEnv VLAB_SOC_MODEL={self.soc_model} VLAB_HTP_ARCH={self.htp_arch}",
         ]
         return "\n".join(lines) + "\n"
 
