@@ -264,12 +264,13 @@ class Sandbox:
                 argv += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
                 argv += ["--ro-bind", top, top]
-        argv += ["--ro-bind", "/etc", "/etc"]
+        argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # After the /tmp tmpfs: a checkout or interpreter under /tmp must stay visible.
         for extra in self._python_dirs() + [str(p.resolve()) for p in self.extra_ro_binds]:
             argv += ["--ro-bind", extra, extra]
         for m in sorted(MOUNTS, key=lambda m: len(m.device)):  # parents before nested mounts
             argv += ["--bind" if m.writable else "--ro-bind", str(self.root / m.sub), m.device]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/", "--clearenv"]
+        argv += ["--chdir", "/", "--clearenv"]
         env = {"PATH": SHELL_PATH, "HOME": "/", "TMPDIR": "/data/local/tmp", "ANDROID_DATA": "/data",
                "ANDROID_ROOT": "/system", "EXTERNAL_STORAGE": "/sdcard", "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1", "HOSTNAME": "localhost"}
