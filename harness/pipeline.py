@@ -242,6 +242,10 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
     image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if visual else None
     cases = default_cases(visual, image)
     pairs = [p for p in (ctx.entry.suite.backends or tuple(model.configs)) if p in model.configs]
+    if not pairs:
+        raise HarnessError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r} asks for backends "
+                           f"{', '.join(ctx.entry.suite.backends)} but {ctx.entry.model.name} has configs for "
+                           f"{', '.join(model.configs) or 'none'}; fix `backends:` (visual/llm pairs for VL models)")
     # CPU/CPU first: the reference every other pair is compared with.
     pairs.sort(key=lambda p: p not in CPU_REFERENCE_PAIRS)
     runner = LlmDemoRunner(ctx.transport, runtime, model)

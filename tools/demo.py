@@ -1,9 +1,12 @@
 """`make demo`: the main job against the built-in virtual lab.
 
-Starts a virtual OnePlus 13 (real adb server, emulated adbd), writes Qwen3-VL exports, and
-runs `pytest suites/qwen3_vl` once per scenario: a good export must pass; four broken ones
-must fail with the right reason. Prints one line per scenario; exits 1 when any scenario
-did not behave as expected. JUnit files land in out/demo/.
+1. Starts a virtual OnePlus 13 (real adb server, emulated adbd), writes Qwen3-VL exports, and
+   runs `pytest suites/qwen3_vl` once per scenario: a good export must pass; four broken ones
+   must fail with the right reason.
+2. Runs a nightly lab job over the default virtual lab (OnePlus 13, SM8650 board, SA8295 car
+   over ssh), each device with the Qwen3-VL export built for its SoC, and writes the JUnit,
+   SQLite history and HTML report.
+Exits 1 when anything did not behave as expected. Everything lands in out/demo/.
 """
 
 from __future__ import annotations
@@ -148,14 +151,63 @@ def run_scenarios(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS, sa
     return outcomes
 
 
+def run_lab_night(out_dir: Path, say: Callable[[str], None] = print) -> bool:
+    """The nightly job over the default virtual lab; True when every device completed and passed."""
+    import yaml
+
+    from harness import pipeline
+    from harness.lab.plan import load_plan
+    from harness.lab.scheduler import run_night
+    from virtual_lab.exports import make_qwen3_vl_export
+    from virtual_lab.lab import VirtualLab
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with VirtualLab(out_dir / "lab") as lab:
+        inventory = lab.inventory
+        for d in inventory.devices.values():  # QNN exports are compiled per SoC
+            make_qwen3_vl_export(out_dir / "exports" / d.htp_arch, soc_id=d.soc_id, dsp_arch=d.htp_arch,
+                                 vtcm_mb=d.vtcm_mb, size_mb=2)
+        plan_path = out_dir / "nightly.yaml"
+        plan_path.write_text(yaml.safe_dump({
+            "name": "demo-night", "tags": ["virtual"],
+            "models": {"qwen3-vl": {"path": str(out_dir / "exports" / "{htp_arch}")}},
+            "suites": [{"name": "vl-matrix", "runner": "llm_demo", "models": ["qwen3-vl"]}],
+            "options": {"runtime_dir": str(lab.root / "runtimes" / "mnn-{htp_arch}"), "qnn_sdk": str(lab.qnn_sdk_dir),
+                        "max_new_tokens": 32, "timeout_s": 120},
+            "health": {"min_free_mb": 64},
+            "locks": {"dir": str(out_dir / "locks"), "wait_s": 30},
+            "history": {"db": str(out_dir / "history.sqlite")},
+        }, sort_keys=False))
+        for d in inventory.devices.values():
+            lab.runtime_dir(d.htp_arch)
+        night = run_night(load_plan(plan_path), inventory, out_dir / "night", pipeline.llm_matrix_job, say=lambda _m: None)
+    ok = True
+    for name, outcome in sorted(night.devices.items()):
+        recs = [r for r in night.records() if r.device == name]
+        passed = sum(r.status == "passed" for r in recs)
+        good = outcome.status == "completed" and recs and passed == len(recs)
+        ok &= bool(good)
+        say(f"[{'ok ' if good else 'BAD'}] night {name:<12} {outcome.status:<11} {passed}/{len(recs)} passed "
+            f"in {outcome.wall_s:.1f}s")
+    for kind in ("junit", "history", "html"):
+        if kind in night.reports:
+            say(f"      {kind}: {night.reports[kind]}")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.demo")
     parser.add_argument("--out", default=str(REPO / "out" / "demo"))
+    parser.add_argument("--no-night", action="store_true", help="skip the lab night stage")
     args = parser.parse_args(argv)
     outcomes = run_scenarios(Path(args.out))
     good = all(o.as_expected for o in outcomes)
     print(f"\ndemo: {sum(o.as_expected for o in outcomes)}/{len(outcomes)} scenarios behaved as expected; "
-          f"JUnit in {args.out}")
+          f"JUnit in {args.out}\n")
+    if not args.no_night:
+        night_ok = run_lab_night(Path(args.out) / "lab-night")
+        print(f"\ndemo: lab night {'delivered every result' if night_ok else 'did NOT go as expected'}")
+        good &= night_ok
     return 0 if good else 1
 
 

@@ -261,7 +261,8 @@ def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec]) -> tuple[Su
             if m not in models:
                 raise ctx.fail(f"{label}.models", f"names model {m!r} which is not under `models:` "
                                f"(known: {', '.join(models)})", "add it to `models:` or fix the name")
-        backends = _names(ctx, spec, "backends", f"{label}.backends") or ("qnn", "cpu")
+        # No `backends:` means every backend pair the export has configs for.
+        backends = _names(ctx, spec, "backends", f"{label}.backends") or ()
         for b in backends:
             if b not in BACKEND_PAIRS:
                 raise ctx.fail(f"{label}.backends", f"{b!r} is not a backend pair",
