@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Sequence
 
 from adbutils import AdbClient
 from adbutils._adb import AdbConnection
@@ -429,9 +430,54 @@ class AdbTransport(Transport):
             finally:
                 sync.quit()
                 _close(conn)
-            return None if st is None else RemoteStat(remote, st.size, st.mode, st.mtime)
+            return None if st is None else RemoteStat(remote, st.size, st.mode, st.mtime, st.inode)
 
         return self.retry.run(f"stat {remote}", once)
+
+    def stat_many(self, remotes: Sequence[str]) -> dict[str, RemoteStat | None]:
+        """All stats over one sync session: no device process, one connection."""
+        def once() -> dict[str, RemoteStat | None]:
+            use_v2 = "stat_v2" in self.features()
+            conn, sync = self._sync(f"stat of {len(remotes)} files")
+            out: dict[str, RemoteStat | None] = {}
+            try:
+                for remote in remotes:
+                    st = sync.stat_v2(remote) if use_v2 else sync.stat(remote)
+                    out[remote] = None if st is None else RemoteStat(remote, st.size, st.mode, st.mtime, st.inode)
+            except SyncFail as exc:
+                raise self._sync_fail(str(exc), "stat of", exc.remote or "?") from None
+            except _LINK_ERRORS as exc:
+                raise self._dropped(f"stat of {len(remotes)} files", exc) from None
+            finally:
+                sync.quit()
+                _close(conn)
+            return out
+
+        return self.retry.run(f"stat of {len(remotes)} files", once)
+
+    def read_small_files(self, remotes: Sequence[str], max_bytes: int = 4 << 20) -> dict[str, bytes | None]:
+        """Small files (manifests) read over one sync session; None where absent."""
+        def once() -> dict[str, bytes | None]:
+            use_v2 = "stat_v2" in self.features()
+            conn, sync = self._sync(f"reading {len(remotes)} small files")
+            out: dict[str, bytes | None] = {}
+            try:
+                for remote in remotes:
+                    st = sync.stat_v2(remote) if use_v2 else sync.stat(remote)
+                    if st is None or not stat_mod.S_ISREG(st.mode):
+                        out[remote] = None
+                        continue
+                    out[remote] = sync.recv_bytes(remote, max_bytes)
+            except SyncFail as exc:
+                raise self._sync_fail(str(exc), "read of", exc.remote or "?") from None
+            except _LINK_ERRORS as exc:
+                raise self._dropped(f"reading {len(remotes)} small files", exc) from None
+            finally:
+                sync.quit()
+                _close(conn)
+            return out
+
+        return self.retry.run(f"read of {len(remotes)} small files", once)
 
     # ---- facts and health ---------------------------------------------------------------
     def props(self) -> dict[str, str]:

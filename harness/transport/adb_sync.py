@@ -52,6 +52,7 @@ class SyncStat:
     mode: int
     size: int
     mtime: int
+    inode: int = 0  # only STA2 reports it
 
 
 def tune_socket(sock: socket.socket) -> None:
@@ -123,13 +124,13 @@ class SyncClient:
         ident = self._recv(4)
         if ident != b"STA2":
             raise SyncProtocolError(f"expected STA2 reply, got {ident!r}")
-        err, _dev, _ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime = _STAT_V2.unpack(
+        err, _dev, ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime = _STAT_V2.unpack(
             self._recv(_STAT_V2.size))
         if err in (errno.ENOENT, errno.ENOTDIR):
             return None
         if err:
             raise SyncFail(f"stat failed: {errno.errorcode.get(err, err)}")
-        return SyncStat(mode, size, mtime)
+        return SyncStat(mode, size, mtime, ino)
 
     # ---- send (push) --------------------------------------------------------------------
     def send_file(self, local: Path, remote: str, mode: int, mtime: int,
@@ -225,6 +226,25 @@ class SyncClient:
             pass
 
     # ---- recv (pull) --------------------------------------------------------------------
+    def recv_bytes(self, remote: str, max_bytes: int) -> bytes:
+        """RECV a small file into memory (SyncFail when the device refuses, e.g. absent)."""
+        self._request(b"RECV", remote)
+        out = bytearray()
+        while True:
+            ident, length = self._header()
+            if ident == b"DATA":
+                if length > SYNC_DATA_MAX:
+                    raise SyncProtocolError(f"DATA chunk of {length} bytes exceeds {SYNC_DATA_MAX}")
+                out += self._recv(length)
+                if len(out) > max_bytes:
+                    raise SyncProtocolError(f"{remote} is larger than the {max_bytes} bytes asked for")
+            elif ident == b"DONE":
+                return bytes(out)
+            elif ident == b"FAIL":
+                raise SyncFail(self._fail_message(length), remote)
+            else:
+                raise SyncProtocolError(f"unexpected {ident!r} in RECV reply")
+
     def recv_file(self, remote: str, local: Path, progress: Callable[[int], None] | None = None) -> int:
         self._request(b"RECV", remote)
         buf = bytearray(SYNC_DATA_MAX)

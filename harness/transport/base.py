@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import stat as stat_mod
+import tempfile
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -64,6 +65,7 @@ class RemoteStat:
     size: int
     mode: int
     mtime: int
+    inode: int = 0  # 0 when the link cannot tell (SFTP)
 
     @property
     def is_dir(self) -> bool:
@@ -249,6 +251,27 @@ class Transport(ABC):
         for rel in self.list_files(remote_dir):
             total += self.pull(posixpath.join(remote_dir, rel), Path(local_dir) / rel)
         return total
+
+    def stat_many(self, remotes: Sequence[str]) -> dict[str, RemoteStat | None]:
+        """Stat several paths; drivers with a file protocol answer in one session."""
+        return {r: self.stat(r) for r in remotes}
+
+    def read_small_files(self, remotes: Sequence[str], max_bytes: int = 4 << 20) -> dict[str, bytes | None]:
+        """Contents of small device files (manifests, journals); None where a file is absent."""
+        out: dict[str, bytes | None] = {}
+        with tempfile.TemporaryDirectory(prefix="harness-read-") as tmp:
+            for i, remote in enumerate(remotes):
+                st = self.stat(remote)
+                if st is None or not st.is_file:
+                    out[remote] = None
+                    continue
+                if st.size > max_bytes:
+                    raise TransportError(f"{self.device.name}: {remote} is {st.size} bytes, more than the "
+                                         f"{max_bytes} a small read allows")
+                local = Path(tmp) / str(i)
+                self.pull(remote, local)
+                out[remote] = local.read_bytes()
+        return out
 
     def exists(self, remote: str) -> bool:
         return self.stat(remote) is not None

@@ -44,7 +44,20 @@ class LocalTransport(Transport):
             st = os.stat(remote)
         except FileNotFoundError:
             return None
-        return RemoteStat(remote, st.st_size, st.st_mode, int(st.st_mtime))
+        return RemoteStat(remote, st.st_size, st.st_mode, int(st.st_mtime), st.st_ino)
+
+    def read_small_files(self, remotes, max_bytes: int = 4 << 20):  # type: ignore[no-untyped-def]
+        out: dict[str, bytes | None] = {}
+        for remote in remotes:
+            try:
+                with open(remote, "rb") as fh:
+                    out[remote] = fh.read(max_bytes + 1)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                out[remote] = None
+                continue
+            if len(out[remote] or b"") > max_bytes:
+                raise RemotePathError(f"local: {remote} is larger than the {max_bytes} bytes a small read allows")
+        return out
 
     def free_bytes(self, remote: str) -> int:
         path = Path(remote)

@@ -41,7 +41,7 @@ def test_first_push_then_unchanged_costs_one_round_trip(transport: CountingTrans
     again = provision_model(transport, qwen3_export, cache=fresh_cache, progress=Q)
     assert (again.bytes_sent, again.files_sent) == (0, 0)
     assert transport.pushed_bytes == 0 and transport.pushed_files == []
-    assert transport.shells == 1  # the probe, and nothing else
+    assert transport.shells == 0  # manifest and stats over the file protocol: no device process
     assert fresh_cache.hashed_bytes == 0  # nothing re-hashed
 
 
@@ -237,7 +237,7 @@ def test_many_files_are_batched_and_a_big_manifest_is_pushed(transport, tmp_path
     assert _tree(Path(res.remote_dir)) == _tree(src)
     transport.reset_counts()
     again = sync_set(transport, files, kind="model", name="many", cache=cache, progress=Q)
-    assert again.unchanged and transport.shells == 1 and transport.pushed_bytes == 0
+    assert again.unchanged and transport.shells == 0 and transport.pushed_bytes == 0
     # Every file renamed: contents are linked from their old names (no push), the old names
     # go; that much work takes several commands.
     renamed = tmp_path / "renamed"
