@@ -32,6 +32,7 @@ import stat
 import struct
 import subprocess
 import threading
+import time
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
@@ -401,6 +402,9 @@ class _Stream:
         self._chunks: collections.deque[memoryview] = collections.deque()
         self._owed_ack = False
         self._can_send = True
+        # Small replies written while a WRTE awaits its OKAY are coalesced into the next one, as
+        # adbd's socket buffer does: pipelined sync requests then cost one round trip, not n.
+        self._pending = bytearray()
         self._write_lock = threading.Lock()
         self.remote_closed = False
         self.local_closed = False
@@ -422,8 +426,22 @@ class _Stream:
         with self._cond:
             if remote_id:
                 self.remote_id = remote_id
-            self._can_send = True
+            if self._pending and not (self.remote_closed or self.local_closed):
+                piece, self._pending = bytes(self._pending), bytearray()
+                self._send_wrte(piece)  # under the lock: nothing can overtake it
+            else:
+                self._pending.clear()
+                self._can_send = True
             self._cond.notify_all()
+
+    def _send_wrte(self, piece: bytes | memoryview) -> bool:
+        try:
+            self.conn.send(A_WRTE, self.local_id, self.remote_id, piece)
+        except _ConnectionGone:
+            self.remote_closed = True
+            self._cond.notify_all()
+            return False
+        return True
 
     def on_remote_close(self) -> None:
         with self._cond:
@@ -482,24 +500,30 @@ class _Stream:
 
     def _write_one(self, piece: memoryview) -> bool:
         with self._cond:
-            while not self._can_send:
+            # Wait while a WRTE is in flight and this piece would not fit the next one.
+            while not self._can_send and len(self._pending) + len(piece) > self.conn.max_out:
                 if self.remote_closed or self.local_closed:
                     return False
                 self._cond.wait()
             if self.remote_closed or self.local_closed:
                 return False
+            if not self._can_send:
+                self._pending += piece
+                return True
             self._can_send = False
-        try:
-            self.conn.send(A_WRTE, self.local_id, self.remote_id, piece)
-        except _ConnectionGone:
+            sent = self._send_wrte(piece)
+        if not sent:
             self.on_remote_close()
-            return False
-        return True
+        return sent
 
     def close(self) -> None:
         with self._cond:
             if self.local_closed:
                 return
+            # Coalesced output goes out before the CLSE (bounded: a peer that never OKAYs is gone).
+            deadline = time.monotonic() + 10
+            while self._pending and not self.remote_closed and time.monotonic() < deadline:
+                self._cond.wait(0.5)
             self.local_closed = True
             send = not self.remote_closed
             self._cond.notify_all()

@@ -441,8 +441,8 @@ class AdbTransport(Transport):
             conn, sync = self._sync(f"stat of {len(remotes)} files")
             out: dict[str, RemoteStat | None] = {}
             try:
-                for remote in remotes:
-                    st = sync.stat_v2(remote) if use_v2 else sync.stat(remote)
+                stats = sync.stat_v2_many(list(remotes)) if use_v2 else [sync.stat(r) for r in remotes]
+                for remote, st in zip(remotes, stats):
                     out[remote] = None if st is None else RemoteStat(remote, st.size, st.mode, st.mtime, st.inode)
             except SyncFail as exc:
                 raise self._sync_fail(str(exc), "stat of", exc.remote or "?") from None
