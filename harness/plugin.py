@@ -82,6 +82,7 @@ def transport(device: DeviceSpec) -> Iterator["object"]:
     if not health.ok:
         pytest.exit(f"{device.name} is not healthy: {'; '.join(health.problems) or health.state}", returncode=3)
     yield t
+    t.tidy()
     t.close()
 
 

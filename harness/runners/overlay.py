@@ -73,25 +73,27 @@ def derived_name(config_name: str, changes: dict[str, Any]) -> str:
 
 
 def read_remote_config(transport: Transport, remote_path: str) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="harness-cfg-") as tmp:
-        local = Path(tmp) / "config.json"
-        if not transport.exists(remote_path):
-            raise HarnessError(f"{transport.device.name}: config {remote_path} does not exist; "
-                               "provision the model first (harness push)")
-        transport.pull(remote_path, local)
-        try:
-            data = json.loads(local.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise HarnessError(f"{transport.device.name}: {remote_path} is not valid JSON ({exc}); "
-                               "fix the export's config") from None
+    raw = transport.read_small_files([remote_path])[remote_path]
+    if raw is None:
+        raise HarnessError(f"{transport.device.name}: config {remote_path} does not exist; "
+                           "provision the model first (harness push)")
+    return _parse_config(transport, remote_path, raw)
+
+
+def _parse_config(transport: Transport, remote_path: str, raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"{transport.device.name}: {remote_path} is not valid JSON ({exc}); "
+                           "fix the export's config") from None
     if not isinstance(data, dict):
         raise HarnessError(f"{transport.device.name}: {remote_path} is not a JSON object; fix the export's config")
     return data
 
 
 def write_overlay(transport: Transport, model_dir: str, config_name: str, overlay: Overlay) -> str:
-    """Device path of the derived config (written when missing); the original when the
-    overlay changes nothing."""
+    """Device path of the derived config (written when missing or stale); the original when
+    the overlay changes nothing. The original is read, never written."""
     original = posixpath.join(model_dir, config_name)
     config = read_remote_config(transport, original)
     changes = overlay.changes(config)
@@ -101,10 +103,12 @@ def write_overlay(transport: Transport, model_dir: str, config_name: str, overla
     remote = posixpath.join(model_dir, name)
     if remote == original:  # cannot happen with the suffix, but the original is sacred
         raise HarnessError(f"refusing to overwrite {original}")
-    derived = {**config, **changes}
+    text = json.dumps({**config, **changes}, indent=2, ensure_ascii=False) + "\n"
+    if transport.read_small_files([remote])[remote] == text.encode("utf-8"):
+        return remote  # written by an earlier run from the same original
     with tempfile.TemporaryDirectory(prefix="harness-cfg-") as tmp:
         local = Path(tmp) / name
-        local.write_text(json.dumps(derived, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        local.write_text(text, encoding="utf-8")
         # Write under a temporary name and rename: a concurrent run never reads half a file.
         partial = f"{remote}.{uuid.uuid4().hex[:8]}.partial"
         transport.push(local, partial, mode=0o644)

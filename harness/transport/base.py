@@ -130,13 +130,20 @@ class Transport(ABC):
         run that overstays is killed on the device (and verified gone), not only abandoned."""
         pid_file = self._pid_file() if timeout is not None else None
         command = build_shell_command(args, cwd=cwd, env=env, pid_file=pid_file)
+        stale = getattr(self, "_stale_pid_files", [])
+        if pid_file and stale:
+            # Pid files of finished runs go with the next timed command: no extra round trip.
+            command = f"{quote_argv(['rm', '-f', *stale])}; {command}"
         started = time.monotonic()
         raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
         duration = time.monotonic() - started
-        if raw.timed_out and pid_file:
-            self._kill_from_pid_file(pid_file)
         if pid_file:
-            self._exec(quote_argv(["rm", "-f", pid_file]), 30)
+            if raw.timed_out:
+                self._kill_from_pid_file(pid_file)
+                self._exec(quote_argv(["rm", "-f", pid_file]), 30)
+                self._stale_pid_files = []
+            else:
+                self._stale_pid_files = [pid_file]
         result = CommandResult(
             args=tuple(str(a) for a in args),
             stdout=raw.stdout.decode("utf-8", "replace"),
@@ -171,6 +178,19 @@ class Transport(ABC):
             raise CommandFailed(f"{self.device.name}: could not start `{quote_argv(args)}` in the background "
                                 f"(exit {raw.exit_code}): {(raw.stderr or raw.stdout).decode(errors='replace').strip()}")
         return int(text)
+
+    def quick(self, args: Sequence[str], *, timeout: float = 60, check: bool = True) -> CommandResult:
+        """A short file-system command (mkdir, mv, rm, df): no pid file, one round trip. A
+        timeout abandons it instead of killing it on the device: use shell() for programs."""
+        command = build_shell_command(args)
+        started = time.monotonic()
+        raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
+        result = CommandResult(tuple(str(a) for a in args), raw.stdout.decode("utf-8", "replace"),
+                               raw.stderr.decode("utf-8", "replace"), raw.exit_code,
+                               time.monotonic() - started, raw.timed_out)
+        if check:
+            result.check(self.device.name)
+        return result
 
     def shell_text(self, args: Sequence[str], timeout: float | None = 60) -> str:
         return self.shell(args, timeout=timeout, check=True).stdout
@@ -278,18 +298,18 @@ class Transport(ABC):
 
     def makedirs(self, *remote_dirs: str) -> None:
         if remote_dirs:
-            self.shell(["mkdir", "-p", *remote_dirs], timeout=60, check=True)
+            self.quick(["mkdir", "-p", *remote_dirs])
 
     def rename(self, src: str, dst: str) -> None:
-        self.shell(["mv", "-f", src, dst], timeout=60, check=True)
+        self.quick(["mv", "-f", src, dst])
 
     def remove(self, *remote: str, recursive: bool = False) -> None:
         if remote:
-            self.shell(["rm", "-rf" if recursive else "-f", *remote], timeout=120, check=True)
+            self.quick(["rm", "-rf" if recursive else "-f", *remote], timeout=120)
 
     def free_bytes(self, remote: str) -> int:
         """Free bytes on the filesystem holding `remote` (POSIX `df -k`, as toybox prints it)."""
-        res = self.shell(["df", "-k", remote], timeout=60, check=True)
+        res = self.quick(["df", "-k", remote])
         lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
         if len(lines) < 2:
             raise TransportError(f"{self.device.name}: cannot read free space from `df -k {remote}`: {res.stdout!r}")
@@ -328,10 +348,20 @@ class Transport(ABC):
             report.problems.append(f"`echo ok` printed {res.stdout!r} (exit {res.exit_code})")
         return report
 
+    def tidy(self) -> None:
+        """Remove this transport's leftover scratch files on the device (best effort)."""
+        stale, self._stale_pid_files = getattr(self, "_stale_pid_files", []), []
+        if stale:
+            try:
+                self._exec(quote_argv(["rm", "-f", *stale]), 30)
+            except TransportError:
+                pass
+
     def __enter__(self) -> "Transport":
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.tidy()
         self.close()
 
 
