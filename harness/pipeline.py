@@ -274,3 +274,4 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
                 yield rec
         if is_reference:
             reference = {pair: runs[pair]}
+    runner.cleanup()

@@ -4,6 +4,7 @@ every test asserts on its part of it (one llm_demo process per prompt and pair).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -12,8 +13,10 @@ from harness.runners.llm_demo import LlmDemoRunner
 
 
 @pytest.fixture(scope="session")
-def llm_runner(transport, qnn_runtime, provisioned_model) -> LlmDemoRunner:  # type: ignore[no-untyped-def]
-    return LlmDemoRunner(transport, qnn_runtime, provisioned_model)
+def llm_runner(transport, qnn_runtime, provisioned_model) -> Iterator[LlmDemoRunner]:  # type: ignore[no-untyped-def]
+    runner = LlmDemoRunner(transport, qnn_runtime, provisioned_model)
+    yield runner
+    runner.cleanup()
 
 
 @pytest.fixture(scope="session")

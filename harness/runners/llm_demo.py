@@ -353,6 +353,7 @@ class LlmDemoRunner:
         if self.logcat not in ("clear", "since", "off"):
             raise HarnessError(f"logcat mode {self.logcat!r} is not one of clear, since, off")
         self._has_logcat: bool | None = None
+        self._finished_dirs: list[str] = []  # clean run dirs, removed with the next staging
 
     def config_for(self, backend: str) -> str:
         """Config file name for a backend pair (as provisioning named them) or a file name."""
@@ -416,14 +417,23 @@ class LlmDemoRunner:
                               signatures=self.signatures, logcat_tags=self.logcat_tags)
         run = ProcessRun(argv, texts, stdout, stderr, logcat_text, exit_code, timed_out, wall, parsed, cls, run_dir)
         if cls.ok and not self.keep_run_dirs and transport_error is None:
-            try:
-                self.transport.remove(run_dir, recursive=True)
-            except (TransportError, HarnessError):
-                pass  # leftovers are harmless; the next provisioning cleans work_dir
+            # Removed by the next staging command (or cleanup()): no round trip on the hot path.
+            self._finished_dirs.append(run_dir)
         return run
 
+    def cleanup(self) -> None:
+        """Remove the run folders of clean runs still on the device (failed runs stay)."""
+        done, self._finished_dirs = self._finished_dirs, []
+        if done:
+            try:
+                self.transport.remove(*done, recursive=True)
+            except (TransportError, HarnessError):
+                pass  # leftovers are harmless
+
     def _stage(self, prompts: list[Prompt], run_dir: str) -> None:
-        self.transport.makedirs(run_dir)
+        done, self._finished_dirs = self._finished_dirs, []
+        # One command makes this run's folder and removes the clean ones before it.
+        self.transport.quick(["sh", "-c", 'mkdir -p "$1" && shift && rm -rf -- "$@"', "sh", run_dir, *done])
         with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
             local = Path(tmp) / PROMPT_FILE
             local.write_text(render_prompt_file(prompts), encoding="utf-8")

@@ -24,7 +24,8 @@ def behaviour(**prompts):
 
 def test_ok_one_prompt_per_process(local_setup):
     s = local_setup()
-    res = s.runner().run([FRANCE, CAT], backend="qnn", extra_env=SM8750_ENV)
+    runner = s.runner()
+    res = runner.run([FRANCE, CAT], backend="qnn", extra_env=SM8750_ENV)
     assert res.failure_class == "ok", res.to_json()
     assert res.texts[0] == "The capital of France is Paris."
     assert res.texts[1].startswith("A cat is a small, furry animal")
@@ -32,7 +33,9 @@ def test_ok_one_prompt_per_process(local_setup):
     assert res.summary.prompt_tokens == sum(r.parsed.summary.prompt_tokens for r in res.runs)
     assert res.runs[0].exit_code == 0 and res.runs[0].wall_s > 0
     json.dumps(res.to_json(), allow_nan=False)  # strict JSON
-    # Successful runs leave no run folder behind; the derived config sits next to the original.
+    # The first clean run's folder went with the second's staging; cleanup() takes the last.
+    assert len(list(Path(s.transport.device.work_dir, "runs").glob("*"))) == 1
+    runner.cleanup()
     assert not list(Path(s.transport.device.work_dir, "runs").glob("*"))
     model_dir = Path(s.model.remote_dir)
     derived = [p for p in model_dir.glob("config_qnn.harness-*.json")]
