@@ -536,31 +536,39 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
             it.hash_future = hasher.submit(s.cache.digest, it.file.path)
     s.progress.start(f"{dev.name}: {L.kind} {L.name}", need, len(todo))
     pending: list[_Item] = []
-    pending_bytes = pending_args = sent = 0
-    current: _Item | None = None
+    partials: list[_Item] = []  # pushed but not confirmed (or changed): never placed
+    sent = 0
     try:
-        for it in todo:
-            current = it
-            sent += s.t.push(it.file.path, posixpath.join(s.run_dir, it.file.rel), mode=it.file.mode,
-                             progress=s.progress.advance)
-            if FileKey.of(it.file.path) != it.key:
-                raise ProvisionError(f"{it.file.path}: changed while it was being pushed to {dev.name}; "
-                                     "wait until it is written completely and provision again")
-            if it.hash_future is not None:
-                it.sha = it.hash_future.result()
-            current = None
-            s.progress.file_done(it.file.rel)
-            pending.append(it)
-            pending_bytes += it.file.size
-            pending_args += _arg_cost(it)
-            # The run folder must hold exactly one command's worth of files when they are placed.
-            if pending_bytes >= FLUSH_BYTES or pending_args >= MAX_COMMAND:
-                _place(s, pending)
-                pending, pending_bytes, pending_args = [], 0, 0
-        _place(s, pending)
-        pending = []
+        # Batches hold one place command's worth of files; each goes over the link back to back.
+        for batch in _batches(todo):
+            by_remote = {posixpath.join(s.run_dir, it.file.rel): it for it in batch}
+            arrived: list[_Item] = []
+
+            def confirmed(remote: str) -> None:
+                arrived.append(by_remote[remote])
+                s.progress.file_done(by_remote[remote].file.rel)
+
+            try:
+                sent += s.t.push_many([(it.file.path, r, it.file.mode) for r, it in by_remote.items()],
+                                      progress=s.progress.advance, on_done=confirmed)
+            except (TransportError, ProvisionError):
+                pending = arrived  # what the device confirmed is placed; the rest is re-sent
+                partials = [it for it in batch if it not in arrived]
+                for it in pending:
+                    if it.hash_future is not None:
+                        it.sha = it.hash_future.result()
+                raise
+            for i, it in enumerate(batch):
+                partials, pending = [it], batch[:i]  # on a change below: keep the checked ones
+                if FileKey.of(it.file.path) != it.key:
+                    raise ProvisionError(f"{it.file.path}: changed while it was being pushed to {dev.name}; "
+                                         "wait until it is written completely and provision again")
+                if it.hash_future is not None:
+                    it.sha = it.hash_future.result()
+            partials, pending = [], []
+            _place(s, batch)
     except (TransportError, ProvisionError) as exc:
-        _salvage(s, pending, current)
+        _salvage(s, pending, partials)
         hint = (f" ({s.placed} of {len(todo)} files are safely on the device; provisioning again resumes "
                 "from there)")
         if isinstance(exc, RemoteNoSpaceError):
@@ -572,12 +580,32 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
     return sent
 
 
-def _salvage(s: _Session, pending: list[_Item], partial: _Item | None) -> None:
-    """After a failure: drop the partial file and place what fully arrived (that is what
-    makes the next run resume). Best effort: the link may be gone; the next run then re-sends
-    those files, and the leftovers under .incoming never get a real name."""
+def _batches(todo: list[_Item]) -> list[list[_Item]]:
+    """Split the pushes so the run folder holds one place command's worth of files at a time."""
+    out: list[list[_Item]] = []
+    batch: list[_Item] = []
+    size = args = 0
+    for it in todo:
+        batch.append(it)
+        size += it.file.size
+        args += _arg_cost(it)
+        if size >= FLUSH_BYTES or args >= MAX_COMMAND:
+            out.append(batch)
+            batch, size, args = [], 0, 0
+    if batch:
+        out.append(batch)
+    return out
+
+
+def _salvage(s: _Session, pending: list[_Item], partials: list[_Item]) -> None:
+    """After a failure: drop the files that may be partial and place what fully arrived (that
+    is what makes the next run resume). Best effort: the link may be gone; the next run then
+    re-sends those files, and the leftovers under .incoming never get a real name."""
     try:
-        _place(s, [it for it in pending if it.sha], discard=partial.file.rel if partial else "")
+        if len(partials) > 1:
+            s.t.remove(*[posixpath.join(s.run_dir, it.file.rel) for it in partials])
+            partials = []
+        _place(s, [it for it in pending if it.sha], discard=partials[0].file.rel if partials else "")
     except Exception:  # noqa: BLE001 - the original error is the one to report
         pass
 

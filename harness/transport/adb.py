@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from adbutils import AdbClient
 from adbutils._adb import AdbConnection
@@ -360,43 +360,57 @@ class AdbTransport(Transport):
             _close(conn)
 
     def push_tree(self, local_dir: Path, remote_dir: str, progress: ProgressFn | None = None) -> int:
-        """All files over one sync session, replies collected as they come (as `adb push DIR`
-        does): no round trip per file. After a dropped link the retry resends only the files
-        the device has not acknowledged yet."""
+        """All files over one sync session (see push_many), as `adb push DIR` does."""
         local_dir = Path(local_dir)
         files = sorted(p for p in local_dir.rglob("*") if p.is_file())
-        jobs = [(p, posixpath.join(remote_dir, p.relative_to(local_dir).as_posix())) for p in files]
+        jobs = [(p, posixpath.join(remote_dir, p.relative_to(local_dir).as_posix()), stat_mod.S_IMODE(p.stat().st_mode))
+                for p in files]
+        if not jobs:
+            self.makedirs(remote_dir)
+            return 0
+        return self.push_many(jobs, progress=progress)
+
+    def push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
+                  on_done: Callable[[str], None] | None = None) -> int:
+        """All files over one sync session, replies collected as they come: no round trip per
+        file. After a dropped link the retry resends only the files the device has not
+        acknowledged yet; `on_done(remote)` runs as each is acknowledged."""
+        jobs = list(jobs)
         features = self.retry.run(f"{self.device.name}: features", self.features)
-        if not jobs or "fixed_push_mkdir" not in features:
-            dirs = {remote_dir} | {posixpath.dirname(remote) for _, remote in jobs}
-            self.makedirs(*sorted(dirs))
+        if jobs and "fixed_push_mkdir" not in features:
+            self.makedirs(*sorted({posixpath.dirname(remote) for _, remote, _ in jobs}))
         done: set[str] = set()
 
+        def acked(remote: str) -> None:
+            done.add(remote)
+            if on_done is not None:
+                on_done(remote)
+
         def attempt() -> None:
-            todo = [(p, r) for p, r in jobs if r not in done]
+            todo = [j for j in jobs if j[1] not in done]
             if not todo:
                 return
-            conn, sync = self._sync(f"push of {local_dir.name}/")
-            sync.on_ack = done.add
+            conn, sync = self._sync(f"push of {len(todo)} files")
+            sync.on_ack = acked
+            remote = todo[0][1]
             try:
-                for local, remote in todo:
-                    st = local.stat()
-                    sync.send_file_nowait(local, remote, stat_mod.S_IMODE(st.st_mode), int(st.st_mtime), progress)
+                for local, remote, mode in todo:
+                    sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress)
                     sync.wait_acks(keep=_MAX_PENDING_ACKS)
                 sync.wait_acks()
             except SyncFail as exc:
-                raise self._sync_fail(str(exc), "push to", exc.remote or remote_dir) from None
+                raise self._sync_fail(str(exc), "push to", exc.remote or remote) from None
             except _LINK_ERRORS as exc:
                 if getattr(exc, "filename", None) is not None:
                     raise
-                raise self._dropped(f"push of {local_dir} to {remote_dir} "
-                                    f"({len(done)}/{len(jobs)} files acknowledged)", exc) from None
+                raise self._dropped(f"push of {len(jobs)} files ({len(done)}/{len(jobs)} files acknowledged)",
+                                    exc) from None
             finally:
                 sync.quit()
                 _close(conn)
 
-        self.retry.run(f"push {local_dir.name}/ ({len(jobs)} files)", attempt)
-        return sum(p.stat().st_size for p, _ in jobs)
+        self.retry.run(f"push of {len(jobs)} files", attempt)
+        return sum(Path(local).stat().st_size for local, _, _ in jobs)
 
     def _pull_file(self, remote: str, local: Path, progress: ProgressFn | None) -> int:
         conn, sync = self._sync(f"pull of {remote}")

@@ -240,6 +240,17 @@ class Transport(ABC):
         file_mode = mode if mode is not None else stat_mod.S_IMODE(local.stat().st_mode)
         return self.retry.run(f"push {local.name}", lambda: self._push_file(local, remote, file_mode, progress))
 
+    def push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
+                  on_done: Callable[[str], None] | None = None) -> int:
+        """Push (local, remote, mode) jobs; `on_done(remote)` as the device confirms each.
+        Drivers with a pipelined file protocol send them back to back (adb)."""
+        total = 0
+        for local, remote, mode in jobs:
+            total += self.push(local, remote, mode=mode, progress=progress)
+            if on_done is not None:
+                on_done(remote)
+        return total
+
     def pull(self, remote: str, local: Path, *, progress: ProgressFn | None = None) -> int:
         local = Path(local)
         local.parent.mkdir(parents=True, exist_ok=True)
