@@ -356,3 +356,15 @@ def test_cli_bad_file_as_subprocess_has_no_traceback(tmp_path):
     out = subprocess.run([sys.executable, "-m", "harness.checks.coherence", str(path)],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 2 and "not valid JSON" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_heldout_real_export_outputs_no_false_alarm_and_every_loop_caught() -> None:
+    """Prompts outside the dev corpus, answered by the real quantized SmolLM2 export."""
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "coherence" / "heldout-smollm2-npu16.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    scored = [r for r in rows if r["label"] in ("coherent", "garbled")]
+    assert len(scored) == 19
+    verdicts = {r["prompt"]: judge(r["text"], prompt=r["prompt"]).verdict for r in scored}
+    false_alarms = [r["prompt"] for r in scored if r["label"] == "coherent" and verdicts[r["prompt"]] != "coherent"]
+    missed = [r["prompt"] for r in scored if r["label"] == "garbled" and verdicts[r["prompt"]] != "garbled"]
+    assert not false_alarms and not missed, (false_alarms, missed)
