@@ -49,8 +49,10 @@ def test_virtual_lab_up_writes_a_working_inventory(tmp_path: Path) -> None:
     assert proc.returncode == 0
 
 
-def test_push_and_status_commands(vlab, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_push_and_status_commands(vlab_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from virtual_lab.exports import make_qwen3_export
+
+    vlab = vlab_factory()  # its own devices: what this test pushes must not be on the shared lab's
 
     export = make_qwen3_export(tmp_path / "qwen3-cli", size_mb=1).path
     first = harness("--file", str(vlab.devices_yaml), "push", "--device", "oneplus13", str(export))
@@ -66,8 +68,10 @@ def test_push_and_status_commands(vlab, tmp_path: Path) -> None:  # type: ignore
     assert "sm8650-qrd" in refused.stderr and "v79" in refused.stderr and "v75" in refused.stderr
 
 
-def test_lab_run_and_status_commands(vlab, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_lab_run_and_status_commands(vlab_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from virtual_lab.exports import make_qwen3_export
+
+    vlab = vlab_factory()
 
     make_qwen3_export(tmp_path / "exports" / "v79", size_mb=1)
     plan = tmp_path / "nightly.yaml"

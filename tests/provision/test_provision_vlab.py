@@ -48,7 +48,11 @@ def _local_sizes(export: Path) -> dict[str, int]:
     return {f.rel: f.size for f in list_files(export)}
 
 
-def test_first_push_unchanged_and_one_change_by_the_devices_counters(vlab, tmp_path):
+def test_first_push_unchanged_and_one_change_by_the_devices_counters(vlab_factory, tmp_path):
+    from virtual_lab.lab import LabDeviceConfig
+
+    # A device of its own: contents other tests pushed would be linked, not sent.
+    vlab = vlab_factory([LabDeviceConfig("oneplus13")])
     export = _export(tmp_path, "qwen3-counters")
     dev = vlab.adb_device("oneplus13")
     cache = HashCache(tmp_path / "hashes.json")
