@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 from adbutils import AdbClient
 from adbutils._adb import AdbConnection
@@ -60,6 +60,9 @@ _FACT_PROPS = {
     "hardware_revision": "ro.boot.hardware.revision",
     "boot_completed": "sys.boot_completed",
 }
+
+
+T = TypeVar("T")
 
 
 class _Deadline(Exception):
@@ -432,66 +435,46 @@ class AdbTransport(Transport):
             _close(conn)
 
     def stat(self, remote: str) -> RemoteStat | None:
-        def once() -> RemoteStat | None:
+        return self.stat_many([remote])[remote]
+
+    def _sync_session(self, what: str, work: Callable[[SyncClient, bool], T]) -> T:
+        """Run `work(sync, has_stat_v2)` in one sync session, with the link-fault mapping and
+        the retry policy every small file operation shares."""
+        def once() -> T:
             use_v2 = "stat_v2" in self.features()
-            conn, sync = self._sync(f"stat of {remote}")
+            conn, sync = self._sync(what)
             try:
-                st = sync.stat_v2(remote) if use_v2 else sync.stat(remote)
+                return work(sync, use_v2)
             except SyncFail as exc:
-                raise self._sync_fail(str(exc), "stat of", remote) from None
+                raise self._sync_fail(str(exc), what, exc.remote or "?") from None
             except _LINK_ERRORS as exc:
-                raise self._dropped(f"stat of {remote}", exc) from None
+                raise self._dropped(what, exc) from None
             finally:
                 sync.quit()
                 _close(conn)
-            return None if st is None else RemoteStat(remote, st.size, st.mode, st.mtime, st.inode)
 
-        return self.retry.run(f"stat {remote}", once)
+        return self.retry.run(what, once)
 
     def stat_many(self, remotes: Sequence[str]) -> dict[str, RemoteStat | None]:
-        """All stats over one sync session: no device process, one connection."""
-        def once() -> dict[str, RemoteStat | None]:
-            use_v2 = "stat_v2" in self.features()
-            conn, sync = self._sync(f"stat of {len(remotes)} files")
-            out: dict[str, RemoteStat | None] = {}
-            try:
-                stats = sync.stat_v2_many(list(remotes)) if use_v2 else [sync.stat(r) for r in remotes]
-                for remote, st in zip(remotes, stats):
-                    out[remote] = None if st is None else RemoteStat(remote, st.size, st.mode, st.mtime, st.inode)
-            except SyncFail as exc:
-                raise self._sync_fail(str(exc), "stat of", exc.remote or "?") from None
-            except _LINK_ERRORS as exc:
-                raise self._dropped(f"stat of {len(remotes)} files", exc) from None
-            finally:
-                sync.quit()
-                _close(conn)
-            return out
+        """All stats over one sync session, pipelined: no device process, about one round trip."""
+        def work(sync: SyncClient, use_v2: bool) -> dict[str, RemoteStat | None]:
+            stats = sync.stat_v2_many(list(remotes)) if use_v2 else [sync.stat(r) for r in remotes]
+            return {r: None if st is None else RemoteStat(r, st.size, st.mode, st.mtime, st.inode)
+                    for r, st in zip(remotes, stats)}
 
-        return self.retry.run(f"stat of {len(remotes)} files", once)
+        return self._sync_session(f"stat of {len(remotes)} files", work)
 
     def read_small_files(self, remotes: Sequence[str], max_bytes: int = 4 << 20) -> dict[str, bytes | None]:
-        """Small files (manifests) read over one sync session; None where absent."""
-        def once() -> dict[str, bytes | None]:
-            use_v2 = "stat_v2" in self.features()
-            conn, sync = self._sync(f"reading {len(remotes)} small files")
+        """Small files (manifests, configs) read over one sync session; None where absent."""
+        def work(sync: SyncClient, use_v2: bool) -> dict[str, bytes | None]:
             out: dict[str, bytes | None] = {}
-            try:
-                for remote in remotes:
-                    st = sync.stat_v2(remote) if use_v2 else sync.stat(remote)
-                    if st is None or not stat_mod.S_ISREG(st.mode):
-                        out[remote] = None
-                        continue
-                    out[remote] = sync.recv_bytes(remote, max_bytes)
-            except SyncFail as exc:
-                raise self._sync_fail(str(exc), "read of", exc.remote or "?") from None
-            except _LINK_ERRORS as exc:
-                raise self._dropped(f"reading {len(remotes)} small files", exc) from None
-            finally:
-                sync.quit()
-                _close(conn)
+            for remote in remotes:
+                st = sync.stat_v2(remote) if use_v2 else sync.stat(remote)
+                out[remote] = sync.recv_bytes(remote, max_bytes) if st is not None and stat_mod.S_ISREG(st.mode) \
+                    else None
             return out
 
-        return self.retry.run(f"read of {len(remotes)} small files", once)
+        return self._sync_session(f"read of {len(remotes)} small files", work)
 
     # ---- facts and health ---------------------------------------------------------------
     def props(self) -> dict[str, str]:

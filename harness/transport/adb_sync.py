@@ -127,18 +127,8 @@ class SyncClient:
         return None if mode == 0 else SyncStat(mode, size, mtime)
 
     def stat_v2(self, path: str) -> SyncStat | None:
-        """STA2 (64-bit sizes); None for ENOENT/ENOTDIR, SyncFail for other errors."""
-        self._request(b"STA2", path)
-        ident = self._recv(4)
-        if ident != b"STA2":
-            raise SyncProtocolError(f"expected STA2 reply, got {ident!r}")
-        err, _dev, ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime = _STAT_V2.unpack(
-            self._recv(_STAT_V2.size))
-        if err in (errno.ENOENT, errno.ENOTDIR):
-            return None
-        if err:
-            raise SyncFail(f"stat failed: {errno.errorcode.get(err, err)}")
-        return SyncStat(mode, size, mtime, ino)
+        """STA2 (64-bit sizes, inode); None for ENOENT/ENOTDIR, SyncFail for other errors."""
+        return self.stat_v2_many([path])[0]
 
     def stat_v2_many(self, paths: Sequence[str], window: int = 256) -> list[SyncStat | None]:
         """Pipelined STA2: requests go out in windows without waiting for each reply (the
