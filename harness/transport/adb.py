@@ -462,7 +462,8 @@ class AdbTransport(Transport):
             return {r: None if st is None else RemoteStat(r, st.size, st.mode, st.mtime, st.inode)
                     for r, st in zip(remotes, stats)}
 
-        return self._sync_session(f"stat of {len(remotes)} files", work)
+        what = f"stat of {remotes[0]}" if len(remotes) == 1 else f"stat of {len(remotes)} files"
+        return self._sync_session(what, work)
 
     def read_small_files(self, remotes: Sequence[str], max_bytes: int = 4 << 20) -> dict[str, bytes | None]:
         """Small files (manifests, configs) read over one sync session; None where absent."""
