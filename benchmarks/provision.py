@@ -15,6 +15,7 @@ test session's fixture would run it; `adb push --sync` runs against a folder it 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import statistics
@@ -36,6 +37,9 @@ BENCH_DIR = "/data/local/tmp/bench"
 
 
 def _timed(fn) -> float:
+    # The device's storage is a host folder: flush the previous step's gigabyte first, so no
+    # measurement pays for another's write-back (benchmarks/push.py does the same).
+    os.sync()
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
