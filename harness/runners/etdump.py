@@ -14,6 +14,7 @@ prefill, the rest decode.
 from __future__ import annotations
 
 import math
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -21,7 +22,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from harness.errors import HarnessError
 
 _META_EVENTS = {"Method::execute", "Program::load_method", "Method::init", "DELEGATE_CALL", "OPERATOR_CALL"}
-_COPY_MARKERS = ("to_copy", "_to_copy", "convert", "quantize", "dequantize")
+# ExecuTorch 1.5 lowers `.to(dtype)` to dim_order_ops._to_dim_order_copy (seen in a real ETDump).
+_COPY_MARKERS = ("to_copy", "_to_copy", "to_dim_order_copy", "convert", "quantize", "dequantize")
 
 
 def executorch_available() -> bool:
@@ -51,7 +53,14 @@ def load_rows(etdump: Path, etrecord: Path | None = None, *, qnn: bool = True,
     if qnn:
         kwargs["source_time_scale"] = TimeScale.CYCLES
         kwargs["target_time_scale"] = TimeScale.CYCLES
-    inspector = Inspector(**kwargs)
+    try:
+        inspector = Inspector(**kwargs)
+    except subprocess.CalledProcessError as exc:
+        # ExecuTorch decodes the ETDump with its bundled flatc; observed with 1.5.1: a dump
+        # written by a program loaded with a debug buffer fails with "string contains non-utf8
+        # bytes" (the same program without one decodes).
+        raise HarnessError(f"{etdump}: ExecuTorch's flatc could not decode this ETDump (exit {exc.returncode}); "
+                           "profile without a debug buffer / intermediate-output dumping and pull it again") from None
     df = inspector.to_dataframe(include_units=True)
     return [dict(r) for r in df.to_dict(orient="records")]
 

@@ -171,7 +171,8 @@ def test_etdump_from_a_real_executorch_run(tmp_path):
     pte.write_bytes(prog.buffer)
     etrecord = tmp_path / "etrecord.bin"
     prog.get_etrecord().save(str(etrecord))
-    module = _load_for_executorch(str(pte), enable_etdump=True, debug_buffer_size=1 << 20)
+    # No debug buffer: with one, ExecuTorch 1.5.1's own flatc cannot decode the dump (observed).
+    module = _load_for_executorch(str(pte), enable_etdump=True)
     for _ in range(3):
         module.forward((torch.randn(1, 8),))
     etdump = tmp_path / "tiny.etdp"
