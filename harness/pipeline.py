@@ -138,6 +138,7 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
 class Judgement:
     pair: str
     case: PromptCase
+    index: int  # the prompt's position in the run (its llm_demo process)
     text: str | None
     verdict: Verdict | None  # None when the run produced no text
     agreement: Agreement | None  # None for the reference pair itself or without a reference
@@ -154,11 +155,11 @@ def judge_matrix(runs: dict[str, PairRun], cases: Sequence[PromptCase]) -> list[
             verdict = judge(text, prompt=case.prompt.text, reference=reference,
                             expect_any=case.expect_any) if text is not None else None
             agreement = compare(text, reference) if text and reference else None
-            judged.append(Judgement(pair, case, text, verdict, agreement))
+            judged.append(Judgement(pair, case, i, text, verdict, agreement))
     return judged
 
 
-def _finite(x: float | None) -> float | None:
+def finite(x: float | None) -> float | None:
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
@@ -169,16 +170,15 @@ def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, sui
     records = []
     for j in judged:
         run = runs[j.pair]
-        idx = [c.id for c in (x.case for x in judged if x.pair == j.pair)].index(j.case.id)
-        proc = run.result.runs[idx] if idx < len(run.result.runs) else None
+        proc = run.result.runs[j.index] if j.index < len(run.result.runs) else None
         rec = TestRecord(name=f"{suite}::{j.pair}::{j.case.id}", suite=suite, device=device, soc_model=soc_model,
                          htp_arch=htp_arch, model=model, backend_pair=j.pair, text=j.text or "")
         if proc is not None:
             rec.duration_s = proc.wall_s
             summary = proc.parsed.summary
             if summary is not None:
-                rec.prefill_tps = _finite(summary.get("prefill_speed_tok_s"))
-                rec.decode_tps = _finite(summary.get("decode_speed_tok_s"))
+                rec.prefill_tps = finite(summary.get("prefill_speed_tok_s"))
+                rec.decode_tps = finite(summary.get("decode_speed_tok_s"))
         problems: list[tuple[str, str]] = []
         cls = proc.classification if proc is not None else None
         if cls is not None and not cls.ok:

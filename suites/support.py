@@ -18,5 +18,5 @@ def record_run(rec: TestRecord, run: pipeline.PairRun, index: int) -> None:
     proc = run.result.runs[index]
     rec.backend_pair = run.pair
     if proc.parsed.summary is not None:
-        rec.prefill_tps = pipeline._finite(proc.parsed.summary.get("prefill_speed_tok_s"))
-        rec.decode_tps = pipeline._finite(proc.parsed.summary.get("decode_speed_tok_s"))
+        rec.prefill_tps = pipeline.finite(proc.parsed.summary.get("prefill_speed_tok_s"))
+        rec.decode_tps = pipeline.finite(proc.parsed.summary.get("decode_speed_tok_s"))
