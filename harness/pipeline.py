@@ -96,17 +96,23 @@ class PairRun:
         return "\n".join(f"{r.stdout}\n{r.stderr}\n{r.logcat or ''}" for r in self.result.runs)
 
 
-def _position_findings(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dict[str, list[mrope.PositionFinding]] | None:
+def position_findings_of(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dict[str, list[mrope.PositionFinding]] | None:
     found: dict[str, list[mrope.PositionFinding]] = {}
     for proc, case in zip(run.runs, cases):
         text = f"{proc.stdout}\n{proc.logcat or ''}"
-        dumps = mrope.parse_posdbg(text)
+        try:
+            dumps = mrope.parse_posdbg(text)
+        except HarnessError as exc:
+            found[case.id] = [mrope.PositionFinding("malformed_dump", str(exc))]
+            continue
         if not dumps:
             continue
-        images = [mrope.image_llm_grid(i.height, i.width) for i in case.prompt.images
-                  if i.height is not None and i.width is not None]
+        sized = [i for i in case.prompt.images if i.height is not None and i.width is not None]
+        images = [mrope.image_llm_grid(i.height, i.width) for i in sized]
         prompt_len = proc.parsed.summary.prompt_tokens if proc.parsed.summary is not None else None
-        ref = mrope.reference_from_first_chunk(dumps, images, prompt_len=prompt_len)
+        # An image without <hw> has a grid only the device's resize knows: no reference then.
+        ref = (mrope.reference_from_first_chunk(dumps, images, prompt_len=prompt_len)
+               if len(sized) == len(case.prompt.images) else None)
         if ref is None:
             found[case.id] = [mrope.PositionFinding(
                 "no_reference", "the first prefill call cannot anchor a reference (print the full [POSDBG] "
@@ -129,7 +135,7 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
                             extra_env=extra_env)
         run = PairRun(pair, result)
         run.shape_findings = scan_log_for_shape_errors(run.log, source=f"llm_demo {pair}")
-        run.position_findings = _position_findings(result, cases)
+        run.position_findings = position_findings_of(result, cases)
         out[pair] = run
     return out
 

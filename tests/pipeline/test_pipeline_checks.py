@@ -1,0 +1,64 @@
+"""The pipeline's log checks on captured llm_demo output: [POSDBG] dumps checked against a
+reference anchored on the first chunk, and the cases where no honest reference exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import pipeline
+from harness.checks import mrope
+from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
+from harness.runners.prompts import Image, Prompt
+
+SUMMARY = ("\n#################################\nprompt tokens num = {n}\ndecode tokens num = 3\n"
+           "prefill time = 0.10 s\n decode time = 0.10 s\nprefill speed = 10.00 tok/s\n"
+           " decode speed = 30.00 tok/s\n##################################\n")
+
+
+def _result(prompt: Prompt, posdbg: list[str], n: int) -> LlmDemoResult:
+    stdout = "\n".join(posdbg) + "\nThe image shows a red square.\n" + SUMMARY.format(n=n)
+    parsed, cls = analyse(stdout, "", exit_code=0, prompts=[prompt.text])
+    run = ProcessRun(["llm_demo"], [prompt.text], stdout, "", None, 0, False, 0.1, parsed, cls)
+    return LlmDemoResult([run], parsed.prompts)
+
+
+def _image_prompt(tmp_path: Path, hw: bool = True) -> Prompt:
+    img = pipeline.write_test_image(tmp_path / "img.png")
+    image = Image(img, height=512, width=512) if hw else Image(img)
+    return Prompt("Describe the image.", images=(image,), id="image")
+
+
+def _ref() -> mrope.Positions:
+    # <hw>512, 512</hw> on Qwen3-VL: a 16 x 16 grid after merge.
+    return mrope.reference_positions([mrope.Text(20), mrope.image_llm_grid(512, 512), mrope.Text(30)])
+
+
+def test_correct_dumps_pass_and_the_chunk_local_bug_is_named(tmp_path: Path) -> None:
+    prompt = _image_prompt(tmp_path)
+    case = pipeline.PromptCase(prompt)
+    ref = _ref()
+    good = _result(prompt, mrope.posdbg_lines(ref, mode="ok"), len(ref))
+    assert pipeline.position_findings_of(good, [case]) == {"image": []}
+    bad = _result(prompt, mrope.posdbg_lines(ref, mode="chunk_local_bug"), len(ref))
+    kinds = {f.kind for f in pipeline.position_findings_of(bad, [case])["image"]}
+    assert kinds == {"chunk_local_bug"}
+
+
+def test_no_dumps_means_not_instrumented(tmp_path: Path) -> None:
+    prompt = _image_prompt(tmp_path)
+    assert pipeline.position_findings_of(_result(prompt, [], 50), [pipeline.PromptCase(prompt)]) is None
+
+
+def test_image_without_hw_gets_no_guessed_reference(tmp_path: Path) -> None:
+    prompt = _image_prompt(tmp_path, hw=False)
+    ref = _ref()
+    res = _result(prompt, mrope.posdbg_lines(ref, mode="ok"), len(ref))
+    findings = pipeline.position_findings_of(res, [pipeline.PromptCase(prompt)])["image"]
+    assert [f.kind for f in findings] == ["no_reference"]
+
+
+def test_malformed_dump_is_a_finding_not_a_crash(tmp_path: Path) -> None:
+    prompt = _image_prompt(tmp_path)
+    res = _result(prompt, ["[POSDBG] all_seq_len=0 | ax0=1,2"], 50)
+    findings = pipeline.position_findings_of(res, [pipeline.PromptCase(prompt)])["image"]
+    assert [f.kind for f in findings] == ["malformed_dump"]
