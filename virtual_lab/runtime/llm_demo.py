@@ -214,15 +214,12 @@ def prompt_tokens(prompt: str, llm_config: Mapping[str, Any]) -> int:
 
 
 def _prefill_sizes(n: int, limits: list[int] | None) -> list[int]:
+    """Padded size of each prefill forward, as MNN's forwardVec splits (one call unchunked)."""
     if not limits:
         return [n]
-    allowed = sorted(set(limits))
-    block, out, left = allowed[-1], [], n
-    while left > 0:
-        real = min(block, left)
-        out.append(next(x for x in allowed if x >= real))
-        left -= real
-    return out
+    from harness.checks.mrope import prefill_chunks  # the one implementation of the split
+
+    return [padded for _start, _real, padded in prefill_chunks(n, limits)]
 
 
 @dataclass
