@@ -87,13 +87,14 @@ class PairRun:
 
     pair: str
     result: LlmDemoResult
-    shape_findings: list[ShapeFinding] = field(default_factory=list)
+    # Shape/graph errors found in each process's log (stdout, stderr, logcat), in prompt order.
+    process_shape_findings: list[list[ShapeFinding]] = field(default_factory=list)
     # None: the runtime printed no [POSDBG] lines (not instrumented); else per-prompt findings.
     position_findings: dict[str, list[mrope.PositionFinding]] | None = None
 
     @property
-    def log(self) -> str:
-        return "\n".join(f"{r.stdout}\n{r.stderr}\n{r.logcat or ''}" for r in self.result.runs)
+    def shape_findings(self) -> list[ShapeFinding]:
+        return [f for found in self.process_shape_findings for f in found]
 
 
 def position_findings_of(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dict[str, list[mrope.PositionFinding]] | None:
@@ -134,7 +135,9 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
         result = runner.run(prompts, backend=pair, overlay=overlay, one_per_process=True, timeout=timeout,
                             extra_env=extra_env)
         run = PairRun(pair, result)
-        run.shape_findings = scan_log_for_shape_errors(run.log, source=f"llm_demo {pair}")
+        run.process_shape_findings = [
+            scan_log_for_shape_errors(f"{r.stdout}\n{r.stderr}\n{r.logcat or ''}", source=f"llm_demo {pair}")
+            for r in result.runs]
         run.position_findings = position_findings_of(result, cases)
         out[pair] = run
     return out
@@ -190,9 +193,8 @@ def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, sui
         if cls is not None and not cls.ok:
             rec.signature = cls.signature_ids[0] if cls.signature_ids else ""
             problems.append((cls.cls, "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls))
-        shape_errors = [f for f in scan_log_for_shape_errors(
-            f"{proc.stdout}\n{proc.stderr}\n{proc.logcat or ''}", source=f"llm_demo {j.pair}")
-            if f.severity == "error"] if proc is not None else []
+        found = run.process_shape_findings[j.index] if j.index < len(run.process_shape_findings) else []
+        shape_errors = [f for f in found if f.severity == "error"]
         if shape_errors and not problems:
             problems.append(("shape-error", shape_errors[0].explain()))
         pos = (run.position_findings or {}).get(j.case.id)
@@ -234,7 +236,6 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
     `max_new_tokens`, `timeout_s`, `env` (extra environment for the runner); the suite's
     `backends` select pairs."""
     from harness.provision import provision_model, provision_runtime
-    from harness.provision.artifacts import load_export
 
     options = {**ctx.plan.options, **ctx.entry.model.options, **ctx.entry.suite.options}
     if "runtime_dir" not in options:
@@ -243,7 +244,6 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
     runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
                                 qnn_sdk=_device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None)
     model = provision_model(ctx.transport, ctx.entry.model.path)
-    artifact = load_export(ctx.entry.model.path)
     visual = any("/" in p for p in model.configs) and "qnn/qnn" in model.configs
     image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if visual else None
     cases = default_cases(visual, image)
@@ -258,7 +258,7 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
     env = {str(k): str(v) for k, v in dict(options.get("env") or {}).items()}
     kwargs = dict(max_new_tokens=int(options.get("max_new_tokens", 64)),
                   timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)), extra_env=env or None)
-    label = f"{ctx.entry.model.name} ({artifact.model_type})"
+    label = f"{ctx.entry.model.name} ({model.model_type})"
     # Pair by pair, so results arrive as they are made and a retry after a dropped link
     # re-runs only what was not delivered; the CPU reference is re-run when a later pair needs it.
     def done(pair: str) -> bool:

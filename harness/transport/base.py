@@ -144,6 +144,9 @@ class Transport(ABC):
                 self._stale_pid_files = []
             else:
                 self._stale_pid_files = [pid_file]
+        return self._result(args, raw, duration, check)
+
+    def _result(self, args: Sequence[str], raw: RawExec, duration: float, check: bool) -> CommandResult:
         result = CommandResult(
             args=tuple(str(a) for a in args),
             stdout=raw.stdout.decode("utf-8", "replace"),
@@ -185,12 +188,7 @@ class Transport(ABC):
         command = build_shell_command(args)
         started = time.monotonic()
         raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
-        result = CommandResult(tuple(str(a) for a in args), raw.stdout.decode("utf-8", "replace"),
-                               raw.stderr.decode("utf-8", "replace"), raw.exit_code,
-                               time.monotonic() - started, raw.timed_out)
-        if check:
-            result.check(self.device.name)
-        return result
+        return self._result(args, raw, time.monotonic() - started, check)
 
     def shell_text(self, args: Sequence[str], timeout: float | None = 60) -> str:
         return self.shell(args, timeout=timeout, check=True).stdout
