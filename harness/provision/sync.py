@@ -259,6 +259,21 @@ def _verified(path: str, sha: str, size: int, stamp: DeviceStamp,
     return Placed(path, sha, size, st.mode, stamp)
 
 
+def parse_manifest_lines(lines: Sequence[str], where: str) -> list[tuple[str, Manifest | ProvisionError]]:
+    """`grep -H '' manifests/*/*.json` output (one "path:{json}" line each), parsed; a damaged
+    manifest comes back as its error so each caller decides what it means."""
+    out: list[tuple[str, Manifest | ProvisionError]] = []
+    for line in lines:
+        path, sep, text = line.partition(":{")
+        if not sep:
+            continue
+        try:
+            out.append((path, Manifest.from_json("{" + text, f"{where}:{path}")))
+        except ProvisionError as exc:
+            out.append((path, exc))
+    return out
+
+
 def parse_probe(text: str, layout: DeviceLayout, where: str) -> Probe:
     sec = split_sections(text)
     if "end" not in sec:
@@ -268,13 +283,8 @@ def parse_probe(text: str, layout: DeviceLayout, where: str) -> Probe:
     own: Manifest | None = None
     contents: dict[str, Placed] = {}
     mine: dict[str, Placed] = {}
-    for line in sec.get("manifests", []):
-        path, sep, text_json = line.partition(":{")
-        if not sep:
-            continue
-        try:
-            m = Manifest.from_json("{" + text_json, f"{where}:{path}")
-        except ProvisionError:
+    for path, m in parse_manifest_lines(sec.get("manifests", []), where):
+        if isinstance(m, ProvisionError):
             continue  # a damaged manifest: its files are simply not trusted
         is_mine = path == layout.manifest
         if is_mine:
@@ -822,14 +832,9 @@ def device_status(transport: Transport) -> StatusReport:
     sec = split_sections(res.stdout)
     report = StatusReport(device=device.name, work_dir=device.work_dir)
     files = {st.path: st for st in parse_stat_lines(sec.get("files", []))}
-    for line in sec.get("manifests", []):
-        path, sep, text = line.partition(":{")
-        if not sep:
-            continue
-        try:
-            m = Manifest.from_json("{" + text, f"{device.name}:{path}")
-        except ProvisionError as exc:
-            report.sets.append(SetStatus("?", posixpath.basename(path), "", 0, 0, problems=[str(exc)]))
+    for path, m in parse_manifest_lines(sec.get("manifests", []), device.name):
+        if isinstance(m, ProvisionError):
+            report.sets.append(SetStatus("?", posixpath.basename(path), "", 0, 0, problems=[str(m)]))
             continue
         st = SetStatus(m.kind, m.name, m.remote_dir, len(m.files), m.total_bytes, meta=dict(m.meta))
         for rel, entry in sorted(m.files.items()):
