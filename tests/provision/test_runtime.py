@@ -67,7 +67,7 @@ def test_missing_libraries_are_named(tmp_path):
     msg = str(err.value)
     for lib in ("libQnnHtp.so", "libQnnHtpV79Stub.so", "libQnnHtpV79Skel.so", "libQnnSystem.so"):
         assert lib in msg
-    assert "qnn_sdk=" in msg
+    assert "--qnn-sdk" in msg
 
 
 def test_wrong_arch_only_is_explained(tmp_path):
