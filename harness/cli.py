@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import posixpath
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -41,13 +42,28 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from harness.provision import provision_model
+    from harness.provision import provision_model, provision_runtime
     from harness.transport import open_transport
 
+    if not args.model_dir and not args.runtime:
+        raise HarnessError("harness push: nothing to push; give a model folder and/or --runtime DIR")
+    if args.qnn_sdk and not args.runtime:
+        raise HarnessError("harness push: --qnn-sdk goes with --runtime DIR (the QNN libraries are pushed beside "
+                           "the runner)")
     device = _inventory(args).get(args.device)
+    if args.qnn_sdk and not device.has_htp:
+        raise HarnessError(f"harness push: {device.name} is the host (soc: host), it has no HTP; drop --qnn-sdk")
     with open_transport(device) as transport:
-        result = provision_model(transport, Path(args.model_dir))
-    print(f"{device.name}: {result.remote_dir}: {result.files_sent} files, {result.bytes_sent} bytes sent")
+        if args.runtime:
+            # QNN libraries are required when asked for (--qnn-sdk), taken when the folder has them.
+            rt = provision_runtime(transport, Path(args.runtime), qnn_sdk=Path(args.qnn_sdk) if args.qnn_sdk else None,
+                                   need_qnn=bool(args.qnn_sdk), qnn_sdk_option="harness push --qnn-sdk")
+            what = f"QNN {rt.htp_arch}" if rt.qnn else "CPU only: no QNN libraries (harness push --qnn-sdk SDK adds them)"
+            print(f"{device.name}: {rt.remote_dir}: {rt.files_sent} files, {rt.bytes_sent} bytes sent "
+                  f"({posixpath.basename(rt.runner)}, {what})")
+        if args.model_dir:
+            result = provision_model(transport, Path(args.model_dir))
+            print(f"{device.name}: {result.remote_dir}: {result.files_sent} files, {result.bytes_sent} bytes sent")
     return 0
 
 
@@ -84,10 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_devices)
 
-    p = sub.add_parser("push", help="provision an exported model on a device (incremental)")
+    p = sub.add_parser("push", help="provision an exported model and/or a runtime on a device (incremental)")
     p.add_argument("--device", required=True)
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
-    p.add_argument("model_dir")
+    p.add_argument("--runtime", metavar="DIR", help="runtime folder (llm_demo or qnn_llama_runner and its libraries; "
+                   "a build tree is fine: libraries are found by the runner's ELF NEEDED entries)")
+    p.add_argument("--qnn-sdk", metavar="SDK", help="QNN SDK root: push the QNN libraries for the device's HTP arch "
+                   "(needed only for QNN backends)")
+    p.add_argument("model_dir", nargs="?", help="exported model folder")
     p.set_defaults(func=cmd_push)
 
     p = sub.add_parser("status", help="what is provisioned on a device, from its manifest")
