@@ -245,14 +245,21 @@ def resolve_runtime(
                          system_needed=system, system_dirs=sys_dirs)
 
 
+_PRESENT_SCRIPT = 'for f in "$@"; do [ -e "$f" ] && echo "$f"; done; exit 0'
+
+
 def check_system_libs(transport: Transport, bundle: RuntimeBundle) -> None:
     """Every NEEDED library the bundle does not carry must be in the device's system folders;
     otherwise a clear error before a byte moves (the run would die in the loader)."""
     if not bundle.system_needed:
         return
     paths = {name: [posixpath.join(d, name) for d in bundle.system_dirs] for name in bundle.system_needed}
-    found = transport.stat_many([p for ps in paths.values() for p in ps])
-    absent = [name for name, ps in paths.items() if not any(found.get(p) is not None for p in ps)]
+    # Asked through the device's shell, not its file protocol: the shell sees what the runner
+    # will see (a sandbox or chroot may show the file protocol another tree).
+    res = transport.quick(["sh", "-c", _PRESENT_SCRIPT, "sh", *[p for ps in paths.values() for p in ps]],
+                          timeout=60, check=False)
+    found = set(res.stdout.split("\n"))
+    absent = [name for name, ps in paths.items() if not any(p in found for p in ps)]
     if absent:
         detail = "; ".join(f"{n} (needed by {bundle.system_needed[n]})" for n in absent)
         raise ArtifactError(f"{bundle.source}: {transport.device.name} lacks shared libraries {bundle.runner} needs: "
