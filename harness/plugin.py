@@ -147,7 +147,7 @@ def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, back
         return provision_runtime(transport, Path(runtime_dir), qnn_sdk=Path(sdk) if sdk and device.has_htp else None,
                                  need_qnn=need, qnn_sdk_option="--qnn-sdk")
     except HarnessError as exc:
-        setup_error(f"{exc}" + (" (or --backends with CPU pairs only)" if need else ""))
+        setup_error(f"{exc}" + (": select CPU pairs only with --backends to run without them" if need else ""))
 
 
 @pytest.fixture(scope="session")

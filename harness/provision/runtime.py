@@ -235,7 +235,7 @@ def resolve_runtime(
         where = ", ".join(dict.fromkeys(searched)) or str(src)
         raise ArtifactError(f"runtime for {runner} on HTP {htp_arch} is missing {', '.join(missing + own_missing)}; "
                             f"searched {where}{hint}. Pass {qnn_sdk_option} (the QNN SDK root) or copy them into "
-                            f"{src}; or select only the CPU backend, which needs no QNN library")
+                            f"{src}. The CPU backend needs no QNN library")
     if not qnn:
         for lib in [lib.format(a=arch_num or 0) for lib in spec.qnn_libs]:
             chosen.pop(lib, None)  # a partial set of QNN libraries is no QNN runtime
