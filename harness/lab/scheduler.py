@@ -31,7 +31,7 @@ from typing import Callable, Iterable
 from harness.errors import ConnectionDropped, HarnessError, TransportError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import check_device
-from harness.lab.locks import DeviceBusy, DeviceLock, default_lock_dir
+from harness.lab.claims import DeviceBusy, claim_dir, open_claim
 from harness.lab.plan import Plan, PlanEntry
 from harness.report.records import RecordWriter, TestRecord, read_records
 from harness.transport.base import Transport
@@ -248,10 +248,11 @@ class _DeviceWorker:
     def run(self) -> None:
         started = time.monotonic()
         night = self.night
-        lock = DeviceLock(night.lock_dir, self.device.name, night.run_id)
+        claim = open_claim(self.device, lock_dir=night.lock_dir, run_id=night.run_id, purpose="night")
         try:
             try:
-                lock.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
+                # The claim engine may resolve the address to connect to.
+                self.device = claim.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
             except DeviceBusy as exc:
                 if night.stop.is_set():
                     self.outcome.status, self.outcome.reason = INTERRUPTED, str(exc)
@@ -267,7 +268,7 @@ class _DeviceWorker:
                 if self.outcome.status != QUARANTINED and (night.stop.is_set() or self.processes.snapshot()):
                     self.kill_processes()
                 self._close()
-                lock.release()
+                claim.release()
         except Exception as exc:  # never lose the other devices to one worker's bug
             log.exception("worker for %s failed", self.device.name)
             self.outcome.status = QUARANTINED
@@ -481,7 +482,8 @@ def run_night(
 
     out_dir gets records.jsonl (as results arrive), night.json, devices/<name>/ (job
     artifacts), and with `reports`: junit.xml, junit/<device>.xml, report.html, plots/.
-    Lock folder: `lock_dir`, else the plan's `locks.dir`, else locks/ next to devices.yaml.
+    Claim folder: `claims.claim_dir` (`lock_dir`, $HARNESS_LOCK_DIR, the plan's `locks.dir`,
+    locks/ next to devices.yaml).
     History: `history_db`, else the plan's `history.db`, else <out_dir>/../history.sqlite.
     Ctrl-C (KeyboardInterrupt) or `stop.set()` ends the night cleanly; the result says so.
     """
@@ -492,7 +494,7 @@ def run_night(
     stop = stop or threading.Event()
     say = say or _default_say
     run_id = run_id or new_run_id()
-    lock_dir = Path(lock_dir) if lock_dir is not None else default_lock_dir(inventory.path, plan.locks.dir)
+    lock_dir = claim_dir(inventory.path, plan.locks.dir, lock_dir)
     records_path = out_dir / "records.jsonl"
     result = NightResult(run_id=run_id, plan_name=plan.name, out_dir=out_dir, records_path=records_path,
                          started_at=time.time())
