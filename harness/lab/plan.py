@@ -53,6 +53,10 @@ class PlanError(HarnessError):
     """The plan file is unreadable or invalid (the message names file and key)."""
 
 
+class NoDeviceMatched(PlanError):
+    """The plan selects no device of the inventory: nothing can run (exit code 5)."""
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
@@ -164,7 +168,7 @@ class Plan:
                 wanted.append(f"names {', '.join(self.devices)}")
             if self.tags:
                 wanted.append(f"all of the tags {', '.join(self.tags)}")
-            raise PlanError(
+            raise NoDeviceMatched(
                 f"{self.path}: no device in {inventory.path} matches {' and '.join(wanted) or 'the plan'}; "
                 "fix `devices:`/`tags:` in the plan or the tags in the inventory"
             )
