@@ -58,8 +58,8 @@ def test_push_runtime_with_qnn_sdk_and_its_errors(vlab_factory, tmp_path: Path) 
     empty.mkdir()
     bad = harness("--file", str(vlab.devices_yaml), "push", "--device", "oneplus13", "--runtime", str(bare),
                   "--qnn-sdk", str(empty))
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr  # the push was refused (exitcodes.py)
     assert "libQnnHtpV79Skel.so" in bad.stderr and "harness push --qnn-sdk" in bad.stderr
     assert bad.stderr.count("is missing") == 1
     nothing = harness("--file", str(vlab.devices_yaml), "push", "--device", "oneplus13")
-    assert nothing.returncode == 2 and "--runtime" in nothing.stderr
+    assert nothing.returncode == 4 and "--runtime" in nothing.stderr  # a usage error
