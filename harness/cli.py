@@ -51,8 +51,11 @@ def cmd_devices(args: argparse.Namespace) -> int:
             address = f"{d.ssh.user}@{d.ssh.host}:{d.ssh.port}"
         else:
             address = "-"
-        rows.append((d.name, d.transport, address, d.soc_model, str(d.soc_id), d.htp_arch, f"{d.vtcm_mb}MB",
-                     d.work_dir, ",".join(d.tags)))
+        if d.has_htp:
+            facts = (str(d.soc_id), d.htp_arch, f"{d.vtcm_mb}MB")
+        else:
+            facts = ("-", "-", "-")  # the host: no Qualcomm SoC
+        rows.append((d.name, d.transport, address, d.soc_model, *facts, d.work_dir, ",".join(d.tags)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -87,7 +90,7 @@ def cmd_push(args: argparse.Namespace) -> int:
                 rt = provision_runtime(transport, Path(args.runtime),
                                        qnn_sdk=Path(args.qnn_sdk) if args.qnn_sdk else None,
                                        need_qnn=bool(args.qnn_sdk), qnn_sdk_option="harness push --qnn-sdk")
-                what = (f"QNN {rt.htp_arch}" if rt.qnn
+                what = (f"QNN {rt.htp_arch}" if rt.qnn else "CPU only: the host has no HTP" if not device.has_htp
                         else "CPU only: no QNN libraries (harness push --qnn-sdk SDK adds them)")
                 print(f"{device.name}: {rt.remote_dir}: {rt.files_sent} files, {rt.bytes_sent} bytes sent "
                       f"({posixpath.basename(rt.runner)}, {what})")
