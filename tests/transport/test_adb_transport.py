@@ -409,3 +409,10 @@ def test_unsendable_argument_is_refused_before_sending(adb, bad):
         adb.shell(["true"], cwd=f"{WORK}/{bad}")
     with pytest.raises(UnsendableText, match="environment variable X"):
         adb.shell(["true"], env={"X": bad})
+
+
+def test_pull_of_a_folder_is_a_path_error_not_a_drop(adb, phone, tmp_path, retry_log):
+    phone.host_path(f"{WORK}/a folder").mkdir(parents=True, exist_ok=True)
+    with pytest.raises(RemotePathError, match=f"op13-virtual.*{WORK}/a folder.*Is a directory"):
+        adb.pull(f"{WORK}/a folder", tmp_path / "x")
+    assert retry_log() == [] and not (tmp_path / "x").exists()
