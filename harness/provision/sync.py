@@ -737,16 +737,18 @@ def provision_model(
     progress: Progress | None = None,
     verify: str = "size",
     allow_unknown_target: bool = False,
+    follow_external_links: bool = False,
 ) -> ProvisionedModel:
     """Validate an export against the device, then push it incrementally to
     `<work_dir>/models/<name>` (default name: the folder's name). Nothing moves when the
-    export is incomplete or compiled for another SoC/arch."""
+    export is incomplete or compiled for another SoC/arch. Symlinks leaving the export are
+    refused unless `follow_external_links` (artifacts.py states the rule)."""
     from harness.provision.artifacts import check_target, load_export
     from harness.provision.hashcache import default_cache
     from harness.provision.manifest import write_local_manifest
     from harness.provision.progress import make_progress
 
-    artifact = load_export(model_dir)
+    artifact = load_export(model_dir, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
     target = artifact.target
     meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type, "configs": artifact.configs,
