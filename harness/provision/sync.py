@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness import soc
-from harness.errors import ProvisionError, RemoteNoSpaceError, TransportError
+from harness.errors import HarnessError, ProvisionError, RemoteNoSpaceError, TransportError
 from harness.provision.artifacts import ArtifactFile
 from harness.provision.hashcache import FileKey, HashCache
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
@@ -582,12 +582,21 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
         hint = (f" ({s.placed} of {len(todo)} files are safely on the device; provisioning again resumes "
                 "from there)")
         if isinstance(exc, RemoteNoSpaceError):
+            # The pre-check's figure is stale by now (something else filled the disk): ask again.
+            now = _free_now(s)
+            left = f"{human_bytes(now)} ({now} bytes) free now" if now is not None else "free space unknown"
             raise RemoteNoSpaceError(f"{dev.name}: no space left while pushing {L.kind} {L.name!r}: needed "
-                                     f"{need} bytes, the device said {free} bytes were free ({exc}); free space "
-                                     f"and provision again{hint}") from None
+                                     f"{need} bytes, {left} ({exc}); free space and provision again{hint}") from None
         raise type(exc)(f"{exc}{hint}") from None
     s.progress.finish(f"{dev.name}: {L.kind} {L.name}: {len(todo)} files, {human_bytes(sent)} pushed")
     return sent
+
+
+def _free_now(s: _Session) -> int | None:
+    try:
+        return s.t.free_bytes(s.layout.work_dir)
+    except HarnessError:  # a best-effort figure for the message; the failure is reported anyway
+        return None
 
 
 def _batches(todo: list[_Item]) -> list[list[_Item]]:
