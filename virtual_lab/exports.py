@@ -89,12 +89,15 @@ CLI: python -m virtual_lab.exports {qwen3,qwen3-vl} DST [--size-mb N] [--soc-id 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import re
 import shutil
 import struct
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TypedDict
@@ -356,6 +359,7 @@ class _Spec:
     n_visual_graphs: int
     sampler_type: str
     seed: int
+    sidecar: bool = True
     extra: dict = field(default_factory=dict)
 
 
@@ -440,6 +444,195 @@ def _visual_io(spec: _Spec) -> dict:
             "outputs": list(spec.visual_outputs),
         })
     return {"configs": configs}
+
+
+# --------------------------------------------------------------------------------------------
+# NPU stubs (qnn/llm.mnn, qnn/visual.mnn) in the real compilefornpu layout
+# --------------------------------------------------------------------------------------------
+
+_INT_INPUTS = {"position_ids", "logits_index", "idx_tensor"}
+
+
+@dataclass(frozen=True)
+class _PluginSpec:
+    """One context binary as the stub's Plugin op describes it."""
+
+    path: str  # "qnn/graphllm0.bin"
+    graph_names: tuple[str, ...]  # one per compiled shape
+    inputs: tuple[str, ...]  # tensor names
+    outputs: tuple[str, ...]
+    input_dims: tuple[tuple[tuple[int, ...], ...], ...]  # [shape][input] -> dims
+    output_dims: tuple[tuple[tuple[int, ...], ...], ...]  # [shape][output] -> dims
+
+
+def _declared(per_shape: Sequence[Sequence[int]]) -> list[int]:
+    """An Input op's dims: fixed where every compiled shape agrees, -1 where they differ."""
+    first = list(per_shape[0])
+    return [d if all(len(s) == len(first) and s[k] == d for s in per_shape) else -1
+            for k, d in enumerate(first)]
+
+
+def _stub_graph(configs: Sequence[dict], plugins: Sequence[_PluginSpec], outputs: Sequence[str]) -> dict:
+    """The MNN graph JSON (mnnconvert's dump format) of a compilefornpu stub: the top-level
+    Input ops, then one Plugin op (type QNN) per context binary with the attributes the QNN
+    plugin reads (docs/qnn-export-artifacts.md)."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+
+    def tensor(name: str) -> int:
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        return index[name]
+
+    ops: list[dict] = []
+    for inp in configs[0]["inputs"]:
+        name = inp["name"]
+        per_shape = [next(i["shape"] for i in c["inputs"] if i["name"] == name) for c in configs]
+        main: dict[str, Any] = {"dims": _declared(per_shape), "dformat": "NCHW"}
+        if name in _INT_INPUTS or inp.get("type") == "int":
+            main["dtype"] = "DT_INT32"
+        ops.append({"main_type": "Input", "main": main, "name": name,
+                    "outputIndexes": [tensor(name)], "type": "Input"})
+    for p in plugins:
+        ins = [tensor(n) for n in p.inputs]
+        outs = [tensor(n) for n in p.outputs]
+        attrs: list[dict] = [
+            {"key": "path", "s": p.path},
+            {"key": "inputs", "list": {"s": [f"t{i}" for i in ins]}},
+            {"key": "allGraphName", "list": {"s": list(p.graph_names)}},
+            {"key": "outputs", "list": {"s": [f"t{i}" for i in outs]}},
+            {"key": "allInputShape", "list": {"i": [d for shape in p.input_dims for dims in shape for d in dims]}},
+        ]
+        for si, shape in enumerate(p.output_dims):
+            attrs += [{"key": f"o_{si}_{k}", "tensor": {"dims": list(dims)}} for k, dims in enumerate(shape)]
+        ops.append({"inputIndexes": ins, "main_type": "Plugin", "main": {"type": "QNN", "attr": attrs},
+                    "name": p.path, "outputIndexes": outs, "type": "Plugin"})
+    return {"bizCode": "MNNTest", "extraInfo": {"version": "3.6.1"}, "oplists": ops,
+            "outputName": list(outputs), "sourceType": "ONNX", "tensorName": names}
+
+
+def _llm_plugins(spec: _Spec) -> list[_PluginSpec]:
+    """The LLM split like compilefornpu splits it: graph 0 takes the positions and embeddings,
+    the deepstack layers take deepstack_embeds, the last graph writes the logits."""
+    configs = _llm_io(spec)["configs"]
+    dims = [{i["name"]: tuple(i["shape"]) for i in c["inputs"]} for c in configs]
+    seqs = [d["input_ids"][0] for d in dims]
+    n = spec.n_llm_graphs
+    ds_graphs = set(range(1, min(DEEPSTACK_LAYERS, n - 1) + 1)) or {0}
+    plugins = []
+    hidden_in = ""
+    for k in range(n):
+        ins = ["position_ids", "input_ids"] if k == 0 else [hidden_in]
+        if spec.is_visual and k in ds_graphs:
+            ins.append("deepstack_embeds")
+        last = k == n - 1
+        out = "logits" if last else f"/blocks.{k}/Add_output_0"
+        in_dims = tuple(tuple(dims[si][i] if i in dims[si] else (1, seq, spec.hidden) for i in ins)
+                        for si, seq in enumerate(seqs))
+        out_dims = tuple(((1, seq, spec.vocab if last else spec.hidden),) for seq in seqs)
+        plugins.append(_PluginSpec(f"qnn/graphllm{k}.bin", (f"graphllm{k}", f"graphllm1_{k}"), tuple(ins),
+                                   (out,), in_dims, out_dims))
+        hidden_in = out
+    return plugins
+
+
+def _visual_plugins(spec: _Spec) -> list[_PluginSpec]:
+    configs = _visual_io(spec)["configs"]
+    seqs = [c["inputs"][0]["shape"][0] for c in configs]
+    top = [i["name"] for i in configs[0]["inputs"]]
+    n = spec.n_visual_graphs
+    plugins = []
+    hidden_in = ""
+    for k in range(n):
+        ins = top if k == 0 else [hidden_in]
+        last = k == n - 1
+        outs = list(spec.visual_outputs) if last else [f"/visual/blocks.{k}/Add_output_0"]
+        in_dims = tuple(tuple(tuple(next(i["shape"] for i in c["inputs"] if i["name"] == name))
+                              if name in top else (seq, 1024) for name in ins)
+                        for c, seq in zip(configs, seqs))
+        out_dims = tuple(tuple(((DEEPSTACK_LAYERS, seq // 4, spec.hidden) if o == "deepstack_feature"
+                                else (seq // 4, spec.hidden) if last else (seq, 1024)) for o in outs)
+                         for seq in seqs)
+        names = (f"graphvisual{k}",) + tuple(f"graphvisual{i}_{k}" for i in range(1, len(configs)))
+        plugins.append(_PluginSpec(f"qnn/graphvisual{k}.bin", names, tuple(ins), tuple(outs), in_dims, out_dims))
+        hidden_in = outs[0]
+    return plugins
+
+
+def _convert_script() -> str:
+    # The `mnn` package's converter through `_tools` (never the `mnnconvert` console script,
+    # whose wrapper pip-installs a telemetry SDK); the same call harness.checks.quant makes.
+    return "import sys, _tools; _tools.mnnconvert(['mnnconvert'] + sys.argv[1:])"
+
+
+@functools.lru_cache(maxsize=16)
+def _stub_bytes(graph_json: str) -> bytes:
+    """JSON -> .mnn with the converter (`-f JSON`); cached, since tests write many alike exports."""
+    with tempfile.TemporaryDirectory(prefix="vlab-stub-") as tmp:
+        src, out = Path(tmp) / "stub.json", Path(tmp) / "stub.mnn"
+        src.write_text(graph_json, encoding="utf-8")
+        proc = subprocess.run([sys.executable, "-c", _convert_script(), "-f", "JSON", "--modelFile", str(src),
+                               "--MNNModel", str(out)], capture_output=True, text=True, timeout=300)
+        if "No module named '_tools'" in proc.stderr:
+            raise ValueError("writing the NPU stub qnn/*.mnn needs the `mnn` package's converter: "
+                             "pip install 'harness[dev]' (or 'harness[mnn]')")
+        if not out.is_file() or out.stat().st_size == 0:
+            detail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+            raise ValueError(f"the mnn converter could not write the NPU stub ({detail[0]})")
+        return out.read_bytes()
+
+
+def _graph_io(plugins: Sequence[_PluginSpec]) -> dict[str, dict]:
+    """Per context binary path: each graph's inputs/outputs as QNN names them (t<K>) with dims,
+    for the virtual lab's stand-in of qnn-context-binary-utility."""
+    out: dict[str, dict] = {}
+    for p in plugins:
+        out[p.path] = {g: {"inputs": [list(d) for d in p.input_dims[si]],
+                           "outputs": [list(d) for d in p.output_dims[si]]}
+                       for si, g in enumerate(p.graph_names)}
+    return out
+
+
+def context_binary_utility_json(path: Path) -> dict:
+    """What `qnn-context-binary-utility --json_file` writes for a virtual-lab context binary:
+    {"info": {"graphs": [{"info": {"graphName", "graphInputs": [{"info": {"name", "dimensions"}}],
+    "graphOutputs": [...]}}], "socModel": N, "dspArch": N}} (the keys harness.compiled_io reads).
+    Raises ValueError for a file that is no virtual context binary."""
+    head = read_context_header(path)
+    graphs = []
+    for g in head.get("graphs", []):
+        io = head.get("graph_io", {}).get(g, {"inputs": [], "outputs": []})
+        graphs.append({"info": {
+            "graphName": g,
+            "graphInputs": [{"info": {"name": f"t{k}", "dimensions": d}} for k, d in enumerate(io["inputs"])],
+            "graphOutputs": [{"info": {"name": f"o{k}", "dimensions": d}} for k, d in enumerate(io["outputs"])],
+        }})
+    arch = str(head.get("dsp_arch", "")).lstrip("v")
+    return {"info": {"graphs": graphs, "socModel": head.get("soc_id"),
+                     "dspArch": int(arch) if arch.isdigit() else None}}
+
+
+def write_sdk_tool(bin_dir: Path) -> Path:
+    """An executable `qnn-context-binary-utility` for the virtual lab's QNN SDK (bin_dir is
+    <sdk>/bin/x86_64-linux-clang): it answers from the virtual context binaries' headers."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    tool = bin_dir / "qnn-context-binary-utility"
+    repo = Path(__file__).resolve().parent.parent
+    tool.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(repo)!r})\n"
+        "from virtual_lab.exports import context_binary_utility_json\n"
+        "args = dict(zip(sys.argv[1::2], sys.argv[2::2]))\n"
+        "try:\n"
+        "    data = context_binary_utility_json(args['--context_binary'])\n"
+        "except (KeyError, OSError, ValueError) as exc:\n"
+        "    print(f'Error: Failed to get context binary info. ({exc})', file=sys.stderr)\n"
+        "    sys.exit(1)\n"
+        "open(args['--json_file'], 'w').write(json.dumps(data))\n", encoding="utf-8")
+    tool.chmod(0o755)
+    return tool
 
 
 def _base_config(spec: _Spec) -> dict:
@@ -533,9 +726,10 @@ def _manifest(spec: _Spec, dst: Path, llm_bins: list[str], vis_bins: list[str]) 
     }
 
 
-def _context_header(graphs: list[str], spec: _Spec) -> bytes:
+def _context_header(graphs: list[str], spec: _Spec, graph_io: dict | None = None) -> bytes:
     meta = json.dumps({"graphs": graphs, "soc_id": spec.soc_id, "dsp_arch": spec.dsp_arch,
-                       "vtcm_mb": spec.vtcm_mb, "format": "virtual-lab qnn context"}).encode()
+                       "vtcm_mb": spec.vtcm_mb, "format": "virtual-lab qnn context",
+                       "graph_io": graph_io or {}}).encode()
     return CONTEXT_MAGIC + struct.pack("<I", len(meta)) + meta
 
 
@@ -606,37 +800,48 @@ def _write_export(dst: Path, spec: _Spec, *, missing: Iterable[str],
     total += _json(dst / "llm_config.json", _llm_config(spec))
     total += _json(dst / "export_args.json", _export_args(spec, dst))
 
+    # The NPU stubs: real MNN models holding one QNN Plugin op per context binary.
+    llm_plugins = _llm_plugins(spec)
+    stubs = {"qnn/llm.mnn": (llm_plugins, _llm_io(spec)["configs"], ["logits"])}
+    vis_plugins = _visual_plugins(spec) if spec.is_visual else []
+    if spec.is_visual:
+        stubs["qnn/visual.mnn"] = (vis_plugins, _visual_io(spec)["configs"], list(spec.visual_outputs))
+    used = 0
+    for rel, (plugins, io_configs, outputs) in stubs.items():
+        data = _stub_bytes(json.dumps(_stub_graph(io_configs, plugins, outputs), sort_keys=True))
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dst / rel).write_bytes(data)
+        used += len(data)
+        total += len(data)
+
     # Share of the size budget per big file; the last one takes the rounding remainder.
     budget = int(spec.size_mb * (1 << 20))
-    llm_bins = [f"qnn/graphllm{i}.bin" for i in range(spec.n_llm_graphs)]
-    vis_bins = [f"qnn/graphvisual{i}.bin" for i in range(spec.n_visual_graphs)] if spec.is_visual else []
+    llm_bins = [p.path for p in llm_plugins]
+    vis_bins = [p.path for p in vis_plugins]
     tok = "tokenizer.mtok" if spec.tokenizer == "mtok" else "tokenizer.txt"
     shares: list[tuple[str, float, bytes]] = [
         ("llm.mnn", 0.01, _MNN_HEADER),
-        ("qnn/llm.mnn", 0.005, _MNN_HEADER),
         (tok, 0.02, _TOKENIZER_TXT_HEADER if spec.tokenizer == "txt" else b"430 4\n"),
         ("embeddings_bf16.bin", 0.15 if spec.is_visual else 0.25, b""),
     ]
     llm_bin_share = 0.2 if spec.is_visual else 0.25
-    for i, b in enumerate(llm_bins):
-        shares.append((b, llm_bin_share / len(llm_bins),
-                       _context_header([f"graphllm{i}", f"graphllm1_{i}"], spec)))
+    for p in llm_plugins:
+        shares.append((p.path, llm_bin_share / len(llm_plugins),
+                       _context_header(list(p.graph_names), spec, _graph_io([p])[p.path])))
     if spec.is_visual:
-        shares += [("visual.mnn", 0.02, _MNN_HEADER), ("qnn/visual.mnn", 0.005, _MNN_HEADER),
-                   ("visual.mnn.weight", 0.12, b"")]
-        extra_graphs = [f"graphvisual{k}_" for k in range(1, len(spec.image_sizes))]
-        for i, b in enumerate(vis_bins):
-            names = [f"graphvisual{i}"] + [f"{g}{i}" for g in extra_graphs]
-            shares.append((b, 0.12 / len(vis_bins), _context_header(names, spec)))
+        shares += [("visual.mnn", 0.02, _MNN_HEADER), ("visual.mnn.weight", 0.12, b"")]
+        for p in vis_plugins:
+            shares.append((p.path, 0.12 / len(vis_plugins),
+                           _context_header(list(p.graph_names), spec, _graph_io([p])[p.path])))
     shares.append(("llm.mnn.weight", 0.0, b""))  # takes what is left (~0.45)
-    used = 0
     for name, share, header in shares:
         size = int(budget * share) if share else max(budget - used, 0)
         size = max(size, len(header) + 64)
         used += size
         total += fill.write(dst / name, size, header)
 
-    total += _json(dst / MANIFEST_PATH, _manifest(spec, dst, llm_bins, vis_bins))
+    if spec.sidecar:
+        total += _json(dst / MANIFEST_PATH, _manifest(spec, dst, llm_bins, vis_bins))
     beh = behaviour if behaviour is not None else default_behaviour(spec.is_visual)
     beh = _merge_behaviour(validate_behaviour(beh), _derived_faults(spec))
     total += _json(dst / BEHAVIOUR_FILE, beh)
@@ -680,7 +885,7 @@ def _common(kw: dict, *, default_mb: float) -> dict:
         size_mb=size_mb, soc_id=int(kw.pop("soc_id", 69)), dsp_arch=arch,
         vtcm_mb=int(kw.pop("vtcm_mb", 8)), chunk_size=chunk_size, chunk_limits=limits,
         tokenizer=tokenizer, sampler_type=str(kw.pop("sampler_type", "mixed")),
-        seed=int(kw.pop("seed", 0)),
+        seed=int(kw.pop("seed", 0)), sidecar=bool(kw.pop("sidecar", True)),
     )
 
 
