@@ -100,7 +100,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence, TypedDict
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypedDict
 
 PAIR_QNN_QNN = "qnn/qnn"
 PAIR_CPU_QNN = "qnn/cpu"  # LLM on CPU, visual on QNN (pairs are written visual/llm)
@@ -581,6 +581,66 @@ def _stub_bytes(graph_json: str) -> bytes:
             detail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
             raise ValueError(f"the mnn converter could not write the NPU stub ({detail[0]})")
         return out.read_bytes()
+
+
+def edit_stub(path: Path, edit: Callable[[dict], None]) -> None:
+    """Dump an NPU stub to its JSON graph, let `edit` change it, and write it back in place
+    (tests make the faulty stubs upstream writes this way)."""
+    with tempfile.TemporaryDirectory(prefix="vlab-stub-") as tmp:
+        out = Path(tmp) / "stub.json"
+        subprocess.run([sys.executable, "-c", _convert_script(), "-f", "MNN", "--modelFile", str(path),
+                        "--JsonFile", str(out)], capture_output=True, text=True, timeout=300)
+        try:
+            graph = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: the mnn converter could not dump it ({exc})") from None
+    edit(graph)
+    Path(path).write_bytes(_stub_bytes(json.dumps(graph, sort_keys=True)))
+
+
+def set_compiled_dims(graph: dict, tensor: str, dims: Sequence[Sequence[int]]) -> int:
+    """In a stub's JSON graph, compile `tensor` with dims[shape index] in every Plugin op that
+    takes it (allInputShape rewritten; ranks may change). Returns how many ops changed."""
+    names = graph["tensorName"]
+    changed = 0
+    for op in graph["oplists"]:
+        if op.get("type") != "Plugin" or tensor not in [names[i] for i in op.get("inputIndexes", [])]:
+            continue
+        attrs = {a["key"]: a for a in op["main"]["attr"]}
+        graphs = len(attrs["allGraphName"]["list"]["s"])
+        flat = attrs["allInputShape"]["list"]["i"]
+        ins = [names[i] for i in op["inputIndexes"]]
+        per = len(flat) // graphs
+        ranks = _ranks_of(graph, op, per)
+        rebuilt: list[int] = []
+        for si in range(graphs):
+            cur = flat[si * per:(si + 1) * per]
+            pos = 0
+            for name, r in zip(ins, ranks):
+                rebuilt += list(dims[si]) if name == tensor else cur[pos:pos + r]
+                pos += r
+        attrs["allInputShape"]["list"]["i"] = rebuilt
+        changed += 1
+    return changed
+
+
+def _ranks_of(graph: dict, op: dict, per: int) -> list[int]:
+    names = graph["tensorName"]
+    known: dict[int, int] = {}
+    for other in graph["oplists"]:
+        if other.get("type") == "Input":
+            known[other["outputIndexes"][0]] = len(other["main"]["dims"])
+        elif other.get("type") == "Plugin":
+            attrs = {a["key"]: a for a in other["main"]["attr"]}
+            for k, i in enumerate(other.get("outputIndexes", [])):
+                if f"o_0_{k}" in attrs:
+                    known[i] = len(attrs[f"o_0_{k}"]["tensor"]["dims"])
+    ranks = [known.get(i, 0) for i in op["inputIndexes"]]
+    if 0 in ranks:
+        ranks[ranks.index(0)] = per - sum(ranks)
+    if sum(ranks) != per:
+        raise ValueError(f"cannot tell the ranks of {[names[i] for i in op['inputIndexes']]}")
+    return ranks
 
 
 def _graph_io(plugins: Sequence[_PluginSpec]) -> dict[str, dict]:
