@@ -445,6 +445,29 @@ def _target(stubs: Mapping[str, StubIO], sidecar: Mapping[str, Any] | None, prob
     return CompiledTarget(None, None, SOURCE_UNKNOWN)
 
 
+def read_binary_target(export_dir: Path | str, qnn_sdk: Path | str | None) -> tuple[CompiledTarget, str] | None:
+    """soc_id / dsp_arch from the first context binary of each kind through the SDK tool, and the
+    binary it was read from; None without a tool or binaries, or when the dump names neither."""
+    root = Path(export_dir)
+    tool = sdk_tool(qnn_sdk)
+    if tool is None:
+        return None
+    found: list[tuple[ContextBinary, str]] = []
+    for kind, rels in binary_files(root).items():
+        if rels:
+            first = sorted(rels, key=lambda r: int(re.sub(r"\D", "", PurePosixPath(r).name) or 0))[0]
+            found.append((parse_context_dump(dump_context_binary(tool, root / first), first, None), first))
+    socs = {b.soc_id for b, _ in found if b.soc_id is not None}
+    archs = {b.dsp_arch for b, _ in found if b.dsp_arch is not None}
+    if not socs and not archs:
+        return None
+    if len(socs) > 1 or len(archs) > 1:
+        raise ArtifactError(f"{root}: the context binaries disagree on their target (soc_id {sorted(socs)}, "
+                            f"dsp_arch {sorted(archs)}); recompile them together")
+    return (CompiledTarget(min(socs) if socs else None, min(archs) if archs else None, SOURCE_SDK),
+            ", ".join(rel for _, rel in found))
+
+
 def binary_files(root: Path, npu_dir: Path | None = None) -> dict[str, list[str]]:
     """kind -> the graph<kind><N>.bin files in <npu_dir>/qnn, as "qnn/..." paths."""
     qdir = (npu_dir or root) / "qnn"
@@ -460,5 +483,5 @@ def binary_files(root: Path, npu_dir: Path | None = None) -> dict[str, list[str]
 __all__ = [
     "CompiledIO", "CompiledTarget", "ContextBinary", "GraphIO", "StubIO", "SIDECAR_PATH", "SOURCE_SDK",
     "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "binary_files", "dump_context_binary",
-    "parse_context_dump", "parse_stub", "read_compiled_io", "read_stub", "sdk_tool", "stub_paths",
+    "parse_context_dump", "parse_stub", "read_binary_target", "read_compiled_io", "read_stub", "sdk_tool", "stub_paths",
 ]
