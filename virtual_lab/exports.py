@@ -14,18 +14,25 @@ Layout (Qwen3-VL; the text export has the same minus the visual files and the tw
     llm.mnn  llm.mnn.weight  visual.mnn  visual.mnn.weight
     qnn/llm.mnn  qnn/graphllm<N>.bin (one per NPU segment; layers+1 by default)
     qnn/visual.mnn  qnn/graphvisual<N>.bin
-    qnn/export_manifest.json         the harness's own sidecar, see below
+    qnn/export_manifest.json         the optional sidecar (knob sidecar=True), see below
+
+qnn/llm.mnn and qnn/visual.mnn are real MNN models in compilefornpu's stub layout (one QNN
+`Plugin` op per context binary with path / allGraphName / allInputShape / inputs / outputs /
+o_<shape>_<k>, docs/qnn-export-artifacts.md), written with the `mnn` package's converter from
+the same makeIOJson configs as the sidecar's `io`, so harness.compiled_io reads them as it reads
+a real export. `edit_stub` / `set_compiled_dims` rewrite one in place (faulty stubs for tests).
     virtual_behaviour.json           virtual lab only, see below
 
 Backend pairs are "<visual backend>/<llm backend>", as users name the matrix (QNN/CPU = visual on
 QNN, LLM on CPU; harness/provision/types.py), each "qnn" or "cpu"; a config's pair is
 `backend_pair_of(config)` (a model without a visual part reports "cpu" for the visual side).
 
-qnn/export_manifest.json (harness sidecar, format "harness.qnn_export_manifest/1")
+qnn/export_manifest.json (optional sidecar, format "harness.qnn_export_manifest/1")
 -----------------------------------------------------------------------------
 `generate_llm_qnn.py` records none of its arguments: it writes its IO spec to
 `<cache_path>/input.json` (`makeIOJson` / `makeVLIOJson`) and deletes the cache dir at the end.
-The harness therefore expects the export step to leave this sidecar next to the QNN files::
+An export step may leave this sidecar next to the QNN files (soc_id/dsp_arch and the image
+sizes' axis order are what only it can tell without a QNN SDK)::
 
     {"format": "harness.qnn_export_manifest/1",
      "model_type": "qwen3_vl", "soc_id": 69, "dsp_arch": "v79", "vtcm_mb": 8,
@@ -37,12 +44,14 @@ The harness therefore expects the export step to leave this sidecar next to the 
      "graphs": {"llm": ["qnn/graphllm0.bin", ...], "visual": ["qnn/graphvisual0.bin"]}}
 
 Each IO config is `{"inputs": [{"name", "shape", "type"?, "value"?}], "outputs": [names]}`.
-`harness.checks.shapes` reads it.
+`harness.compiled_io` falls back to it when an export has no stub.
 
 Binary headers (virtual lab only): `qnn/graph*.bin` start with b"QNNCTX\\0\\1", a little-endian
-u32 length and a JSON header {"graphs": [...], "soc_id", "dsp_arch", "vtcm_mb"}, then filler.
-`read_context_header(path)` returns that JSON, so the virtual runtime can fail with
-`QNN: Failed to validate binary` when soc/arch do not match the device.
+u32 length and a JSON header {"graphs": [...], "soc_id", "dsp_arch", "vtcm_mb", "graph_io"},
+then filler. `read_context_header(path)` returns that JSON, so the virtual runtime can fail with
+`QNN: Failed to validate binary` when soc/arch do not match the device; `write_sdk_tool(dir)`
+writes a stand-in `qnn-context-binary-utility` that dumps it in the SDK tool's JSON layout
+(`context_binary_utility_json`).
 
 virtual_behaviour.json (virtual lab only; `VirtualBehaviour` below)
 -------------------------------------------------------------------
@@ -84,6 +93,7 @@ without `deepstack_feature` makes image prompts ("<img>") on a QNN visual a "sha
 Missing files, soc/arch mismatch and image sizes are left for the runtime to detect itself.
 
 CLI: python -m virtual_lab.exports {qwen3,qwen3-vl} DST [--size-mb N] [--soc-id 69 --dsp-arch v79]
+[--no-sidecar]
 """
 
 from __future__ import annotations
@@ -955,7 +965,8 @@ def make_qwen3_export(dst: Path, **knobs: Any) -> ExportInfo:
     Knobs: size_mb=4, soc_id=69, dsp_arch="v79", vtcm_mb=8, chunk_size=128 (compiled),
     chunk_limits=None ([chunk_size, 1]; pass e.g. [256, 1] for a mismatch), tokenizer="mtok"|"txt",
     n_llm_graphs=29 (layers + 1), sampler_type="mixed", seed=0, missing=() (relative paths to
-    delete), behaviour=None (virtual_behaviour.json content), overwrite=True."""
+    delete), behaviour=None (virtual_behaviour.json content), overwrite=True, sidecar=True
+    (False: no qnn/export_manifest.json, as a real export has none)."""
     kw = dict(knobs)
     missing = kw.pop("missing", ())
     behaviour = kw.pop("behaviour", None)
@@ -1015,10 +1026,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-deepstack-feature", action="store_true")
     parser.add_argument("--missing", action="append", default=[])
     parser.add_argument("--tokenizer", choices=("mtok", "txt"), default="mtok")
+    parser.add_argument("--no-sidecar", action="store_true", help="no qnn/export_manifest.json, like a real export")
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = dict(soc_id=args.soc_id, dsp_arch=args.dsp_arch,
                                  chunk_size=args.chunk_size, missing=args.missing,
-                                 tokenizer=args.tokenizer)
+                                 tokenizer=args.tokenizer, sidecar=not args.no_sidecar)
     if args.size_mb is not None:
         knobs["size_mb"] = args.size_mb
     if args.chunk_limits:
