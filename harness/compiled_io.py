@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
@@ -407,17 +408,25 @@ def read_compiled_io(export_dir: Path | str, *, qnn_sdk: Path | str | None = Non
 
 
 def _with_sdk(root: Path, stub: StubIO, tool: Path, problems: list[str]) -> StubIO:
-    bins = []
-    for b in stub.binaries:
+    def read(b: ContextBinary) -> ContextBinary | str:
         p = root / b.path
         if not p.is_file():
-            bins.append(b)
-            continue
+            return b
         try:
-            bins.append(parse_context_dump(dump_context_binary(tool, p), b.path, b))
+            return parse_context_dump(dump_context_binary(tool, p), b.path, b)
         except ArtifactError as exc:
-            problems.append(str(exc))
+            return str(exc)
+
+    # One tool process per binary (30+ for an LLM): a few at a time, results in stub order.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(read, stub.binaries))
+    bins = []
+    for b, r in zip(stub.binaries, results):
+        if isinstance(r, str):
+            problems.append(r)
             bins.append(b)
+        else:
+            bins.append(r)
     source = SOURCE_SDK if bins and all(b.source == SOURCE_SDK for b in bins) else stub.source
     configs = stub.configs
     if source == SOURCE_SDK:

@@ -205,3 +205,17 @@ def test_sdk_without_the_tool_or_failing(tmp_path: Path, sdk: Path) -> None:
     io = read_compiled_io(info.path, qnn_sdk=sdk)
     assert io.source == "stub"  # one binary unread: the stub's view stays the IO
     assert any("graphllm3.bin" in p and "could not read it" in p for p in io.problems)
+
+
+def test_visual_sizes_without_sidecar_check_patch_counts(tmp_path: Path) -> None:
+    info = make_qwen3_vl_export(tmp_path / "m", size_mb=SMALL, sidecar=False, n_llm_graphs=4,
+                                image_sizes=["512x384"])
+    assert check_export_shapes(info.path, "config_qnn.json", image_sizes="512x384",
+                               prompts=["<img><hw>384, 512</hw>a.jpg</img>x"]) == []
+    found = check_export_shapes(info.path, "config_qnn.json", image_sizes="448x448",
+                                prompts=["<img><hw>224, 224</hw>a.jpg</img>x"])
+    assert [(f.kind, f.key, f.source) for f in found] == [
+        ("image_size_mismatch", "image_sizes", "stub"), ("image_size_mismatch", "prompt 0 image 0", "stub")]
+    assert "[768]" in found[0].expected and "784 patches" in found[0].found
+    # the stub cannot tell 384x512 from 512x384 (same patch count): only the sidecar can
+    assert check_export_shapes(info.path, "config_qnn.json", image_sizes="384x512") == []
