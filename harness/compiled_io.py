@@ -29,7 +29,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from harness import soc
 from harness.errors import ArtifactError
@@ -51,8 +52,8 @@ class GraphIO:
 
     name: str  # "graphllm0" (prefill), "graphllm1_0" (decode)
     index: int  # position in allGraphName: the shape index the plugin matches inputs against
-    inputs: dict[str, Dims | None]  # tensor name -> compiled dims (None: rank not readable)
-    outputs: dict[str, Dims]
+    inputs: Mapping[str, Dims | None]  # tensor name -> compiled dims (None: rank not readable)
+    outputs: Mapping[str, Dims]
 
 
 @dataclass(frozen=True)
@@ -311,7 +312,8 @@ def _find_key(data: Any, keys: tuple[str, ...]) -> Any:
 def parse_context_dump(data: Mapping[str, Any], path: str, stub_binary: ContextBinary | None) -> ContextBinary:
     """A qnn-context-binary-utility dump -> ContextBinary. QNN names MNN's graph tensors `t<K>`;
     the stub's plugin lists them in the same order as its inputs, so names are mapped by position."""
-    info = data.get("info") if isinstance(data.get("info"), dict) else data
+    raw_info = data.get("info")
+    info: Mapping[str, Any] = raw_info if isinstance(raw_info, dict) else data
     graphs = []
     stub_graphs = {g.name: g for g in stub_binary.graphs} if stub_binary else {}
     for si, g in enumerate(info.get("graphs") or []):
@@ -462,9 +464,9 @@ def read_binary_target(export_dir: Path | str, qnn_sdk: Path | str | None) -> tu
     if tool is None:
         return None
     found: list[tuple[ContextBinary, str]] = []
-    for kind, rels in binary_files(root).items():
+    for rels in binary_files(root).values():
         if rels:
-            first = sorted(rels, key=lambda r: int(re.sub(r"\D", "", PurePosixPath(r).name) or 0))[0]
+            first = min(rels, key=lambda r: int(re.sub(r"\D", "", PurePosixPath(r).name) or 0))
             found.append((parse_context_dump(dump_context_binary(tool, root / first), first, None), first))
     socs = {b.soc_id for b, _ in found if b.soc_id is not None}
     archs = {b.dsp_arch for b, _ in found if b.dsp_arch is not None}

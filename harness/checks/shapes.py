@@ -224,8 +224,9 @@ def _check_llm_io(model: _Model, configs: Sequence[dict], rel: str, source: str
     findings: list[ShapeFinding] = []
     seqs: set[int] = set()
 
-    def add(*args: Any, **kw: Any) -> None:
-        findings.append(ShapeFinding(*args, source=source, **kw))
+    def add(kind: str, file: str, key: str, expected: str, found: str, hint: str,
+            severity: str = ERROR) -> None:
+        findings.append(ShapeFinding(kind, file, key, expected, found, hint, severity, source=source))
 
     for n, cfg in enumerate(configs):
         ins = _inputs(cfg)

@@ -207,8 +207,8 @@ def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | Non
     found: list[ExportTarget] = []
     from_bins = read_binary_target(root, qnn_sdk) if qnn_sdk else None
     if from_bins is not None:
-        t, rels = from_bins
-        found.append(ExportTarget(soc_id=t.soc_id, htp_arch=t.dsp_arch, source=f"{t.source} ({rels})"))
+        bins, rels = from_bins
+        found.append(ExportTarget(soc_id=bins.soc_id, htp_arch=bins.dsp_arch, source=f"{bins.source} ({rels})"))
     args = root / "export_args.json"
     if args.is_file():
         t = _target_from_mapping(_json_object(args, "export_args.json"), str(args))
