@@ -83,7 +83,7 @@ null overrides. Faults (what the virtual llm_demo should print, mnn-llm.md ยง1/ย
   HTP backend is available in your environment. dlerror() returns <msg>.` then `LLM init error`.
 - "binary_mismatch": `QNN: Failed to validate binary: <code>` then `LLM init error`.
 "posdbg": null prints no position dumps; "ok" / "chunk_local_bug" / "past_end" print the
-`[POSDBG]` lines of `harness.checks.mrope.posdbg_lines` for the prompt's segments
+`[POSDBG]` lines of `virtual_lab.mrope_sim.posdbg_lines` for the prompt's segments
 (`virtual_prompt_segments` gives the virtual lab's token-count rule; use it for both the
 "prompt tokens num" line and the dumps so tests can rebuild the reference).
 
@@ -309,12 +309,13 @@ def virtual_prompt_segments(prompt: str, llm_config: Mapping[str, Any]) -> list:
 def posdbg_lines(prompt: str, llm_config: Mapping[str, Any], *, mode: str,
                  chunk_limits: Sequence[int] = (128, 1), decode_tokens: int = 0,
                  full: bool = True) -> list[str]:
-    """`[POSDBG]` lines the virtual runtime prints for `prompt` (delegates to harness.checks.mrope)."""
+    """`[POSDBG]` lines the virtual runtime prints for `prompt` (delegates to virtual_lab.mrope_sim)."""
     from harness.checks import mrope  # lazy: virtual_lab may use the harness's reference
+    from virtual_lab import mrope_sim
 
     ref = mrope.reference_positions(virtual_prompt_segments(prompt, llm_config))
-    return mrope.posdbg_lines(ref, chunk_limits=chunk_limits, mode=mode,
-                              decode_tokens=decode_tokens, full=full)
+    return mrope_sim.posdbg_lines(ref, chunk_limits=chunk_limits, mode=mode,
+                                  decode_tokens=decode_tokens, full=full)
 
 
 # --------------------------------------------------------------------------------------------

@@ -217,7 +217,7 @@ def _prefill_sizes(n: int, limits: list[int] | None) -> list[int]:
     """Padded size of each prefill forward, as MNN's forwardVec splits (one call unchunked)."""
     if not limits:
         return [n]
-    from harness.checks.mrope import prefill_chunks  # the one implementation of the split
+    from virtual_lab.mrope_sim import prefill_chunks  # the one implementation of the split
 
     return [padded for _start, _real, padded in prefill_chunks(n, limits)]
 
