@@ -1,7 +1,7 @@
 """Realistic MNN export folders (Qwen3-0.6B text, Qwen3-VL-2B with visual) for the virtual lab.
 
 Used by tests, the demo, provisioning and the runners. File names and config keys follow what
-MNN's `llmexport.py` and `npu/generate_llm_qnn.py` write (mnn-llm.md §2); file *contents* are
+MNN's `llmexport.py` and `npu/generate_llm_qnn.py` write (docs/mnn-export-layout.md); file *contents* are
 deterministic filler with plausible headers, sized by `size_mb` (a 1 GiB set writes in seconds).
 
 Layout (Qwen3-VL; the text export has the same minus the visual files and the two mixed configs)::
@@ -66,7 +66,8 @@ virtual_behaviour.json (virtual lab only; `VirtualBehaviour` below)
 Resolution (`resolve_answer`): start from "default"; then every prompt key that is a substring
 of the prompt, shortest key first (so "" is a catch-all and longer keys are more specific),
 each applying its "*" entry and then its exact-pair entry. Fields overlay one by one; an explicit
-null overrides. Faults (what the virtual llm_demo should print, mnn-llm.md §1/§4):
+null overrides. Faults (what the virtual llm_demo should print, docs/llm-demo-output.md#exit-codes
+and #error-strings):
 
 - null: normal answer, then the performance summary.
 - "crash" / "abort": die mid-generation with SIGSEGV (rc 139) / SIGABRT (rc 134).

@@ -28,7 +28,8 @@ class EquivalenceResult:
                 f"\n    one chunk:          ...{self.single_excerpt!r}"
                 "\n    what to do: greedy output must not depend on the chunk size; with an image "
                 "this points at chunk-local mRoPE positions or deepstack rows split across chunks "
-                "(mnn-llm.md §4(a-c)); run an instrumented runtime and check_position_log()"
+                "(docs/posdbg.md#known-failure-shapes); run an instrumented runtime and "
+                "check_position_log()"
             )
         return text
 

@@ -37,12 +37,13 @@ _HINTS = {
     CHUNK_LOCAL_BUG: (
         "the runtime indexes its position list with the chunk-local row i and adds all_seq_len "
         "(list[i] + k*B instead of list[k*B + i]); fix Omni::gen_position_ids to read "
-        "mPositionIds[all_seq_len + i] without adding all_seq_len (mnn-llm.md §4(b))"
+        "mPositionIds[all_seq_len + i] without adding all_seq_len (docs/posdbg.md#known-failure-shapes)"
     ),
     PAST_END: (
         "prompt rows were forwarded past the end of the runtime's position list and silently got "
         "sequential positions (all axes equal); the embedding rows and the position list disagree "
-        "(image split across chunks, reuse_kv history, or prefix tokens) (mnn-llm.md §4(a))"
+        "(image split across chunks, reuse_kv history, or prefix tokens) "
+        "(docs/posdbg.md#known-failure-shapes)"
     ),
     MISMATCH: "positions differ from the reference in an unrecognised way; compare the full dump",
     DECODE_MISMATCH: (

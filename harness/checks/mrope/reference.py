@@ -19,7 +19,8 @@ class Variant(str, Enum):
     for single images).
 
     HF:          transformers `get_rope_index`: max(image positions) + 1 = start + max(t, h, w).
-    MNN:         omni.cpp (3.6.1/HEAD): `vision_end` at start + max(h, w) (mnn-llm.md §6).
+    MNN:         omni.cpp (3.6.1/HEAD): `vision_end` at start + max(h, w)
+                 (docs/posdbg.md#mrope-position-rules).
     MNN_LAST_W:  older omni.hpp whose `MropeInfo::currentIdx()` is `mW.back() + 1` (and the
                  exporter's `vision.py` `cur_idx += w`): start + w. Differs when h > w.
     """
