@@ -1,5 +1,5 @@
 """Runtime bundles: the runner binary, the shared libraries it needs, and the QNN libraries
-for the device's HTP arch (mnn-llm.md §3, executorch-qnn.md §1; docs/runtimes.md).
+for the device's HTP arch (docs/qnn-libraries.md, docs/runtimes.md).
 
 The folder may be a build tree: the runner's libraries are found by ELF NEEDED names anywhere
 under it (express/libMNN_Express.so) and land flat beside the runner; names the folder lacks

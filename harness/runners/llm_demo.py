@@ -1,6 +1,6 @@
 """Run MNN `llm_demo` on a device and turn what it printed into a result with a failure class.
 
-    llm_demo CONFIG PROMPT_FILE [max_token_number]        (mnn-llm.md §1)
+    llm_demo CONFIG PROMPT_FILE [max_token_number]        (docs/llm-demo-output.md#arguments)
 
 The runner writes the prompt file itself (one prompt per line, image tags), pushes it and
 its images into a fresh run folder that is also the cwd (llm_demo writes `tmp*` there and
@@ -55,7 +55,7 @@ from harness.transport.base import Transport
 
 LOGCAT_TAG = "MNNJNI"
 PROMPT_FILE = "prompts.txt"
-DEFAULT_MAX_NEW_TOKENS = 512  # llmconfig.hpp (mnn-llm.md §1)
+DEFAULT_MAX_NEW_TOKENS = 512  # llmconfig.hpp (docs/llm-demo-output.md#arguments)
 OUTPUT_FILES = ("stdout.txt", "stderr.txt", "logcat.txt")  # kept in a failed run's folder
 
 # MNN log lines that can land inside the generated text on stdout (non-logcat builds).
@@ -396,7 +396,7 @@ class LlmDemoRunner:
         except TransportError as exc:
             return self._transport_failure(items, str(exc))
         groups = [[p] for p in items] if one_per_process else [items]
-        # The decode limit per prompt (mnn-llm.md §1): argv's max_token_number, else max_new_tokens.
+        # The decode limit per prompt (docs/llm-demo-output.md#arguments): argv's max_token_number, else max_new_tokens.
         limit = max_tokens if max_tokens is not None else overlay.max_new_tokens
         runs = [self._run_process(g, config, max_tokens, timeout, extra_env, limit) for g in groups]
         outs: list[PromptOutput] = []
