@@ -190,14 +190,15 @@ def _parse_ssh(ctx: _Ctx, data: Any, base: Path, *, prefix: str = "ssh", host_fr
                          missing_fix=f"add `{key}:` under `{prefix}:`", **kw)
 
     if host_from is not None:
-        for k in ("host", "port"):
+        for k in ("host", "port", "user"):
             if k in data:
                 raise ctx.fail(f"{prefix}.{k}", f"is set although {host_from} gives the address",
                                f"remove `{k}:` (the labgrid place publishes it)")
-        host, port = "", 22
+        host, port, user = "", 22, ""
     else:
         host = want("host", str, required=True)
         port = want("port", int, default=22)
+        user = want("user", str, default="root")
     if not 0 < port < 65536:
         raise ctx.fail(f"{prefix}.port", f"{port} is out of range", "use a TCP port between 1 and 65535")
 
@@ -209,7 +210,7 @@ def _parse_ssh(ctx: _Ctx, data: Any, base: Path, *, prefix: str = "ssh", host_fr
         return p if p.is_absolute() else (base / p)
 
     return SshSpec(
-        host=host, port=port, user=want("user", str, default="root"),
+        host=host, port=port, user=user,
         key=path_of("key"), known_hosts=path_of("known_hosts"),
         trust_new_host_key=want("trust_new_host_key", bool, default=False),
     )

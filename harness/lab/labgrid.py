@@ -386,8 +386,10 @@ def resolve_address(device: DeviceSpec, place: str, resources: list[PlaceResourc
         via = device.adb_server.via_ssh if device.adb_server is not None else None
         return dataclasses.replace(device, adb_server=AdbServer(host=host, port=port, via_ssh=via))
     assert device.ssh is not None
-    return dataclasses.replace(device, ssh=dataclasses.replace(device.ssh, host=host, port=port,
-                                                               user=user or device.ssh.user))
+    if not user:
+        raise LabgridError(f"{device.name}: resource {r.path} of place {place} has no username; add "
+                           "`username:` (the ssh login) to it in the exporter config")
+    return dataclasses.replace(device, ssh=dataclasses.replace(device.ssh, host=host, port=port, user=user))
 
 
 class LabgridClaim:

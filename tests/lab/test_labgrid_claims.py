@@ -1,0 +1,199 @@
+"""LabgridClaim against a real labgrid-coordinator and two labgrid-exporters (two lab hosts)
+publishing a virtual lab: addresses come from the places, a person's hold is waited for and
+named, a killed run's places are released by the next run and nobody else's are."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.inventory import load_inventory
+from harness.lab.labgrid import TAG_RUN, Coordinators, LabgridClaim, LabgridError, identity, labgrid_holders
+from harness.lab.locks import DeviceBusy
+from harness.transport.factory import open_transport
+from harness.transport.retry import NO_RETRY
+from labgrid_kit import LabgridLab, labgrid_missing, run_python
+
+pytestmark = pytest.mark.slow
+
+HOSTS = {"host1": ["phone1", "car1"], "host2": ["phone2"]}
+
+
+@pytest.fixture(scope="module")
+def lg(tmp_path_factory):
+    reason = labgrid_missing()
+    if reason:
+        pytest.skip(reason)
+    from virtual_lab.lab import LabDeviceConfig, VirtualLab
+
+    root = tmp_path_factory.mktemp("lgclaims")
+    devices = [LabDeviceConfig("phone1", tags=("phone",)),
+               LabDeviceConfig("car1", transport="ssh", soc="SA8295", htp_arch="v68"),
+               LabDeviceConfig("phone2", soc="SM8650", htp_arch="v75", adb_server=1)]
+    with VirtualLab(root / "vlab", devices) as vlab, LabgridLab(root / "labgrid", vlab, HOSTS) as lab:
+        lab.inventory = load_inventory(lab.devices_yaml(root / "devices.yaml"))
+        yield lab
+
+
+@pytest.fixture
+def coordinators():
+    c = Coordinators()
+    yield c
+    c.close()
+
+
+def test_claim_reads_the_address_from_the_place_and_releases_it(lg, coordinators):
+    said: list[str] = []
+    for name in ("phone1", "car1"):
+        device = lg.inventory.get(name)
+        claim = LabgridClaim(device, run_id="night-1", coordinators=coordinators)
+        spec = claim.acquire(5, say=said.append)
+        try:
+            real = next(e for e in lg.vlab.inventory_entries() if e["name"] == name)
+            if device.transport == "adb":
+                assert str(spec.adb_server) == real["adb_server"]
+            else:
+                assert (spec.ssh.host, spec.ssh.port, spec.ssh.user) == (
+                    real["ssh"]["host"], real["ssh"]["port"], real["ssh"]["user"])
+            assert lg.holder(name) == identity()
+            assert f"{TAG_RUN}=night_1" in lg.show(name)
+            t = open_transport(spec, retry=NO_RETRY)
+            try:
+                assert t.shell(["echo", "on", name]).stdout == f"on {name}\n"
+            finally:
+                t.close()
+        finally:
+            claim.release()
+        assert lg.holder(name) is None
+        assert TAG_RUN not in lg.show(name)
+    assert said == []
+
+
+def test_a_person_holding_a_place_is_waited_for_and_named(lg, coordinators):
+    lg.client("-p", "phone2", "acquire", user="alice")
+    device = lg.inventory.get("phone2")
+    try:
+        with pytest.raises(DeviceBusy, match=r"in use by [^ ]+/alice.*skipped after waiting"):
+            LabgridClaim(device, run_id="night-2", coordinators=coordinators).acquire(1, say=lambda m: None)
+        assert lg.holder("phone2").endswith("/alice")  # untouched
+
+        said: list[str] = []
+        claim = LabgridClaim(device, run_id="night-3", coordinators=coordinators)
+        got = {}
+        waiter = threading.Thread(target=lambda: got.setdefault("spec", claim.acquire(60, say=said.append)))
+        waiter.start()
+        deadline = time.monotonic() + 30
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert said and "alice" in said[0] and "waiting up to 60 s" in said[0]
+        assert waiter.is_alive()
+    finally:
+        lg.client("-p", "phone2", "release", user="alice")
+    waiter.join(30)
+    assert "spec" in got and lg.holder("phone2") == identity()
+    claim.release()
+    assert lg.holder("phone2") is None
+
+
+def test_places_of_a_killed_run_are_released_by_the_next_run_and_no_one_elses(lg, coordinators, tmp_path):
+    lg.client("-p", "phone2", "acquire", user="alice")
+    try:
+        child = run_python(
+            "import sys, time\n"
+            "from harness.inventory import load_inventory\n"
+            "from harness.lab.labgrid import LabgridClaim\n"
+            f"inv = load_inventory({str(lg.inventory.path)!r})\n"
+            "for name in ('phone1', 'car1'):\n"
+            "    LabgridClaim(inv.get(name), run_id='doomed-night').acquire(10, say=print)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(300)\n",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "held", child.stderr.read() if child.poll() else ""
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(30)
+        for name in ("phone1", "car1"):
+            assert lg.holder(name) == identity() and "harness_run=doomed_night" in lg.show(name)
+
+        said: list[str] = []
+        claim = LabgridClaim(lg.inventory.get("phone1"), run_id="next-night", coordinators=coordinators)
+        claim.acquire(5, say=said.append)
+        claim.release()
+        assert any("phone1" in m and "doomed_night" in m and "released" in m for m in said), said
+        assert any("car1" in m for m in said), said  # the dead run's other place too
+        assert lg.holder("car1") is None and "harness_run" not in lg.show("car1")
+        assert lg.holder("phone2").endswith("/alice")  # a person's hold is never touched
+    finally:
+        lg.client("-p", "phone2", "release", user="alice")
+
+
+def test_a_live_run_is_never_taken_for_a_dead_one(lg, coordinators):
+    first = LabgridClaim(lg.inventory.get("phone1"), run_id="live-a", coordinators=coordinators)
+    first.acquire(5, say=lambda m: None)
+    try:
+        # A second run of the same host+user (its own process, as a second `harness lab run`).
+        child = run_python(
+            "from harness.inventory import load_inventory\n"
+            "from harness.lab.labgrid import LabgridClaim\n"
+            "from harness.lab.locks import DeviceBusy\n"
+            f"inv = load_inventory({str(lg.inventory.path)!r})\n"
+            "try:\n"
+            "    LabgridClaim(inv.get('phone1'), run_id='live-b').acquire(1, say=print)\n"
+            "except DeviceBusy as exc:\n"
+            "    print('BUSY', exc)\n",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = child.communicate(timeout=60)
+        assert "BUSY" in out and "harness run live_a" in out, out + err
+        assert "harness_run=live_a" in lg.show("phone1")
+    finally:
+        first.release()
+
+
+def test_reservation_by_tags_allocates_a_matching_place(lg, coordinators, tmp_path):
+    lg.client("-p", "phone2", "set-tags", "board=sm8650")
+    path = tmp_path / "devices.yaml"
+    text = lg.inventory.path.read_text().replace("place: phone2", "tags: {board: sm8650}")
+    path.write_text(text)
+    device = load_inventory(path).get("phone2")
+    assert device.labgrid.place is None and device.labgrid.tags == (("board", "sm8650"),)
+    claim = LabgridClaim(device, run_id="reserved", coordinators=coordinators)
+    spec = claim.acquire(20, say=lambda m: None)
+    try:
+        assert claim.place == "phone2" and lg.holder("phone2") == identity()
+        assert str(spec.adb_server) == lg.vlab.inventory_entries()[2]["adb_server"]
+    finally:
+        claim.release()
+    assert lg.holder("phone2") is None
+    assert "owner" not in lg.client("reservations").stdout  # cancelled, not left to expire
+
+
+def test_clear_errors_for_a_missing_place_and_a_dead_coordinator(lg, coordinators, tmp_path):
+    text = lg.inventory.path.read_text().replace("place: phone1", "place: nowhere")
+    (tmp_path / "devices.yaml").write_text(text)
+    device = load_inventory(tmp_path / "devices.yaml").get("phone1")
+    with pytest.raises(LabgridError, match=r"no place 'nowhere'.*labgrid-client"):
+        LabgridClaim(device, run_id="x", coordinators=coordinators).acquire(1, say=lambda m: None)
+
+    from virtual_lab.adb_server import free_port
+
+    dead = lg.inventory.path.read_text().replace(lg.address, f"127.0.0.1:{free_port()}")
+    (tmp_path / "dead.yaml").write_text(dead)
+    device = load_inventory(tmp_path / "dead.yaml").get("phone1")
+    with pytest.raises(HarnessError, match=r"does not answer"):
+        LabgridClaim(device, run_id="x", coordinators=coordinators).acquire(1, say=lambda m: None)
+
+
+def test_status_names_labgrid_holders(lg, coordinators):
+    lg.client("-p", "car1", "acquire", user="bob")
+    try:
+        holders = labgrid_holders(list(lg.inventory.devices.values()), coordinators)
+        assert holders["car1"].endswith("held by " + lg.holder("car1"))
+        assert holders["phone1"].endswith(": free")
+    finally:
+        lg.client("-p", "car1", "release", user="bob")
