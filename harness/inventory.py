@@ -105,7 +105,7 @@ class DeviceSpec:
 
     def describe(self) -> str:
         if self.labgrid is not None and self.transport == "ssh" and self.ssh is not None and not self.ssh.host:
-            where = f"ssh {self.ssh.user}@ ({self.labgrid.describe()})"
+            where = f"ssh via {self.labgrid.describe()}"
         elif self.labgrid is not None and self.transport == "adb" and self.adb_server is None:
             where = f"adb {self.serial} via the adb server of {self.labgrid.describe()}"
         else:

@@ -37,7 +37,8 @@ from harness.lab.locks import DeviceBusy
 T = TypeVar("T")
 SayFn = Callable[[str], None]
 
-TAG_RUN, TAG_PID, TAG_TOKEN = "harness_run", "harness_pid", "harness_token"
+TAG_RUN, TAG_PID, TAG_TOKEN, TAG_PURPOSE = "harness_run", "harness_pid", "harness_token", "harness_purpose"
+_OUR_TAGS = (TAG_RUN, TAG_PID, TAG_TOKEN, TAG_PURPOSE)
 _CALL_TIMEOUT_S = 30.0
 _POLL_S = 0.5
 
@@ -113,7 +114,9 @@ class PlaceState:
             return "nobody"
         text = self.acquired
         if self.harness_run:
-            text += f" (harness run {self.harness_run}, pid {self.tags.get(TAG_PID, '?').split('_')[0]})"
+            what = self.tags.get(TAG_PURPOSE, "")
+            text += f" (harness {what + ' ' if what else ''}run {self.harness_run}, " \
+                    f"pid {self.tags.get(TAG_PID, '?').split('_')[0]})"
         if self.comment:
             text += f" [{self.comment}]"
         return text
@@ -134,26 +137,15 @@ class PlaceResource:
 
 
 class Coordinator:
-    """A live session with one labgrid coordinator, on its own event-loop thread.
-    Thread-safe: every call is handed to the loop and waited for."""
+    """A live session with one labgrid coordinator, on the event-loop thread of its
+    `Coordinators`. Thread-safe: every call is handed to the loop and waited for."""
 
-    def __init__(self, address: str):
-        try:
-            from labgrid.remote.client import ClientSession  # noqa: F401
-        except ImportError:
-            raise _missing_labgrid() from None
+    def __init__(self, address: str, loop: asyncio.AbstractEventLoop):
         self.address = address
         self.me = identity()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name=f"labgrid-{address}")
-        self._thread.start()
+        self._loop = loop
         self._session: Any = None
-        try:
-            self._run(self._start(), timeout=15)
-        except BaseException:
-            self.close()
-            raise
+        self._run(self._start(), timeout=15)
 
     # ---- plumbing -----------------------------------------------------------------------
     async def _start(self) -> None:
@@ -181,7 +173,7 @@ class Coordinator:
     @property
     def alive(self) -> bool:
         s = self._session
-        return s is not None and not s.stopping.is_set() and self._thread.is_alive()
+        return s is not None and not s.stopping.is_set() and self._loop.is_running()
 
     def close(self) -> None:
         session, self._session = self._session, None
@@ -191,13 +183,11 @@ class Coordinator:
                 await session.stop()
                 await session.close()
 
-        if self._thread.is_alive():
+        if self._loop.is_running():
             try:
                 self._run(stop(), timeout=5)
             except Exception:  # a dead coordinator cannot be told goodbye
                 pass
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(5)
 
     async def _call(self, what: str, rpc: str, request: Any) -> Any:
         import grpc
@@ -309,7 +299,7 @@ class Coordinator:
 
     def forget_run(self, p: PlaceState) -> None:
         """Drop a run's tags from a place it no longer holds, and its reservation."""
-        ours = {k: "" for k in (TAG_RUN, TAG_PID, TAG_TOKEN) if k in p.tags}
+        ours = {k: "" for k in _OUR_TAGS if k in p.tags}
         try:
             if ours:
                 self.set_tags(p.name, ours)
@@ -331,12 +321,26 @@ def _state(p: Any) -> PlaceState:
 
 
 class Coordinators:
-    """One session per coordinator address for this process (see the module docstring),
-    reopened when its coordinator went away. Thread-safe."""
+    """The sessions of this process: one per coordinator address, all on one event-loop
+    thread (gRPC's asyncio layer wants one loop; see the module docstring), reopened when
+    their coordinator went away. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: dict[str, Coordinator] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None or self._thread is None or not self._thread.is_alive():
+            try:
+                import labgrid.remote.client  # noqa: F401
+            except ImportError:
+                raise _missing_labgrid() from None
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="labgrid-client")
+            self._thread.start()
+        return self._loop
 
     def get(self, address: str) -> Coordinator:
         with self._lock:
@@ -345,17 +349,26 @@ class Coordinators:
                 return c
             if c is not None:
                 c.close()
-            c = self._open[address] = Coordinator(address)
+                del self._open[address]
+            c = Coordinator(address, self._running_loop())
+            self._open[address] = c
             return c
 
     def close(self) -> None:
+        """Close every session and stop the loop (the next get() starts afresh)."""
         with self._lock:
             for c in self._open.values():
                 c.close()
             self._open.clear()
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(5)
+            loop.close()
 
 
-# gRPC itself shares one connection per target per process, so the sessions are per process too.
+# gRPC shares one connection per target per process and the coordinator keys its clients by
+# connection, so two sessions of one process to one coordinator would collide: one registry.
 PROCESS_COORDINATORS = Coordinators()
 
 
@@ -434,6 +447,8 @@ class LabgridClaim:
         self._place = name
         try:
             tags = {TAG_RUN: tag_value(self.run_id), TAG_PID: process_tag()}
+            if self.purpose:
+                tags[TAG_PURPOSE] = tag_value(self.purpose)
             if self._token:
                 tags[TAG_TOKEN] = tag_value(self._token)
             c.set_tags(name, tags)
@@ -537,6 +552,14 @@ class LabgridClaim:
             if p is not None and p.harness_run == tag_value(self.run_id):
                 c.forget_run(dataclasses.replace(p, tags={k: v for k, v in p.tags.items() if k != TAG_TOKEN}))
         self._cancel_reservation(c)
+
+    def peek_address(self) -> DeviceSpec:
+        """The address the device's place publishes, without claiming it (`lab status`'s
+        read-only health check). A reservation's device has no fixed place: unchanged."""
+        if self.spec.place is None:
+            return self.device
+        c = self._coordinator()
+        return resolve_address(self.device, self.spec.place, c.resources(self.spec.place))
 
     def holder(self) -> str | None:
         """Who holds the place now (None: free). For a reservation, the matching places."""

@@ -13,7 +13,9 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.inventory import load_inventory
-from harness.lab.labgrid import TAG_RUN, Coordinators, LabgridClaim, LabgridError, identity, labgrid_holders
+from harness.lab.labgrid import (
+    PROCESS_COORDINATORS, TAG_RUN, LabgridClaim, LabgridError, identity, labgrid_holders,
+)
 from harness.lab.locks import DeviceBusy
 from harness.transport.factory import open_transport
 from harness.transport.retry import NO_RETRY
@@ -21,7 +23,7 @@ from labgrid_kit import LabgridLab, labgrid_missing, run_python
 
 pytestmark = pytest.mark.slow
 
-HOSTS = {"host1": ["phone1", "car1"], "host2": ["phone2"]}
+HOSTS = {"host1": ["phone1", "car1"], "host2": ["phone2", "phone3"]}
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +34,10 @@ def lg(tmp_path_factory):
     from virtual_lab.lab import LabDeviceConfig, VirtualLab
 
     root = tmp_path_factory.mktemp("lgclaims")
-    devices = [LabDeviceConfig("phone1", tags=("phone",)),
-               LabDeviceConfig("car1", transport="ssh", soc="SA8295", htp_arch="v68"),
-               LabDeviceConfig("phone2", soc="SM8650", htp_arch="v75", adb_server=1)]
+    devices = [LabDeviceConfig("phone1", tags=("nightly",)),
+               LabDeviceConfig("car1", transport="ssh", soc="SA8295", htp_arch="v68", tags=("nightly",)),
+               LabDeviceConfig("phone2", soc="SM8650", htp_arch="v75", adb_server=1, tags=("nightly",)),
+               LabDeviceConfig("phone3", soc="SM8550", htp_arch="v73", adb_server=1, tags=("nightly",))]
     with VirtualLab(root / "vlab", devices) as vlab, LabgridLab(root / "labgrid", vlab, HOSTS) as lab:
         lab.inventory = load_inventory(lab.devices_yaml(root / "devices.yaml"))
         yield lab
@@ -42,9 +45,10 @@ def lg(tmp_path_factory):
 
 @pytest.fixture
 def coordinators():
-    c = Coordinators()
-    yield c
-    c.close()
+    """The process's sessions (what open_claim uses); one per coordinator per process, as
+    the coordinator requires. Closed after each test, so the next one starts afresh."""
+    yield PROCESS_COORDINATORS
+    PROCESS_COORDINATORS.close()
 
 
 def test_claim_reads_the_address_from_the_place_and_releases_it(lg, coordinators):
@@ -197,3 +201,68 @@ def test_status_names_labgrid_holders(lg, coordinators):
         assert holders["phone1"].endswith(": free")
     finally:
         lg.client("-p", "car1", "release", user="bob")
+
+
+def test_a_night_over_two_lab_hosts_killed_and_run_again(lg, coordinators, tmp_path):
+    """A night over both lab hosts while a person holds phone3; the harness is SIGKILLed
+    mid-night (its places stay acquired, as labgrid keeps them) and run again: the new night
+    releases the dead night's places, runs on them, and skips phone3 naming its holder."""
+    from harness.lab.plan import load_plan
+    from harness.lab.scheduler import run_night
+    from labkit import ShellJob, write_plan
+
+    plan_path = write_plan(tmp_path, locks={"dir": "locks", "wait_s": 2})
+    records = tmp_path / "killed" / "records.jsonl"
+
+    def started() -> set[str]:  # devices whose first test is in (their second one now sleeps)
+        from harness.report.records import read_records
+
+        return {r.device for r in read_records(records)} if records.exists() else set()
+
+    lg.client("-p", "phone3", "acquire", user="alice")
+    try:
+        child = run_python(
+            "import sys\n"
+            "from pathlib import Path\n"
+            "from harness.inventory import load_inventory\n"
+            "from harness.lab.plan import load_plan\n"
+            "from harness.lab.scheduler import run_night\n"
+            "from labkit import ShellJob\n"
+            f"root = Path({str(tmp_path)!r})\n"
+            "job = ShellJob(scripts={(d, 'cpu'): 'exec sleep 60' for d in ('phone1', 'car1', 'phone2')})\n"
+            f"run_night(load_plan(root / 'nightly.yaml'), load_inventory({str(lg.inventory.path)!r}), "
+            "root / 'killed', job, run_id='killed-night')\n",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not {"phone1", "car1", "phone2"} <= started() and time.monotonic() < deadline:
+                assert child.poll() is None, child.stderr.read()
+                time.sleep(0.2)
+            assert {"phone1", "car1", "phone2"} <= started()  # mid-night on both hosts
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(30)
+        c = coordinators.get(lg.address)
+        for name in ("phone1", "car1", "phone2"):
+            p = c.place(name)
+            assert p.acquired == identity() and p.harness_run == "killed_night", p
+        assert c.place("phone3").acquired.endswith("/alice")
+
+        said: list[str] = []
+        night = run_night(load_plan(plan_path), lg.inventory, tmp_path / "again", ShellJob(), say=said.append,
+                          run_id="next-night", reports=False)
+        outcomes = {n: o.status for n, o in night.devices.items()}
+        assert outcomes == {"phone1": "completed", "car1": "completed", "phone2": "completed",
+                            "phone3": "busy"}, "\n".join(said)
+        assert "alice" in night.devices["phone3"].reason
+        released = [m for m in said if "killed_night" in m and "released" in m]
+        assert {m.split()[2].rstrip(":") for m in released} == {"phone1", "car1", "phone2"}, said
+        recs = night.records()
+        assert {r.device for r in recs if r.status == "passed"} == {"phone1", "car1", "phone2"}
+        assert {r.status for r in recs if r.device == "phone3"} == {"skipped"}
+        for name in ("phone1", "car1", "phone2"):
+            p = c.place(name)
+            assert p.acquired is None and p.harness_run is None, p
+        assert c.place("phone3").acquired.endswith("/alice")  # the person's hold, untouched
+    finally:
+        lg.client("-p", "phone3", "release", user="alice")
