@@ -14,7 +14,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.inventory import load_inventory
 from harness.lab.labgrid import (
-    PROCESS_COORDINATORS, TAG_RUN, LabgridClaim, LabgridError, identity, labgrid_holders,
+    PROCESS_COORDINATORS, LabgridClaim, LabgridError, identity, labgrid_holders,
 )
 from harness.lab.locks import DeviceBusy
 from harness.transport.factory import open_transport
@@ -43,6 +43,11 @@ def lg(tmp_path_factory):
         yield lab
 
 
+def _place(lg, name: str):
+    """A place as the coordinator has it now."""
+    return PROCESS_COORDINATORS.get(lg.address).place(name)
+
+
 @pytest.fixture
 def coordinators():
     """The process's sessions (what open_claim uses); one per coordinator per process, as
@@ -64,8 +69,8 @@ def test_claim_reads_the_address_from_the_place_and_releases_it(lg, coordinators
             else:
                 assert (spec.ssh.host, spec.ssh.port, spec.ssh.user) == (
                     real["ssh"]["host"], real["ssh"]["port"], real["ssh"]["user"])
-            assert lg.holder(name) == identity()
-            assert f"{TAG_RUN}=night_1" in lg.show(name)
+            assert _place(lg, name).acquired == identity()
+            assert _place(lg, name).harness_run == "night_1"
             t = open_transport(spec, retry=NO_RETRY)
             try:
                 assert t.shell(["echo", "on", name]).stdout == f"on {name}\n"
@@ -73,8 +78,8 @@ def test_claim_reads_the_address_from_the_place_and_releases_it(lg, coordinators
                 t.close()
         finally:
             claim.release()
-        assert lg.holder(name) is None
-        assert TAG_RUN not in lg.show(name)
+        assert _place(lg, name).acquired is None
+        assert _place(lg, name).harness_run is None
     assert said == []
 
 
@@ -84,7 +89,7 @@ def test_a_person_holding_a_place_is_waited_for_and_named(lg, coordinators):
     try:
         with pytest.raises(DeviceBusy, match=r"in use by [^ ]+/alice.*skipped after waiting"):
             LabgridClaim(device, run_id="night-2", coordinators=coordinators).acquire(1, say=lambda m: None)
-        assert lg.holder("phone2").endswith("/alice")  # untouched
+        assert _place(lg, "phone2").acquired.endswith("/alice")  # untouched
 
         said: list[str] = []
         claim = LabgridClaim(device, run_id="night-3", coordinators=coordinators)
@@ -99,42 +104,9 @@ def test_a_person_holding_a_place_is_waited_for_and_named(lg, coordinators):
     finally:
         lg.client("-p", "phone2", "release", user="alice")
     waiter.join(30)
-    assert "spec" in got and lg.holder("phone2") == identity()
+    assert "spec" in got and _place(lg, "phone2").acquired == identity()
     claim.release()
-    assert lg.holder("phone2") is None
-
-
-def test_places_of_a_killed_run_are_released_by_the_next_run_and_no_one_elses(lg, coordinators, tmp_path):
-    lg.client("-p", "phone2", "acquire", user="alice")
-    try:
-        child = run_python(
-            "import sys, time\n"
-            "from harness.inventory import load_inventory\n"
-            "from harness.lab.labgrid import LabgridClaim\n"
-            f"inv = load_inventory({str(lg.inventory.path)!r})\n"
-            "for name in ('phone1', 'car1'):\n"
-            "    LabgridClaim(inv.get(name), run_id='doomed-night').acquire(10, say=print)\n"
-            "print('held', flush=True)\n"
-            "time.sleep(300)\n",
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert child.stdout.readline().strip() == "held", child.stderr.read() if child.poll() else ""
-        finally:
-            child.send_signal(signal.SIGKILL)
-            child.wait(30)
-        for name in ("phone1", "car1"):
-            assert lg.holder(name) == identity() and "harness_run=doomed_night" in lg.show(name)
-
-        said: list[str] = []
-        claim = LabgridClaim(lg.inventory.get("phone1"), run_id="next-night", coordinators=coordinators)
-        claim.acquire(5, say=said.append)
-        claim.release()
-        assert any("phone1" in m and "doomed_night" in m and "released" in m for m in said), said
-        assert any("car1" in m for m in said), said  # the dead run's other place too
-        assert lg.holder("car1") is None and "harness_run" not in lg.show("car1")
-        assert lg.holder("phone2").endswith("/alice")  # a person's hold is never touched
-    finally:
-        lg.client("-p", "phone2", "release", user="alice")
+    assert _place(lg, "phone2").acquired is None
 
 
 def test_a_live_run_is_never_taken_for_a_dead_one(lg, coordinators):
@@ -154,7 +126,7 @@ def test_a_live_run_is_never_taken_for_a_dead_one(lg, coordinators):
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = child.communicate(timeout=60)
         assert "BUSY" in out and "harness run live_a" in out, out + err
-        assert "harness_run=live_a" in lg.show("phone1")
+        assert _place(lg, "phone1").harness_run == "live_a"
     finally:
         first.release()
 
@@ -169,11 +141,11 @@ def test_reservation_by_tags_allocates_a_matching_place(lg, coordinators, tmp_pa
     claim = LabgridClaim(device, run_id="reserved", coordinators=coordinators)
     spec = claim.acquire(20, say=lambda m: None)
     try:
-        assert claim.place == "phone2" and lg.holder("phone2") == identity()
+        assert claim.place == "phone2" and _place(lg, "phone2").acquired == identity()
         assert str(spec.adb_server) == lg.vlab.inventory_entries()[2]["adb_server"]
     finally:
         claim.release()
-    assert lg.holder("phone2") is None
+    assert _place(lg, "phone2").acquired is None
     assert "owner" not in lg.client("reservations").stdout  # cancelled, not left to expire
 
 
@@ -193,12 +165,20 @@ def test_clear_errors_for_a_missing_place_and_a_dead_coordinator(lg, coordinator
         LabgridClaim(device, run_id="x", coordinators=coordinators).acquire(1, say=lambda m: None)
 
 
-def test_status_names_labgrid_holders(lg, coordinators):
+def test_status_names_labgrid_holders(lg, coordinators, tmp_path):
     lg.client("-p", "car1", "acquire", user="bob")
     try:
         holders = labgrid_holders(list(lg.inventory.devices.values()), coordinators)
-        assert holders["car1"].endswith("held by " + lg.holder("car1"))
+        assert holders["car1"].endswith("held by " + _place(lg, "car1").acquired)
         assert holders["phone1"].endswith(": free")
+        from harness.lab.status import collect_status, format_status
+
+        statuses = {s.device.name: s for s in collect_status(lg.inventory, tmp_path / "locks", timeout_s=60)}
+        table = format_status(list(statuses.values()))
+        assert "/bob" in table and "labgrid place car1" in table, table
+        # The health check went to the address each place publishes (nobody claimed anything).
+        assert statuses["phone1"].health.ok and statuses["car1"].health.ok, table
+        assert _place(lg, "phone1").acquired is None
     finally:
         lg.client("-p", "car1", "release", user="bob")
 
