@@ -64,9 +64,11 @@ def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
             s.labgrid = holders.get(s.device.name, "")
     if health:
         results: dict[str, HealthVerdict] = {}
+        # A reservation's device has no address until a place is allocated to a claim.
+        checkable = [d for d in devices if d.labgrid is None or d.labgrid.place is not None]
         threads = [threading.Thread(target=_check, args=(d, policy or HealthPolicy(), transport_factory, results,
                                                          d.name), daemon=True, name=f"status-{d.name}")
-                   for d in devices]
+                   for d in checkable]
         for t in threads:
             t.start()
         for t in threads:
@@ -74,7 +76,8 @@ def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
         for s in statuses:
             s.health = results.get(s.device.name)
             if s.health is None:
-                s.health_note = f"no answer within {timeout_s:.0f} s"
+                s.health_note = f"no answer within {timeout_s:.0f} s" if s.device in checkable else \
+                    "not checked: a reservation's place is known only once allocated"
     return statuses
 
 

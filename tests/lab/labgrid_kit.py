@@ -137,14 +137,18 @@ class LabgridLab:
                                                    "username": ssh["user"]}}
         return config
 
-    def devices_yaml(self, path: Path) -> Path:
-        """The vlab's devices, each claimed through its labgrid place (named as the device)."""
+    def devices_yaml(self, path: Path, via_ssh: dict[str, dict] | None = None) -> Path:
+        """The vlab's devices, each claimed through its labgrid place (named as the device).
+        `via_ssh[name]`: reach that device's adb server (the place's address, the lab host's
+        loopback) through this ssh login instead of directly."""
         devices = []
         for entry in self.vlab.inventory_entries():
             entry = dict(entry)
             entry["labgrid"] = {"place": entry["name"]}
             if entry["transport"] == "adb":
                 entry.pop("adb_server")
+                if via_ssh and entry["name"] in via_ssh:
+                    entry["adb_server"] = {"via_ssh": via_ssh[entry["name"]]}
             else:
                 entry["ssh"] = {k: v for k, v in entry["ssh"].items() if k in ("key", "known_hosts")}
             devices.append(entry)

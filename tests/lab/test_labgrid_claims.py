@@ -17,7 +17,7 @@ from harness.lab.labgrid import (
     PROCESS_COORDINATORS, LabgridClaim, LabgridError, identity, labgrid_holders,
 )
 from harness.lab.locks import DeviceBusy
-from harness.transport.factory import open_transport
+from harness.transport.factory import AdbOverSsh, open_transport
 from harness.transport.retry import NO_RETRY
 from labgrid_kit import LabgridLab, labgrid_missing, run_python
 
@@ -39,7 +39,10 @@ def lg(tmp_path_factory):
                LabDeviceConfig("phone2", soc="SM8650", htp_arch="v75", adb_server=1, tags=("nightly",)),
                LabDeviceConfig("phone3", soc="SM8550", htp_arch="v73", adb_server=1, tags=("nightly",))]
     with VirtualLab(root / "vlab", devices) as vlab, LabgridLab(root / "labgrid", vlab, HOSTS) as lab:
-        lab.inventory = load_inventory(lab.devices_yaml(root / "devices.yaml"))
+        # host2's phones are reached only through host2's ssh (the virtual sshd board stands in).
+        lab_host_ssh = vlab.ssh_board("car1").inventory_entry("host2")["ssh"]
+        lab.inventory = load_inventory(lab.devices_yaml(root / "devices.yaml", via_ssh={
+            "phone2": lab_host_ssh, "phone3": lab_host_ssh}))
         yield lab
 
 
@@ -58,14 +61,14 @@ def coordinators():
 
 def test_claim_reads_the_address_from_the_place_and_releases_it(lg, coordinators):
     said: list[str] = []
-    for name in ("phone1", "car1"):
+    for name in ("phone1", "car1", "phone2"):
         device = lg.inventory.get(name)
         claim = LabgridClaim(device, run_id="night-1", coordinators=coordinators)
         spec = claim.acquire(5, say=said.append)
         try:
             real = next(e for e in lg.vlab.inventory_entries() if e["name"] == name)
             if device.transport == "adb":
-                assert str(spec.adb_server) == real["adb_server"]
+                assert f"{spec.adb_server.host}:{spec.adb_server.port}" == real["adb_server"]
             else:
                 assert (spec.ssh.host, spec.ssh.port, spec.ssh.user) == (
                     real["ssh"]["host"], real["ssh"]["port"], real["ssh"]["user"])
@@ -74,6 +77,8 @@ def test_claim_reads_the_address_from_the_place_and_releases_it(lg, coordinators
             t = open_transport(spec, retry=NO_RETRY)
             try:
                 assert t.shell(["echo", "on", name]).stdout == f"on {name}\n"
+                if name == "phone2":  # the place's loopback adb server, through host2's ssh
+                    assert isinstance(t, AdbOverSsh) and t.tunnel.channels_opened > 0
             finally:
                 t.close()
         finally:
@@ -142,7 +147,8 @@ def test_reservation_by_tags_allocates_a_matching_place(lg, coordinators, tmp_pa
     spec = claim.acquire(20, say=lambda m: None)
     try:
         assert claim.place == "phone2" and _place(lg, "phone2").acquired == identity()
-        assert str(spec.adb_server) == lg.vlab.inventory_entries()[2]["adb_server"]
+        assert f"{spec.adb_server.host}:{spec.adb_server.port}" == lg.vlab.inventory_entries()[2]["adb_server"]
+        assert spec.adb_server.via_ssh is not None
     finally:
         claim.release()
     assert _place(lg, "phone2").acquired is None
