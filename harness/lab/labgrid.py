@@ -472,10 +472,13 @@ class LabgridClaim:
                     c.acquire(name)
                     return name
                 except _RpcRefused as exc:
-                    if exc.code != "FAILED_PRECONDITION":
-                        raise LabgridError(f"{self._where()}: the coordinator refused to acquire it: {exc.details}") \
-                            from None
-                    p = c.place(name) or p  # taken meanwhile: wait for whoever has it now
+                    now = c.place(name)
+                    if exc.code != "FAILED_PRECONDITION" or now is None or not now.acquired:
+                        # Not a race with another holder: e.g. a resource is taken by another place.
+                        raise LabgridError(
+                            f"{self._where()}: the coordinator refused to acquire it ({exc.details}); check "
+                            f"`labgrid-client -p {name} show` and the lab host's exporter") from None
+                    p = now  # taken meanwhile: wait for whoever has it now
             if p.left_by_dead_run(c.me):
                 c.release_dead_runs(say)
                 continue
