@@ -145,6 +145,7 @@ class Coordinator:
         self.me = identity()
         self._loop = loop
         self._session: Any = None
+        self._sweep_lock = threading.Lock()
         self._run(self._start(), timeout=15)
 
     # ---- plumbing -----------------------------------------------------------------------
@@ -282,19 +283,27 @@ class Coordinator:
         """Release places this host+user holds for harness runs that no longer live, and
         drop harness tags a crash left on free places. Returns the places released."""
         released = []
-        for p in self.places():
-            if p.left_by_dead_run(self.me):
-                try:
-                    self.release(p.name, holder=self.me)
-                except _RpcRefused:
-                    continue  # released meanwhile
-                released.append(p.name)
-                if say is not None:
-                    say(f"labgrid place {p.name}: released; it was left by harness run {p.harness_run}, "
-                        "which died without releasing it")
-                self.forget_run(p)
-            elif not p.acquired and p.harness_run and not process_alive(p.tags.get(TAG_PID, "")):
-                self.forget_run(p)
+        # One sweep at a time in this process, each on a fresh read: a sweep that read a place
+        # before another sweep released it could otherwise release it again after a live run
+        # of ours re-acquired it. Each place is read once more right before its release, which
+        # narrows the same race between two processes of one user to milliseconds.
+        with self._sweep_lock:
+            for p in self.places():
+                if p.left_by_dead_run(self.me):
+                    fresh = self.place(p.name)
+                    if fresh is None or not fresh.left_by_dead_run(self.me):
+                        continue
+                    try:
+                        self.release(p.name, holder=self.me)
+                    except _RpcRefused:
+                        continue  # released meanwhile
+                    released.append(p.name)
+                    if say is not None:
+                        say(f"labgrid place {p.name}: released; it was left by harness run {p.harness_run}, "
+                            "which died without releasing it")
+                    self.forget_run(fresh)
+                elif not p.acquired and p.harness_run and not process_alive(p.tags.get(TAG_PID, "")):
+                    self.forget_run(p)
         return released
 
     def forget_run(self, p: PlaceState) -> None:
