@@ -576,7 +576,9 @@ def _serve_shell(conn: _Connection, stream: _Stream, command: str, v2: bool) -> 
         # An interactive shell (no pty here): read commands from stdin.
         command = "exec sh"
     try:
-        proc = conn.device.sandbox.popen(command, merge_stderr=not v2)
+        # The stderr_after_stdout fault keeps the streams apart on v1 to send stderr last.
+        late_stderr = not v2 and conn.device.faults.settings.stderr_after_stdout
+        proc = conn.device.sandbox.popen(command, merge_stderr=not v2 and not late_stderr)
     except OSError as exc:
         msg = f"virtual device {conn.device.spec.name}: cannot start the sandbox shell: {exc}\n".encode()
         if v2:
@@ -589,7 +591,7 @@ def _serve_shell(conn: _Connection, stream: _Stream, command: str, v2: bool) -> 
                                     name="adbd-shell-stdin")
     stdin_thread.start()
     try:
-        hung_up = _pump_output(stream, proc, v2, wake_r)
+        hung_up = _pump_output(stream, proc, v2, wake_r, late_stderr)
         if hung_up:
             _hang_up(proc)
             return
@@ -611,8 +613,9 @@ def _serve_shell(conn: _Connection, stream: _Stream, command: str, v2: bool) -> 
                     pass
 
 
-def _pump_output(stream: _Stream, proc: subprocess.Popen, v2: bool, wake_r: int) -> bool:
-    """Copy stdout/stderr to the stream until both reach EOF. True if the client hung up."""
+def _pump_output(stream: _Stream, proc: subprocess.Popen, v2: bool, wake_r: int, late_stderr: bool = False) -> bool:
+    """Copy stdout/stderr to the stream until both reach EOF. True if the client hung up.
+    `late_stderr` (v1 only): hold stderr back and send it once both have ended."""
     sel = selectors.DefaultSelector()
     chunk = max(1024, stream.conn.max_out - _SHELL_PKT.size)
     ids = {}
@@ -621,6 +624,7 @@ def _pump_output(stream: _Stream, proc: subprocess.Popen, v2: bool, wake_r: int)
             sel.register(f.fileno(), selectors.EVENT_READ)
             ids[f.fileno()] = pid
     sel.register(wake_r, selectors.EVENT_READ)
+    held = bytearray()
     try:
         while ids:
             for key, _ in sel.select():
@@ -632,10 +636,13 @@ def _pump_output(stream: _Stream, proc: subprocess.Popen, v2: bool, wake_r: int)
                     sel.unregister(fd)
                     del ids[fd]
                     continue
+                if late_stderr and ids[fd] == ID_STDERR:
+                    held += data
+                    continue
                 packet = _SHELL_PKT.pack(ids[fd], len(data)) + data if v2 else data
                 if not stream.write(packet):
                     return True
-        return False
+        return bool(held) and not stream.write(held)
     finally:
         sel.close()
 
@@ -1030,6 +1037,11 @@ class _SyncSession:
             self._fail(f"open failed: {os.strerror(exc.errno or errno.EIO)}")
             return False
         try:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                # AOSP recv_impl: open(O_RDONLY) of a folder succeeds and the first read fails
+                # with EISDIR, answered as `FAIL read failed: Is a directory` (session ends).
+                self._fail(f"read failed: {os.strerror(errno.EISDIR)}")
+                return False
             return self._send_file_frames(fd)
         finally:
             os.close(fd)
