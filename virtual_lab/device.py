@@ -597,7 +597,7 @@ class VirtualDevice:
 
 def _default_ro_binds() -> tuple[Path, ...]:
     # The virtual runtime (virtual_lab/runtime) runs inside the sandbox and imports this package
-    # and the harness's reference computations (harness.checks.mrope), read-only.
+    # and the harness's reference computations (harness.checks.mrope, via virtual_lab.mrope_sim), read-only.
     here = Path(__file__).resolve().parent
     return (here, here.parent / "harness")
 

@@ -1,6 +1,6 @@
 """Run MNN `llm_demo` on a device and turn what it printed into a result with a failure class.
 
-    llm_demo CONFIG PROMPT_FILE [max_token_number]        (mnn-llm.md §1)
+    llm_demo CONFIG PROMPT_FILE [max_token_number]        (docs/llm-demo-output.md#arguments)
 
 The runner writes the prompt file itself (one prompt per line, image tags), pushes it and
 its images into a fresh run folder that is also the cwd (llm_demo writes `tmp*` there and
