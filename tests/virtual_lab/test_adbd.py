@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from virtual_lab.adb_server import AdbServer, parse_devices_l
-from virtual_lab.adbd import _strtoul
+from virtual_lab.adbd.sync import _strtoul
 from virtual_lab.device import DeviceError, Sandbox, VirtualDevice, VirtualDeviceSpec
 
 pytestmark = pytest.mark.skipif(
