@@ -24,7 +24,7 @@ from harness.checks.agreement import Agreement, compare
 from harness.checks.coherence import Verdict, judge
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
 from harness.errors import HarnessError
-from harness.provision.types import pair_uses_qnn
+from harness.pairs import cpu_first, is_cpu_reference, reference_of, uses_qnn
 from harness.report.records import TestRecord
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.overlay import Overlay
@@ -32,9 +32,6 @@ from harness.runners.prompts import Image, Prompt
 
 if TYPE_CHECKING:
     from harness.lab.scheduler import DeviceContext
-
-CPU_REFERENCE_PAIRS = ("cpu/cpu", "cpu")  # the CPU/CPU answer every other pair is compared with
-
 
 @dataclass(frozen=True)
 class PromptCase:
@@ -156,7 +153,7 @@ class Judgement:
 
 
 def judge_matrix(runs: dict[str, PairRun], cases: Sequence[PromptCase]) -> list[Judgement]:
-    ref_pair = next((p for p in CPU_REFERENCE_PAIRS if p in runs), None)
+    ref_pair = reference_of(runs)
     ref_texts = runs[ref_pair].result.texts if ref_pair and runs[ref_pair].result.ok else None
     judged = []
     for pair, run in runs.items():
@@ -255,23 +252,23 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
     label = f"{ctx.entry.model.name} ({model.model_type})"
     if not ctx.device.has_htp:
         # The host runs the CPU pairs; its QNN cells are skipped with the reason.
-        for pair in [p for p in pairs if pair_uses_qnn(p)]:
+        for pair in [p for p in pairs if uses_qnn(p)]:
             for c in cases:
                 name = f"{ctx.entry.suite.name}::{pair}::{c.id}"
                 if not ctx.already_done(name):
                     yield TestRecord(name=name, suite=ctx.entry.suite.name, device=ctx.device.name, status="skipped",
                                      soc_model=ctx.device.soc_model, model=label, backend_pair=pair,
                                      message=f"{ctx.device.name} is the host (soc: host): no QNN/HTP backend")
-        pairs = [p for p in pairs if not pair_uses_qnn(p)]
+        pairs = [p for p in pairs if not uses_qnn(p)]
         if not pairs:
             return
     # The CPU pairs need no QNN library: they are required only when a QNN pair runs.
     runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
                                 qnn_sdk=_device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None,
-                                need_qnn=any(pair_uses_qnn(p) for p in pairs),
+                                need_qnn=any(uses_qnn(p) for p in pairs),
                                 qnn_sdk_option=f"options.qnn_sdk in {ctx.plan.path}")
     # CPU/CPU first: the reference every other pair is compared with.
-    pairs.sort(key=lambda p: p not in CPU_REFERENCE_PAIRS)
+    pairs = cpu_first(pairs)
     runner = LlmDemoRunner(ctx.transport, runtime, model)
     env = {str(k): str(v) for k, v in dict(options.get("env") or {}).items()}
     kwargs = dict(max_new_tokens=int(options.get("max_new_tokens", 64)),
@@ -283,7 +280,7 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
 
     reference: dict[str, PairRun] = {}
     for i, pair in enumerate(pairs):
-        is_reference = pair in CPU_REFERENCE_PAIRS
+        is_reference = is_cpu_reference(pair)
         needed_as_reference = is_reference and not all(done(p) for p in pairs[i + 1:])
         if done(pair) and not needed_as_reference:
             continue

@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 from harness import soc
 from harness.errors import HarnessError, ProvisionError, RemoteNoSpaceError, TransportError
-from harness.provision.artifacts import ArtifactFile
+from harness.provision.artifacts import ArtifactFile, ModelArtifact
 from harness.provision.hashcache import FileKey, HashCache
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
 from harness.provision.progress import NullProgress, Progress, human_bytes
@@ -741,6 +741,7 @@ def provision_model(
     transport: Transport,
     model_dir: Path | str,
     *,
+    artifact: ModelArtifact | None = None,
     name: str | None = None,
     cache: HashCache | None = None,
     progress: Progress | None = None,
@@ -751,13 +752,15 @@ def provision_model(
     """Validate an export against the device, then push it incrementally to
     `<work_dir>/models/<name>` (default name: the folder's name). Nothing moves when the
     export is incomplete or compiled for another SoC/arch. Symlinks leaving the export are
-    refused unless `follow_external_links` (artifacts.py states the rule)."""
+    refused unless `follow_external_links` (artifacts.py states the rule). `artifact`: the export
+    when the caller already read it (load_export), so it is not read twice."""
     from harness.provision.artifacts import check_target, load_export
     from harness.provision.hashcache import default_cache
     from harness.provision.manifest import write_local_manifest
     from harness.provision.progress import make_progress
 
-    artifact = load_export(model_dir, follow_external_links=follow_external_links)
+    if artifact is None:
+        artifact = load_export(model_dir, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
     target = artifact.target
     meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type, "configs": artifact.configs,
