@@ -17,12 +17,13 @@ from harness.checks.agreement import DriftWarning
 from harness.checks.coherence import assert_coherent
 from harness.checks.quant import assert_quant_ok, check_file
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
+from harness.pairs import BackendPair
 from harness.runners.overlay import Overlay
 from harness.runners.prompts import Prompt
 
 from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
 
-PAIRS = ["qnn", "cpu"]
+PAIRS = [p.name for p in BackendPair.all(visual=False)]  # "qnn", "cpu"
 CASES = ["france", "cat"]
 
 
