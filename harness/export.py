@@ -172,6 +172,16 @@ def open_export(export_dir: Path | str) -> ExportFolder:
 
 
 __all__ = [
-    "CONFIG_GLOB", "ExportConfig", "ExportFileError", "ExportFolder", "FileProblem", "LLM_CONFIG", "SIDECAR_FORMAT",
-    "SIDECAR_NAMES", "SIDECAR_PATH", "Sidecar", "open_export", "read_json_object",
+    "CONFIG_GLOB",
+    "LLM_CONFIG",
+    "SIDECAR_FORMAT",
+    "SIDECAR_NAMES",
+    "SIDECAR_PATH",
+    "ExportConfig",
+    "ExportFileError",
+    "ExportFolder",
+    "FileProblem",
+    "Sidecar",
+    "open_export",
+    "read_json_object",
 ]

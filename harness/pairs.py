@@ -164,6 +164,16 @@ def reference_of(pairs: Iterable[str]) -> str | None:
 
 
 __all__ = [
-    "ALL_NAMES", "Backend", "BackendPair", "CONFIG_NAMES", "PairError", "TEXT_CONFIGS", "VL_CONFIGS",
-    "cpu_first", "is_cpu_reference", "path_on_qnn", "reference_of", "uses_qnn",
+    "ALL_NAMES",
+    "CONFIG_NAMES",
+    "TEXT_CONFIGS",
+    "VL_CONFIGS",
+    "Backend",
+    "BackendPair",
+    "PairError",
+    "cpu_first",
+    "is_cpu_reference",
+    "path_on_qnn",
+    "reference_of",
+    "uses_qnn",
 ]

@@ -33,10 +33,11 @@ from typing import Any
 from harness import soc
 from harness.compiled_io import read_binary_target
 from harness.errors import ArtifactError
-from harness.inventory import DeviceSpec
 from harness.export import LLM_CONFIG, SIDECAR_NAMES, ExportFolder, read_json_object
+from harness.inventory import DeviceSpec
 from harness.pairs import CONFIG_NAMES, Backend, BackendPair
 from harness.provision.manifest import LOCAL_MANIFEST_NAME
+
 TOKENIZER_NAMES = ("tokenizer.bin", "tokenizer.model", "tokenizer.json", "tokenizer.txt", "tokenizer.mtok")
 _BIN_RE = re.compile(r"^graph(llm|visual)(\d+)\.bin$")
 _BIN_REF_RE = re.compile(rb"graph(?:llm|visual)\d+\.bin")

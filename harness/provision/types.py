@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # The pair -> config file table lives with the pair type; named here for older imports.
-from harness.pairs import TEXT_CONFIGS as TEXT_CONFIGS, VL_CONFIGS as VL_CONFIGS
+from harness.pairs import TEXT_CONFIGS, VL_CONFIGS
+
 
 @dataclass(frozen=True)
 class ProvisionedModel:
@@ -39,3 +40,6 @@ class ProvisionedRuntime:
             # Qualcomm documents ADSP_LIBRARY_PATH as ';'-separated (docs/qnn-libraries.md#environment).
             env["ADSP_LIBRARY_PATH"] = ";".join(self.adsp_dirs)
         return env
+
+
+__all__ = ["TEXT_CONFIGS", "VL_CONFIGS", "ProvisionedModel", "ProvisionedRuntime"]

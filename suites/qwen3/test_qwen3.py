@@ -89,12 +89,13 @@ def test_generation(matrix, judged, cases, pair: str, case_id: str, device_recor
 
 def test_chunked_prefill_equivalence(fits, llm_runner, provisioned_model, device_record) -> None:  # type: ignore[no-untyped-def]
     """Greedy output with chunk_limits [128, 1] equals one large chunk for a prompt longer than a chunk."""
-    if "cpu" not in provisioned_model.configs:
+    pair = BackendPair.cpu_reference(visual=False).name
+    if pair not in provisioned_model.configs:
         pytest.skip("no CPU config in this export")
-    device_record.backend_pair = "cpu"
+    device_record.backend_pair = pair
     prompt = Prompt("Summarise this list: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40)))
-    chunked = llm_runner.run([prompt], backend="cpu", overlay=Overlay(max_new_tokens=32, chunk_limits=(128, 1)))
-    single = llm_runner.run([prompt], backend="cpu", overlay=Overlay(max_new_tokens=32, chunk_limits=(4096, 1)))
+    chunked = llm_runner.run([prompt], backend=pair, overlay=Overlay(max_new_tokens=32, chunk_limits=(128, 1)))
+    single = llm_runner.run([prompt], backend=pair, overlay=Overlay(max_new_tokens=32, chunk_limits=(4096, 1)))
     assert chunked.ok and single.ok, f"runs failed: {chunked.failure_class} / {single.failure_class}"
     result = mrope.chunked_equivalence(chunked.texts[0] or "", single.texts[0] or "", label="long-text")
     device_record.extras["chunked_equivalent"] = result.equal
