@@ -23,7 +23,7 @@ from harness.errors import ArtifactError
 from harness.pairs import BackendPair
 
 LLM_CONFIG = "llm_config.json"
-# The sidecar's home is qnn/ (docs/qnn-export-artifacts.md#the-sidecar-qnnexport_manifestjson-source-sidecar);
+# The sidecar's home is qnn/ (docs/qnn-export-artifacts.md#the-sidecar-qnnexport_manifestjson--source-sidecar);
 # an export without a qnn/ folder (ExecuTorch) may keep it at the top.
 SIDECAR_PATH = "qnn/export_manifest.json"
 SIDECAR_NAMES = (SIDECAR_PATH, "export_manifest.json")
