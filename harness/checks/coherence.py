@@ -47,6 +47,7 @@ class Thresholds:
     soup_mixed_oov_rate: float = 0.10      # fewer non-words, but together with...
     soup_mixed_function_rate: float = 0.12  # ...almost no grammar words
     loop_min_span: int = 12            # units covered by a back-to-back repetition
+    line_loop_run: int = 3             # the same line this many times back to back
     loop_min_repeats: float = 3.0
     offtopic_min_content: int = 8      # content words (text and reference) before "shares nothing" is decisive
     # suspicious (weights add up; >= garbled_at is garbled)
@@ -66,6 +67,10 @@ class Thresholds:
     repeat_ngram_len: int = 6          # words in a passage repeated verbatim
     repeat_weight: float = 0.5
     short_loop_weight: float = 0.4     # a loop below the decisive size
+    line_pair_weight: float = 0.4      # a line said twice back to back
+    dup_lines_share: float = 0.25      # lines repeating an earlier line (of >= 4 lines)...
+    dup_lines_weight: float = 0.5      # ...weigh this much
+    junk_chain_weight: float = 1.0     # a-b_c chains mixing - and _, or words glued to ___ runs
     garbled_at: float = 1.0
 
 
@@ -97,6 +102,12 @@ _MANGLED_RES = (
     re.compile(r"[^\W\d_]\"[^\W\d_]"),                # L"post: a quote glued inside a word
     re.compile(r"[a-z]{2}[.:][A-Z][a-z]"),              # write.In, again:The: sentences glued
 )
+# Junk joins no writer uses in prose: '-' and '_' in one chain (a-lance_post_empty_s-lunch),
+# or a run of underscores glued to a word (I_NOT______); blanks to fill in ("____") stand alone.
+_JUNK_CHAIN_RES = (
+    re.compile(r"[^\W\d_]-[^\W\d_]+_[^\W\d_]|[^\W\d_]_[^\W\d_]+-[^\W\d_]"),
+    re.compile(r"[^\W\d_]__+|__+[^\W\d_]"),
+)
 _NUM_CHAIN_RE = re.compile(r"\d+(?:-\d+){5,}")
 _CHAIN_SPLIT_RE = re.compile(r"[-_@=#]+")
 
@@ -111,15 +122,16 @@ def _scrambled_numbers(tok: str) -> bool:
     return False
 
 
-def _mangled_tokens(text: str) -> list[tuple[str, int]]:
-    """Tokens glued from several words by _ - = \" or run-on sentences, with their part count."""
+def _mangled_tokens(text: str) -> list[tuple[str, int, bool]]:
+    """Tokens glued from several words by _ - = \" or run-on sentences: (token, parts, junk)."""
     # Code spans legitimately hold snake_case and a=b: leave them out.
     prose = _CODE_RE.sub(" ", ts.strip_social(text))
     out = []
     for tok in prose.split():
         if any(r.search(tok) for r in _MANGLED_RES) or _scrambled_numbers(tok):
             parts = [p for p in _CHAIN_SPLIT_RE.split(tok) if p.strip("*\"'.,:;!?()[]")]
-            out.append((tok, len(parts)))
+            junk = any(r.search(tok) for r in _JUNK_CHAIN_RES)
+            out.append((tok, len(parts), junk))
     return out
 
 
@@ -179,6 +191,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
     oov_all = [w for w in distinct if ts.zipf_en(w) < th.invented_zipf]
     rare_cjk = [c for c in cjk if ts.zipf_zh(c) < 3.0]
     loop = ts.longest_loop(seq)
+    line_rep = ts.line_repeats(body)
     rep_n, rep_text = ts.longest_repeated_ngram(lex)
     lines = [ln for ln in body.split("\n") if ln.strip()]
     prose_words = [w for ln in lines if not _LIST_LINE_RE.match(ln) for w in ts.words(ln)]
@@ -216,6 +229,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "rare_cjk_rate": len(rare_cjk) / len(cjk) if cjk else 0.0,
         "rare_cjk": rare_cjk,
         "loop": loop,
+        "lines": line_rep,
         "repeat_n": rep_n,
         "repeat_text": rep_text,
         "compression": ts.compression_ratio(body),
@@ -313,6 +327,14 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         elif loop.span >= th.loop_min_span // 2 and loop.period >= 2:
             suspicious.append((th.short_loop_weight,
                                f"short repetition: {_quote(loop.pattern, 60)} x{loop.repeats:.0f}"))
+    lr = m["lines"]
+    if lr.run >= th.line_loop_run:
+        decisive.append(f"repeated lines: {_quote(lr.run_line, 60)} x{lr.run} back to back")
+    elif lr.run == 2:
+        suspicious.append((th.line_pair_weight, f"a line said twice back to back: {_quote(lr.run_line, 60)}"))
+    if lr.lines >= 4 and lr.duplicates / lr.lines >= th.dup_lines_share:
+        suspicious.append((th.dup_lines_weight,
+                           f"repeated lines: {lr.duplicates} of {lr.lines} lines repeat an earlier one"))
     if m["repeat_n"] >= th.repeat_ngram_len:
         suspicious.append((th.repeat_weight,
                            f"repeated passage of {m['repeat_n']} words: {_quote(m['repeat_text'], 80)}"))
@@ -341,10 +363,11 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         suspicious.append((th.invented_name_weight * len(m["invented_names"]),
                            f"unknown capitalized words: {', '.join(m['invented_names'][:6])}"))
     if m["mangled"]:
-        w = sum(th.long_chain_weight if parts >= th.long_chain_parts else th.mangled_weight
-                for _, parts in m["mangled"])
+        w = sum(th.junk_chain_weight if junk else
+                th.long_chain_weight if parts >= th.long_chain_parts else th.mangled_weight
+                for _, parts, junk in m["mangled"])
         suspicious.append((w, "mangled tokens: "
-                              + ", ".join(_quote(t, 40) for t, _ in m["mangled"][:4])))
+                              + ", ".join(_quote(t, 40) for t, _, _ in m["mangled"][:4])))
     if m["fragments"]:
         suspicious.append((th.fragment_weight * len(m["fragments"]),
                            f"fragment lines: {len(m['fragments'])} "

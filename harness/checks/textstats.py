@@ -260,6 +260,40 @@ def longest_repeated_ngram(seq: list[str], min_n: int = 2) -> tuple[int, str]:
     return best_n, best_text
 
 
+@dataclass(frozen=True)
+class LineRepeats:
+    lines: int         # lines holding a letter, digit or CJK character
+    run: int           # most copies of one line back to back
+    run_line: str      # that line
+    duplicates: int    # lines that repeat an earlier line anywhere in the text
+
+
+def line_repeats(text: str) -> LineRepeats:
+    """Repeated lines: 'Thursday\\nThursday\\nThursday\\nFriday' is a loop of a few units.
+
+    Lines are compared after list markers, case and outer punctuation are dropped, so
+    '1. Add lemon' and '2. Add lemon.' count as one line. Layout lines (rules, fences)
+    hold no letter and are left out.
+    """
+    norm = []
+    for raw in text.split("\n"):
+        s = re.sub(r"^\s*(?:\d+[.)]|[-*•+>#]+)\s*", "", raw).strip().strip(".,;:!?*_\"'`").lower()
+        s = " ".join(s.split())
+        if any(c.isalnum() for c in s):
+            norm.append(s)
+    run, run_line, cur = (1, norm[0], 1) if norm else (0, "", 0)
+    for a, b in zip(norm, norm[1:]):
+        cur = cur + 1 if a == b else 1
+        if cur > run:
+            run, run_line = cur, b
+    seen: set[str] = set()
+    dups = 0
+    for s in norm:
+        dups += s in seen
+        seen.add(s)
+    return LineRepeats(len(norm), run, run_line, dups)
+
+
 def compression_ratio(text: str) -> float:
     raw = text.encode("utf-8")
     return len(zlib.compress(raw, 9)) / len(raw) if raw else 1.0
