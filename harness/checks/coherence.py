@@ -48,6 +48,9 @@ class Thresholds:
     soup_mixed_function_rate: float = 0.12  # ...almost no grammar words
     loop_min_span: int = 12            # units covered by a back-to-back repetition
     line_loop_run: int = 3             # the same line this many times back to back
+    content_loop_repeats: float = 3.0  # a content-word pattern back to back, small words and commas skipped
+    phrase_n: int = 5                  # a phrase of this many words...
+    phrase_min_count: int = 3          # ...said this many times anywhere in the text
     loop_min_repeats: float = 3.0
     offtopic_min_content: int = 8      # content words (text and reference) before "shares nothing" is decisive
     # suspicious (weights add up; >= garbled_at is garbled)
@@ -55,6 +58,7 @@ class Thresholds:
     offtopic_clear_at: float = 0.25    # share of content words shared with prompt topic+reference
     offtopic_topic_factor: float = 0.5 # the text names the prompt's subject: weight halved
     offtopic_prompt_only_weight: float = 0.3  # no reference: the subject is never named
+    offtopic_full_at: int = 8          # content words before off-topic weighs in full (fewer: less)
     invented_zipf: float = 1.5         # words rarer than this are "not in the dictionary"
     invented_min_len: int = 4
     invented_weight: float = 0.3       # per distinct invented word in lower case (refate)
@@ -71,6 +75,11 @@ class Thresholds:
     dup_lines_share: float = 0.25      # lines repeating an earlier line (of >= 4 lines)...
     dup_lines_weight: float = 0.5      # ...weigh this much
     junk_chain_weight: float = 1.0     # a-b_c chains mixing - and _, or words glued to ___ runs
+    doubled_word_weight: float = 0.35  # a content word twice in a row ("ready ready")
+    broken_end_weight: float = 0.7     # a sentence that stops on an article ("The fruit of yellow is a.")
+    echo_max_words: int = 12           # a short answer...
+    echo_weight: float = 0.5           # ...that adds no content word to the prompt's
+    weak_end_weight: float = 0.5       # a short answer closed on 'of', 'does', 'to' ("A doctor does.")
     garbled_at: float = 1.0
 
 
@@ -165,6 +174,24 @@ def _dangling_lines(lines: list[str]) -> int:
     return count
 
 
+_BROKEN_END_RE = re.compile(r"(?:^|\s)(?:a|an|the)\s*[.!](?=\s|$)", re.I)
+
+
+def _broken_ends(text: str) -> int:
+    """Sentences closed right after an article: 'The fruit of yellow is a.'"""
+    return len(_BROKEN_END_RE.findall(_CODE_RE.sub(" ", text)))
+
+
+_WEAK_END_RE = re.compile(r"\b(of|to|for|with|from|by|in|on|at|does|do|did|is|are|was|were|and|or|but)\s*[.!]\s*$",
+                         re.I)
+
+
+def _weak_end(text: str) -> str:
+    """The small word a closed answer stops on ('does' in 'A doctor does.'), or ''."""
+    m = _WEAK_END_RE.search(text)
+    return m.group(1).lower() if m else ""
+
+
 def measure(text: str, prompt: str | None = None, reference: str | None = None,
             th: Thresholds | None = None) -> dict[str, Any]:
     """All raw measurements of one text (numbers plus a few examples for messages)."""
@@ -182,15 +209,27 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
     judged = words[:-1] if words and re.search(r"[^\W\d_]$", body) else words
     invented = [w for w in judged if len(w) >= th.invented_min_len and ts.zipf_en(w) < th.invented_zipf]
     # Case of the first letter as written: Capitalized rare words are often names.
-    written = {w.lower(): w for w in re.findall(r"[^\W\d_]+(?:['’][^\W\d_]+)*", ts.strip_social(body))}
-    invented_names = sorted({w for w in invented if written.get(w, w)[:1].isupper()
-                             and not re.search(r"[a-z][A-Z]", written.get(w, w))})
+    # A name is capitalized every time it is written ("Parenil ... parenil" is not a name),
+    # and at least once inside a sentence: a sentence's first word is capitalized anyway.
+    written: dict[str, list[tuple[str, bool]]] = {}
+    for mw in re.finditer(r"[^\W\d_]+(?:['’][^\W\d_]+)*", ts.strip_social(body)):
+        starts = re.search(r"(?:^|[.!?:]\s+|\n\W*)$", body[:mw.start()]) is not None
+        written.setdefault(mw.group().lower().replace("’", "'"), []).append((mw.group(), starts))
+    invented_names = sorted({w for w in invented if written.get(w)
+                             and all(f[:1].isupper() and not re.search(r"[a-z][A-Z]", f)
+                                     for f, _ in written[w])
+                             and not all(start for _, start in written[w])})
     invented_plain = sorted(set(invented) - set(invented_names))
     # Distinct words: one rare name repeated four times is not soup.
     distinct = set(judged)
     oov_all = [w for w in distinct if ts.zipf_en(w) < th.invented_zipf]
     rare_cjk = [c for c in cjk if ts.zipf_zh(c) < 3.0]
     loop = ts.longest_loop(seq)
+    # The same loop with commas, 'and', 'or' and other small words taken out:
+    # "light, light, light, and light"; "medical professionals, ..., and medical professionals".
+    content_seq = [u for u in lex if u not in ts.FUNCTION_WORDS]
+    content_loop = ts.longest_loop(content_seq)
+    phrase_count, phrase = ts.most_frequent_ngram(lex, th.phrase_n)
     line_rep = ts.line_repeats(body)
     rep_n, rep_text = ts.longest_repeated_ngram(lex)
     lines = [ln for ln in body.split("\n") if ln.strip()]
@@ -230,6 +269,14 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "rare_cjk": rare_cjk,
         "loop": loop,
         "lines": line_rep,
+        "content_loop": content_loop,
+        "phrase_count": phrase_count,
+        "phrase": phrase,
+        "stuck": sorted({w for w in words if ts.stuck_token(w)}),  # the cut last word too
+        "doubled": ts.doubled_words(body),
+        "broken_ends": _broken_ends(body),
+        "new_content": len(text_stems - prompt_stems),
+        "weak_end": _weak_end(body),
         "repeat_n": rep_n,
         "repeat_text": rep_text,
         "compression": ts.compression_ratio(body),
@@ -327,6 +374,16 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         elif loop.span >= th.loop_min_span // 2 and loop.period >= 2:
             suspicious.append((th.short_loop_weight,
                                f"short repetition: {_quote(loop.pattern, 60)} x{loop.repeats:.0f}"))
+    cl = m["content_loop"]
+    # One word needs one more turn: "cocoa, where the cocoa is not cocoa" is clumsy, not a loop.
+    if (cl and cl.repeats >= th.content_loop_repeats + (cl.period == 1)
+            and not (loop and loop.span >= th.loop_min_span)):
+        decisive.append(f"repetition loop (small words and punctuation skipped): "
+                        f"{_quote(cl.pattern, 60)} x{cl.repeats:.0f}")
+    if m["phrase_count"] >= th.phrase_min_count:
+        decisive.append(f"repeated phrase: {_quote(m['phrase'], 60)} x{m['phrase_count']}")
+    if m["stuck"]:
+        decisive.append(f"stuck token: {', '.join(_quote(w, 30) for w in m['stuck'][:3])}")
     lr = m["lines"]
     if lr.run >= th.line_loop_run:
         decisive.append(f"repeated lines: {_quote(lr.run_line, 60)} x{lr.run} back to back")
@@ -347,6 +404,7 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
                             "prompt or the reference answer")
         else:
             w = th.offtopic_weight * max(0.0, 1.0 - m["relevance"] / th.offtopic_clear_at)
+            w *= min(1.0, m["n_content"] / th.offtopic_full_at)   # three words say little
             if m["topic_hits"]:
                 w *= th.offtopic_topic_factor
             if w > 0.0 and m["n_content"]:
@@ -368,6 +426,16 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
                 for _, parts, junk in m["mangled"])
         suspicious.append((w, "mangled tokens: "
                               + ", ".join(_quote(t, 40) for t, _, _ in m["mangled"][:4])))
+    if m["doubled"]:
+        suspicious.append((th.doubled_word_weight * len(m["doubled"]),
+                           f"doubled words: {', '.join(m['doubled'][:4])}"))
+    if m["broken_ends"]:
+        suspicious.append((th.broken_end_weight * m["broken_ends"],
+                           f"sentences stopping on an article: {m['broken_ends']}"))
+    if m["has_prompt"] and m["n_words"] <= th.echo_max_words and m["new_content"] == 0 and m["n_cjk"] == 0:
+        suspicious.append((th.echo_weight, "echo: the answer adds no word to the prompt's"))
+        if m["weak_end"]:
+            suspicious.append((th.weak_end_weight, f"the answer stops on {m['weak_end']!r}"))
     if m["fragments"]:
         suspicious.append((th.fragment_weight * len(m["fragments"]),
                            f"fragment lines: {len(m['fragments'])} "

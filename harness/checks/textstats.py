@@ -294,6 +294,41 @@ def line_repeats(text: str) -> LineRepeats:
     return LineRepeats(len(norm), run, run_line, dups)
 
 
+def most_frequent_ngram(seq: list[str], n: int) -> tuple[int, str]:
+    """How often the most frequent n-gram occurs (non-overlapping), and its text."""
+    last: dict[tuple[str, ...], int] = {}
+    counts: Counter[tuple[str, ...]] = Counter()
+    for i in range(len(seq) - n + 1):
+        gram = tuple(seq[i:i + n])
+        if not any(any(c.isalnum() for c in t) for t in gram):
+            continue
+        if gram not in last or i - last[gram] >= n:
+            counts[gram] += 1
+            last[gram] = i
+    if not counts:
+        return 0, ""
+    gram, count = counts.most_common(1)[0]
+    return count, " ".join(gram)
+
+
+_STUCK_RE = re.compile(r"([^\W\d_]{3,}?)\1{2,}")
+
+
+def stuck_token(word: str) -> bool:
+    """A word made of one piece three times or more: 'bulletbulletbullet', 'angedangedanged'."""
+    m = _STUCK_RE.search(word)
+    return bool(m) and zipf_en(word) < 1.0
+
+
+_DOUBLED_RE = re.compile(r"\b([^\W\d_]{3,})\s+\1\b", re.I)
+
+
+def doubled_words(text: str) -> list[str]:
+    """Content words written twice in a row ('ready ready'); 'had had', 'that that' are grammar."""
+    return [m.group(1).lower() for m in _DOUBLED_RE.finditer(text)
+            if m.group(1).lower() not in FUNCTION_WORDS]
+
+
 def compression_ratio(text: str) -> float:
     raw = text.encode("utf-8")
     return len(zlib.compress(raw, 9)) / len(raw) if raw else 1.0
