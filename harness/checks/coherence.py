@@ -48,6 +48,7 @@ class Thresholds:
     soup_mixed_function_rate: float = 0.12  # ...almost no grammar words
     loop_min_span: int = 12            # units covered by a back-to-back repetition
     line_loop_run: int = 3             # the same line this many times back to back
+    word_run: int = 4                  # one word this many times in a row ("very very very very")
     content_loop_repeats: float = 3.0  # a content-word pattern back to back, small words and commas skipped
     phrase_n: int = 5                  # a phrase of this many words...
     phrase_min_count: int = 3          # ...said this many times anywhere in the text
@@ -80,6 +81,8 @@ class Thresholds:
     echo_max_words: int = 12           # a short answer...
     echo_weight: float = 0.5           # ...that adds no content word to the prompt's
     weak_end_weight: float = 0.5       # a short answer closed on 'of', 'does', 'to' ("A doctor does.")
+    double_comma_weight: float = 0.6   # ",," or ", ," in prose: no writer's slip
+    comma_close_weight: float = 0.5    # the model closed its answer (EOS) right after a comma
     garbled_at: float = 1.0
 
 
@@ -270,6 +273,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "loop": loop,
         "lines": line_rep,
         "content_loop": content_loop,
+        "word_run": ts.longest_run([u.text for u in unit_list if u.kind == "word"], seq),
         "phrase_count": phrase_count,
         "phrase": phrase,
         "stuck": sorted({w for w in words if ts.stuck_token(w)}),  # the cut last word too
@@ -277,6 +281,9 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "broken_ends": _broken_ends(body),
         "new_content": len(text_stems - prompt_stems),
         "weak_end": _weak_end(body),
+        "double_commas": len(re.findall(r"[,;]\s*[,;]", _CODE_RE.sub(" ", body))),
+        # llm_demo prints end_with ("\n") only when the model stopped on its own (EOS).
+        "comma_close": bool(re.search(r",\s*\n\s*$", body)),
         "repeat_n": rep_n,
         "repeat_text": rep_text,
         "compression": ts.compression_ratio(body),
@@ -374,6 +381,9 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         elif loop.span >= th.loop_min_span // 2 and loop.period >= 2:
             suspicious.append((th.short_loop_weight,
                                f"short repetition: {_quote(loop.pattern, 60)} x{loop.repeats:.0f}"))
+    run, run_word = m["word_run"]
+    if run >= th.word_run and not any(r.startswith("repetition loop") for r in decisive):
+        decisive.append(f"repetition loop: {_quote(run_word, 30)} x{run} in a row")
     cl = m["content_loop"]
     # One word needs one more turn: "cocoa, where the cocoa is not cocoa" is clumsy, not a loop.
     if (cl and cl.repeats >= th.content_loop_repeats + (cl.period == 1)
@@ -436,6 +446,10 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         suspicious.append((th.echo_weight, "echo: the answer adds no word to the prompt's"))
         if m["weak_end"]:
             suspicious.append((th.weak_end_weight, f"the answer stops on {m['weak_end']!r}"))
+    if m["double_commas"]:
+        suspicious.append((th.double_comma_weight, f"doubled commas: {m['double_commas']}"))
+    if m["comma_close"]:
+        suspicious.append((th.comma_close_weight, "the answer was closed right after a comma"))
     if m["fragments"]:
         suspicious.append((th.fragment_weight * len(m["fragments"]),
                            f"fragment lines: {len(m['fragments'])} "

@@ -294,6 +294,17 @@ def line_repeats(text: str) -> LineRepeats:
     return LineRepeats(len(norm), run, run_line, dups)
 
 
+def longest_run(candidates: list[str], seq: list[str]) -> tuple[int, str]:
+    """Most copies of one word written in a row in `seq` (nothing between), among `candidates`."""
+    wanted = set(candidates)
+    best, best_tok, cur = 0, "", 0
+    for i, tok in enumerate(seq):
+        cur = cur + 1 if i and tok == seq[i - 1] else 1
+        if tok in wanted and cur > best:
+            best, best_tok = cur, tok
+    return best, best_tok
+
+
 def most_frequent_ngram(seq: list[str], n: int) -> tuple[int, str]:
     """How often the most frequent n-gram occurs (non-overlapping), and its text."""
     last: dict[tuple[str, ...], int] = {}
