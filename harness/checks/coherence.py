@@ -51,6 +51,9 @@ class Thresholds:
     word_run: int = 4                  # one word this many times in a row ("very very very very")
     content_loop_repeats: float = 3.0  # a content-word pattern back to back, small words and commas skipped
     phrase_n: int = 5                  # a phrase of this many words...
+    tight_run: int = 3                 # a word this many times with only commas/and/or between
+    dense_n: int = 3                   # a phrase of this many words (one a content word)...
+    dense_window: int = 12             # ...three times within this many words
     phrase_min_count: int = 3          # ...said this many times anywhere in the text
     loop_min_repeats: float = 3.0
     offtopic_min_content: int = 8      # content words (text and reference) before "shares nothing" is decisive
@@ -63,6 +66,8 @@ class Thresholds:
     invented_zipf: float = 1.5         # words rarer than this are "not in the dictionary"
     invented_min_len: int = 4
     invented_weight: float = 0.3       # per distinct invented word in lower case (refate)
+    nonword_weight: float = 0.6        # ...that no word list knows at all (gossipytic)
+    glued_weight: float = 0.7          # ...made of two common words glued (thesystem)
     invented_name_weight: float = 0.15 # per distinct Capitalized one: often a rare name
     mangled_weight: float = 0.35       # per mangled token (snake_joined, a-b-c-d-e chains, a=b)
     long_chain_parts: int = 8          # a joined chain this long is junk on its own...
@@ -76,7 +81,8 @@ class Thresholds:
     dup_lines_share: float = 0.25      # lines repeating an earlier line (of >= 4 lines)...
     dup_lines_weight: float = 0.5      # ...weigh this much
     junk_chain_weight: float = 1.0     # a-b_c chains mixing - and _, or words glued to ___ runs
-    doubled_word_weight: float = 0.35  # a content word twice in a row ("ready ready")
+    doubled_word_weight: float = 0.35  # a content word twice in a row ("ready ready", "cultures, cultures")
+    doubled_small_weight: float = 0.5  # a small word twice in a row ("is a a child")
     broken_end_weight: float = 0.7     # a sentence that stops on an article ("The fruit of yellow is a.")
     echo_max_words: int = 12           # a short answer...
     echo_weight: float = 0.5           # ...that adds no content word to the prompt's
@@ -119,6 +125,7 @@ _MANGLED_RES = (
 _JUNK_CHAIN_RES = (
     re.compile(r"[^\W\d_]-[^\W\d_]+_[^\W\d_]|[^\W\d_]_[^\W\d_]+-[^\W\d_]"),
     re.compile(r"[^\W\d_]__+|__+[^\W\d_]"),
+    re.compile(r"[^\W\d_]-{4,}|-{4,}[^\W\d_]"),   # Face-A------------
 )
 _NUM_CHAIN_RE = re.compile(r"\d+(?:-\d+){5,}")
 _CHAIN_SPLIT_RE = re.compile(r"[-_@=#]+")
@@ -140,7 +147,7 @@ def _mangled_tokens(text: str) -> list[tuple[str, int, bool]]:
     prose = _CODE_RE.sub(" ", ts.strip_social(text))
     out = []
     for tok in prose.split():
-        if any(r.search(tok) for r in _MANGLED_RES) or _scrambled_numbers(tok):
+        if any(r.search(tok) for r in _MANGLED_RES + _JUNK_CHAIN_RES) or _scrambled_numbers(tok):
             parts = [p for p in _CHAIN_SPLIT_RE.split(tok) if p.strip("*\"'.,:;!?()[]")]
             junk = any(r.search(tok) for r in _JUNK_CHAIN_RES)
             out.append((tok, len(parts), junk))
@@ -177,6 +184,7 @@ def _dangling_lines(lines: list[str]) -> int:
     return count
 
 
+_PUNCT_RUN_RE = re.compile(r"[,_;](?:\s*[,_;]){11,}")
 _BROKEN_END_RE = re.compile(r"(?:^|\s)(?:a|an|the)\s*[.!](?=\s|$)", re.I)
 
 
@@ -210,7 +218,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
     cjk = ts.cjk_chars(body)
     # The last word may be cut by the token cap ("...producing ener"): not held against the text.
     judged = words[:-1] if words and re.search(r"[^\W\d_]$", body) else words
-    invented = [w for w in judged if len(w) >= th.invented_min_len and ts.zipf_en(w) < th.invented_zipf]
+    invented = [w for w in judged if len(w) >= th.invented_min_len and ts.zipf_en(ts.unpossessive(w)) < th.invented_zipf]
     # Case of the first letter as written: Capitalized rare words are often names.
     # A name is capitalized every time it is written ("Parenil ... parenil" is not a name),
     # and at least once inside a sentence: a sentence's first word is capitalized anyway.
@@ -231,8 +239,12 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
     # The same loop with commas, 'and', 'or' and other small words taken out:
     # "light, light, light, and light"; "medical professionals, ..., and medical professionals".
     content_seq = [u for u in lex if u not in ts.FUNCTION_WORDS]
-    content_loop = ts.longest_loop(content_seq)
+    content_loop = ts.longest_loop(content_seq, most_repeats=True)
     phrase_count, phrase = ts.most_frequent_ngram(lex, th.phrase_n)
+    dense_count, dense_phrase = ts.dense_ngram(lex, th.dense_n, th.dense_window)
+    tight = [u for u in lex if u not in ("and", "or")]
+    # Runs of junk punctuation (',_,_,_'); tables and rules (| --- |, ====, ...) are layout.
+    punct_run = max((mm.group() for mm in _PUNCT_RUN_RE.finditer(body)), key=len, default="")
     line_rep = ts.line_repeats(body)
     rep_n, rep_text = ts.longest_repeated_ngram(lex)
     lines = [ln for ln in body.split("\n") if ln.strip()]
@@ -250,6 +262,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
     topic = prompt_stems - instr
     ref_stems = (ts.content_stems(reference) if reference else set()) - instr
     on_topic = text_stems & (topic | ref_stems)
+    given = set(ts.words(prompt or "")) | set(ts.words(reference or ""))
     return {
         "text": body,
         "chars": len(body.strip()),
@@ -263,6 +276,11 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "n_distinct": len(distinct),
         "invented": invented,
         "invented_plain": invented_plain,
+        # Not in the word list at all (zipf 0) and not taken from the prompt or reference:
+        # 'gossipytic', 'thermoklub'; glued pairs of common words: 'thesystem'.
+        "nonwords": sorted(w for w in invented_plain if ts.zipf_en(ts.unpossessive(w)) == 0.0
+                           and w not in given),
+        "glued": sorted(w for w in invented_plain if ts.glued_pair(w) and w not in given),
         "invented_names": invented_names,
         # Over prose only: list items and table rows ("2. Banana", "| Red |") need no grammar.
         "function_rate": (sum(1 for w in prose_words if w in ts.FUNCTION_WORDS) / len(prose_words))
@@ -275,15 +293,19 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "content_loop": content_loop,
         "word_run": ts.longest_run([u.text for u in unit_list if u.kind == "word"], seq),
         "phrase_count": phrase_count,
+        "dense_count": dense_count,
+        "dense_phrase": dense_phrase,
+        "tight_run": ts.longest_run(tight, tight),
+        "punct_run": punct_run,
         "phrase": phrase,
         "stuck": sorted({w for w in words if ts.stuck_token(w)}),  # the cut last word too
         "doubled": ts.doubled_words(body),
         "broken_ends": _broken_ends(body),
-        "new_content": len(text_stems - prompt_stems),
+        "new_content": len(text_stems - prompt_stems - instr),
         "weak_end": _weak_end(body),
         "double_commas": len(re.findall(r"[,;]\s*[,;]", _CODE_RE.sub(" ", body))),
         # llm_demo prints end_with ("\n") only when the model stopped on its own (EOS).
-        "comma_close": bool(re.search(r",\s*\n\s*$", body)),
+        "comma_close": bool(re.search(r"[,:;]\s*\n\s*$", body)),
         "repeat_n": rep_n,
         "repeat_text": rep_text,
         "compression": ts.compression_ratio(body),
@@ -386,10 +408,18 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         decisive.append(f"repetition loop: {_quote(run_word, 30)} x{run} in a row")
     cl = m["content_loop"]
     # One word needs one more turn: "cocoa, where the cocoa is not cocoa" is clumsy, not a loop.
-    if (cl and cl.repeats >= th.content_loop_repeats + (cl.period == 1)
-            and not (loop and loop.span >= th.loop_min_span)):
+    looped = any(r.startswith("repetition loop") for r in decisive)
+    if (cl and cl.repeats >= th.content_loop_repeats + (cl.period == 1) and not looped):
         decisive.append(f"repetition loop (small words and punctuation skipped): "
                         f"{_quote(cl.pattern, 60)} x{cl.repeats:.0f}")
+    tr = m["tight_run"]
+    if tr[0] >= th.tight_run and not any(r.startswith("repetition loop") for r in decisive):
+        decisive.append(f"repetition loop: {_quote(tr[1], 30)} x{tr[0]} (only commas, 'and', 'or' between)")
+    if m["dense_count"] >= th.phrase_min_count:
+        decisive.append(f"repeated phrase: {_quote(m['dense_phrase'], 40)} x{m['dense_count']} "
+                        f"within {th.dense_window} words")
+    if m["punct_run"]:
+        decisive.append(f"punctuation run: {_quote(m['punct_run'], 30)}")
     if m["phrase_count"] >= th.phrase_min_count:
         decisive.append(f"repeated phrase: {_quote(m['phrase'], 60)} x{m['phrase_count']}")
     if m["stuck"]:
@@ -425,8 +455,11 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
                            "off-topic: names none of the prompt's subject words"))
 
     if m["invented_plain"]:
-        suspicious.append((th.invented_weight * len(m["invented_plain"]),
-                           f"invented words: {', '.join(m['invented_plain'][:6])}"))
+        glued, nonwords = set(m["glued"]), set(m["nonwords"]) - set(m["glued"])
+        w = (th.invented_weight * (len(m["invented_plain"]) - len(glued) - len(nonwords))
+             + th.nonword_weight * len(nonwords) + th.glued_weight * len(glued))
+        suspicious.append((w, f"invented words: {', '.join(m['invented_plain'][:6])}"
+                              + (f" (glued: {', '.join(sorted(glued)[:3])})" if glued else "")))
     if m["invented_names"]:
         suspicious.append((th.invented_name_weight * len(m["invented_names"]),
                            f"unknown capitalized words: {', '.join(m['invented_names'][:6])}"))
@@ -437,8 +470,9 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         suspicious.append((w, "mangled tokens: "
                               + ", ".join(_quote(t, 40) for t, _, _ in m["mangled"][:4])))
     if m["doubled"]:
-        suspicious.append((th.doubled_word_weight * len(m["doubled"]),
-                           f"doubled words: {', '.join(m['doubled'][:4])}"))
+        w = sum(th.doubled_small_weight if d in ts.FUNCTION_WORDS else th.doubled_word_weight
+                for d in m["doubled"])
+        suspicious.append((w, f"doubled words: {', '.join(m['doubled'][:4])}"))
     if m["broken_ends"]:
         suspicious.append((th.broken_end_weight * m["broken_ends"],
                            f"sentences stopping on an article: {m['broken_ends']}"))
@@ -449,7 +483,7 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
     if m["double_commas"]:
         suspicious.append((th.double_comma_weight, f"doubled commas: {m['double_commas']}"))
     if m["comma_close"]:
-        suspicious.append((th.comma_close_weight, "the answer was closed right after a comma"))
+        suspicious.append((th.comma_close_weight, "the answer was closed right after a comma or colon"))
     if m["fragments"]:
         suspicious.append((th.fragment_weight * len(m["fragments"]),
                            f"fragment lines: {len(m['fragments'])} "

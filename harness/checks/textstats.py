@@ -214,10 +214,17 @@ class Loop:
     pattern: str       # one repetition, joined
 
 
-def longest_loop(seq: list[str], max_period: int = 20) -> Loop | None:
+def _loop_key(loop: Loop, most_repeats: bool) -> tuple[float, ...]:
+    if most_repeats:
+        return (loop.repeats, loop.span, -loop.period)
+    return (loop.span, -loop.period)
+
+
+def longest_loop(seq: list[str], max_period: int = 20, most_repeats: bool = False) -> Loop | None:
     """The widest back-to-back repetition of a pattern that holds a letter, digit or CJK char.
 
     Pure-punctuation patterns ("| --- | --- |") are table or rule markup, not loops.
+    With `most_repeats` the loop turned most often wins ("dry ice" x3 over a passage x2).
     """
     best: Loop | None = None
     n = len(seq)
@@ -234,8 +241,9 @@ def longest_loop(seq: list[str], max_period: int = 20) -> Loop | None:
             pattern = seq[i:i + p]
             # Only a pattern seen at least twice in full is a repetition.
             if span >= 2 * p and any(any(c.isalnum() for c in tok) for tok in pattern):
-                if best is None or (span, -p) > (best.span, -best.period):
-                    best = Loop(p, span / p, span, " ".join(pattern))
+                cand = Loop(p, span / p, span, " ".join(pattern))
+                if best is None or _loop_key(cand, most_repeats) > _loop_key(best, most_repeats):
+                    best = cand
             i = j + 1
     return best
 
@@ -294,6 +302,36 @@ def line_repeats(text: str) -> LineRepeats:
     return LineRepeats(len(norm), run, run_line, dups)
 
 
+def dense_ngram(seq: list[str], n: int, window: int) -> tuple[int, str]:
+    """Most (non-overlapping) copies of one n-gram holding a content word within `window` units."""
+    best, best_text = 0, ""
+    where: dict[tuple[str, ...], list[int]] = {}
+    for i in range(len(seq) - n + 1):
+        gram = tuple(seq[i:i + n])
+        if all(t in FUNCTION_WORDS or not t.isalpha() for t in gram):
+            continue
+        pos = where.setdefault(gram, [])
+        if pos and i - pos[-1] < n:
+            continue
+        pos.append(i)
+        inside = [p for p in pos if p > i - window]
+        if len(inside) > best:
+            best, best_text = len(inside), " ".join(gram)
+    return best, best_text
+
+
+def unpossessive(word: str) -> str:
+    return word[:-2] if word.endswith("'s") else word
+
+
+def glued_pair(word: str) -> bool:
+    """'thesystem': a word no list knows that is two common words written together."""
+    if zipf_en(word) > 0.0:
+        return False
+    return any(zipf_en(word[:i]) >= 4.0 and zipf_en(word[i:]) >= 4.0
+               for i in range(3, len(word) - 2))
+
+
 def longest_run(candidates: list[str], seq: list[str]) -> tuple[int, str]:
     """Most copies of one word written in a row in `seq` (nothing between), among `candidates`."""
     wanted = set(candidates)
@@ -331,13 +369,22 @@ def stuck_token(word: str) -> bool:
     return bool(m) and zipf_en(word) < 1.0
 
 
-_DOUBLED_RE = re.compile(r"\b([^\W\d_]{3,})\s+\1\b", re.I)
+_DOUBLED_RE = re.compile(r"\b([^\W\d_]+)(,?)\s+\1\b", re.I)
+_GRAMMAR_DOUBLES = frozenset({"had", "that", "is", "do"})  # "what it is is", "that that"
 
 
 def doubled_words(text: str) -> list[str]:
-    """Content words written twice in a row ('ready ready'); 'had had', 'that that' are grammar."""
-    return [m.group(1).lower() for m in _DOUBLED_RE.finditer(text)
-            if m.group(1).lower() not in FUNCTION_WORDS]
+    """Words written twice in a row ('ready ready', 'a a', 'cultures, cultures').
+
+    'had had' and 'that that' are grammar; 'very, very' is emphasis.
+    """
+    out = []
+    for m in _DOUBLED_RE.finditer(text):
+        w = m.group(1).lower()
+        if w in _GRAMMAR_DOUBLES or (w in FUNCTION_WORDS and m.group(2)) or len(w) < 3 and w not in ("a", "an"):
+            continue   # "very, very" is emphasis; single letters are list labels
+        out.append(w)
+    return out
 
 
 def compression_ratio(text: str) -> float:
