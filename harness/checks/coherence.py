@@ -184,6 +184,10 @@ def _dangling_lines(lines: list[str]) -> int:
     return count
 
 
+def _norm(text: str) -> str:
+    return " ".join(u.text for u in ts.units(text) if u.kind != "other")
+
+
 _PUNCT_RUN_RE = re.compile(r"[,_;](?:\s*[,_;]){11,}")
 _BROKEN_END_RE = re.compile(r"(?:^|\s)(?:a|an|the)\s*[.!](?=\s|$)", re.I)
 
@@ -303,9 +307,10 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "broken_ends": _broken_ends(body),
         "new_content": len(text_stems - prompt_stems - instr),
         "weak_end": _weak_end(body),
+        "parrot": bool(prompt) and _norm(body) == _norm(prompt or "") and bool(_norm(body)),
         "double_commas": len(re.findall(r"[,;]\s*[,;]", _CODE_RE.sub(" ", body))),
         # llm_demo prints end_with ("\n") only when the model stopped on its own (EOS).
-        "comma_close": bool(re.search(r"[,:;]\s*\n\s*$", body)),
+        "comma_close": bool(re.search(r"[,;]\s*\n\s*$", body)),
         "repeat_n": rep_n,
         "repeat_text": rep_text,
         "compression": ts.compression_ratio(body),
@@ -377,6 +382,8 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
     if m["controls"]:
         shown = ", ".join(f"U+{ord(c):04X}" for c in sorted(set(m["controls"]))[:5])
         decisive.append(f"control characters: {len(m['controls'])} ({shown})")
+    if m["parrot"]:
+        decisive.append("echo: the answer only repeats the prompt")
     if m["fffd"]:
         decisive.append(f"U+FFFD replacement characters: {m['fffd']} (broken byte decoding)")
 
@@ -483,7 +490,7 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
     if m["double_commas"]:
         suspicious.append((th.double_comma_weight, f"doubled commas: {m['double_commas']}"))
     if m["comma_close"]:
-        suspicious.append((th.comma_close_weight, "the answer was closed right after a comma or colon"))
+        suspicious.append((th.comma_close_weight, "the answer was closed right after a comma"))
     if m["fragments"]:
         suspicious.append((th.fragment_weight * len(m["fragments"]),
                            f"fragment lines: {len(m['fragments'])} "

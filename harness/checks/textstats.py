@@ -303,13 +303,13 @@ def line_repeats(text: str) -> LineRepeats:
 
 
 def dense_ngram(seq: list[str], n: int, window: int) -> tuple[int, str]:
-    """Most (non-overlapping) copies of one n-gram holding a content word within `window` units."""
+    """Most (non-overlapping) copies of one n-gram (two content words) within `window` units."""
     best, best_text = 0, ""
     where: dict[tuple[str, ...], list[int]] = {}
     for i in range(len(seq) - n + 1):
         gram = tuple(seq[i:i + n])
-        if all(t in FUNCTION_WORDS or not t.isalpha() for t in gram):
-            continue
+        if sum(t not in FUNCTION_WORDS and t.isalpha() for t in gram) < 2:
+            continue   # "the safety of ..., the safety of ..." is parallel phrasing
         pos = where.setdefault(gram, [])
         if pos and i - pos[-1] < n:
             continue
@@ -369,20 +369,17 @@ def stuck_token(word: str) -> bool:
     return bool(m) and zipf_en(word) < 1.0
 
 
-_DOUBLED_RE = re.compile(r"\b([^\W\d_]+)(,?)\s+\1\b", re.I)
+_DOUBLED_RE = re.compile(r"\b([^\W\d_]+)\s+\1\b", re.I)
 _GRAMMAR_DOUBLES = frozenset({"had", "that", "is", "do"})  # "what it is is", "that that"
 
 
 def doubled_words(text: str) -> list[str]:
-    """Words written twice in a row ('ready ready', 'a a', 'cultures, cultures').
-
-    'had had' and 'that that' are grammar; 'very, very' is emphasis.
-    """
+    """Words written twice in a row ('ready ready', 'a a'); 'had had', 'that that' are grammar."""
     out = []
     for m in _DOUBLED_RE.finditer(text):
         w = m.group(1).lower()
-        if w in _GRAMMAR_DOUBLES or (w in FUNCTION_WORDS and m.group(2)) or len(w) < 3 and w not in ("a", "an"):
-            continue   # "very, very" is emphasis; single letters are list labels
+        if w in _GRAMMAR_DOUBLES or len(w) < 3 and w not in ("a", "an"):
+            continue   # single letters are list labels
         out.append(w)
     return out
 
