@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from harness.checks import textstats as ts
+from harness.checks.surprise import ReferenceUnavailable, Scorer, Surprise
+from harness.errors import HarnessError
 
 VerdictLabel = Literal["coherent", "garbled"]
 
@@ -89,6 +91,10 @@ class Thresholds:
     weak_end_weight: float = 0.5       # a short answer closed on 'of', 'does', 'to' ("A doctor does.")
     double_comma_weight: float = 0.6   # ",," or ", ," in prose: no writer's slip
     comma_close_weight: float = 0.5    # the model closed its answer (EOS) right after a comma
+    # reference model (optional input, harness/checks/surprise.py): tokens far below its best choice
+    surprise_gap: float = 6.0          # nats below the reference's best token (healthy sampling: <= 3.0)
+    surprise_weight: float = 0.35      # per such token...
+    surprise_cap: float = 0.7          # ...never more than this: alone it never decides
     garbled_at: float = 1.0
 
 
@@ -207,8 +213,17 @@ def _weak_end(text: str) -> str:
     return m.group(1).lower() if m else ""
 
 
+def _surprising(surprise: Surprise | None, gap: float) -> list[tuple[int, str, float]]:
+    """Tokens far below the reference's best choice; the last one may be a word cut by the
+    token cap and re-tokenized otherwise, so it is left out."""
+    if surprise is None or not surprise.tokens:
+        return []
+    last = len(surprise.tokens) - 1
+    return [hit for hit in surprise.surprising(gap) if hit[0] != last]
+
+
 def measure(text: str, prompt: str | None = None, reference: str | None = None,
-            th: Thresholds | None = None) -> dict[str, Any]:
+            th: Thresholds | None = None, surprise: Surprise | None = None) -> dict[str, Any]:
     """All raw measurements of one text (numbers plus a few examples for messages)."""
     th = th or Thresholds()
     body = text
@@ -307,6 +322,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "broken_ends": _broken_ends(body),
         "new_content": len(text_stems - prompt_stems - instr),
         "weak_end": _weak_end(body),
+        "surprising": _surprising(surprise, th.surprise_gap),
         "parrot": bool(prompt) and _norm(body) == _norm(prompt or "") and bool(_norm(body)),
         "double_commas": len(re.findall(r"[,;]\s*[,;]", _CODE_RE.sub(" ", body))),
         # llm_demo prints end_with ("\n") only when the model stopped on its own (EOS).
@@ -354,12 +370,16 @@ def _expect_found(text: str, expect_any: Sequence[str]) -> bool:
 
 
 def judge(text: str, prompt: str | None = None, reference: str | None = None,
-          expect_any: Sequence[str] = (), thresholds: Thresholds | None = None) -> Verdict:
-    """Verdict on one generated text; `reasons` names every rule that fired."""
+          expect_any: Sequence[str] = (), thresholds: Thresholds | None = None,
+          surprise: Surprise | None = None) -> Verdict:
+    """Verdict on one generated text; `reasons` names every rule that fired.
+
+    `surprise`: the reference model's per-token scores of `text` (surprise.Scorer), optional.
+    """
     if not isinstance(text, str):
         raise TypeError(f"judge() needs the generated text as str, got {type(text).__name__}")
     th = thresholds or Thresholds()
-    verdict = decide(measure(text, prompt, reference, th), th)
+    verdict = decide(measure(text, prompt, reference, th, surprise), th)
     if expect_any and not _expect_found(text, expect_any):
         verdict.reasons.append(f"expectation: none of {list(expect_any)} appear")
         verdict.verdict = "garbled"
@@ -491,6 +511,11 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         suspicious.append((th.double_comma_weight, f"doubled commas: {m['double_commas']}"))
     if m["comma_close"]:
         suspicious.append((th.comma_close_weight, "the answer was closed right after a comma"))
+    if m["surprising"]:
+        w = min(th.surprise_cap, th.surprise_weight * len(m["surprising"]))
+        shown = ", ".join(f"{tok!r} ({gap:.1f})" for _, tok, gap in m["surprising"][:4])
+        suspicious.append((w, f"surprising to the reference model: {len(m['surprising'])} tokens "
+                              f"over {th.surprise_gap:.0f} nats below its best choice: {shown}"))
     if m["fragments"]:
         suspicious.append((th.fragment_weight * len(m["fragments"]),
                            f"fragment lines: {len(m['fragments'])} "
@@ -536,6 +561,7 @@ class Row:
     reference: str | None
     label: str | None
     expect_any: tuple[str, ...]
+    surprise: Surprise | None = None
 
 
 def load_rows(path: Path) -> list[Row]:
@@ -572,7 +598,14 @@ def load_rows(path: Path) -> list[Row]:
             expect = [expect]
         if not isinstance(expect, list) or not all(isinstance(e, str) for e in expect):
             raise RowsError(f"{path}:{n}: 'expect_any' must be a list of strings")
-        rows.append(Row(n, obj.get("prompt"), obj["text"], obj.get("reference"), label, tuple(expect)))
+        surprise = None
+        if obj.get("surprise") is not None:
+            try:
+                surprise = Surprise.from_json(obj["surprise"])
+            except HarnessError as exc:
+                raise RowsError(f"{path}:{n}: key 'surprise': {exc}") from None
+        rows.append(Row(n, obj.get("prompt"), obj["text"], obj.get("reference"), label, tuple(expect),
+                        surprise))
     if not rows:
         raise RowsError(f"{path}: no rows (expected one JSON object per line)")
     return rows
@@ -616,15 +649,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("file", type=Path, help="JSONL file, one object per line")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object per row (verdict, reasons, scores) and nothing else")
+    parser.add_argument("--reference-model", type=Path, metavar="CONFIG",
+                        help="score each row's tokens with this export on the host (PyPI mnn) and "
+                             "use that as one more signal; rows may also carry 'surprise'")
     args = parser.parse_args(argv)
     try:
         rows = load_rows(args.file)
-    except RowsError as exc:
+        scorer = Scorer(args.reference_model) if args.reference_model else None
+    except (RowsError, ReferenceUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     tally = Tally()
     for row in rows:
-        v = judge(row.text, prompt=row.prompt, reference=row.reference, expect_any=row.expect_any)
+        surprise = row.surprise
+        if surprise is None and scorer is not None and row.prompt is not None:
+            surprise = scorer.score(row.prompt, row.text)
+        v = judge(row.text, prompt=row.prompt, reference=row.reference, expect_any=row.expect_any,
+                  surprise=surprise)
         tally.add(row.label, v.verdict)
         if args.json:
             out = {"line": row.line, **v.to_json()}
