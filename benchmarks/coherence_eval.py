@@ -11,9 +11,11 @@ Prints
 3. new prompts (fixtures/coherence/new-prompts-mnn.jsonl): real llm_demo outputs of the SmolLM2
    export with the activation-saturation fault made for real (benchmarks/coherence_generate.py),
    on 48 prompts outside the dev corpus, judged with the shipped defaults, with and without the
-   CPU reference, per split: `tune` (batch 1: rules were revised after looking at these) and
-   `heldout` (batch 2: labelled before the checker was run on it; see docs/coherence.md for the
-   figure at first sight).
+   CPU reference, and with the reference model's per-token surprise where the sidecar
+   new-prompts-mnn.surprise.jsonl has it, per split: `tune` (batch 1: rules were revised after
+   looking at these), `heldout` (batch 2: first judged with the checker frozen, then 3 false
+   alarms fixed) and `fresh` (batch 3: judged once, nothing changed after; see
+   docs/coherence.md for every first-sight figure).
 The rules themselves were written looking at every dev prompt; the CV measures how much
 the *thresholds* depend on which prompts they were fit on.
 """
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.checks.coherence import Tally, Thresholds, decide, measure  # noqa: E402
+from harness.checks.surprise import Surprise  # noqa: E402
 
 DEFAULT_FILE = ROOT / ".." / "shared" / "corpus" / "coherence-dev.jsonl"
 NEW_FILE = ROOT / "fixtures" / "coherence" / "new-prompts-mnn.jsonl"
@@ -86,20 +89,40 @@ def cross_validate(ms: list[dict], rows: list[dict], folds: list[list[str]]) -> 
     return total
 
 
+def load_surprise(path: Path) -> dict[int, Surprise]:
+    """Sidecar: {"line": N (1-based line of the fixture), "n", "over"} per scored row."""
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            obj = json.loads(line)
+            out[obj["line"]] = Surprise.from_json(obj)
+    return out
+
+
 def new_prompt_figures(path: Path) -> None:
-    rows = load(path)
+    raw = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    surprise = load_surprise(path.with_suffix(".surprise.jsonl"))
     th = Thresholds()
-    for split in ("tune", "heldout", None):
-        part = [r for r in rows if split is None or r.get("split") == split]
+    splits = sorted({r["split"] for r in raw}, key=["tune", "heldout", "fresh"].index)
+    for split in [*splits, None]:
+        part = [(n, r) for n, r in enumerate(raw, 1) if r["label"] in ("coherent", "garbled")
+                and (split is None or r["split"] == split)]
         name = split or "all"
-        n_prompts = len({r["prompt"] for r in part})
-        for with_ref in (True, False):
+        n_prompts = len({r["prompt"] for _, r in part})
+        variants = [("with CPU reference", True, False), ("no reference", False, False)]
+        if any(n in surprise for n, _ in part):
+            variants.append(("CPU ref + ref. model", True, True))
+        for how, with_ref, with_model in variants:
             tally = Tally()
-            for r in part:
-                m = measure(r["text"], r.get("prompt"), r.get("reference") if with_ref else None, th)
+            rows = [(n, r) for n, r in part if not with_model or n in surprise]
+            for n, r in rows:
+                m = measure(r["text"], r.get("prompt"), r.get("reference") if with_ref else None, th,
+                            surprise.get(n) if with_model else None)
                 tally.add(r["label"], decide(m, th).verdict)
-            how = "with CPU reference" if with_ref else "no reference     "
-            print(f"  {name:8s} ({n_prompts} prompts) {how}: {tally.summary()}")
+            note = f" [{len(rows)} rows scored by the model]" if with_model else ""
+            print(f"  {name:8s} ({n_prompts} prompts) {how:20s}: {tally.summary()}{note}")
 
 
 def main() -> int:

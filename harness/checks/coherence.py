@@ -260,8 +260,11 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
     content_seq = [u for u in lex if u not in ts.FUNCTION_WORDS]
     content_loop = ts.longest_loop(content_seq, most_repeats=True)
     phrase_count, phrase = ts.most_frequent_ngram(lex, th.phrase_n)
-    dense_count, dense_phrase = ts.dense_ngram(lex, th.dense_n, th.dense_window)
-    tight = [u for u in lex if u not in ("and", "or")]
+    # The prompt's own phrase may come back often ("The fastest animal is not the fastest animal").
+    dense_count, dense_phrase = ts.dense_ngram(lex, th.dense_n, th.dense_window,
+                                               known=set(ts.words(prompt or "")))
+    # Commas, 'and', 'or' do not break a run; a sentence end does ("buoyancy and buoyancy. Buoyancy").
+    tight = [u for u in seq if u not in (",", "and", "or")]
     # Runs of junk punctuation (',_,_,_'); tables and rules (| --- |, ====, ...) are layout.
     punct_run = max((mm.group() for mm in _PUNCT_RUN_RE.finditer(body)), key=len, default="")
     line_rep = ts.line_repeats(body)
@@ -314,7 +317,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "phrase_count": phrase_count,
         "dense_count": dense_count,
         "dense_phrase": dense_phrase,
-        "tight_run": ts.longest_run(tight, tight),
+        "tight_run": ts.longest_run(lex, tight),
         "punct_run": punct_run,
         "phrase": phrase,
         "stuck": sorted({w for w in words if ts.stuck_token(w)}),  # the cut last word too

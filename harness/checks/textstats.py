@@ -302,13 +302,15 @@ def line_repeats(text: str) -> LineRepeats:
     return LineRepeats(len(norm), run, run_line, dups)
 
 
-def dense_ngram(seq: list[str], n: int, window: int) -> tuple[int, str]:
-    """Most (non-overlapping) copies of one n-gram (two content words) within `window` units."""
+def dense_ngram(seq: list[str], n: int, window: int, known: set[str] = frozenset()) -> tuple[int, str]:
+    """Most (non-overlapping) copies of one n-gram (two content words, not all `known`) within
+    `window` units."""
     best, best_text = 0, ""
     where: dict[tuple[str, ...], list[int]] = {}
     for i in range(len(seq) - n + 1):
         gram = tuple(seq[i:i + n])
-        if sum(t not in FUNCTION_WORDS and t.isalpha() for t in gram) < 2:
+        content = [t for t in gram if t not in FUNCTION_WORDS and t.isalpha()]
+        if len(content) < 2 or all(t in known for t in content):
             continue   # "the safety of ..., the safety of ..." is parallel phrasing
         pos = where.setdefault(gram, [])
         if pos and i - pos[-1] < n:
