@@ -91,6 +91,13 @@ class Scorer:
         lse = top + math.log(float(self._np.exp(v - top).sum()))
         return lse - float(v[token]), top - float(v[token])
 
+    def _piece(self, token: int) -> str:
+        # A token may hold part of a multi-byte character (Hebrew, Greek...): shown by its id.
+        try:
+            return str(self._llm.tokenizer_decode(token))
+        except UnicodeDecodeError:
+            return f"<token {token}>"
+
     def score(self, prompt: str, text: str) -> Surprise:
         """Teacher-forced scores of `text` as the answer to `prompt` (a final "\\n" = EOS, dropped)."""
         body = text[:-1] if text.endswith("\n") else text
@@ -101,7 +108,7 @@ class Scorer:
         logits = self._llm.forward(ids)
         for k, tok in enumerate(answer):
             n, g = self._step(logits, tok)
-            tokens.append(self._llm.tokenizer_decode(tok))
+            tokens.append(self._piece(tok))
             nll.append(round(n, 3))
             gap.append(round(g, 3))
             if k + 1 < len(answer):

@@ -91,3 +91,42 @@ def test_real_reference_scores_its_own_greedy_answer_unsurprising_and_a_saturate
     assert len(s_own.tokens) > 20 and statistics.median(s_own.gap) == 0.0 and max(s_own.gap) < 3.0
     s_sat = scorer.score(saturated["prompt"], saturated["text"])
     assert s_sat.surprising(6.0), list(zip(s_sat.tokens, s_sat.gap))
+
+
+class _FakeLlm:
+    """Just enough of MNN.llm for Scorer.score: logits favour token 1; token 9 is half a character."""
+
+    def __init__(self) -> None:
+        import numpy
+        self._logits = numpy.array([0.0, 5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -3.0])
+
+    def reset(self) -> None:
+        pass
+
+    def apply_chat_template(self, prompt: str) -> str:
+        return prompt
+
+    def tokenizer_encode(self, text: str) -> list[int]:
+        return [1, 9] if text == "answer" else [0]
+
+    def tokenizer_decode(self, token: int) -> str:
+        if token == 9:
+            raise UnicodeDecodeError("utf-8", b"\xd7", 0, 1, "unexpected end of data")
+        return f"t{token}"
+
+    def forward(self, ids: list[int]):
+        logits = self._logits
+
+        class _Var:
+            def read(self):
+                return logits
+        return _Var()
+
+
+def test_gap_is_distance_below_the_best_token_and_byte_pieces_are_named_by_id():
+    import numpy
+    scorer = object.__new__(Scorer)
+    scorer._np, scorer._llm = numpy, _FakeLlm()
+    s = scorer.score("prompt", "answer\n")        # the final newline is EOS, not scored
+    assert s.tokens == ["t1", "<token 9>"]
+    assert s.gap == [0.0, 8.0] and s.nll[0] < s.nll[1]
