@@ -130,3 +130,26 @@ def test_gap_is_distance_below_the_best_token_and_byte_pieces_are_named_by_id():
     s = scorer.score("prompt", "answer\n")        # the final newline is EOS, not scored
     assert s.tokens == ["t1", "<token 9>"]
     assert s.gap == [0.0, 8.0] and s.nll[0] < s.nll[1]
+
+
+def test_reference_model_scores_of_the_fixture_add_no_false_alarm_and_lose_no_catch():
+    """Scores stored by benchmarks (new-prompts-mnn.surprise.jsonl), so no engine is needed here."""
+    fixture = REPO / "fixtures" / "coherence" / "new-prompts-mnn.jsonl"
+    rows = [json.loads(line) for line in fixture.read_text().splitlines()]
+    sidecar = fixture.with_suffix(".surprise.jsonl")
+    scores = {o["line"]: Surprise.from_json(o) for o in map(json.loads, sidecar.read_text().splitlines())}
+    assert len(scores) >= 390
+    gained = 0
+    for line, s in scores.items():
+        r = rows[line - 1]
+        if r["label"] == "unknown":
+            continue
+        plain = judge(r["text"], prompt=r["prompt"], reference=r.get("reference"))
+        with_model = judge(r["text"], prompt=r["prompt"], reference=r.get("reference"), surprise=s)
+        if r["label"] == "coherent":
+            assert with_model.coherent, (r["text"][:80], with_model.reasons)
+        elif plain.verdict == "garbled":
+            assert with_model.verdict == "garbled"
+        else:
+            gained += with_model.verdict == "garbled"
+    assert gained >= 1   # 'Pombread' (gaps 11.9, 7.2) is caught only with the model
