@@ -206,6 +206,7 @@ class DiffResult:
     label_a: str = "A"
     label_b: str = "B"
     wall_s: float = 0.0
+    transport_error: str | None = None  # the link failed: the comparison may not have run
 
     @property
     def steps(self) -> list[Step]:
@@ -429,8 +430,9 @@ class LogitsDiffRunner:
             # cwd = the run folder: the tool writes tmp_diff_a/ and tmp_diff_b/ there.
             res = self.transport.shell(argv, timeout=timeout, cwd=run_dir, env=env)
         except TransportError as exc:
-            out = analyse("", f"transport: {exc}", exit_code=None)
+            out = analyse("", "", exit_code=None)
             out.reasons.append(f"transport failure: {exc}")
+            out.transport_error = str(exc)
             out.label_a, out.label_b, out.wall_s = a, b, time.monotonic() - started
             return out
         exit_code = None if res.timed_out else res.exit_code
