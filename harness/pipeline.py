@@ -151,6 +151,54 @@ def run_teacher_forced(tf: LogitsDiffRunner, case: PromptCase, pair: str, *, ref
                   timeout=timeout, extra_env=extra_env)
 
 
+@dataclass
+class ChunkedPrefill:
+    """Chunked prefill against one chunk for one prompt: teacher-forced when the runtime has
+    llm_logits_diff (A = one chunk, B = the compiled chunk), else greedy text compared."""
+
+    label: str
+    method: str  # "teacher-forced" | "text"
+    equal: bool
+    diff: DiffResult | None = None
+    text: mrope.EquivalenceResult | None = None
+
+    def explain(self) -> str:
+        if self.diff is not None:
+            return f"{self.label}: chunked prefill, {self.diff.describe()}"
+        return self.text.explain() if self.text is not None else f"{self.label}: not compared"
+
+
+def chunked_prefill_check(runner: LlmDemoRunner, prompts: Sequence[Prompt], *, backend: str, chunk: int = 128,
+                          single: int = 4096, max_new_tokens: int = 32, timeout: float = 300.0,
+                          extra_env: Mapping[str, str] | None = None) -> list[ChunkedPrefill]:
+    """Does the output depend on the prefill chunk? Teacher-forced where the runtime holds
+    llm_logits_diff: every step compares logits for the same history, so a fault shows at the
+    step it happens (right after an image for chunk-local mRoPE positions or deepstack rows
+    split across chunks), not only when it flips the greedy text. Step 0 is not counted (the
+    chunked-forward artefact, docs/logits-diff.md). Without the tool: the greedy texts."""
+    one, compiled = Overlay(greedy=True, chunk_limits=(single, 1)), Overlay(greedy=True, chunk_limits=(chunk, 1))
+    tf = teacher_forced_runner(runner)
+    out: list[ChunkedPrefill] = []
+    if tf is not None:
+        for p in prompts:
+            diff = tf.run(p, a=backend, b=backend, max_tokens=max_new_tokens, overlay_a=one, overlay_b=compiled,
+                          timeout=timeout, extra_env=extra_env)
+            diff.label_a, diff.label_b = f"{backend} one chunk ({single})", f"{backend} chunk {chunk}"
+            out.append(ChunkedPrefill(p.id or p.text[:32], "teacher-forced", diff.verdict == "agree", diff=diff))
+        return out
+    chunked = runner.run(prompts, backend=backend, overlay=Overlay(max_new_tokens=max_new_tokens, chunk_limits=(chunk, 1)),
+                         timeout=timeout, extra_env=extra_env)
+    whole = runner.run(prompts, backend=backend, overlay=Overlay(max_new_tokens=max_new_tokens, chunk_limits=(single, 1)),
+                       timeout=timeout, extra_env=extra_env)
+    for p, a, b in zip(prompts, chunked.texts, whole.texts):
+        res = mrope.chunked_equivalence(a or "", b or "", label=p.id or "")
+        if not (chunked.ok and whole.ok):
+            res = mrope.EquivalenceResult(False, p.id or "", f"runs failed: {chunked.failure_class} / "
+                                          f"{whole.failure_class}")
+        out.append(ChunkedPrefill(p.id or p.text[:32], "text", res.equal, text=res))
+    return out
+
+
 def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterable[str], *,
                max_new_tokens: int = 64, timeout: float = 300.0, overlay: Overlay | None = None,
                extra_env: Mapping[str, str] | None = None, teacher_forced: bool = True) -> dict[str, PairRun]:

@@ -10,7 +10,10 @@ token, then the `<|im_end|>` stop row. How B's logits differ from A's comes from
 bit-identical; "close" small differences; "saturated" most steps flip; "null" B's forward
 returns nothing). Numbers are drawn from a generator seeded by the prompt and both pairs, so a
 run is repeatable. As the real tool: when the prompt is longer than a config's prefill chunk,
-step 0 differs (the chunked-forward artefact) while later steps are unaffected.
+step 0 differs (the chunked-forward artefact) while later steps are unaffected. An answer
+scripted with `posdbg: chunk_local_bug` plays the chunk-local mRoPE fault: a config that
+splits an image prompt into chunks gets positions wrong, so its rows disagree from the first
+generated token on (right after the image) while a one-chunk config is unaffected.
 """
 
 from __future__ import annotations
@@ -104,6 +107,8 @@ def _compare(a: Model, b: Model, prompt: str, max_tokens: int, out: Output) -> i
         die(answer_b.fault)
     limits_b = _chunk_limits(b, out)
     engine_b = Engine(b, out, None, limits_b)
+    if _chunk_local(a, answer_a, prompt, n_prompt, out) != _chunk_local(b, answer_b, prompt, n_prompt, out):
+        mode = max(mode, "saturated", key=_SEVERITY.__getitem__)
     if answer_b.fault in RUN_FAULTS or (b.llm_on_qnn and not engine_b._chunks_fit(n_prompt)):
         mode = "null"  # the forward that fails in llm_demo with a shape error returns nothing here
     out.cout(f"prompt tokens: {n_prompt}, max new tokens: {max_tokens}\n")
@@ -165,6 +170,13 @@ def _compare(a: Model, b: Model, prompt: str, max_tokens: int, out: Output) -> i
     out.cout(f"distribution: mean KL(A||B)={kl_sum / n:.6f}, teacher-forced mean NLL A={nll_a_sum / n:.5f} "
              f"B={nll_b_sum / n:.5f} (log-ppl)\n")
     return 0 if math.isfinite(kl_sum) else 1
+
+
+def _chunk_local(model: Model, answer: Any, prompt: str, n_prompt: int, out: Output) -> bool:
+    """This config meets the scripted chunk-local position fault: an image prompt split into chunks."""
+    limits = _chunk_limits(model, out)
+    return (answer.posdbg == "chunk_local_bug" and "<img>" in prompt and bool(limits)
+            and n_prompt > max(limits))  # type: ignore[arg-type]
 
 
 def _chunks_differ(a: Model, b: Model, out: Output) -> bool:
