@@ -1,20 +1,38 @@
 """`harness` console script: thin argument parsing over the library modules.
 
-Every HarnessError becomes one line on stderr and exit code 2; no tracebacks for bad input.
+Every HarnessError becomes one line on stderr, no traceback for bad input. Exit codes follow
+pytest's convention and are decided in one place, harness/lab/exitcodes.py: 0 ok, 1 tests or
+the command's work failed, 2 interrupted, 3 internal error, 4 usage/plan/inventory error,
+5 nothing ran. argparse's usage errors exit 4 too (not argparse's 2: 2 means interrupted).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import traceback
+import uuid
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from harness.errors import HarnessError
 from harness.inventory import Inventory, load_inventory
+from harness.lab.exitcodes import ExitCode, for_error
 
 DEFAULT_DEVICES_FILE = "devices.yaml"
+DEFAULT_LOCK_TIMEOUT_S = 600.0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(int(ExitCode.USAGE_ERROR), f"{self.prog}: error: {message}\n")
+
+
+def _say(message: str) -> None:
+    print(f"harness: {message}", file=sys.stderr, flush=True)
 
 
 def _inventory(args: argparse.Namespace) -> Inventory:
@@ -44,9 +62,20 @@ def cmd_push(args: argparse.Namespace) -> int:
     from harness.provision import provision_model
     from harness.transport import open_transport
 
-    device = _inventory(args).get(args.device)
-    with open_transport(device) as transport:
-        result = provision_model(transport, Path(args.model_dir))
+    from harness.lab.claims import claim_dir, open_claim
+
+    inventory = _inventory(args)
+    device = inventory.get(args.device)
+    # A push swaps files under whatever runs on the device: it waits for a night (or a pytest
+    # session) that holds the device, and holds it while pushing.
+    claim = open_claim(device, lock_dir=claim_dir(inventory.path, None, args.lock_dir),
+                       run_id=f"push-{uuid.uuid4().hex[:8]}", purpose="push")
+    try:
+        spec = claim.acquire(args.lock_timeout, say=_say)
+        with open_transport(spec) as transport:
+            result = provision_model(transport, Path(args.model_dir))
+    finally:
+        claim.release()
     print(f"{device.name}: {result.remote_dir}: {result.files_sent} files, {result.bytes_sent} bytes sent")
     return 0
 
@@ -64,21 +93,36 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_lab_run(args: argparse.Namespace) -> int:
     from harness.lab.cli import run_from_cli
 
-    return run_from_cli(_inventory(args), Path(args.plan), Path(args.out), lock_dir=args.lock_dir)
+    return run_from_cli(_inventory(args), Path(args.plan), Path(args.out), lock_dir=args.lock_dir,
+                        fail_on_regression=args.fail_on_regression)
 
 
 def cmd_lab_status(args: argparse.Namespace) -> int:
+    from harness.lab.claims import claim_dir
+    from harness.lab.plan import load_plan
     from harness.lab.status import lab_status
 
-    print(lab_status(_inventory(args), Path(args.lock_dir)))
+    inventory = _inventory(args)
+    plan_dir = load_plan(args.plan).locks.dir if args.plan else None
+    lock_dir = claim_dir(inventory.path, plan_dir, args.lock_dir)
+    print(f"claims in {lock_dir}")
+    print(lab_status(inventory, lock_dir))
     return 0
 
 
+def _lock_dir_option(p: argparse.ArgumentParser) -> None:
+    # Default None: an unset option must not shadow the plan's `locks.dir` (harness/lab/claims.py).
+    p.add_argument("--lock-dir", default=None, help="device claim folder (default: $HARNESS_LOCK_DIR, else the "
+                   "plan's locks.dir, else locks/ beside devices.yaml)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harness", description="On-device LLM test harness for QNN/HTP NPUs")
+    parser = _Parser(prog="harness", description="On-device LLM test harness for QNN/HTP NPUs",
+                     epilog="exit codes: 0 ok, 1 failed, 2 interrupted, 3 internal error, "
+                            "4 usage/plan/inventory error, 5 nothing ran")
     parser.add_argument("--file", "--devices-file", dest="file", help="inventory file (default: ./devices.yaml "
                         "or $HARNESS_DEVICES)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("devices", help="list the inventory with resolved SoC facts")
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
@@ -86,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("push", help="provision an exported model on a device (incremental)")
     p.add_argument("--device", required=True)
+    _lock_dir_option(p)
+    p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S, metavar="SECONDS",
+                   help="wait this long for a run holding the device, then give up with exit 1 (default 600)")
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.add_argument("model_dir")
     p.set_defaults(func=cmd_push)
@@ -96,31 +143,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     lab = sub.add_parser("lab", help="nightly lab runs")
-    lab_sub = lab.add_subparsers(dest="lab_command", required=True)
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True, parser_class=_Parser)
     p = lab_sub.add_parser("run", help="run a plan over every matching device in parallel")
     p.add_argument("--plan", required=True)
     p.add_argument("--out", default="lab-out", help="folder for records, JUnit, history and HTML")
-    p.add_argument("--lock-dir", default=os.environ.get("HARNESS_LOCK_DIR", ".harness-locks"))
+    _lock_dir_option(p)
+    p.add_argument("--no-fail-on-regression", dest="fail_on_regression", action="store_false",
+                   help="a flagged regression is reported but does not make the exit code 1")
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_lab_run)
     p = lab_sub.add_parser("status", help="devices, health and who holds which lock")
-    p.add_argument("--lock-dir", default=os.environ.get("HARNESS_LOCK_DIR", ".harness-locks"))
+    p.add_argument("--plan", default=None, help="read the claim folder from this plan's locks.dir")
+    _lock_dir_option(p)
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_lab_status)
     return parser
 
 
+def _sigterm_is_an_interrupt() -> None:
+    """SIGTERM (a CI job cancelled) ends a command as Ctrl-C does: claims released in
+    `finally`, exit 2. A night handles both signals itself while it runs."""
+
+    def on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _sigterm_is_an_interrupt()
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return func(args)
+        return int(func(args))
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
-        return 2
+        return int(for_error(exc))
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
-        return 130
+        return int(ExitCode.INTERRUPTED)
+    except Exception as exc:  # a harness bug: say so, keep the traceback for the report
+        traceback.print_exc()
+        print(f"harness: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return int(for_error(exc))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="comma-separated backend pairs (visual/llm), e.g. qnn/qnn,cpu/cpu (default: all)")
     group.addoption("--harness-records", action="store", default=None,
                     help="append one JSON record per device test to this file")
+    group.addoption("--lock-dir", action="store", default=None,
+                    help="device claim folder (default: $HARNESS_LOCK_DIR, else locks/ beside devices.yaml)")
+    group.addoption("--lock-timeout", action="store", type=float, default=600.0,
+                    help="seconds to wait for a run holding --device before giving up (exit 1)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -74,9 +78,28 @@ def device(pytestconfig: pytest.Config, inventory: Inventory) -> DeviceSpec:
 
 
 @pytest.fixture(scope="session")
-def transport(device: DeviceSpec) -> Iterator["object"]:
+def claimed_device(pytestconfig: pytest.Config, inventory: Inventory, device: DeviceSpec) -> Iterator[DeviceSpec]:
+    """The session holds the device's claim (harness/lab/claims.py) while it uses it, so a
+    night or a push never runs on it at the same time. Gives up after --lock-timeout."""
+    from harness.lab.claims import DeviceBusy, claim_dir, open_claim
+
+    claim = open_claim(device, lock_dir=claim_dir(inventory.path, None, _opt(pytestconfig, "--lock-dir")),
+                       run_id=f"pytest-{os.getpid()}", purpose="pytest")
+    try:
+        spec = claim.acquire(float(_opt(pytestconfig, "--lock-timeout") or 0), say=lambda m: print(m, flush=True))
+    except DeviceBusy as exc:
+        pytest.exit(str(exc), returncode=1)
+    try:
+        yield spec
+    finally:
+        claim.release()
+
+
+@pytest.fixture(scope="session")
+def transport(claimed_device: DeviceSpec) -> Iterator["object"]:
     from harness.transport import open_transport
 
+    device = claimed_device
     t = open_transport(device)
     health = t.health()
     if not health.ok:

@@ -9,7 +9,8 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy, HealthVerdict, check_device
-from harness.lab.locks import LockState, lock_state
+from harness.lab.claims import claim_state
+from harness.lab.locks import LockState
 from harness.lab.scheduler import TransportFactory
 from harness.transport.factory import open_transport
 
@@ -47,7 +48,7 @@ def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
                    transport_factory: TransportFactory = open_transport) -> list[DeviceStatus]:
     """Status of every device; health checks run in parallel, each bounded by timeout_s."""
     devices = list(inventory.devices.values())
-    statuses = [DeviceStatus(d, lock_state(Path(lock_dir), d.name)) for d in devices]
+    statuses = [DeviceStatus(d, claim_state(d, lock_dir=Path(lock_dir))) for d in devices]
     if health:
         results: dict[str, HealthVerdict] = {}
         threads = [threading.Thread(target=_check, args=(d, policy or HealthPolicy(), transport_factory, results,
