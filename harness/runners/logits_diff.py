@@ -173,7 +173,7 @@ class Thresholds:
     session with other kernels ("differs a little") KL 0.013-0.017, |gap| <= 0.045, no flip;
     one-token prefill chunks KL 0.054-0.151, gap up to 0.46, 0-1 flips; corrupted weights
     KL 8.44, gap 10.2, every step flipped. The virtual saturation scenario is scripted at
-    KL ~3, gap ~2.5, ~60 % flips."""
+    KL ~3, gap ~2.5, ~80 % flips."""
 
     drift_kl: float = 0.05  # 3x the healthy maximum (0.017)
     disagree_kl: float = 1.0  # far above every drift sample (0.151), far below corruption (8.44)
