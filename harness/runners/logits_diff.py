@@ -260,6 +260,7 @@ class DiffResult:
             "chunk_a": self.chunk_a, "chunk_b": self.chunk_b,
             "prompt_tokens": p.prompt_tokens, "stop_step": p.stop_step,
             "tool_errors": p.tool_errors + p.fatal, "exit_code": self.exit_code,
+            "transport_error": self.transport_error,
             "rows": [s.to_json() for s in p.steps],
         }
 
