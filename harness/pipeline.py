@@ -274,7 +274,8 @@ def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, sui
     error, a teacher-forced disagreement with the CPU reference (or a comparison that compared
     nothing), garbled text, or a wrong fluent answer (a content word of the CPU/CPU answer
     replaced: "France is France" against "France is Paris"), shown as drift with both texts
-    whatever the suite's expected words. Other drift passes with a warning."""
+    whatever the suite's expected words, or a different answer altogether (disagree). Other
+    drift (words added, dropped or reordered) passes with a warning."""
     records = []
     for j in judged:
         run = runs[j.pair]
@@ -321,9 +322,9 @@ def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, sui
         if ag is not None:
             rec.extras["agreement"] = {"similarity": round(ag.similarity, 3), "level": ag.level,
                                        "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}
-            if ag.wrong_answer or (expectation_only and ag.level != "agree"):
-                if not problems:
-                    problems.append(("drift", ag.describe(j.pair)))
+            if ag.wrong_answer or ag.level == "disagree" or (expectation_only and ag.level != "agree"):
+                if not problems:  # class "drift" or "disagree", both texts in the message
+                    problems.append((ag.level, ag.describe(j.pair)))
             elif ag.level != "agree" and not problems:
                 rec.message = ag.describe(j.pair)
                 rec.extras["warning"] = "drift"

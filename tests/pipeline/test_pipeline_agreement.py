@@ -89,3 +89,9 @@ def test_the_step0_note_reaches_the_record():
     rec = _records("The capital of France is Paris.", (), _tf("chunk128-long-prompt", chunk_a=4096, chunk_b=128))["qnn"]
     assert rec.status == "passed"
     assert "step 0 not counted" in rec.extras["teacher_forced"]["exclusion_note"]
+
+
+def test_a_different_answer_altogether_fails_as_disagree_with_both_texts():
+    rec = _records("Cats sleep for most of the day and love warm places to rest.", ())["qnn"]
+    assert rec.status == "failed" and rec.failure_class == "disagree"
+    assert "The capital of France is Paris." in rec.message and "Cats sleep" in rec.message
