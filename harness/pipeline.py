@@ -203,7 +203,8 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
                max_new_tokens: int = 64, timeout: float = 300.0, overlay: Overlay | None = None,
                extra_env: Mapping[str, str] | None = None, teacher_forced: bool = True) -> dict[str, PairRun]:
     """Run every prompt on every pair, one llm_demo process per prompt (a failure in one
-    prompt poisons the rest of its process, mnn-llm.md §1), and, when the runtime holds
+    prompt poisons the rest of its process,
+    docs/llm-demo-output.md#one-error-poisons-the-process), and, when the runtime holds
     llm_logits_diff (and `teacher_forced`), the teacher-forced comparison of each pair other
     than the CPU reference against it. Never raises for a failing run."""
     overlay = overlay or Overlay(greedy=True, max_new_tokens=max_new_tokens)
