@@ -90,7 +90,7 @@ def test_step0_of_a_prompt_longer_than_a_chunk_is_not_counted_and_said_so():
 
 
 def test_nothing_compared_is_an_error_never_agree():
-    # What the tool prints when B's forward returns nothing (../shared/runtimes/README.md):
+    # What the tool prints when B's forward returns nothing (docs/logits-diff.md, "Output format"):
     # the row header, the null line, then a summary with 0 disagreements and no distribution.
     head = "prompt tokens: 37, max new tokens: 16\n" + fixture("identical").splitlines()[2] + "\n"
     null = head + ("forward returned null at step 0\n\nsummary: argmax disagreements=0, first at step -1, "
