@@ -10,12 +10,14 @@ from pathlib import Path
 
 from harness.errors import RemoteNoSpaceError, RemotePathError
 from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
+from harness.transport.facts import SYSFS_BATTERY, Battery, parse_sysfs_battery
 
 _CHUNK = 4 << 20
 
 
 class LocalTransport(Transport):
     kind = "local"
+    free_bytes_is_df = False  # free_bytes() asks the host OS, not `df -k`
 
     def _exec(self, command: str, timeout: float | None) -> RawExec:
         proc = subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -60,6 +62,7 @@ class LocalTransport(Transport):
         return out
 
     def free_bytes(self, remote: str) -> int:
+        # The host's own disk_usage; the answer matches df, but a caller's df output is not it.
         path = Path(remote)
         while not path.exists():
             path = path.parent
@@ -70,6 +73,17 @@ class LocalTransport(Transport):
 
     def facts(self) -> dict[str, str]:
         return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": "local"}
+
+    def battery(self) -> Battery:
+        """The host's own power-supply class, read without a shell (a laptop has one)."""
+        return parse_sysfs_battery(_read_text(f"{SYSFS_BATTERY}/capacity"), _read_text(f"{SYSFS_BATTERY}/temp"))
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:  # no battery (a desktop, a container): unknown, not a fault
+        return ""
 
 
 def _copy(src: Path, dst: Path, mode: int | None, progress: ProgressFn | None) -> int:

@@ -172,8 +172,8 @@ def test_facts_and_health(adb):
     report = adb.health()
     assert report.ok, report.problems
     assert report.state == "device"
-    assert report.facts["battery_level"] == "85" and report.facts["battery_temp_c"] == "31.2"
-    assert int(report.facts["work_dir_free_bytes"]) > 0
+    assert report.device_facts.battery_pct == 85 and report.device_facts.battery_temp_c == 31.2
+    assert report.device_facts.free_bytes > 0
 
 
 def test_health_flags_a_device_that_has_not_booted(adb_server, adb_entry, make_spec, tmp_path):

@@ -123,7 +123,7 @@ def test_facts_and_health(car):
     assert facts["model"]
     report = car.health()
     assert report.ok, report.problems
-    assert int(report.facts["work_dir_free_bytes"]) > 0
+    assert report.device_facts.free_bytes > 0
 
 
 def test_changed_host_key_is_refused(fresh_ssh_board, make_spec):
