@@ -245,7 +245,9 @@ class Transport(ABC):
         handled (killed, or already gone)."""
         found = set(pids)
         scratch = self.device_tmp_dir()
-        files = [posixpath.join(scratch, rel) for rel in self.list_files(scratch) if rel.startswith(_PID_PREFIX)]
+        # quick(), not list_files(): a timed find would leave a pid file of its own to sweep.
+        res = self.quick(["find", scratch, "-type", "f", "-name", f"{_PID_PREFIX}*"], check=False)
+        files = [ln for ln in res.stdout.splitlines() if posixpath.basename(ln).startswith(_PID_PREFIX)]
         for data in self.read_small_files(files).values():
             text = (data or b"").decode(errors="replace").strip()
             if text.isdigit():
