@@ -19,7 +19,13 @@ from typing import Callable, ClassVar, Iterable, Mapping, Sequence
 from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
 from harness.inventory import DeviceSpec
 from harness.transport.command import build_shell_command, quote_argv
-from harness.transport.facts import SYSFS_BATTERY_SCRIPT, Battery, DeviceFacts, parse_df_free, parse_sysfs_battery
+from harness.transport.facts import (
+    SYSFS_BATTERY_SCRIPT,
+    Battery,
+    DeviceFacts,
+    parse_df_free,
+    parse_sysfs_battery,
+)
 from harness.transport.retry import RetryPolicy
 
 ProgressFn = Callable[[int], None]  # called with the bytes just moved

@@ -89,5 +89,12 @@ def parse_df_free(text: str) -> int | None:
     return int(nums[2]) * 1024 if len(nums) >= 3 else None
 
 
-__all__ = ["Battery", "DeviceFacts", "SYSFS_BATTERY", "SYSFS_BATTERY_SCRIPT", "parse_df_free",
-           "parse_dumpsys_battery", "parse_sysfs_battery"]
+__all__ = [
+    "SYSFS_BATTERY",
+    "SYSFS_BATTERY_SCRIPT",
+    "Battery",
+    "DeviceFacts",
+    "parse_df_free",
+    "parse_dumpsys_battery",
+    "parse_sysfs_battery",
+]

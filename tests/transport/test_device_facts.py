@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.transport.facts import DeviceFacts, parse_df_free, parse_dumpsys_battery, parse_sysfs_battery
+from harness.transport.facts import (
+    DeviceFacts,
+    parse_df_free,
+    parse_dumpsys_battery,
+    parse_sysfs_battery,
+)
 from harness.transport.local import LocalTransport
 
 DUMPSYS = """Current Battery Service state:
