@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.errors import DeviceUnauthorizedError, TransportError
+from harness.errors import DeviceUnauthorizedError, HarnessError, TransportError
 from harness.transport.base import Transport
 from harness.transport.facts import DeviceFacts
 
@@ -56,17 +56,15 @@ def judge(device: str, facts: DeviceFacts, policy: HealthPolicy) -> list[str]:
 
 
 def check_device(transport: Transport, policy: HealthPolicy) -> HealthVerdict:
-    """Ask the device (link faults become reasons, not exceptions), then judge its facts."""
+    """Ask the device for its facts (one round trip; faults become reasons, not exceptions),
+    then judge them."""
     name = transport.device.name
     try:
-        report = transport.health()
+        facts = transport.device_facts()
     except TransportError as exc:
         state = "unauthorized" if isinstance(exc, DeviceUnauthorizedError) else "unreachable"
         return HealthVerdict(device=name, ok=False, reasons=[str(exc)], state=state)
-    if not report.reachable or report.problems:
-        reasons = list(report.problems) or [f"{name}: not reachable (state {report.state})"]
-    else:
-        reasons = judge(name, report.device_facts, policy)
-    # Who the device is and its condition, as recorded with a quarantine.
-    facts = {**report.facts, **report.device_facts.as_dict()}
-    return HealthVerdict(device=name, ok=not reasons, reasons=reasons, facts=facts, state=report.state)
+    except HarnessError as exc:  # a shell or df answering something unreadable
+        return HealthVerdict(device=name, ok=False, reasons=[f"{name}: health probe failed: {exc}"], state="broken")
+    reasons = judge(name, facts, policy)
+    return HealthVerdict(device=name, ok=not reasons, reasons=reasons, facts=facts.as_dict(), state="ok")

@@ -34,7 +34,6 @@ from harness.errors import (
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
 from harness.transport.adb_sync import SyncClient, SyncFail, SyncProtocolError, tune_socket
 from harness.transport.base import HealthReport, ProgressFn, RawExec, RemoteStat, Transport
-from harness.transport.facts import Battery, parse_dumpsys_battery
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
 
@@ -528,15 +527,6 @@ class AdbTransport(Transport):
                 facts[name] = props[key]
         facts.setdefault("model", self.serial)
         return facts
-
-    def boot_completed(self) -> bool | None:
-        return self.getprop("sys.boot_completed") == "1"
-
-    def battery(self) -> Battery:
-        """`dumpsys battery` where the device has it; else the power-supply class in sysfs."""
-        res = self.shell(["dumpsys", "battery"], timeout=30)
-        found = parse_dumpsys_battery(res.stdout) if res.ok else Battery()
-        return found if found.known else super().battery()
 
     def _link_health(self) -> HealthReport:
         report = HealthReport(device=self.device.name, reachable=False)

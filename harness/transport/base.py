@@ -19,13 +19,7 @@ from typing import Callable, ClassVar, Iterable, Mapping, Sequence
 from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
 from harness.inventory import DeviceSpec
 from harness.transport.command import build_shell_command, quote_argv
-from harness.transport.facts import (
-    SYSFS_BATTERY_SCRIPT,
-    Battery,
-    DeviceFacts,
-    parse_df_free,
-    parse_sysfs_battery,
-)
+from harness.transport.facts import PROBE_SCRIPT, DeviceFacts, ProbeUnreadable, parse_df_free, parse_probe
 from harness.transport.retry import RetryPolicy
 
 ProgressFn = Callable[[int], None]  # called with the bytes just moved
@@ -357,14 +351,6 @@ class Transport(ABC):
             raise TransportError(f"{self.device.name}: cannot read free space from `df -k {remote}`: {res.stdout!r}")
         return free
 
-    def existing_dir(self, path: str) -> str:
-        """`path` or its nearest existing ancestor (df needs an existing path; the work
-        folder may not exist before the first push)."""
-        current = path
-        while current not in ("", "/") and self.stat(current) is None:
-            current = posixpath.dirname(current.rstrip("/"))
-        return current or "/"
-
     def sha256(self, remote: str) -> str | None:
         res = self.shell(["sha256sum", remote], timeout=600)
         if res.exit_code != 0:
@@ -380,22 +366,14 @@ class Transport(ABC):
         return {}
 
     def device_facts(self) -> DeviceFacts:
-        """The device's condition (free space for the work folder, battery, boot), None
-        where it cannot tell. Transports override the parts they read their own way."""
-        where = self.existing_dir(self.device.work_dir)
-        battery = self.battery()
-        return DeviceFacts(boot_completed=self.boot_completed(), free_bytes=self.free_bytes(where), free_path=where,
-                           battery_pct=battery.pct, battery_temp_c=battery.temp_c)
-
-    def boot_completed(self) -> bool | None:
-        """Whether the OS says it finished booting; None where it has no such flag."""
-        return None
-
-    def battery(self) -> Battery:
-        """Level and temperature from the Linux power-supply class (unknown without one)."""
-        res = self.quick(["sh", "-c", SYSFS_BATTERY_SCRIPT], timeout=20, check=False)
-        capacity, temp = (res.stdout.split("\n") + ["", ""])[:2] if res.ok else ("", "")
-        return parse_sysfs_battery(capacity, temp)
+        """The device's condition (free space for the work folder, battery, boot), None where
+        it cannot tell, in one round trip. TransportError for link faults; CommandFailed when
+        the shell or its df answers something unreadable."""
+        res = self.quick(["sh", "-c", PROBE_SCRIPT, "device-facts", self.device.work_dir], timeout=30, check=False)
+        try:
+            return parse_probe(res.stdout)
+        except ProbeUnreadable as exc:
+            raise CommandFailed(f"{self.device.name}: device facts: {exc} (exit {res.exit_code})") from None
 
     def _link_health(self) -> HealthReport:
         """Reachability only: does a shell answer?"""

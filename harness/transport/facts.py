@@ -7,13 +7,29 @@ ask which transport spoke. None means "this device cannot tell", never "zero".
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # The Linux power-supply class: capacity in %, temp in tenths of a degree C.
 SYSFS_BATTERY = "/sys/class/power_supply/battery"
-# One round trip, interpolating nothing: capacity and temp on two lines (empty when absent).
-SYSFS_BATTERY_SCRIPT = (f"cat {SYSFS_BATTERY}/capacity 2>/dev/null || echo; "
-                        f"cat {SYSFS_BATTERY}/temp 2>/dev/null || echo")
+
+# Every fact in one round trip (a lab night asks all its devices at once, and each device
+# command is a process spawn there). Fixed text; `$1` is the work folder, which may not exist
+# before the first push: walk up to the nearest folder that does (df needs an existing path).
+# What the device has decides what it says: getprop and dumpsys on Android (over adb or ssh),
+# sysfs elsewhere and as dumpsys' fallback. Marker lines start with "@"; df and dumpsys never do.
+PROBE_SCRIPT = """echo ok
+if command -v getprop >/dev/null 2>&1; then echo "@boot=$(getprop sys.boot_completed)"; fi
+d=$1
+while [ -n "$d" ] && [ "$d" != / ] && [ ! -d "$d" ]; do d=${d%/*}; done
+echo "@dir=${d:-/}"
+echo @df
+df -k "${d:-/}"
+if command -v dumpsys >/dev/null 2>&1; then echo @dumpsys; dumpsys battery 2>/dev/null; fi
+echo "@capacity=$(cat @SYSFS@/capacity 2>/dev/null)"
+echo "@temp=$(cat @SYSFS@/temp 2>/dev/null)"
+""".replace("@SYSFS@", SYSFS_BATTERY)
+_MARK = re.compile(r"^@(boot|dir|capacity|temp)=(.*)$")
 
 
 @dataclass(frozen=True)
@@ -89,12 +105,45 @@ def parse_df_free(text: str) -> int | None:
     return int(nums[2]) * 1024 if len(nums) >= 3 else None
 
 
+class ProbeUnreadable(ValueError):
+    """The probe's output is not what PROBE_SCRIPT prints (a broken shell, an odd df)."""
+
+
+def parse_probe(stdout: str) -> DeviceFacts:
+    """DeviceFacts from PROBE_SCRIPT's output; ProbeUnreadable when the shell or df is broken."""
+    lines = stdout.splitlines()
+    if not lines or lines[0].strip() != "ok":
+        raise ProbeUnreadable(f"the shell printed {stdout[:200]!r} instead of the probe's `ok`")
+    marks: dict[str, str] = {}
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines[1:]:
+        if line.strip() in ("@df", "@dumpsys"):
+            current = sections.setdefault(line.strip()[1:], [])
+        elif (m := _MARK.match(line.strip())) is not None:
+            marks[m.group(1)] = m.group(2).strip()
+            current = None
+        elif current is not None:
+            current.append(line)
+    df = "\n".join(sections.get("df", []))
+    free = parse_df_free(df)
+    if free is None:
+        raise ProbeUnreadable(f"cannot read free space from `df -k {marks.get('dir', '/')}`: {df!r}")
+    battery = parse_dumpsys_battery("\n".join(sections["dumpsys"])) if "dumpsys" in sections else Battery()
+    if not battery.known:
+        battery = parse_sysfs_battery(marks.get("capacity", ""), marks.get("temp", ""))
+    return DeviceFacts(boot_completed=marks["boot"] == "1" if "boot" in marks else None, free_bytes=free,
+                       free_path=marks.get("dir") or "/", battery_pct=battery.pct, battery_temp_c=battery.temp_c)
+
+
 __all__ = [
+    "PROBE_SCRIPT",
     "SYSFS_BATTERY",
-    "SYSFS_BATTERY_SCRIPT",
     "Battery",
     "DeviceFacts",
+    "ProbeUnreadable",
     "parse_df_free",
     "parse_dumpsys_battery",
+    "parse_probe",
     "parse_sysfs_battery",
 ]

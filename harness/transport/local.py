@@ -10,7 +10,6 @@ from pathlib import Path
 
 from harness.errors import RemoteNoSpaceError, RemotePathError
 from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
-from harness.transport.facts import SYSFS_BATTERY, Battery, parse_sysfs_battery
 
 _CHUNK = 4 << 20
 
@@ -73,17 +72,6 @@ class LocalTransport(Transport):
 
     def facts(self) -> dict[str, str]:
         return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": "local"}
-
-    def battery(self) -> Battery:
-        """The host's own power-supply class, read without a shell (a laptop has one)."""
-        return parse_sysfs_battery(_read_text(f"{SYSFS_BATTERY}/capacity"), _read_text(f"{SYSFS_BATTERY}/temp"))
-
-
-def _read_text(path: str) -> str:
-    try:
-        return Path(path).read_text(errors="replace")
-    except OSError:  # no battery (a desktop, a container): unknown, not a fault
-        return ""
 
 
 def _copy(src: Path, dst: Path, mode: int | None, progress: ProgressFn | None) -> int:

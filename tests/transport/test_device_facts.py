@@ -1,4 +1,4 @@
-"""DeviceFacts: the readers each transport uses, and the pid-file sweep every transport shares."""
+"""DeviceFacts: the probe every transport runs and its readers, and the pid-file sweep every transport shares."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import CommandFailed
+from harness.transport.base import RawExec
 from harness.transport.facts import (
     DeviceFacts,
+    ProbeUnreadable,
     parse_df_free,
     parse_dumpsys_battery,
+    parse_probe,
     parse_sysfs_battery,
 )
 from harness.transport.local import LocalTransport
@@ -91,3 +95,30 @@ def test_kill_stray_processes_finds_timed_commands_of_another_transport_object(h
     # Only pid files speak for a later sweep (the killed command's file stays until its
     # transport's next timed command), and none of their programs runs any more.
     assert host.kill_stray_processes() == [sleeper]
+
+
+def test_probe_output_android_board_and_broken_shell():
+    android = ("ok\n@boot=1\n@dir=/data/local/tmp\n@df\nFilesystem 1K-blocks Used Available Use% Mounted on\n"
+               "/dev/block/dm-45 1000 400 600 40% /data\n@dumpsys\n" + DUMPSYS + "@capacity=\n@temp=\n")
+    assert parse_probe(android) == DeviceFacts(boot_completed=True, free_bytes=600 * 1024,
+                                               free_path="/data/local/tmp", battery_pct=85, battery_temp_c=31.2)
+    board = ("ok\n@dir=/srv\n@df\nFilesystem 1K-blocks Used Available Use% Mounted on\n"
+             "/dev/sda1 1000 400 600 40% /\n@capacity=55\n@temp=402\n")
+    assert parse_probe(board) == DeviceFacts(free_bytes=600 * 1024, free_path="/srv", battery_pct=55,
+                                             battery_temp_c=40.2)
+    # dumpsys present but silent: sysfs speaks instead, as it did before the facts moved here
+    silent = board.replace("@capacity", "@dumpsys\nCan't find service: battery\n@capacity")
+    assert parse_probe(silent).battery_pct == 55
+    with pytest.raises(ProbeUnreadable, match="instead of the probe's `ok`"):
+        parse_probe("sh: 1: Syntax error\n")
+    with pytest.raises(ProbeUnreadable, match="cannot read free space from `df -k /srv`"):
+        parse_probe("ok\n@dir=/srv\n@df\ndf: /srv: Permission denied\n")
+
+
+def test_a_broken_shell_is_a_clear_error_not_facts(host):
+    class Broken(LocalTransport):
+        def _exec(self, command, timeout):
+            return RawExec(b"motd: welcome!\n", b"", 0)
+
+    with pytest.raises(CommandFailed, match="x86-host: device facts: the shell printed 'motd"):
+        Broken(host.device).device_facts()
