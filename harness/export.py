@@ -112,6 +112,16 @@ class ExportFolder:
         return value.strip()
 
     @property
+    def program_model_type(self) -> str:
+        """An ExecuTorch export's model type: the sidecar's `model_type` (or
+        `decoder_model_version`), else llm_config.json's; "" when nothing records it."""
+        sidecar = self.sidecar.data if self.sidecar is not None else {}
+        found = sidecar.get("model_type") or sidecar.get("decoder_model_version") or ""
+        if not found and self.has_llm_config:
+            found = self.llm_config.get("model_type") or ""
+        return str(found)
+
+    @property
     def is_visual(self) -> bool:
         return bool(self.llm_config.get("is_visual"))
 

@@ -386,9 +386,7 @@ def _load_executorch(export: ExportFolder, files: list[ArtifactFile]) -> ModelAr
                             "copy the runtime tokenizer next to the .pte")
     found = export.sidecar
     sidecar: dict[str, Any] = found.data if found is not None else {}
-    model_type = sidecar.get("model_type") or sidecar.get("decoder_model_version") or ""
-    if not model_type and export.has_llm_config:
-        model_type = export.llm_config.get("model_type") or ""
+    model_type = export.program_model_type
     pte = str(sidecar.get("model_path") or ptes[0].rel)
     if pte not in {f.rel for f in ptes}:
         raise ArtifactError(f"{root / SIDECAR_NAMES[1]}: model_path {pte!r} is not a .pte in {root}; fix it")

@@ -64,3 +64,11 @@ def test_sidecar_in_qnn_first(tmp_path: Path) -> None:
     export = open_export(tmp_path)
     assert [s.rel for s in export.sidecars] == [SIDECAR_PATH, "export_manifest.json"]
     assert export.sidecar is not None and export.sidecar.data == {"soc_id": 69}
+
+
+def test_program_model_type_from_sidecar_then_llm_config(tmp_path: Path) -> None:
+    assert open_export(tmp_path).program_model_type == ""
+    _write(tmp_path, "llm_config.json", {"model_type": "qwen3"})
+    assert open_export(tmp_path).program_model_type == "qwen3"
+    _write(tmp_path, "export_manifest.json", {"decoder_model_version": "qwen3-0_6b"})
+    assert open_export(tmp_path).program_model_type == "qwen3-0_6b"
