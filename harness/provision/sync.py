@@ -89,7 +89,7 @@ def split_sections(text: str) -> dict[str, list[str]]:
     """`@@name` marker lines split a script's output into sections."""
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): a name may hold U+2028, U+0085...
         if line.startswith("@@"):
             current = sections.setdefault(line[2:].strip(), [])
         elif current is not None:
@@ -121,21 +121,29 @@ echo @@df; df -k "$W" 2>/dev/null
 echo @@end
 """
 
+# Names reach the scripts only as argv elements (each one whole: the shell never word-splits
+# "$@") and counts (length-delimited groups of them); they are never read back with `read`,
+# which strips blanks at the ends, nor printed with `echo`, which mksh and dash let expand
+# backslashes. Output that names a file is printf'd with the name at the line's end (export
+# names hold no control characters: harness.provision.artifacts); output about the arguments
+# comes in argument order, without the names. Runs in Android's mksh + toybox and in dash.
+
 # args: verify mode, set dir, run dir, journal, META ("size sha" per line), a partial file
-# to discard first (or ""), rel paths... Checks what arrived in the run dir, places it with
-# one `cp -al`, journals it. Nothing but the listed, verified files can be placed.
+# to discard first (or ""), "./"+rel paths (never an option, nor "-" for stdin)... Checks what arrived in the run dir, places it with
+# one `cp -al`, journals it. Nothing but the listed, verified files can be placed. Prints
+# "@inode mtime" per rel path, in argument order.
 PLACE_SCRIPT = r"""
 V=$1; D=$2; R=$3; J=$4; META=$5; X=$6; shift 6
-cd "$R" || { echo "BAD run folder $R missing"; exit 1; }
+cd "$R" || { echo "BAD run folder missing"; exit 1; }
 [ -n "$X" ] && rm -f -- "$X"
 n=$(find . -type f | wc -l)
-[ "$n" -eq $# ] || { echo "BAD $R holds $n files, $# expected"; exit 1; }
+[ "$n" -eq $# ] || { echo "BAD the run folder holds $n files, $# expected"; exit 1; }
 bad=0
 stat -c '%s' -- "$@" 2>/dev/null | {
   for rel in "$@"; do
     read -r got || got=missing
     read -r want sha <&3
-    [ "$got" = "$want" ] || { echo "BAD $rel size=$got want=$want"; rm -f -- "$rel"; exit 1; }
+    [ "$got" = "$want" ] || { printf 'BAD %s size=%s want=%s\n' "$rel" "$got" "$want"; rm -f -- "$rel"; exit 1; }
   done
 } 3<<EOF || bad=1
 $META
@@ -145,21 +153,22 @@ if [ "$V" = sha256 ]; then
   sha256sum -- "$@" | {
     for rel in "$@"; do
       read -r got name
+      got=${got#\\}
       read -r want sha <&3
-      [ "$got" = "$sha" ] || { echo "BAD $rel sha256 differs"; rm -f -- "$rel"; exit 1; }
+      [ "$got" = "$sha" ] || { printf 'BAD %s sha256 differs\n' "$rel"; rm -f -- "$rel"; exit 1; }
     done
   } 3<<EOF || exit 1
 $META
 EOF
 fi
-mkdir -p "$D" && cp -alf -- "$R/." "$D/" || { echo "BAD cp -al into $D failed"; exit 1; }
+mkdir -p "$D" && cp -alf -- "$R/." "$D/" || { echo "BAD cp -al into the set failed"; exit 1; }
 cd "$D" || exit 1
 stat -c '%i %s %Y' -- "$@" | {
   for rel in "$@"; do
     read -r ino size mtime
     read -r want sha <&3
-    echo "$sha $ino $size $mtime $rel" >> "$J"
-    echo "@$ino $mtime $rel"
+    printf '%s %s %s %s %s\n' "$sha" "$ino" "$size" "$mtime" "${rel#./}" >> "$J"
+    printf '@%s %s\n' "$ino" "$mtime"
   done
 } 3<<EOF
 $META
@@ -168,28 +177,25 @@ find "$R" -type f -exec rm -f {} + 2>/dev/null
 echo @@placed
 """
 
-# args: set dir, manifests dir, LINKS ("source\nrel" pairs), CHMODS ("mode rel" lines),
-# manifest path, MANIFEST (json or ""), journal, run dir, stale rel paths... Links contents
-# found elsewhere on the device (possibly a file of this set about to go: links come first),
-# adds permission bits, removes files the set no longer has, prints the stat of every file of the set, then writes the manifest (tmp + rename).
+# args: set dir, manifests dir, manifest path, MANIFEST (json or ""), journal, run dir,
+# NL, NC, then NL pairs (source path, rel), NC pairs (octal mode, rel), then stale rels.
+# Links contents found elsewhere on the device (possibly a file of this set about to go:
+# links come first), adds permission bits, removes files the set no longer has, prints the
+# stat of every file of the set, then writes the manifest (tmp + rename).
 COMMIT_SCRIPT = r"""
-D=$1; MD=$2; LINKS=$3; CHMODS=$4; M=$5; MANIFEST=$6; J=$7; R=$8; shift 8
-mkdir -p "$D" "$MD" && cd "$D" || { echo "FAIL cannot enter $D"; exit 1; }
-if [ -n "$LINKS" ]; then
-  while IFS= read -r src && IFS= read -r rel; do
-    case "$rel" in */*) [ -d "${rel%/*}" ] || mkdir -p "${rel%/*}" ;; esac
-    ln -f -- "$src" "$rel" 2>/dev/null || { cp -p -- "$src" "$rel.cp$$" && mv -f -- "$rel.cp$$" "$rel"; } \
-      || { echo "FAIL link $rel"; exit 1; }
-  done <<EOF
-$LINKS
-EOF
-fi
-if [ -n "$CHMODS" ]; then
-  while read -r mode rel; do chmod "$mode" -- "$rel" || { echo "FAIL chmod $rel"; exit 1; }; done <<EOF
-$CHMODS
-EOF
-fi
-[ $# -gt 0 ] && rm -f -- "$@"
+D=$1; MD=$2; M=$3; MANIFEST=$4; J=$5; R=$6; NL=$7; NC=$8; shift 8
+mkdir -p "$D" "$MD" && cd "$D" || { echo "FAIL cannot enter the set folder"; exit 1; }
+while [ "$NL" -gt 0 ]; do
+  src=$1; rel=$2; shift 2; NL=$((NL - 1))
+  case "$rel" in */*) [ -d "./${rel%/*}" ] || mkdir -p "./${rel%/*}" ;; esac
+  ln -f -- "$src" "./$rel" 2>/dev/null || { cp -p -- "$src" "./$rel.cp$$" && mv -f -- "./$rel.cp$$" "./$rel"; } \
+    || { printf 'FAIL link %s\n' "$rel"; exit 1; }
+done
+while [ "$NC" -gt 0 ]; do
+  chmod "$1" "./$2" || { printf 'FAIL chmod %s\n' "$2"; exit 1; }
+  shift 2; NC=$((NC - 1))
+done
+for rel in "$@"; do rm -f -- "./$rel"; done
 find . -depth -mindepth 1 -type d -empty -exec rmdir {} + 2>/dev/null
 echo @@stat
 find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
@@ -635,17 +641,19 @@ def _place(s: _Session, items: list[_Item], discard: str = "") -> None:
         return
     meta = "\n".join(f"{it.file.size} {it.sha}" for it in items)
     out = s.script(PLACE_SCRIPT, [s.verify, L.set_dir, s.run_dir, L.journal, meta, discard,
-                                  *[it.file.rel for it in items]],
+                                  *["./" + it.file.rel for it in items]],
                    what=f"verifying pushed files of {L.kind} {L.name!r}", check=False)
-    if "@@placed" not in out:
-        bad = [ln for ln in out.splitlines() if ln.startswith("BAD")]
+    lines = out.split("\n")
+    if "@@placed" not in lines:
+        bad = [ln for ln in lines if ln.startswith("BAD")]
         raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
                              f"({'; '.join(bad) or out.strip()[:200]}); provision again")
     s.placed += len(items)
-    for line in out.splitlines():
-        parts = line[1:].split(" ", 2) if line.startswith("@") and not line.startswith("@@") else []
-        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
-            s.placed_stamps[parts[2]] = DeviceStamp(int(parts[0]), int(parts[1]))
+    # One "@inode mtime" line per item, in argument order (no names to parse back).
+    stamps = [ln[1:].split(" ") for ln in lines if ln.startswith("@") and not ln.startswith("@@")]
+    for it, parts in zip(items, stamps):
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            s.placed_stamps[it.file.rel] = DeviceStamp(int(parts[0]), int(parts[1]))
 
 
 MAX_INLINE_MANIFEST = 64 << 10  # larger manifests are pushed as a file
@@ -665,25 +673,29 @@ def _commit(s: _Session, plan: _Plan, items: list[_Item], manifest: Manifest) ->
     text = manifest.to_json() if len(predicted) == len(items) else ""
     inline = text if len(text) <= MAX_INLINE_MANIFEST else ""
     # Links, mode changes and removals, in as many commands as MAX_COMMAND needs (one, unless
-    # thousands of files changed); the last one also writes the manifest.
-    work = ([("link", f"{placed.path}\n{it.file.rel}") for it, placed in plan.link]
-            + [("chmod", f"{mode:o} {rel}") for rel, mode in sorted(plan.chmod.items())]
-            + [("stale", rel) for rel in plan.stale])
-    chunks: list[list[tuple[str, str]]] = [[]]
+    # thousands of files changed); the last one also writes the manifest. Each is a group of
+    # whole argv elements: (source, rel), (mode, rel) or (rel,).
+    work = ([("link", (placed.path, it.file.rel)) for it, placed in plan.link]
+            + [("chmod", (f"{mode:o}", rel)) for rel, mode in sorted(plan.chmod.items())]
+            + [("stale", (rel,)) for rel in plan.stale])
+    chunks: list[list[tuple[str, tuple[str, ...]]]] = [[]]
     size = 0
     for op in work:
-        if chunks[-1] and size + len(op[1]) + 4 > MAX_COMMAND:
+        cost = sum(len(x.encode()) + 3 for x in op[1])
+        if chunks[-1] and size + cost > MAX_COMMAND:
             chunks.append([])
             size = 0
         chunks[-1].append(op)
-        size += len(op[1]) + 4
+        size += cost
+    out = ""
     for i, chunk in enumerate(chunks):
         last = i == len(chunks) - 1
-        links = "\n".join(x for kind, x in chunk if kind == "link")
-        chmods = "\n".join(x for kind, x in chunk if kind == "chmod")
-        stale = [x for kind, x in chunk if kind == "stale"]
-        out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), links, chmods, L.manifest,
-                                       inline if last else "", L.journal, s.run_dir, *stale],
+        links = [x for kind, group in chunk if kind == "link" for x in group]
+        chmods = [x for kind, group in chunk if kind == "chmod" for x in group]
+        stale = [x for kind, group in chunk if kind == "stale" for x in group]
+        out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), L.manifest, inline if last else "",
+                                       L.journal, s.run_dir, str(len(links) // 2), str(len(chmods) // 2),
+                                       *links, *chmods, *stale],
                        what=f"putting files in place in {L.set_dir}")
     prefix = L.set_dir.rstrip("/") + "/"
     stats = {st.path[len(prefix):]: st for st in parse_stat_lines(split_sections(out).get("stat", []))
@@ -697,7 +709,7 @@ def _commit(s: _Session, plan: _Plan, items: list[_Item], manifest: Manifest) ->
                                  "provision again")
         stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)
     manifest.device = stamps
-    if not inline or "@@published" not in out or stamps != predicted:
+    if not inline or "@@published" not in out.split("\n") or stamps != predicted:
         _publish(s, manifest)
 
 
