@@ -128,51 +128,37 @@ echo @@end
 # names hold no control characters: harness.provision.artifacts); output about the arguments
 # comes in argument order, without the names. Runs in Android's mksh + toybox and in dash.
 
-# args: verify mode, set dir, run dir, journal, META ("size sha" per line), a partial file
-# to discard first (or ""), "./"+rel paths (never an option, nor "-" for stdin)... Checks what arrived in the run dir, places it with
-# one `cp -al`, journals it. Nothing but the listed, verified files can be placed. Prints
-# "@inode mtime" per rel path, in argument order.
+# args: verify mode, set dir, run dir, journal, SIZES and SHAS (one per line, in the order of
+# the paths), a partial file to discard first (or ""), "./"+rel paths (never an option, nor
+# "-" for stdin)... Checks what arrived in the run dir, places it with one `cp -al`, journals
+# it. Nothing but the listed, verified files can be placed. A fixed number of processes and
+# no per-file shell loop (each line a shell loop writes costs a pipe write on the device):
+# sizes are compared as one string; awk pairs each stat line with its sha, appends the
+# journal ("sha inode size mtime ./rel") and prints "@inode mtime" per path, in order.
 PLACE_SCRIPT = r"""
-V=$1; D=$2; R=$3; J=$4; META=$5; X=$6; shift 6
+V=$1; D=$2; R=$3; J=$4; SIZES=$5; SHAS=$6; X=$7; shift 7
 cd "$R" || { echo "BAD run folder missing"; exit 1; }
 [ -n "$X" ] && rm -f -- "$X"
 n=$(find . -type f | wc -l)
 [ "$n" -eq $# ] || { echo "BAD the run folder holds $n files, $# expected"; exit 1; }
-bad=0
-stat -c '%s' -- "$@" 2>/dev/null | {
-  for rel in "$@"; do
-    read -r got || got=missing
-    read -r want sha <&3
-    [ "$got" = "$want" ] || { printf 'BAD %s size=%s want=%s\n' "$rel" "$got" "$want"; rm -f -- "$rel"; exit 1; }
+bad() {  # $1: what differs; GOT/WANT: one line per path. Names the first such file, drops it.
+  i=0; for rel in "$@"; do i=$((i + 1))
+    g=$(printf '%s\n' "$GOT" | sed -n "${i}p"); w=$(printf '%s\n' "$WANT" | sed -n "${i}p")
+    [ "$g" = "$w" ] || { printf 'BAD %s %s: %s, want %s\n' "$rel" "$K" "${g:-missing}" "$w"; rm -f -- "$rel"; exit 1; }
   done
-} 3<<EOF || bad=1
-$META
-EOF
-[ $bad = 0 ] || exit 1
+  echo "BAD $K differs"; exit 1
+}
+GOT=$(stat -c %s -- "$@" 2>/dev/null)
+[ "$GOT" = "$SIZES" ] || { WANT=$SIZES K=size; bad "$@"; }
 if [ "$V" = sha256 ]; then
-  sha256sum -- "$@" | {
-    for rel in "$@"; do
-      read -r got name
-      got=${got#\\}
-      read -r want sha <&3
-      [ "$got" = "$sha" ] || { printf 'BAD %s sha256 differs\n' "$rel"; rm -f -- "$rel"; exit 1; }
-    done
-  } 3<<EOF || exit 1
-$META
-EOF
+  GOT=$(sha256sum -- "$@" | awk '{ sub(/^\\/, "", $1); print $1 }')
+  [ "$GOT" = "$SHAS" ] || { WANT=$SHAS K=sha256; bad "$@"; }
 fi
 mkdir -p "$D" && cp -alf -- "$R/." "$D/" || { echo "BAD cp -al into the set failed"; exit 1; }
 cd "$D" || exit 1
-stat -c '%i %s %Y' -- "$@" | {
-  for rel in "$@"; do
-    read -r ino size mtime
-    read -r want sha <&3
-    printf '%s %s %s %s %s\n' "$sha" "$ino" "$size" "$mtime" "${rel#./}" >> "$J"
-    printf '@%s %s\n' "$ino" "$mtime"
-  done
-} 3<<EOF
-$META
-EOF
+stat -c '%i %s %Y %n' -- "$@" | SHAS=$SHAS J=$J awk '
+  BEGIN { n = split(ENVIRON["SHAS"], sha, "\n"); j = ENVIRON["J"] }
+  { print sha[NR] " " $0 >> j; print "@" $1 " " $3 }'
 find "$R" -type f -exec rm -f {} + 2>/dev/null
 echo @@placed
 """
@@ -311,6 +297,7 @@ def parse_probe(text: str, layout: DeviceLayout, where: str) -> Probe:
         if len(parts) != 5 or not all(x.isdigit() for x in parts[1:4]):
             continue
         sha, ino, size, mtime, rel = parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4]
+        rel = rel[2:] if rel.startswith("./") else rel  # PLACE_SCRIPT journals "./rel"
         p = _verified(prefix + rel, sha, size, DeviceStamp(ino, mtime), files)
         if p is not None:
             mine[rel] = p  # a later journal line wins over the manifest: it was placed after it
@@ -639,9 +626,9 @@ def _place(s: _Session, items: list[_Item], discard: str = "") -> None:
         if discard:
             s.t.remove(posixpath.join(s.run_dir, discard))
         return
-    meta = "\n".join(f"{it.file.size} {it.sha}" for it in items)
-    out = s.script(PLACE_SCRIPT, [s.verify, L.set_dir, s.run_dir, L.journal, meta, discard,
-                                  *["./" + it.file.rel for it in items]],
+    out = s.script(PLACE_SCRIPT, [s.verify, L.set_dir, s.run_dir, L.journal,
+                                  "\n".join(str(it.file.size) for it in items), "\n".join(str(it.sha) for it in items),
+                                  discard, *["./" + it.file.rel for it in items]],
                    what=f"verifying pushed files of {L.kind} {L.name!r}", check=False)
     lines = out.split("\n")
     if "@@placed" not in lines:

@@ -1,4 +1,5 @@
-"""adb driver: adbutils' client talking to a real adb server (local or a lab host's).
+"""adb driver: talks to a real adb server (local or a lab host's) over its host protocol
+(adb_host.py).
 
 - TCP serials (HOST:PORT) are `adb connect`ed on demand; a device the server keeps as
   `offline` (it restarted) is recovered with disconnect + connect.
@@ -23,15 +24,12 @@ import uuid
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
-from adbutils import AdbClient
-from adbutils._adb import AdbConnection
-from adbutils.errors import AdbError
-
 from harness.errors import (
     ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
     TransportError,
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
+from harness.transport.adb_host import AdbClient, AdbConnection, AdbError
 from harness.transport.adb_sync import SyncClient, SyncFail, SyncProtocolError, tune_socket
 from harness.transport.base import HealthReport, ProgressFn, RawExec, RemoteStat, Transport
 from harness.transport.command import quote_argv
@@ -69,21 +67,6 @@ class _Deadline(Exception):
     """A shell command ran past its timeout (internal)."""
 
 
-class _Connection(AdbConnection):
-    """adbutils' connection without its fallback of running `adb start-server` on the
-    default port when the configured server does not answer."""
-
-    def _safe_connect(self):  # type: ignore[no-untyped-def]
-        return self._create_socket()
-
-
-class _Client(AdbClient):
-    def make_connection(self, timeout: float | None = None) -> AdbConnection:  # type: ignore[override]
-        conn = _Connection(self.host, self.port)
-        conn.conn.settimeout(timeout)
-        return conn
-
-
 def is_tcp_serial(serial: str) -> bool:
     return _TCP_SERIAL.match(serial) is not None
 
@@ -109,7 +92,7 @@ class AdbTransport(Transport):
                                  "add the serial `adb devices` shows (HOST:PORT for a TCP device)")
         self.serial = device.serial
         self.server = device.adb_server or AdbServer()
-        self.client = _Client(self.server.host, self.server.port)
+        self.client = AdbClient(self.server.host, self.server.port)
         self.connect_wait_s = connect_wait_s
         self.adb_binary = adb_binary
         self._shell_v2_wanted = shell_v2
@@ -554,7 +537,7 @@ class AdbTransport(Transport):
 
 
 def _close(conn: AdbConnection) -> None:
-    """Close at once: adbutils' close() sleeps 10 ms after a half-close, per connection."""
+    """Close at once (adbutils closed with a half-close and a 10 ms sleep per connection)."""
     try:
         conn.conn.close()
     except (OSError, AdbError):
