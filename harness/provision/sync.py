@@ -101,9 +101,18 @@ def split_sections(text: str) -> dict[str, list[str]]:
 # Each runs a fixed number of processes (no per-file process), because a process start on a
 # device shell costs milliseconds.
 
-# args: work dir, journal path. Manifests are one line each: `grep -H ''` prints path:json.
+# args: work dir, journal path, then (to prepare a push in the same round trip) run dir,
+# stale-run parent, manifests dir and the folders to create under the run dir. Manifests are
+# one line each: `grep -H ''` prints path:json. Prints the SoC model (if the device has
+# getprop) and `df -k` of the work dir; "@@prepared" unless a folder could not be made.
 PROBE_SCRIPT = r"""
-W=$1; J=$2
+W=$1; J=$2; R=$3; P=$4; MD=$5; shift 5
+if [ -n "$R" ]; then
+  find "$P" -mindepth 1 -maxdepth 1 -mmin +120 -exec rm -rf {} + 2>/dev/null
+  mkdir -p "$R" "$MD" "$@" && echo @@prepared
+  echo @@soc; getprop ro.soc.model 2>/dev/null
+  echo @@df; df -k "$W" 2>/dev/null
+fi
 echo @@manifests; grep -H '' "$W"/manifests/*/*.json 2>/dev/null
 echo @@journal; cat "$J" 2>/dev/null
 echo @@files; find "$W/models" "$W/runtimes" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
@@ -351,6 +360,7 @@ class _Session:
         self.placed = 0  # files verified and put in place by this run
         self.placed_stamps: dict[str, DeviceStamp] = {}
         self.df_free: int | None = None
+        self.prepared = False  # run folder tree made, SoC checked, df read (by the probe)
         self.run_dir = posixpath.join(layout.incoming, uuid.uuid4().hex[:12])
 
     def script(self, script: str, args: Sequence[str], *, what: str, check: bool = True) -> str:
@@ -364,18 +374,36 @@ class _Session:
                                  "run `harness status` for the device and provision again")
         return res.stdout
 
-    def probe(self) -> Probe:
+    def _run_dirs(self, items: Sequence[_Item]) -> list[str]:
+        return sorted({posixpath.join(self.run_dir, posixpath.dirname(it.file.rel))
+                       for it in items if "/" in it.file.rel})
+
+    def probe(self, items: Sequence[_Item]) -> Probe:
+        """Read the manifests, journal and stats and, in the same round trip, prepare a push of
+        any of `items` (run folder tree for all of them: a few folders more than needed cost
+        nothing, a second round trip does); the tree goes with the run's clean-up."""
         L = self.layout
-        out = self.script(PROBE_SCRIPT, [L.work_dir, L.journal], what="reading the device manifests", check=False)
-        return parse_probe(out, L, self.device.name)
+        dirs = self._run_dirs(items)
+        prep = sum(len(d) + 3 for d in dirs) < MAX_COMMAND // 2  # else a separate prepare()
+        args = [L.work_dir, L.journal, *([self.run_dir, L.incoming, posixpath.dirname(L.manifest), *dirs]
+                                         if prep else ["", "", ""])]
+        out = self.script(PROBE_SCRIPT, args, what="reading the device manifests", check=False)
+        probe = parse_probe(out, L, self.device.name)
+        if prep and "@@prepared" in out.split("\n"):
+            self._prepared(out)
+        return probe
 
     def prepare(self, items: Sequence[_Item]) -> None:
-        """Create the run folder tree; check the device is the SoC the inventory says (a wrong
-        serial would put a v79 export on a v75 phone the inventory calls v79)."""
-        dirs = sorted({posixpath.join(self.run_dir, posixpath.dirname(it.file.rel))
-                       for it in items if "/" in it.file.rel})
-        out = self.script(PREPARE_SCRIPT, [self.run_dir, self.layout.incoming, self.layout.work_dir, *dirs,
-                                           posixpath.dirname(self.layout.manifest)], what="preparing the push")
+        """Create the run folder tree (when the probe could not)."""
+        out = self.script(PREPARE_SCRIPT, [self.run_dir, self.layout.incoming, self.layout.work_dir,
+                                           *self._run_dirs(items), posixpath.dirname(self.layout.manifest)],
+                          what="preparing the push")
+        self._prepared(out)
+
+    def _prepared(self, out: str) -> None:
+        """Check the device is the SoC the inventory says (a wrong serial would put a v79
+        export on a v75 phone the inventory calls v79); note the free space."""
+        self.prepared = True
         self.df_free = parse_df(split_sections(out).get("df", []))
         reported = next((ln.strip() for ln in split_sections(out).get("soc", []) if ln.strip()), "")
         info = soc.lookup(reported) if reported else None
@@ -451,7 +479,7 @@ def sync_set(
         return fast
     hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provision-hash")
     try:
-        probe = s.probe()
+        probe = s.probe(items)
         plan = _plan(items, probe, cache, hasher, layout.set_dir)
         pushed = _push_all(s, plan, hasher) if plan.push else 0
     finally:
@@ -521,7 +549,8 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
     todo = plan.push
     need = sum(it.file.size for it in todo)
     L, dev = s.layout, s.device
-    s.prepare(todo)
+    if not s.prepared:
+        s.prepare(todo)
     if s.df_free is not None and type(s.t).free_bytes is Transport.free_bytes:
         free = s.df_free  # what the transport's own free_bytes would have asked, one round trip less
     else:
