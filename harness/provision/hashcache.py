@@ -13,8 +13,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
 _CHUNK = 8 << 20  # large reads: hashlib releases the GIL, so a hashing thread runs beside a push
 _VERSION = 1
 
@@ -107,6 +105,8 @@ class HashCache:
     def save(self) -> None:
         if self.path is None or not self._dirty:
             return
+        from filelock import FileLock  # only when saving: keeps `harness push` start-up short
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.path) + ".lock", timeout=60):
             merged = self._read(self.path)

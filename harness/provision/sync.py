@@ -562,9 +562,11 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
             f"{dev.name}: not enough space in {L.work_dir} for {L.kind} {L.name!r}: need {human_bytes(need)} "
             f"({need} bytes, {len(todo)} files), {human_bytes(free)} ({free} bytes) free; free space on the "
             f"device (e.g. remove unused sets under {L.work_dir}/models) and provision again")
-    # Hash in the background, in push order, while the link carries the bytes.
+    # Unknown contents are hashed from the very chunks the transport sends (one read of each
+    # file) where it can; elsewhere in the background, in push order, while the link works.
+    inline_hash = getattr(s.t, "hashes_while_pushing", False)
     for it in todo:
-        if it.sha is None:
+        if it.sha is None and not inline_hash:
             it.hash_future = hasher.submit(s.cache.digest, it.file.path)
     s.progress.start(f"{dev.name}: {L.kind} {L.name}", need, len(todo))
     pending: list[_Item] = []
@@ -580,9 +582,17 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
                 arrived.append(by_remote[remote])
                 s.progress.file_done(by_remote[remote].file.rel)
 
+            def hashed(remote: str, sha: str) -> None:
+                it = by_remote[remote]
+                if it.sha is None:
+                    it.sha = sha
+                    s.cache.remember(it.key, sha)  # checked against a changed file below
+
+            hash_kw: dict[str, Any] = {"on_digest": hashed} if inline_hash and any(
+                it.sha is None for it in batch) else {}
             try:
                 sent += s.t.push_many([(it.file.path, r, it.file.mode) for r, it in by_remote.items()],
-                                      progress=s.progress.advance, on_done=confirmed)
+                                      progress=s.progress.advance, on_done=confirmed, **hash_kw)
             except (TransportError, ProvisionError):
                 pending = arrived  # what the device confirmed is placed; the rest is re-sent
                 partials = [it for it in batch if it not in arrived]

@@ -12,9 +12,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import posixpath
 import re
+import select
 import socket
 import stat as stat_mod
 import subprocess
@@ -99,6 +101,7 @@ class AdbTransport(Transport):
         self._features: frozenset[str] | None = None
         self._ready = False
         self._lock = threading.RLock()
+        self._held_sync: tuple[AdbConnection, SyncClient] | None = None  # idle sync session, reused
 
     # ---- server and device state --------------------------------------------------------
     @property
@@ -252,8 +255,13 @@ class AdbTransport(Transport):
         return "shell_v2" in self.features()
 
     def close(self) -> None:
-        # Every request uses its own server connection; nothing stays open between calls.
+        # Only the idle sync session stays open between calls (one per transport).
         self._ready = False
+        with self._lock:
+            held, self._held_sync = self._held_sync, None
+        if held is not None:
+            held[1].quit()
+            _close(held[0])
 
     # ---- commands -----------------------------------------------------------------------
     def _exec(self, command: str, timeout: float | None) -> RawExec:
@@ -318,10 +326,32 @@ class AdbTransport(Transport):
 
     # ---- files --------------------------------------------------------------------------
     def _sync(self, what: str) -> tuple[AdbConnection, SyncClient]:
+        """The idle sync session of an earlier call, else a new one: a provisioning run reads
+        the manifest, stats files and pushes a batch over one session (each new one costs a
+        server connection, a transport switch and a service open). Give it back with
+        `_sync_done`; after any error it is closed instead (never reused half-read)."""
+        with self._lock:
+            held, self._held_sync = self._held_sync, None
+        if held is not None:
+            # An idle session has nothing to say: anything readable is the server or device
+            # having closed it (restart, offline): start a new one instead.
+            if not select.select([held[0].conn], [], [], 0)[0]:
+                held[1].on_ack = None
+                return held
+            _close(held[0])
         # A stalled transfer (no byte moves for this long) is treated as a dropped link.
         conn = self._open("sync:", what, timeout=_SYNC_STALL_S)
         tune_socket(conn.conn)
         return conn, SyncClient(conn.conn)
+
+    def _sync_done(self, conn: AdbConnection, sync: SyncClient, ok: bool) -> None:
+        if ok and not sync.pending:
+            with self._lock:
+                if self._held_sync is None:
+                    self._held_sync = (conn, sync)
+                    return
+        sync.quit()
+        _close(conn)
 
     def _sync_fail(self, message: str, what: str, remote: str) -> TransportError:
         low = message.lower()
@@ -356,11 +386,17 @@ class AdbTransport(Transport):
             return 0
         return self.push_many(jobs, progress=progress)
 
+    # push_many hashes what it sends when given on_digest (harness.provision.sync asks).
+    hashes_while_pushing = True
+
     def push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
-                  on_done: Callable[[str], None] | None = None) -> int:
+                  on_done: Callable[[str], None] | None = None,
+                  on_digest: Callable[[str, str], None] | None = None) -> int:
         """All files over one sync session, replies collected as they come: no round trip per
         file. After a dropped link the retry resends only the files the device has not
-        acknowledged yet; `on_done(remote)` runs as each is acknowledged."""
+        acknowledged yet; `on_done(remote)` runs as each is acknowledged. `on_digest(remote,
+        sha256 hex)` runs when a file's bytes are all sent (before its reply), hashed from
+        the very chunks sent: the file is read once."""
         jobs = list(jobs)
         features = self.retry.run(f"{self.device.name}: features", self.features)
         if jobs and "fixed_push_mkdir" not in features:
@@ -379,11 +415,17 @@ class AdbTransport(Transport):
             conn, sync = self._sync(f"push of {len(todo)} files")
             sync.on_ack = acked
             remote = todo[0][1]
+            ok = False
             try:
                 for local, remote, mode in todo:
-                    sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress)
+                    digest = hashlib.sha256() if on_digest is not None else None
+                    sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress,
+                                          digest)
+                    if on_digest is not None:
+                        on_digest(remote, digest.hexdigest())
                     sync.wait_acks(keep=_MAX_PENDING_ACKS)
                 sync.wait_acks()
+                ok = True
             except SyncFail as exc:
                 raise self._sync_fail(str(exc), "push to", exc.remote or remote) from None
             except _LINK_ERRORS as exc:
@@ -392,8 +434,7 @@ class AdbTransport(Transport):
                 raise self._dropped(f"push of {len(jobs)} files ({len(done)}/{len(jobs)} files acknowledged)",
                                     exc) from None
             finally:
-                sync.quit()
-                _close(conn)
+                self._sync_done(conn, sync, ok)
 
         self.retry.run(f"push of {len(jobs)} files", attempt)
         return sum(Path(local).stat().st_size for local, _, _ in jobs)
@@ -426,15 +467,17 @@ class AdbTransport(Transport):
         def once() -> T:
             use_v2 = "stat_v2" in self.features()
             conn, sync = self._sync(what)
+            ok = False
             try:
-                return work(sync, use_v2)
+                result = work(sync, use_v2)
+                ok = True
+                return result
             except SyncFail as exc:
                 raise self._sync_fail(str(exc), what, exc.remote or "?") from None
             except _LINK_ERRORS as exc:
                 raise self._dropped(what, exc) from None
             finally:
-                sync.quit()
-                _close(conn)
+                self._sync_done(conn, sync, ok)
 
         return self.retry.run(what, once)
 

@@ -48,34 +48,37 @@ class AdbConnection:
         data = cmd.encode("utf-8")
         self.conn.sendall(b"%04x" % len(data) + data)
 
-    def _read_exact(self, n: int) -> bytes:
-        # A timeout or a closed connection in a reply is the server's answer failing: AdbError,
-        # as adbutils raised it (the driver maps that), not a raw socket error.
+    def _read(self, n: int) -> bytes:
+        # As adbutils read: up to n bytes, fewer when the server closed the connection; a
+        # timeout is the server's answer failing (AdbError), which the driver maps.
         buf = bytearray()
         while len(buf) < n:
             try:
                 chunk = self.conn.recv(n - len(buf))
             except socket.timeout:
-                raise AdbError("adb server read timeout") from None
+                raise AdbError("adb read timeout") from None
             if not chunk:
-                raise AdbError(f"connection closed by the adb server ({len(buf)} of {n} bytes read)")
+                break
             buf += chunk
         return bytes(buf)
 
     def read_string_block(self) -> str:
-        size = self._read_exact(4)
+        size = self._read(4)
+        if not size:
+            raise AdbError("connection closed")
         try:
             n = int(size, 16)
         except ValueError:
             raise AdbError(f"bad length {size!r} from the adb server") from None
-        return self._read_exact(n).decode("utf-8", "replace")
+        return self._read(n).decode("utf-8", "replace")
 
     def check_okay(self) -> None:
-        status = self._read_exact(4)
+        status = self._read(4)
         if status == _FAIL:
             raise AdbError(self.read_string_block())
         if status != _OKAY:
-            raise AdbError(f"unexpected reply {status!r} from the adb server")
+            # The driver reads "Unknown data" (adbutils' words) as a stream that ended early.
+            raise AdbError(f"Unknown data: {status!r}")
 
 
 class AdbClient:

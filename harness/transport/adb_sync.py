@@ -20,7 +20,7 @@ import stat as stat_mod
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 SYNC_DATA_MAX = 64 * 1024  # protocol limit for one DATA chunk's payload
 # What we send per DATA: like the adb CLI, the whole message (8-byte header + payload) is
@@ -167,15 +167,16 @@ class SyncClient:
         return total
 
     def send_file_nowait(self, local: Path, remote: str, mode: int, mtime: int,
-                         progress: Callable[[int], None] | None = None) -> int:
+                         progress: Callable[[int], None] | None = None, digest: Any = None) -> int:
         """SEND one file without waiting for its OKAY (like the adb CLI's deferred acks);
-        `on_ack` hears about each acknowledged file, `wait_acks()` collects the rest."""
+        `on_ack` hears about each acknowledged file, `wait_acks()` collects the rest.
+        `digest` (a hashlib object) is fed every byte sent: one read of the file serves both."""
         self._request(b"SEND", f"{remote},{stat_mod.S_IFREG | (mode & 0o7777)}")
         self.pending.append(remote)
         total = 0
         with open(local, "rb", buffering=0) as fin:
             try:
-                total = self._send_data(fin, progress)
+                total = self._send_data(fin, progress, digest)
                 self.sock.sendall(_ID_LEN.pack(b"DONE", mtime & 0xFFFFFFFF))
             except OSError as exc:
                 if getattr(exc, "filename", None) is not None:
@@ -185,7 +186,7 @@ class SyncClient:
                 raise
         return total
 
-    def _send_data(self, fin, progress: Callable[[int], None] | None) -> int:
+    def _send_data(self, fin, progress: Callable[[int], None] | None, digest: Any = None) -> int:
         """DATA chunks of the file, a batch at a time: one readv fills the payload slots of a
         reused [header|payload|header|payload|...] buffer (64 KiB per message), headers are
         packed in place and the whole batch leaves in one sendall. Per MiB that is two syscalls and no extra copies,
@@ -208,6 +209,11 @@ class SyncClient:
                 _ID_LEN.pack_into(buf, end, b"DATA", rest)
                 end += _ID_LEN.size + rest
             self.sock.sendall(view[:end])
+            if digest is not None:  # after the send: the device's disk works while we hash
+                for i in range(full):
+                    digest.update(payloads[i])
+                if rest:
+                    digest.update(payloads[full][:rest])
             total += n
             if progress:
                 for _ in range(full):
