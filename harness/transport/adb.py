@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import posixpath
 import re
@@ -32,7 +31,7 @@ from harness.errors import (
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
 from harness.transport.adb_host import AdbClient, AdbConnection, AdbError
-from harness.transport.adb_sync import SyncClient, SyncFail, SyncProtocolError, tune_socket
+from harness.transport.adb_sync import ChunkHasher, SyncClient, SyncFail, SyncProtocolError, tune_socket
 from harness.transport.base import HealthReport, ProgressFn, RawExec, RemoteStat, Transport
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
@@ -395,8 +394,8 @@ class AdbTransport(Transport):
         """All files over one sync session, replies collected as they come: no round trip per
         file. After a dropped link the retry resends only the files the device has not
         acknowledged yet; `on_done(remote)` runs as each is acknowledged. `on_digest(remote,
-        sha256 hex)` runs when a file's bytes are all sent (before its reply), hashed from
-        the very chunks sent: the file is read once."""
+        sha256 hex)` runs (on a helper thread, before this returns or raises) for each file
+        whose bytes were all sent, hashed from the very chunks sent: the file is read once."""
         jobs = list(jobs)
         features = self.retry.run(f"{self.device.name}: features", self.features)
         if jobs and "fixed_push_mkdir" not in features:
@@ -416,13 +415,13 @@ class AdbTransport(Transport):
             sync.on_ack = acked
             remote = todo[0][1]
             ok = False
+            hasher = ChunkHasher() if on_digest is not None else None
             try:
                 for local, remote, mode in todo:
-                    digest = hashlib.sha256() if on_digest is not None else None
-                    sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress,
-                                          digest)
-                    if on_digest is not None:
-                        on_digest(remote, digest.hexdigest())
+                    tap = hasher.tap() if hasher is not None else None
+                    sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress, tap)
+                    if hasher is not None and on_digest is not None:
+                        hasher.done(tap, remote, on_digest)
                     sync.wait_acks(keep=_MAX_PENDING_ACKS)
                 sync.wait_acks()
                 ok = True
@@ -434,6 +433,8 @@ class AdbTransport(Transport):
                 raise self._dropped(f"push of {len(jobs)} files ({len(done)}/{len(jobs)} files acknowledged)",
                                     exc) from None
             finally:
+                if hasher is not None:
+                    hasher.close()
                 self._sync_done(conn, sync, ok)
 
         self.retry.run(f"push of {len(jobs)} files", attempt)

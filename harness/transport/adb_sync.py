@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import hashlib
 import os
 import select
 import socket
@@ -303,3 +304,53 @@ class SyncClient:
 
 
 __all__ = ["SEND_PAYLOAD", "SYNC_DATA_MAX", "SyncClient", "SyncFail", "SyncProtocolError", "SyncStat", "tune_socket"]
+
+
+class ChunkHasher:
+    """sha256 of each file from the chunks the sender sends, on one helper thread: the file is
+    read once (by the sender) and the push does not wait for the hashing. Chunks are views
+    into the sender's reused buffer, so each is copied; at most `limit` bytes of copies wait
+    (the sender then waits for the hasher). `done(name, on_digest)` reports a file's digest
+    after all its chunks, in order; `close()` waits until every digest was reported."""
+
+    def __init__(self, limit: int = 32 << 20):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="push-hash")
+        self._queued: collections.deque[tuple[Any, int]] = collections.deque()
+        self._queued_bytes = 0
+        self._limit = limit
+
+    def tap(self) -> "_Tap":
+        return _Tap(self)
+
+    def _submit(self, fn: Callable[..., Any], *args: Any, size: int = 0) -> None:
+        self._queued.append((self._pool.submit(fn, *args), size))
+        self._queued_bytes += size
+        while self._queued and (self._queued_bytes > self._limit or self._queued[0][0].done()):
+            fut, n = self._queued.popleft()
+            fut.result()  # re-raises a hashing error here, in the sender
+            self._queued_bytes -= n
+
+    def done(self, tap: "_Tap", name: str, on_digest: Callable[[str, str], None]) -> None:
+        self._submit(lambda: on_digest(name, tap.sha.hexdigest()))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        while self._queued:
+            fut, _ = self._queued.popleft()
+            if not fut.cancelled():
+                fut.result()
+        self._queued_bytes = 0
+
+
+class _Tap:
+    """What send_file_nowait feeds (`update`), for one file."""
+
+    def __init__(self, hasher: ChunkHasher):
+        self._hasher = hasher
+        self.sha = hashlib.sha256()
+
+    def update(self, chunk: Any) -> None:
+        data = bytes(chunk)
+        self._hasher._submit(self.sha.update, data, size=len(data))

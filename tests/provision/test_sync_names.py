@@ -23,8 +23,11 @@ PIECES = [" ", "  ", "'", '"', "$(touch pwned)", "`touch pwned`", "$HOME", "-", 
 NAMES = st.lists(st.sampled_from(PIECES), min_size=1, max_size=4).map("".join).filter(
     lambda n: n not in (".", "..") and n.strip(" ") != "")
 # Every name also exists once with blanks at both ends and once with a leading dash.
-NAME = st.one_of(NAMES, NAMES.map(lambda n: f"  {n} "), NAMES.map(lambda n: f"-{n}"))
-REL = st.one_of(NAME, st.tuples(NAME, NAME).map(lambda p: f"{p[0]}/{p[1]}"))
+NAME = st.one_of(NAMES, NAMES.map(lambda n: f"  {n} "), NAMES.map(lambda n: f"-{n}")).filter(
+    lambda n: not n.endswith(".d"))
+# Folder names never equal file names: a path that is a file in one state and a folder in the
+# next is a different limitation (see the report of issue 14), not a naming one.
+REL = st.one_of(NAME, st.tuples(NAME, NAME).map(lambda p: f"{p[0]}.d/{p[1]}"))
 # One state of the export: name -> (content id, executable?). Contents repeat on purpose:
 # equal contents are hard-linked on the device, and a rename is a link plus a removal.
 STATE = st.dictionaries(REL, st.tuples(st.integers(0, 3), st.booleans()), min_size=1, max_size=5)
