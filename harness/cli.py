@@ -1,20 +1,39 @@
 """`harness` console script: thin argument parsing over the library modules.
 
-Every HarnessError becomes one line on stderr and exit code 2; no tracebacks for bad input.
+Every HarnessError becomes one line on stderr, no traceback for bad input. Exit codes follow
+pytest's convention and are decided in one place, harness/lab/exitcodes.py: 0 ok, 1 tests or
+the command's work failed, 2 interrupted, 3 internal error, 4 usage/plan/inventory error,
+5 nothing ran. argparse's usage errors exit 4 too (not argparse's 2: 2 means interrupted).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import posixpath
+import signal
 import sys
+import traceback
+import uuid
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from harness.errors import HarnessError
 from harness.inventory import Inventory, load_inventory
+from harness.lab.exitcodes import ExitCode, for_error
 
 DEFAULT_DEVICES_FILE = "devices.yaml"
+DEFAULT_LOCK_TIMEOUT_S = 600.0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(int(ExitCode.USAGE_ERROR), f"{self.prog}: error: {message}\n")
+
+
+def _say(message: str) -> None:
+    print(f"harness: {message}", file=sys.stderr, flush=True)
 
 
 def _inventory(args: argparse.Namespace) -> Inventory:
@@ -32,8 +51,11 @@ def cmd_devices(args: argparse.Namespace) -> int:
             address = f"{d.ssh.user}@{d.ssh.host}:{d.ssh.port}"
         else:
             address = "-"
-        rows.append((d.name, d.transport, address, d.soc_model, str(d.soc_id), d.htp_arch, f"{d.vtcm_mb}MB",
-                     d.work_dir, ",".join(d.tags)))
+        if d.has_htp:
+            facts = (str(d.soc_id), d.htp_arch, f"{d.vtcm_mb}MB")
+        else:
+            facts = ("-", "-", "-")  # the host: no Qualcomm SoC
+        rows.append((d.name, d.transport, address, d.soc_model, *facts, d.work_dir, ",".join(d.tags)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -41,13 +63,42 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from harness.provision import provision_model
+    from harness.provision import provision_model, provision_runtime
     from harness.transport import open_transport
 
-    device = _inventory(args).get(args.device)
-    with open_transport(device) as transport:
-        result = provision_model(transport, Path(args.model_dir))
-    print(f"{device.name}: {result.remote_dir}: {result.files_sent} files, {result.bytes_sent} bytes sent")
+    from harness.lab.claims import claim_dir, open_claim
+    from harness.lab.exitcodes import UsageError
+
+    if not args.model_dir and not args.runtime:
+        raise UsageError("harness push: nothing to push; give a model folder and/or --runtime DIR")
+    if args.qnn_sdk and not args.runtime:
+        raise UsageError("harness push: --qnn-sdk goes with --runtime DIR (the QNN libraries are pushed beside "
+                           "the runner)")
+    inventory = _inventory(args)
+    device = inventory.get(args.device)
+    if args.qnn_sdk and not device.has_htp:
+        raise UsageError(f"harness push: {device.name} is the host (soc: host), it has no HTP; drop --qnn-sdk")
+    # A push swaps files under whatever runs on the device: it waits for a night (or a pytest
+    # session) that holds the device, and holds it while pushing.
+    claim = open_claim(device, lock_dir=claim_dir(inventory.path, None, args.lock_dir),
+                       run_id=f"push-{uuid.uuid4().hex[:8]}", purpose="push")
+    try:
+        spec = claim.acquire(args.lock_timeout, say=_say)
+        with open_transport(spec) as transport:
+            if args.runtime:
+                # QNN libraries are required when asked for (--qnn-sdk), taken when the folder has them.
+                rt = provision_runtime(transport, Path(args.runtime),
+                                       qnn_sdk=Path(args.qnn_sdk) if args.qnn_sdk else None,
+                                       need_qnn=bool(args.qnn_sdk), qnn_sdk_option="harness push --qnn-sdk")
+                what = (f"QNN {rt.htp_arch}" if rt.qnn else "CPU only: the host has no HTP" if not device.has_htp
+                        else "CPU only: no QNN libraries (harness push --qnn-sdk SDK adds them)")
+                print(f"{device.name}: {rt.remote_dir}: {rt.files_sent} files, {rt.bytes_sent} bytes sent "
+                      f"({posixpath.basename(rt.runner)}, {what})")
+            if args.model_dir:
+                result = provision_model(transport, Path(args.model_dir))
+                print(f"{device.name}: {result.remote_dir}: {result.files_sent} files, {result.bytes_sent} bytes sent")
+    finally:
+        claim.release()
     return 0
 
 
@@ -64,30 +115,52 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_lab_run(args: argparse.Namespace) -> int:
     from harness.lab.cli import run_from_cli
 
-    return run_from_cli(_inventory(args), Path(args.plan), Path(args.out), lock_dir=args.lock_dir)
+    return run_from_cli(_inventory(args), Path(args.plan), Path(args.out), lock_dir=args.lock_dir,
+                        fail_on_regression=args.fail_on_regression)
 
 
 def cmd_lab_status(args: argparse.Namespace) -> int:
+    from harness.lab.claims import claim_dir
+    from harness.lab.plan import load_plan
     from harness.lab.status import lab_status
 
-    print(lab_status(_inventory(args), Path(args.lock_dir)))
+    inventory = _inventory(args)
+    plan_dir = load_plan(args.plan).locks.dir if args.plan else None
+    lock_dir = claim_dir(inventory.path, plan_dir, args.lock_dir)
+    print(f"claims in {lock_dir}")
+    print(lab_status(inventory, lock_dir))
     return 0
 
 
+def _lock_dir_option(p: argparse.ArgumentParser) -> None:
+    # Default None: an unset option must not shadow the plan's `locks.dir` (harness/lab/claims.py).
+    p.add_argument("--lock-dir", default=None, help="device claim folder (default: $HARNESS_LOCK_DIR, else the "
+                   "plan's locks.dir, else locks/ beside devices.yaml)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harness", description="On-device LLM test harness for QNN/HTP NPUs")
+    parser = _Parser(prog="harness", description="On-device LLM test harness for QNN/HTP NPUs",
+                     epilog="exit codes: 0 ok, 1 failed, 2 interrupted, 3 internal error, "
+                            "4 usage/plan/inventory error, 5 nothing ran")
     parser.add_argument("--file", "--devices-file", dest="file", help="inventory file (default: ./devices.yaml "
                         "or $HARNESS_DEVICES)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("devices", help="list the inventory with resolved SoC facts")
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_devices)
 
-    p = sub.add_parser("push", help="provision an exported model on a device (incremental)")
+    p = sub.add_parser("push", help="provision an exported model and/or a runtime on a device (incremental)")
     p.add_argument("--device", required=True)
+    _lock_dir_option(p)
+    p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S, metavar="SECONDS",
+                   help="wait this long for a run holding the device, then give up with exit 1 (default 600)")
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
-    p.add_argument("model_dir")
+    p.add_argument("--runtime", metavar="DIR", help="runtime folder (llm_demo or qnn_llama_runner and its libraries; "
+                   "a build tree is fine: libraries are found by the runner's ELF NEEDED entries)")
+    p.add_argument("--qnn-sdk", metavar="SDK", help="QNN SDK root: push the QNN libraries for the device's HTP arch "
+                   "(needed only for QNN backends)")
+    p.add_argument("model_dir", nargs="?", help="exported model folder")
     p.set_defaults(func=cmd_push)
 
     p = sub.add_parser("status", help="what is provisioned on a device, from its manifest")
@@ -96,31 +169,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     lab = sub.add_parser("lab", help="nightly lab runs")
-    lab_sub = lab.add_subparsers(dest="lab_command", required=True)
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True, parser_class=_Parser)
     p = lab_sub.add_parser("run", help="run a plan over every matching device in parallel")
     p.add_argument("--plan", required=True)
     p.add_argument("--out", default="lab-out", help="folder for records, JUnit, history and HTML")
-    p.add_argument("--lock-dir", default=os.environ.get("HARNESS_LOCK_DIR", ".harness-locks"))
+    _lock_dir_option(p)
+    p.add_argument("--no-fail-on-regression", dest="fail_on_regression", action="store_false",
+                   help="a flagged regression is reported but does not make the exit code 1")
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_lab_run)
     p = lab_sub.add_parser("status", help="devices, health and who holds which lock")
-    p.add_argument("--lock-dir", default=os.environ.get("HARNESS_LOCK_DIR", ".harness-locks"))
+    p.add_argument("--plan", default=None, help="read the claim folder from this plan's locks.dir")
+    _lock_dir_option(p)
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_lab_status)
     return parser
 
 
+def _sigterm_is_an_interrupt() -> None:
+    """SIGTERM (a CI job cancelled) ends a command as Ctrl-C does: claims released in
+    `finally`, exit 2. A night handles both signals itself while it runs."""
+
+    def on_term(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _sigterm_is_an_interrupt()
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return func(args)
+        return int(func(args))
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
-        return 2
+        return int(for_error(exc))
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
-        return 130
+        return int(ExitCode.INTERRUPTED)
+    except Exception as exc:  # a harness bug: say so, keep the traceback for the report
+        traceback.print_exc()
+        print(f"harness: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return int(for_error(exc))
 
 
 if __name__ == "__main__":

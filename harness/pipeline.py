@@ -24,6 +24,7 @@ from harness.checks.agreement import Agreement, compare
 from harness.checks.coherence import Verdict, judge
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
 from harness.errors import HarnessError
+from harness.provision.types import pair_uses_qnn
 from harness.report.records import TestRecord
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.overlay import Overlay
@@ -127,7 +128,8 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
                max_new_tokens: int = 64, timeout: float = 300.0, overlay: Overlay | None = None,
                extra_env: Mapping[str, str] | None = None) -> dict[str, PairRun]:
     """Run every prompt on every pair, one llm_demo process per prompt (a failure in one
-    prompt poisons the rest of its process, mnn-llm.md §1). Never raises for a failing run."""
+    prompt poisons the rest of its process,
+    docs/llm-demo-output.md#one-error-poisons-the-process). Never raises for a failing run."""
     overlay = overlay or Overlay(greedy=True, max_new_tokens=max_new_tokens)
     prompts = [c.prompt for c in cases]
     out: dict[str, PairRun] = {}
@@ -241,8 +243,6 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
     if "runtime_dir" not in options:
         raise HarnessError(f"plan {ctx.plan.name!r}: options.runtime_dir is missing; point it at the folder "
                            "with llm_demo and its libraries (it may use {htp_arch})")
-    runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
-                                qnn_sdk=_device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None)
     model = provision_model(ctx.transport, ctx.entry.model.path)
     visual = any("/" in p for p in model.configs) and "qnn/qnn" in model.configs
     image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if visual else None
@@ -252,13 +252,30 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
         raise HarnessError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r} asks for backends "
                            f"{', '.join(ctx.entry.suite.backends)} but {ctx.entry.model.name} has configs for "
                            f"{', '.join(model.configs) or 'none'}; fix `backends:` (visual/llm pairs for VL models)")
+    label = f"{ctx.entry.model.name} ({model.model_type})"
+    if not ctx.device.has_htp:
+        # The host runs the CPU pairs; its QNN cells are skipped with the reason.
+        for pair in [p for p in pairs if pair_uses_qnn(p)]:
+            for c in cases:
+                name = f"{ctx.entry.suite.name}::{pair}::{c.id}"
+                if not ctx.already_done(name):
+                    yield TestRecord(name=name, suite=ctx.entry.suite.name, device=ctx.device.name, status="skipped",
+                                     soc_model=ctx.device.soc_model, model=label, backend_pair=pair,
+                                     message=f"{ctx.device.name} is the host (soc: host): no QNN/HTP backend")
+        pairs = [p for p in pairs if not pair_uses_qnn(p)]
+        if not pairs:
+            return
+    # The CPU pairs need no QNN library: they are required only when a QNN pair runs.
+    runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
+                                qnn_sdk=_device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None,
+                                need_qnn=any(pair_uses_qnn(p) for p in pairs),
+                                qnn_sdk_option=f"options.qnn_sdk in {ctx.plan.path}")
     # CPU/CPU first: the reference every other pair is compared with.
     pairs.sort(key=lambda p: p not in CPU_REFERENCE_PAIRS)
     runner = LlmDemoRunner(ctx.transport, runtime, model)
     env = {str(k): str(v) for k, v in dict(options.get("env") or {}).items()}
     kwargs = dict(max_new_tokens=int(options.get("max_new_tokens", 64)),
                   timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)), extra_env=env or None)
-    label = f"{ctx.entry.model.name} ({model.model_type})"
     # Pair by pair, so results arrive as they are made and a retry after a dropped link
     # re-runs only what was not delivered; the CPU reference is re-run when a later pair needs it.
     def done(pair: str) -> bool:

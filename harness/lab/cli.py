@@ -6,11 +6,10 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.inventory import Inventory
-from harness.lab.plan import PlanError, load_plan
+from harness.lab.exitcodes import ExitCode, for_night
+from harness.lab.plan import RUNNERS, PlanError, load_plan
 from harness.lab.scheduler import DeviceContext, run_night
 from harness.report.records import TestRecord
-
-RUNNERS = ("llm_demo",)
 
 
 def plan_job(ctx: DeviceContext) -> Iterable[TestRecord]:
@@ -23,18 +22,21 @@ def plan_job(ctx: DeviceContext) -> Iterable[TestRecord]:
                     f"job yet (lab jobs exist for: {', '.join(RUNNERS)}); run it with pytest suites/")
 
 
-def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_dir: str | None = None) -> int:
+def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_dir: str | None = None,
+                 fail_on_regression: bool = True) -> ExitCode:
+    """Run a night and print it; the last line is the counts. Returns the exit code
+    (harness/lab/exitcodes.py). A plan or inventory error raises before anything runs."""
     plan = load_plan(plan_path)
-    locks = Path(lock_dir) if lock_dir else None
-    result = run_night(plan, inventory, out_dir, plan_job, lock_dir=locks)
-    print(f"night {result.run_id}: {result.wall_s:.1f}s, records in {result.records_path}")
+    result = run_night(plan, inventory, out_dir, plan_job, lock_dir=Path(lock_dir) if lock_dir else None)
+    print(f"night {result.run_id}: {result.wall_s:.1f}s, records in {result.records_path}"
+          + (" [interrupted]" if result.interrupted else ""))
     for name, outcome in sorted(result.devices.items()):
         extra = f" ({outcome.reason})" if outcome.reason else ""
         print(f"  {name:<16} {outcome.status:<12} {outcome.records} records{extra}")
     for kind, path in sorted(result.reports.items()):
-        print(f"  report {kind}: {path}")
+        if ":" not in kind:  # per-device JUnit files sit beside the merged one
+            print(f"  report {kind}: {path}")
     for reg in result.regressions:
-        print(f"  regression: {reg}")
-    if result.interrupted:
-        return 130
-    return 0 if all(o.status == "completed" for o in result.devices.values()) else 1
+        print(f"  regression: {reg.describe()}")
+    print(result.counts.line(), flush=True)
+    return for_night(result, fail_on_regression=fail_on_regression)

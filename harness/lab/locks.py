@@ -35,11 +35,13 @@ class LockHolder:
     run_id: str
     since: float  # time.time()
     user: str = ""
+    purpose: str = ""  # night | push | pytest
 
     def describe(self, now: float | None = None) -> str:
         age = max(0.0, (now or time.time()) - self.since)
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
-        return f"host {self.host} pid {self.pid} run {self.run_id} since {when} ({_age(age)})"
+        what = f"{self.purpose} " if self.purpose else ""
+        return f"{what}host {self.host} pid {self.pid} run {self.run_id} since {when} ({_age(age)})"
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ def read_holder(path: Path) -> LockHolder | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return LockHolder(host=str(data["host"]), pid=int(data["pid"]), run_id=str(data["run_id"]),
-                          since=float(data["since"]), user=str(data.get("user", "")))
+                          since=float(data["since"]), user=str(data.get("user", "")),
+                          purpose=str(data.get("purpose", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None  # absent or half-written: nobody to name
 
@@ -85,10 +88,11 @@ def read_holder(path: Path) -> LockHolder | None:
 class DeviceLock:
     """Claim one device for one run. Use as a context manager or acquire()/release()."""
 
-    def __init__(self, lock_dir: Path, device: str, run_id: str):
+    def __init__(self, lock_dir: Path, device: str, run_id: str, *, purpose: str = ""):
         self.lock_dir = Path(lock_dir)
         self.device = device
         self.run_id = run_id
+        self.purpose = purpose
         self.lock_path, self.holder_path = _paths(self.lock_dir, device)
         self._lock = filelock.FileLock(str(self.lock_path), thread_local=False)
 
@@ -118,13 +122,14 @@ class DeviceLock:
             if time.monotonic() >= deadline:
                 raise DeviceBusy(
                     f"{self.device}: in use by {who}; skipped after waiting {wait_s:.0f} s "
-                    f"(lock {self.lock_path}). Wait for that run or raise `locks.wait_s` in the plan"
+                    f"(lock {self.lock_path}). Wait for that run, or wait longer (`locks.wait_s` in the plan, "
+                    "`--lock-timeout` for `harness push` and pytest)"
                 )
             if first and say is not None:
                 say(f"{self.device}: in use by {who}; waiting up to {wait_s:.0f} s")
             first = False
         me = LockHolder(host=socket.gethostname(), pid=os.getpid(), run_id=self.run_id, since=time.time(),
-                        user=os.environ.get("USER", ""))
+                        user=os.environ.get("USER", ""), purpose=self.purpose)
         tmp = self.holder_path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
         tmp.write_text(json.dumps(asdict(me)), encoding="utf-8")
         os.replace(tmp, self.holder_path)  # atomic: readers never see half a record
@@ -143,12 +148,6 @@ class DeviceLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def default_lock_dir(inventory_path: Path, plan_lock_dir: Path | None = None) -> Path:
-    """Where runs meet: the plan's `locks.dir`, else `locks/` next to devices.yaml (the file
-    every run on this lab shares), so `lab run` and `lab status` agree without options."""
-    return Path(plan_lock_dir) if plan_lock_dir is not None else Path(inventory_path).resolve().parent / "locks"
 
 
 def lock_state(lock_dir: Path, device: str) -> LockState:

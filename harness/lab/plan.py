@@ -17,16 +17,22 @@ health: {min_free_mb: 256, min_battery_pct: 15, max_battery_temp_c: 45}
 locks: {dir: /srv/lab/locks, wait_s: 600}
 recovery: {reconnect_s: 60, max_faults: 2}
 history: {db: results/history.sqlite, nights: 7, perf_drop_pct: 15}
+options: {runtime_dir: "${LAB_RUNTIMES}/mnn-{htp_arch}", qnn_sdk: "${QNN_SDK_ROOT}", env: {MNN_LOG: "1"}}
 ```
+Paths may use `$VAR`/`${VAR}` from the environment (an unset one is a plan error) and the
+device fields {htp_arch}, {soc}, {device}; relative paths are taken from the plan's folder.
+Everything a night needs is checked here or, for per-device paths, in `check_models` before
+the first device is claimed: a plan never fails at 3 a.m. on something it could say at load.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import string
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -47,10 +53,20 @@ _HEALTH_KEYS = {"min_free_mb", "min_battery_pct", "max_battery_temp_c", "require
 _LOCK_KEYS = {"dir", "wait_s"}
 _RECOVERY_KEYS = {"reconnect_s", "max_faults"}
 _HISTORY_KEYS = {"db", "nights", "perf_drop_pct", "min_nights"}
+# Lab jobs that exist (harness/lab/cli.py picks the job by runner).
+RUNNERS = ("llm_demo",)
+# Options the llm_demo job reads (harness/pipeline.py llm_matrix_job); others pass through as-is.
+_PATH_OPTIONS = ("runtime_dir", "qnn_sdk")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # POSIX shell variable names
+_ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 class PlanError(HarnessError):
     """The plan file is unreadable or invalid (the message names file and key)."""
+
+
+class NoDeviceMatched(PlanError):
+    """The plan selects no device of the inventory: nothing can run (exit code 5)."""
 
 
 @dataclass(frozen=True)
@@ -145,13 +161,26 @@ class Plan:
         return out
 
     def check_models(self, devices: list[DeviceSpec]) -> None:
-        """Per-device model paths exist for every device (plain paths were checked on load)."""
+        """Per-device model and runtime paths exist for every device (plain paths were
+        checked on load), before any device is claimed."""
         for m in self.models.values():
             for d in devices if m.per_device else ():
                 path = m.path_for(d)
                 if not path.is_dir():
                     raise PlanError(f"{self.path}: key 'models.{m.name}.path': {path} (for device {d.name}) is not "
                                     "a folder; export the model for that device's SoC or leave the device out")
+        holders = [("options", self.options)] + [(f"models.{m.name}.options", m.options) for m in self.models.values()] \
+            + [(f"suites.{s.name}.options", s.options) for s in self.suites]
+        for label, options in holders:
+            for key in _PATH_OPTIONS:
+                template = options.get(key)
+                if not isinstance(template, str) or "{" not in template:
+                    continue
+                for d in devices:
+                    path = Path(template.format(htp_arch=d.htp_arch, soc=d.soc_model, device=d.name))
+                    if not path.is_dir():
+                        raise PlanError(f"{self.path}: key '{label}.{key}': {path} (for device {d.name}) is not a "
+                                        "folder; provide it for that device's HTP arch or leave the device out")
 
     def select_devices(self, inventory: Inventory) -> list[DeviceSpec]:
         try:
@@ -164,7 +193,7 @@ class Plan:
                 wanted.append(f"names {', '.join(self.devices)}")
             if self.tags:
                 wanted.append(f"all of the tags {', '.join(self.tags)}")
-            raise PlanError(
+            raise NoDeviceMatched(
                 f"{self.path}: no device in {inventory.path} matches {' and '.join(wanted) or 'the plan'}; "
                 "fix `devices:`/`tags:` in the plan or the tags in the inventory"
             )
@@ -172,8 +201,9 @@ class Plan:
 
 
 class _Ctx:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, environ: Mapping[str, str]):
         self.path = path
+        self.environ = environ
 
     def fail(self, key: str | None, problem: str, fix: str) -> PlanError:
         where = f"{self.path}" + (f": key {key!r}" if key else "")
@@ -200,6 +230,67 @@ def _names(ctx: _Ctx, data: dict, key: str, label: str) -> tuple[str, ...]:
     return tuple(items)
 
 
+def _expand_env(ctx: _Ctx, label: str, raw: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name not in ctx.environ:
+            raise ctx.fail(label, f"{raw!r} uses ${name}, which is not set",
+                           f"set {name} in the environment of the run or write the path out")
+        return ctx.environ[name]
+
+    return _ENV_REF_RE.sub(sub, raw)
+
+
+def _plan_path(ctx: _Ctx, label: str, raw: str, base: Path) -> tuple[str, bool]:
+    """A path from the plan: env vars expanded, relative to the plan's folder, device fields
+    checked. Returns (absolute path or template, whether it is a per-device template)."""
+    expanded = _expand_env(ctx, label, raw)
+    try:
+        fields_used = {f for _, f, _, _ in string.Formatter().parse(expanded) if f is not None}
+    except ValueError as exc:
+        raise ctx.fail(label, f"{raw!r} has broken braces ({exc})",
+                       f"use {{{'}, {'.join(PATH_FIELDS)}}} or no braces") from None
+    bad = sorted(fields_used - set(PATH_FIELDS))
+    if bad:
+        raise ctx.fail(label, f"{{{bad[0]}}} is not a device field",
+                       f"use only {', '.join('{' + f + '}' for f in PATH_FIELDS)}")
+    path = Path(expanded).expanduser()
+    path = path if path.is_absolute() else (base / path)
+    return (str(path) if fields_used else str(path.resolve())), bool(fields_used)
+
+
+def _parse_options(ctx: _Ctx, holder: dict, label: str, base: Path) -> dict[str, Any]:
+    """`options:` (plan, model or suite level): env names, runner paths and numbers checked."""
+    options = dict(_get(ctx, holder, "options", dict, label, default={}))
+    if "env" in options:
+        env = options["env"]
+        if not isinstance(env, dict):
+            raise ctx.fail(f"{label}.env", f"must be a mapping of variable to value, got {type_name(env)}",
+                           "write `env: {NAME: value}`")
+        for name, value in env.items():
+            if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+                raise ctx.fail(f"{label}.env", f"{name!r} is not a valid environment variable name",
+                               "use letters, digits and '_', not starting with a digit")
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ctx.fail(f"{label}.env.{name}", f"must be a string or number, got {type_name(value)}",
+                               "quote the value")
+    for key in _PATH_OPTIONS:
+        if key in options:
+            if not isinstance(options[key], str) or not options[key]:
+                raise ctx.fail(f"{label}.{key}", f"must be a path, got {type_name(options[key])}",
+                               "write the folder's path")
+            path, templated = _plan_path(ctx, f"{label}.{key}", options[key], base)
+            if not templated and not Path(path).is_dir():
+                raise ctx.fail(f"{label}.{key}", f"{path} is not a folder",
+                               "point it at an existing folder (absolute, or relative to the plan file)")
+            options[key] = path
+    for key, integer in (("max_new_tokens", True), ("timeout_s", False)):
+        if key in options:
+            value = _get(ctx, options, key, int if integer else (int, float), f"{label}.{key}")
+            _positive(ctx, f"{label}.{key}", value)
+    return options
+
+
 def _parse_models(ctx: _Ctx, raw: Any, base: Path) -> dict[str, ModelSpec]:
     if not isinstance(raw, dict) or not raw:
         raise ctx.fail("models", "must be a non-empty mapping of model name to {path: ...}",
@@ -216,30 +307,20 @@ def _parse_models(ctx: _Ctx, raw: Any, base: Path) -> dict[str, ModelSpec]:
                            "write `{path: /exports/NAME}`")
         check_keys(ctx, label, spec, _MODEL_KEYS)
         raw_path = _get(ctx, spec, "path", str, f"{label}.path", required=True)
-        try:
-            fields_used = {f for _, f, _, _ in string.Formatter().parse(raw_path) if f is not None}
-        except ValueError as exc:
-            raise ctx.fail(f"{label}.path", f"{raw_path!r} has broken braces ({exc})",
-                           f"use {{{'}, {'.join(PATH_FIELDS)}}} or no braces") from None
-        bad = sorted(fields_used - set(PATH_FIELDS))
-        if bad:
-            raise ctx.fail(f"{label}.path", f"{{{bad[0]}}} is not a device field",
-                           f"use only {', '.join('{' + f + '}' for f in PATH_FIELDS)}")
-        path = Path(raw_path).expanduser()
-        path = path if path.is_absolute() else (base / path)
-        if not fields_used and not path.is_dir():
+        path_text, templated = _plan_path(ctx, f"{label}.path", raw_path, base)
+        path = Path(path_text)
+        if not templated and not path.is_dir():
             raise ctx.fail(f"{label}.path", f"{path} is not a folder",
                            "point it at the exported model folder (absolute, or relative to the plan file)")
         kind = _get(ctx, spec, "kind", str, f"{label}.kind", default="mnn")
         if kind not in ("mnn", "executorch"):
             raise ctx.fail(f"{label}.kind", f"{kind!r} is not a model kind", "use mnn or executorch")
-        options = _get(ctx, spec, "options", dict, f"{label}.options", default={})
-        path = path if fields_used else path.resolve()  # a template is resolved per device
-        models[name] = ModelSpec(name=name, path=path, kind=kind, options=dict(options))
+        options = _parse_options(ctx, spec, f"{label}.options", base)
+        models[name] = ModelSpec(name=name, path=path, kind=kind, options=options)
     return models
 
 
-def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec]) -> tuple[SuiteSpec, ...]:
+def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec], base: Path) -> tuple[SuiteSpec, ...]:
     if not isinstance(raw, list) or not raw:
         raise ctx.fail("suites", "must be a non-empty list", "list at least one `- name: ...` suite")
     suites = []
@@ -269,10 +350,13 @@ def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec]) -> tuple[Su
                                f"use {', '.join(BACKEND_PAIRS)} (visual/llm for VL models)")
         timeout = _get(ctx, spec, "timeout_s", (int, float), f"{label}.timeout_s", default=900.0)
         _positive(ctx, f"{label}.timeout_s", timeout)
+        runner = _get(ctx, spec, "runner", str, f"{label}.runner", default="llm_demo")
+        if runner not in RUNNERS:
+            raise ctx.fail(f"{label}.runner", f"{runner!r} has no lab job (lab jobs exist for: {', '.join(RUNNERS)})",
+                           "use one of them, or run that suite with pytest suites/")
         suites.append(SuiteSpec(
-            name=name, runner=_get(ctx, spec, "runner", str, f"{label}.runner", default="llm_demo"),
-            models=suite_models, backends=backends, timeout_s=float(timeout),
-            options=dict(_get(ctx, spec, "options", dict, f"{label}.options", default={})),
+            name=name, runner=runner, models=suite_models, backends=backends, timeout_s=float(timeout),
+            options=_parse_options(ctx, spec, f"{label}.options", base),
         ))
     return tuple(suites)
 
@@ -290,16 +374,30 @@ def _number(ctx: _Ctx, sec: dict, key: str, label: str, default: float, *, integ
     return value
 
 
-def parse_plan(data: Any, path: Path) -> Plan:
+def _check_runner_options(ctx: _Ctx, plan_options: dict, models: dict[str, ModelSpec],
+                          suites: tuple[SuiteSpec, ...]) -> None:
+    """Every llm_demo entry finds a runtime folder in its merged options (plan < model < suite)."""
+    for suite in suites:
+        for m in suite.models:
+            merged = {**plan_options, **models[m].options, **suite.options}
+            if suite.runner == "llm_demo" and "runtime_dir" not in merged:
+                raise ctx.fail("options.runtime_dir", f"is missing for suite {suite.name!r} with model {m!r}",
+                               "point it at the folder with llm_demo and its libraries (it may use {htp_arch}); "
+                               "set it under the plan's, the model's or the suite's `options:`")
+
+
+def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ) -> Plan:
     """Validate already-parsed YAML (as loaded from `path`)."""
-    ctx = _Ctx(path)
+    ctx = _Ctx(path, environ)
     if not isinstance(data, dict):
         raise ctx.fail(None, f"the top level must be a mapping, got {type_name(data)}",
                        "start the file with `suites:` and `models:` (see examples/nightly.yaml)")
     check_keys(ctx, "", data, _TOP_KEYS)
     base = path.parent
     models = _parse_models(ctx, data.get("models"), base)
-    suites = _parse_suites(ctx, data.get("suites"), models)
+    suites = _parse_suites(ctx, data.get("suites"), models, base)
+    options = _parse_options(ctx, data, "options", base)
+    _check_runner_options(ctx, options, models, suites)
     repeats = _number(ctx, data, "repeats", "repeats", 1, integer=True)
 
     h = _section(ctx, data, "health", _HEALTH_KEYS)
@@ -315,7 +413,7 @@ def parse_plan(data: Any, path: Path) -> Plan:
     lk = _section(ctx, data, "locks", _LOCK_KEYS)
     lock_dir = _get(ctx, lk, "dir", str, "locks.dir")
     locks = LockSettings(
-        dir=None if lock_dir is None else (base / Path(lock_dir).expanduser()),
+        dir=None if lock_dir is None else (base / Path(_expand_env(ctx, "locks.dir", lock_dir)).expanduser()),
         wait_s=float(_number(ctx, lk, "wait_s", "locks.wait_s", LockSettings.wait_s, allow_zero=True)),
     )
     rc = _section(ctx, data, "recovery", _RECOVERY_KEYS)
@@ -328,7 +426,7 @@ def parse_plan(data: Any, path: Path) -> Plan:
     hs = _section(ctx, data, "history", _HISTORY_KEYS)
     db = _get(ctx, hs, "db", str, "history.db")
     history = HistorySettings(
-        db=None if db is None else (base / Path(db).expanduser()),
+        db=None if db is None else (base / Path(_expand_env(ctx, "history.db", db)).expanduser()),
         nights=_number(ctx, hs, "nights", "history.nights", HistorySettings.nights, integer=True),
         perf_drop_pct=float(_number(ctx, hs, "perf_drop_pct", "history.perf_drop_pct", HistorySettings.perf_drop_pct)),
         min_nights=_number(ctx, hs, "min_nights", "history.min_nights", HistorySettings.min_nights, integer=True),
@@ -338,11 +436,11 @@ def parse_plan(data: Any, path: Path) -> Plan:
         path=path, name=name, models=models, suites=suites,
         devices=_names(ctx, data, "devices", "devices"), tags=_names(ctx, data, "tags", "tags"),
         repeats=repeats, health=health, locks=locks, recovery=recovery, history=history,
-        options=dict(_get(ctx, data, "options", dict, "options", default={})),
+        options=options,
     )
 
 
-def load_plan(path: Path | str) -> Plan:
+def load_plan(path: Path | str, *, environ: Mapping[str, str] = os.environ) -> Plan:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -356,4 +454,4 @@ def load_plan(path: Path | str) -> Plan:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise PlanError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}; fix the syntax") from None
-    return parse_plan(data, path.resolve())
+    return parse_plan(data, path.resolve(), environ=environ)

@@ -2,7 +2,7 @@
 
 Workers run in parallel (threads: the work is waiting on devices), so a night takes about
 as long as its slowest device. Per device, a worker:
-1. claims the device lock (waits with a message, skips the device after `locks.wait_s`);
+1. claims the device (`claims.open_claim`; waits naming the holder, skips after `locks.wait_s`);
 2. before every entry checks health; an unfit device is quarantined for the night;
 3. runs the job for the entry and writes each record as it arrives (RecordWriter);
 4. on a transport fault reconnects and retries the interrupted entry once: tests already
@@ -10,8 +10,8 @@ as long as its slowest device. Per device, a worker:
    and is marked flaky when it passes. A second fault in the entry, a non-retryable fault,
    or more than `recovery.max_faults` faults quarantine the device. A test's own failure
    is a record and is never retried.
-A stop (Ctrl-C, or the `stop` event) ends workers between records, kills the device
-processes of the run and releases the locks; what arrived so far is kept and reported.
+A stop (Ctrl-C, SIGTERM, or the `stop` event) ends workers between records, kills the device
+processes of the run and releases the claims; what arrived so far is kept and reported.
 """
 
 from __future__ import annotations
@@ -19,19 +19,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
 import traceback
 import uuid
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from harness.errors import ConnectionDropped, HarnessError, TransportError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import check_device
-from harness.lab.locks import DeviceBusy, DeviceLock, default_lock_dir
+from harness.lab.claims import DeviceBusy, claim_dir, open_claim
 from harness.lab.plan import Plan, PlanEntry
 from harness.report.records import RecordWriter, TestRecord, read_records
 from harness.transport.base import Transport
@@ -48,6 +50,8 @@ TRANSPORT_FAULT_CLASSES = frozenset({"transport-error"})
 
 # Outcome of one device for the night.
 COMPLETED, QUARANTINED, BUSY, INTERRUPTED = "completed", "quarantined", "busy", "interrupted"
+# Failure class of a result that is a harness bug, not a device's or model's (exit code 3).
+INTERNAL_ERROR = "internal-error"
 
 
 class _Processes:
@@ -119,6 +123,37 @@ class DeviceOutcome:
     wall_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class NightCounts:
+    """What a night delivered, as the console's last line and night.json say it."""
+
+    passed: int = 0
+    failed: int = 0
+    error: int = 0
+    skipped: int = 0
+    quarantined: int = 0  # devices
+    flaky: int = 0  # results that passed on the retry after a link fault
+    busy: int = 0  # devices skipped because another run held them
+    regressions: int = 0
+    internal_errors: int = 0  # results that are a harness bug (failure class internal-error)
+
+    @classmethod
+    def of(cls, records: list[TestRecord], devices: dict[str, "DeviceOutcome"], regressions: int) -> "NightCounts":
+        by = {s: sum(1 for r in records if r.status == s) for s in ("passed", "failed", "error", "skipped")}
+        return cls(**by, quarantined=sum(o.status == QUARANTINED for o in devices.values()),
+                   flaky=sum(1 for r in records if r.flaky), busy=sum(o.status == BUSY for o in devices.values()),
+                   regressions=regressions,
+                   internal_errors=sum(1 for r in records if r.failure_class == INTERNAL_ERROR))
+
+    def line(self) -> str:
+        """`N passed, N failed, N error, N skipped, N quarantined, N flaky` (+ busy, regressions)."""
+        parts = [f"{self.passed} passed", f"{self.failed} failed", f"{self.error} error", f"{self.skipped} skipped",
+                 f"{self.quarantined} quarantined", f"{self.flaky} flaky"]
+        parts += [f"{self.busy} busy"] if self.busy else []
+        parts += [f"{self.regressions} regressions"] if self.regressions else []
+        return ", ".join(parts)
+
+
 @dataclass
 class NightResult:
     run_id: str
@@ -131,6 +166,7 @@ class NightResult:
     devices: dict[str, DeviceOutcome] = field(default_factory=dict)
     reports: dict[str, Path] = field(default_factory=dict)  # junit, junit:<device>, history, html
     regressions: list = field(default_factory=list)  # harness.report.history.Regression
+    counts: NightCounts = field(default_factory=NightCounts)
 
     def records(self) -> list[TestRecord]:
         return read_records(self.records_path)
@@ -208,6 +244,7 @@ class _DeviceWorker:
         self.transport: Transport | None = None
         self.last_fault = ""
         self.dir = night.out_dir / "devices" / device.name
+        self.finished = threading.Event()  # set when run() has returned (claim released)
 
     # ---- records -------------------------------------------------------------------------
     def write(self, rec: TestRecord, entry: PlanEntry | None, *, from_job: bool = True) -> None:
@@ -248,10 +285,11 @@ class _DeviceWorker:
     def run(self) -> None:
         started = time.monotonic()
         night = self.night
-        lock = DeviceLock(night.lock_dir, self.device.name, night.run_id)
+        claim = open_claim(self.device, lock_dir=night.lock_dir, run_id=night.run_id, purpose="night")
         try:
             try:
-                lock.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
+                # The claim engine may resolve the address to connect to.
+                self.device = claim.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
             except DeviceBusy as exc:
                 if night.stop.is_set():
                     self.outcome.status, self.outcome.reason = INTERRUPTED, str(exc)
@@ -267,15 +305,16 @@ class _DeviceWorker:
                 if self.outcome.status != QUARANTINED and (night.stop.is_set() or self.processes.snapshot()):
                     self.kill_processes()
                 self._close()
-                lock.release()
+                claim.release()
         except Exception as exc:  # never lose the other devices to one worker's bug
             log.exception("worker for %s failed", self.device.name)
             self.outcome.status = QUARANTINED
             self.outcome.reason = f"internal error: {type(exc).__name__}: {exc}"
-            self._lab_record("lab::worker", "error", "internal-error", self.outcome.reason, None,
+            self._lab_record("lab::worker", "error", INTERNAL_ERROR, self.outcome.reason, None,
                              log_excerpt=traceback.format_exc()[-4000:])
         finally:
             self.outcome.wall_s = time.monotonic() - started
+            self.finished.set()
 
     def _close(self) -> None:
         if self.transport is not None:
@@ -377,7 +416,7 @@ class _DeviceWorker:
                 return True
             except Exception as exc:
                 log.exception("job failed on %s for %s", self.device.name, entry.id)
-                self._lab_record(f"{entry.id}::setup", "error", "internal-error",
+                self._lab_record(f"{entry.id}::setup", "error", INTERNAL_ERROR,
                                  f"{type(exc).__name__}: {exc}", entry, signature="lab:internal-error",
                                  log_excerpt=traceback.format_exc()[-4000:])
                 return True
@@ -429,29 +468,58 @@ class _DeviceWorker:
                 pass
 
 
-def _wait_for_workers(workers: list[_DeviceWorker], threads: list[threading.Thread], stop: threading.Event,
-                      say: SayFn, grace_s: float) -> None:
-    """Join the workers. On a stop (Ctrl-C here, or `stop` set by the caller) kill the run's
-    device processes at once, so workers blocked in a device command return, then give them
-    `grace_s` to finish. A second Ctrl-C stops waiting."""
+@contextmanager
+def _stop_on_signals(stop: threading.Event, signals: list[int]) -> Iterator[None]:
+    """While the night runs in the main thread, SIGINT and SIGTERM only set `stop` (and are
+    counted): no KeyboardInterrupt lands in the middle of a record write or a claim release."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, _frame: object) -> None:
+        signals.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _wait_for_workers(workers: list[_DeviceWorker], stop: threading.Event, say: SayFn, grace_s: float,
+                      signals: list[int]) -> None:
+    """Wait for the workers. On a stop (Ctrl-C here, SIGTERM or `stop` set by the caller) kill
+    the run's device processes at once, so workers blocked in a device command return, then
+    give them `grace_s` to finish (each kills its leftovers and releases its claim on the way
+    out). A second Ctrl-C (or SIGTERM) stops waiting.
+
+    Completion is each worker's own `finished` event, never `Thread.is_alive()`: on CPython
+    3.11 a `join()` interrupted by KeyboardInterrupt marks a still-running thread as stopped."""
     deadline = None
-    while any(t.is_alive() for t in threads):
+    killers: list[threading.Thread] = []
+    while True:
         try:
-            for t in threads:
-                t.join(0.2)  # short joins keep the main thread responsive to Ctrl-C
-        except KeyboardInterrupt:
-            if deadline is not None:
-                say("second interrupt: not waiting for workers any longer")
+            if all(w.finished.is_set() for w in workers) and not any(k.is_alive() for k in killers):
                 break
+            time.sleep(0.02)  # sleep, not join/wait: an interrupt here leaves no thread state behind
+        except KeyboardInterrupt:  # only when run outside the main thread's signal handlers
+            signals.append(signal.SIGINT)
             stop.set()
+        if deadline is not None and len(signals) >= 2:
+            say("second interrupt: not waiting for workers any longer")
+            break
         if stop.is_set() and deadline is None:
-            say("stopping: ending workers, killing device processes, releasing locks")
+            say("stopping: ending workers, killing device processes, releasing claims")
             deadline = time.monotonic() + grace_s
             for w in workers:
-                if w.outcome.status != QUARANTINED:
-                    threading.Thread(target=w.kill_processes, daemon=True, name=f"kill-{w.device.name}").start()
+                if w.outcome.status != QUARANTINED and not w.finished.is_set():
+                    k = threading.Thread(target=w.kill_processes, daemon=True, name=f"kill-{w.device.name}")
+                    k.start()
+                    killers.append(k)
         if deadline is not None and time.monotonic() > deadline:
-            say(f"workers still busy after {grace_s:.0f} s: leaving them (their locks go with this process)")
+            say(f"workers still busy after {grace_s:.0f} s: leaving them (their claims go with this process)")
             break
     for w in workers:
         if stop.is_set() and w.outcome.status == COMPLETED:
@@ -481,9 +549,11 @@ def run_night(
 
     out_dir gets records.jsonl (as results arrive), night.json, devices/<name>/ (job
     artifacts), and with `reports`: junit.xml, junit/<device>.xml, report.html, plots/.
-    Lock folder: `lock_dir`, else the plan's `locks.dir`, else locks/ next to devices.yaml.
+    Claim folder: `claims.claim_dir` (`lock_dir`, $HARNESS_LOCK_DIR, the plan's `locks.dir`,
+    locks/ next to devices.yaml).
     History: `history_db`, else the plan's `history.db`, else <out_dir>/../history.sqlite.
-    Ctrl-C (KeyboardInterrupt) or `stop.set()` ends the night cleanly; the result says so.
+    Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
+    cleanly: device processes killed, claims released, what arrived reported; the result says so.
     """
     devices = plan.select_devices(inventory)
     plan.check_models(devices)
@@ -492,33 +562,36 @@ def run_night(
     stop = stop or threading.Event()
     say = say or _default_say
     run_id = run_id or new_run_id()
-    lock_dir = Path(lock_dir) if lock_dir is not None else default_lock_dir(inventory.path, plan.locks.dir)
+    lock_dir = claim_dir(inventory.path, plan.locks.dir, lock_dir)
     records_path = out_dir / "records.jsonl"
     result = NightResult(run_id=run_id, plan_name=plan.name, out_dir=out_dir, records_path=records_path,
                          started_at=time.time())
     _write_meta(out_dir, result, plan, devices)
     started = time.monotonic()
-    with RecordWriter(records_path) as writer:
-        night = _Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
-                       factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
-        workers = [_DeviceWorker(night, d) for d in devices]
-        threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
-        say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
-            f"({', '.join(d.name for d in devices)})")
-        for t in threads:
-            t.start()
-        _wait_for_workers(workers, threads, stop, say, grace_s)
-        if stop.is_set():
-            result.interrupted = True
-        result.devices = {w.device.name: w.outcome for w in workers}
-    result.wall_s = time.monotonic() - started
-    if reports:
-        result.reports, result.regressions = write_night_reports(
-            result.records(), out_dir, run_id=run_id, plan_name=plan.name, started_at=result.started_at,
-            history_db=Path(history_db or plan.history.db or out_dir.parent / "history.sqlite"),
-            nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
-            min_nights=plan.history.min_nights, record_history=not result.interrupted,
-        )
+    signals: list[int] = []
+    with _stop_on_signals(stop, signals):
+        with RecordWriter(records_path) as writer:
+            night = _Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
+                           factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
+            workers = [_DeviceWorker(night, d) for d in devices]
+            threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
+            say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
+                f"({', '.join(d.name for d in devices)})")
+            for t in threads:
+                t.start()
+            _wait_for_workers(workers, stop, say, grace_s, signals)
+            result.interrupted = stop.is_set()
+            result.devices = {w.device.name: w.outcome for w in workers}
+        result.wall_s = time.monotonic() - started
+        if reports:
+            result.reports, result.regressions = write_night_reports(
+                result.records(), out_dir, run_id=run_id, plan_name=plan.name, started_at=result.started_at,
+                history_db=Path(history_db or plan.history.db or out_dir.parent / "history.sqlite"),
+                nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
+                min_nights=plan.history.min_nights, record_history=not result.interrupted,
+            )
+        result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
+        result.interrupted = stop.is_set()  # a signal during the reports still ends the run as interrupted
     _write_meta(out_dir, result, plan, devices)
     return result
 
@@ -561,6 +634,7 @@ def _write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[De
         "devices": [d.name for d in devices],
         "outcomes": {k: asdict(v) for k, v in result.devices.items()},
         "reports": {k: str(v) for k, v in result.reports.items()},
+        "counts": asdict(result.counts),
     }
     tmp = out_dir / "night.json.tmp"
     tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8")

@@ -6,9 +6,18 @@ Everything here is checked on the host, before a single byte moves:
   a QNN config its `qnn/graph*.bin` context binaries);
 - ExecuTorch export: `.pte` program(s) and a tokenizer;
 - the model type comes from `llm_config.json` (or the sidecar manifest), never the folder name;
-- the export's target (soc_id / HTP arch) comes from `export_args.json`, a sidecar
-  `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style file names
-  (`visual_qnn_69_v79.mnn`), and is compared with the device's.
+- the export's target (soc_id / HTP arch) comes from the context binaries themselves when a QNN
+  SDK is given (`qnn-context-binary-utility`, harness.compiled_io), `export_args.json`, the
+  optional sidecar `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style
+  file names (`visual_qnn_69_v79.mnn`), and is compared with the device's. A real MNN export
+  records none of these by itself: without the SDK or a sidecar the target is unknown.
+
+One rule for what leaves the export, the same for config keys and for listed files: nothing
+outside the export folder is pushed. A config key naming a path outside (`../x`, `/abs`) is
+refused; a symlink (file or folder) that resolves outside the export is refused too, unless the
+caller opts in with `follow_external_links=True` (then its target's content is pushed under the
+link's name). Links that stay inside are followed; a folder link back to its own ancestor is
+refused (a loop). Every file a config names must be non-empty.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness import soc
+from harness.compiled_io import read_binary_target
 from harness.errors import ArtifactError
 from harness.inventory import DeviceSpec
 from harness.provision.manifest import LOCAL_MANIFEST_NAME
@@ -106,11 +116,32 @@ def _json_object(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def list_files(root: Path, *, exclude_hidden_harness: bool = True) -> list[ArtifactFile]:
-    """Every regular file under root (symlinks followed), in a stable order."""
+def _check_link(p: Path, real_root: str, what: str) -> None:
+    """Refuse symlink `p` when it resolves outside `real_root` (see the module's rule)."""
+    target = os.path.realpath(p)
+    if os.path.commonpath([target, real_root]) != real_root:
+        raise ArtifactError(
+            f"{p}: symlink to {target}, outside the {what} {real_root}; files from outside are not pushed. "
+            "Copy the file into the folder, or pass follow_external_links=True to follow such links")
+
+
+def list_files(root: Path, *, exclude_hidden_harness: bool = True,
+               follow_external_links: bool = True) -> list[ArtifactFile]:
+    """Every regular file under root (symlinks followed), in a stable order. With
+    follow_external_links=False (exports) a link that resolves outside root is refused."""
     out: list[ArtifactFile] = []
+    real_root = os.path.realpath(root)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        real_dir = os.path.realpath(dirpath)
+        for d in dirnames:
+            sub = Path(dirpath) / d
+            if sub.is_symlink():
+                if not follow_external_links:
+                    _check_link(sub, real_root, "export")
+                target = os.path.realpath(sub)
+                if os.path.commonpath([target, real_dir]) == target:
+                    raise ArtifactError(f"{sub}: folder symlink to its own ancestor {target} (a loop); remove it")
         for name in sorted(filenames):
             if exclude_hidden_harness and (name.startswith(LOCAL_MANIFEST_NAME) or name.endswith(".pyc")):
                 continue
@@ -124,6 +155,8 @@ def list_files(root: Path, *, exclude_hidden_harness: bool = True) -> list[Artif
                 raise ArtifactError(f"{p}: cannot read ({exc}); a dangling symlink? fix or remove it") from None
             if not stat_mod.S_ISREG(st.st_mode):
                 continue
+            if not follow_external_links and p.is_symlink():
+                _check_link(p, real_root, "export")
             if not os.access(p, os.R_OK):
                 raise ArtifactError(f"{p}: not readable; fix its permissions")
             out.append(ArtifactFile(rel, p, st.st_size, stat_mod.S_IMODE(st.st_mode) | 0o644))
@@ -198,9 +231,14 @@ def _merge_targets(found: list[ExportTarget]) -> ExportTarget | None:
     return merged
 
 
-def read_target(root: Path, files: list[ArtifactFile]) -> ExportTarget | None:
-    """Every record of the export's target that exists, checked to agree with each other."""
+def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None) -> ExportTarget | None:
+    """Every record of the export's target that exists, checked to agree with each other.
+    With qnn_sdk the context binaries are read too (the one record a real export always has)."""
     found: list[ExportTarget] = []
+    from_bins = read_binary_target(root, qnn_sdk) if qnn_sdk else None
+    if from_bins is not None:
+        bins, rels = from_bins
+        found.append(ExportTarget(soc_id=bins.soc_id, htp_arch=bins.dsp_arch, source=f"{bins.source} ({rels})"))
     args = root / "export_args.json"
     if args.is_file():
         t = _target_from_mapping(_json_object(args, "export_args.json"), str(args))
@@ -231,8 +269,10 @@ def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_t
             return
         raise ArtifactError(
             f"{artifact.root}: QNN export without a recorded target (no soc_id/dsp_arch in export_args.json, "
-            f"{' or '.join(SIDECAR_NAMES)}); cannot tell whether it fits {device.name} ({device.soc_model}, "
-            f"HTP {device.htp_arch}). Add {SIDECAR_NAMES[0]} with soc_id and dsp_arch, or pass allow_unknown_target")
+            f"{' or '.join(SIDECAR_NAMES)}, and no QNN SDK given to read the context binaries); cannot tell "
+            f"whether it fits {device.name} ({device.soc_model}, HTP {device.htp_arch}). Pass the QNN SDK "
+            f"(--qnn-sdk) so qnn-context-binary-utility reads them, add {SIDECAR_NAMES[0]} with soc_id and "
+            f"dsp_arch, or pass allow_unknown_target")
     here = f"{device.name} ({device.soc_model}, soc_id {device.soc_id}, HTP {device.htp_arch})"
     if t.htp_arch is not None and t.htp_arch != device.htp_arch:
         raise ArtifactError(f"{artifact.root}: compiled for {t.describe()} ({t.source}) but {here} needs "
@@ -290,7 +330,16 @@ def _check_qnn_bins(root: Path, qnn_model: str, kind: str, config: Path, have: d
                                 "copy the complete qnn/ folder")
 
 
-def _load_mnn(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
+def _refuse_empty(source: Path, named: list[tuple[str, ArtifactFile]]) -> None:
+    """Every file a config (or the export's record) names must hold data: a 0-byte weight or
+    tokenizer is a truncated copy, refused like an empty qnn/graph*.bin."""
+    empty = [label for label, f in named if f.size == 0]
+    if empty:
+        raise ArtifactError(f"{source}: names empty file(s) {'; '.join(empty)} (0 bytes: a truncated copy?); "
+                            "copy them again from the export output or re-export")
+
+
+def _load_mnn(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None) -> ModelArtifact:
     have = {f.rel: f for f in files}
     llm_config_path = root / "llm_config.json"
     llm_config = _json_object(llm_config_path, "llm_config.json")
@@ -331,6 +380,7 @@ def _load_mnn(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
         if missing:
             raise ArtifactError(f"{cfg_path}: needs files the export lacks: {'; '.join(missing)}; "
                                 "copy them from the export output or re-export")
+        _refuse_empty(cfg_path, [(f"{k} -> {v}", have[v]) for k, v in need.items()])
         if qnn_llm:
             uses_qnn = True
             _check_qnn_bins(root, llm_model, "llm", cfg_path, have)
@@ -342,7 +392,8 @@ def _load_mnn(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
     if any(_BIN_RE.match(PurePosixPath(f.rel).name) for f in files):
         uses_qnn = True
     return ModelArtifact(root=root, kind="mnn", model_type=model_type.strip(), files=tuple(files),
-                         configs=configs, target=read_target(root, files), uses_qnn=uses_qnn, is_visual=is_visual)
+                         configs=configs, target=read_target(root, files, qnn_sdk if uses_qnn else None),
+                         uses_qnn=uses_qnn, is_visual=is_visual)
 
 
 # ---- ExecuTorch -----------------------------------------------------------------------------
@@ -370,25 +421,30 @@ def _load_executorch(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
     pte = str(sidecar.get("model_path") or ptes[0].rel)
     if pte not in {f.rel for f in ptes}:
         raise ArtifactError(f"{root / SIDECAR_NAMES[1]}: model_path {pte!r} is not a .pte in {root}; fix it")
+    by_rel = {f.rel: f for f in files}
+    _refuse_empty(root, [(pte, by_rel[pte])] + [(t.rel, t) for t in toks])
     uses_qnn = any(_pte_uses_qnn(f.path) for f in ptes) or any(k in sidecar for k in ("soc_id", "dsp_arch", "htp_arch"))
     return ModelArtifact(root=root, kind="executorch", model_type=str(model_type), files=tuple(files),
                          configs={"qnn" if uses_qnn else "cpu": pte}, target=read_target(root, files),
                          uses_qnn=uses_qnn)
 
 
-def load_export(model_dir: Path | str) -> ModelArtifact:
-    """Read and validate an export folder (MNN or ExecuTorch). Raises ArtifactError."""
+def load_export(model_dir: Path | str, *, qnn_sdk: Path | str | None = None,
+                follow_external_links: bool = False) -> ModelArtifact:
+    """Read and validate an export folder (MNN or ExecuTorch). Raises ArtifactError.
+    qnn_sdk: a QNN SDK root; the MNN export's context binaries then tell its soc_id/dsp_arch.
+    Symlinks leaving the folder are refused unless follow_external_links (module docstring)."""
     root = Path(model_dir).expanduser()
     if not root.is_dir():
         raise ArtifactError(f"{root}: not a folder; pass the export's output folder (the one with config.json "
                             "or the .pte)")
     root = root.resolve()
-    files = list_files(root)
+    files = list_files(root, follow_external_links=follow_external_links)
     if not files:
         raise ArtifactError(f"{root}: the folder is empty; pass the export's output folder")
     names = {f.rel for f in files}
     if "llm_config.json" in names or any(n in names for n in MNN_CONFIG_NAMES):
-        return _load_mnn(root, files)
+        return _load_mnn(root, files, qnn_sdk)
     if any(n.endswith(".pte") for n in names):
         return _load_executorch(root, files)
     raise ArtifactError(f"{root}: neither an MNN export (llm_config.json, config.json, llm.mnn...) nor an "

@@ -1,7 +1,7 @@
 """Prompt files for `llm_demo`: one prompt per line, multimodal tags for images.
 
-llm_demo reads the file with getline (mnn-llm.md §1): empty lines are skipped, a trailing
-CR is dropped, lines starting with `#` are skipped and a first line
+llm_demo reads the file with getline (docs/llm-demo-output.md#prompt-file): empty lines are
+skipped, a trailing CR is dropped, lines starting with `#` are skipped and a first line
 `id,question,A,B,C,D,answer` switches to C-Eval mode. A prompt that would be mangled by
 any of these rules is refused here with a clear error instead of silently changing the run.
 Images are referenced relative to the cwd (that is where llm_demo opens them), so the
@@ -94,6 +94,11 @@ def images_of(prompts: list[Prompt | str]) -> dict[str, Path]:
                 raise HarnessError(f"prompt #{i + 1}: image {img.path} does not exist; fix the path")
             out[img.remote_name()] = Path(img.path)
     return out
+
+
+def count_prompt_lines(text: str) -> int:
+    """How many prompts llm_demo reads from a prompt file's text (the rules above)."""
+    return sum(1 for line in text.split("\n") if line.rstrip("\r").strip() and not line.startswith("#"))
 
 
 def write_prompt_file(prompts: list[Prompt | str], path: Path) -> Path:

@@ -87,6 +87,7 @@ def write_inventory(root: Path, n: int) -> Path:
 
 def write_plan(root: Path, **overrides) -> Path:
     (root / "exports" / "tiny").mkdir(parents=True, exist_ok=True)
+    (root / "runtime").mkdir(parents=True, exist_ok=True)  # the shell jobs run no llm_demo from it
     plan = {
         "name": "test-night",
         "tags": ["nightly"],
@@ -95,6 +96,7 @@ def write_plan(root: Path, **overrides) -> Path:
         "health": {"min_free_mb": 1},
         "locks": {"dir": "locks", "wait_s": 5},
         "recovery": {"reconnect_s": 2, "max_faults": 2},
+        "options": {"runtime_dir": "runtime"},
     }
     plan.update(overrides)
     path = root / "nightly.yaml"

@@ -88,8 +88,15 @@ def test_stop_event_cancels_the_wait(tmp_path):
     first.release()
 
 
-def test_default_lock_dir_is_shared_by_run_and_status(tmp_path):
-    from harness.lab.locks import default_lock_dir
+def test_claim_dir_is_resolved_once_and_absolute(tmp_path, monkeypatch):
+    from harness.lab.claims import claim_dir
 
-    assert default_lock_dir(tmp_path / "devices.yaml") == tmp_path.resolve() / "locks"
-    assert default_lock_dir(tmp_path / "devices.yaml", tmp_path / "elsewhere") == tmp_path / "elsewhere"
+    inv = tmp_path / "devices.yaml"
+    assert claim_dir(inv, environ={}) == tmp_path.resolve() / "locks"
+    assert claim_dir(inv, tmp_path / "plan-locks", environ={}) == (tmp_path / "plan-locks").resolve()
+    # The env var and --lock-dir are explicit choices; a relative one is taken from the cwd, once.
+    monkeypatch.chdir(tmp_path)
+    env = {"HARNESS_LOCK_DIR": "env-locks"}
+    assert claim_dir(inv, tmp_path / "plan-locks", environ=env) == tmp_path.resolve() / "env-locks"
+    assert claim_dir(inv, tmp_path / "plan-locks", "cli-locks", environ=env) == tmp_path.resolve() / "cli-locks"
+    assert claim_dir(inv, None, None, environ={"HARNESS_LOCK_DIR": ""}) == tmp_path.resolve() / "locks"

@@ -64,15 +64,43 @@ def test_plan_file_problems(tmp_path):
 
 def test_example_plan_is_valid(tmp_path):
     example = Path(__file__).resolve().parents[2] / "examples" / "nightly.yaml"
-    data = yaml.safe_load(example.read_text())
-    # The example points at the shared model folder; validate it against a stand-in folder.
-    for spec in data["models"].values():
-        (tmp_path / "m").mkdir(exist_ok=True)
-        spec["path"] = str(tmp_path / "m")
-    path = tmp_path / "nightly.yaml"
-    path.write_text(yaml.safe_dump(data))
-    plan = load_plan(path)
+    (tmp_path / "sdk").mkdir()
+    env = {"LAB_EXPORTS": str(tmp_path / "exports"), "LAB_RUNTIMES": str(tmp_path / "rt"),
+           "QNN_SDK_ROOT": str(tmp_path / "sdk")}
+    plan = load_plan(example, environ=env)
     assert plan.entries() and plan.suites
+    assert plan.options["runtime_dir"] == f"{tmp_path}/rt/mnn-{{htp_arch}}"
+    with pytest.raises(PlanError, match=r"key 'models.qwen3.path'.*uses \$LAB_EXPORTS, which is not set"):
+        load_plan(example, environ={})
+
+
+@pytest.mark.parametrize("options, key, words", [
+    ({"runtime_dir": "runtime", "env": {"BAD-NAME": "1"}}, "options.env", "'BAD-NAME' is not a valid environment"),
+    ({"runtime_dir": "runtime", "env": {"1ST": "1"}}, "options.env", "not a valid environment variable"),
+    ({"runtime_dir": "runtime", "env": ["A=1"]}, "options.env", "must be a mapping"),
+    ({"runtime_dir": "runtime", "env": {"A": {"x": 1}}}, "options.env.A", "must be a string or number"),
+    ({"runtime_dir": "no/such/runtime"}, "options.runtime_dir", "is not a folder"),
+    ({"runtime_dir": "runtime", "qnn_sdk": "no-sdk"}, "options.qnn_sdk", "is not a folder"),
+    ({"runtime_dir": "rt-{arch}"}, "options.runtime_dir", "{arch} is not a device field"),
+    ({"runtime_dir": "$NOPE_NOT_SET/rt"}, "options.runtime_dir", "$NOPE_NOT_SET, which is not set"),
+    ({"runtime_dir": "runtime", "max_new_tokens": 0}, "options.max_new_tokens", "must be positive"),
+    ({}, "options.runtime_dir", "is missing for suite 'matrix'"),
+])
+def test_job_options_fail_at_load_naming_the_key(tmp_path, options, key, words):
+    path = write_plan(tmp_path, options=options)
+    with pytest.raises(PlanError) as err:
+        load_plan(path)
+    assert f"key {key!r}" in str(err.value) and words in str(err.value), str(err.value)
+
+
+def test_suite_runner_and_per_device_runtime_checked_before_the_night(tmp_path):
+    with pytest.raises(PlanError, match=r"key 'suites.m.runner'.*'pytest' has no lab job"):
+        load_plan(write_plan(tmp_path, suites=[{"name": "m", "runner": "pytest"}]))
+    inv = load_inventory(write_inventory(tmp_path, 2))
+    (tmp_path / "rt-v79").mkdir()
+    plan = load_plan(write_plan(tmp_path, options={"runtime_dir": "rt-{htp_arch}"}))
+    with pytest.raises(PlanError, match=r"key 'options.runtime_dir'.*rt-v75 \(for device dev1\) is not a folder"):
+        plan.check_models(plan.select_devices(inv))
 
 
 def test_model_path_per_soc(tmp_path):

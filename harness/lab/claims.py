@@ -1,0 +1,106 @@
+"""The one seam through which anything that drives a device claims it first.
+
+`lab run` (one claim per device per night), `harness push`, and a pytest `--device`
+session all go through `open_claim`, with the claim folder resolved once by `claim_dir`,
+so every run on a lab meets every other run in the same place. `lab status` reads the
+same place through `claim_state`.
+
+Two engines: the flock folder (`harness.lab.locks.DeviceLock`), the default, enough for
+one lab host (or several sharing a folder with working flock); and labgrid's coordinator
+(`harness/lab/labgrid.py`) for a device whose devices.yaml entry names a labgrid place:
+the multi-host engine, where people's `labgrid-client acquire` counts too. Callers never
+name an engine.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Callable, Mapping, Protocol
+
+from harness.inventory import DeviceSpec
+from harness.lab.locks import DeviceBusy, DeviceLock, LockState, lock_state
+
+__all__ = ["DeviceBusy", "DeviceClaim", "FileClaim", "LOCK_DIR_ENV", "claim_dir", "claim_state", "open_claim"]
+
+SayFn = Callable[[str], None]
+
+# Set it to move every run's claims (e.g. a folder shared by lab hosts); --lock-dir wins over it.
+LOCK_DIR_ENV = "HARNESS_LOCK_DIR"
+
+
+class DeviceClaim(Protocol):
+    """One holder's claim on one device. acquire() before touching it, release() in finally."""
+
+    device: DeviceSpec
+
+    def acquire(self, wait_s: float, *, say: SayFn | None = None,
+                cancel: threading.Event | None = None) -> DeviceSpec:
+        """Take the device, waiting up to wait_s (saying who holds it, once). Returns the spec
+        to connect with (an engine may resolve the address). Raises DeviceBusy naming the
+        holder when the wait runs out or `cancel` is set."""
+        ...
+
+    def release(self) -> None:
+        """Let go (idempotent; safe after a failed acquire)."""
+        ...
+
+    def holder(self) -> str | None:
+        """Who holds the device now (this claim included), for messages; None: nobody."""
+        ...
+
+
+class FileClaim:
+    """The flock-folder engine: `<lock_dir>/<device>.lock` plus a holder record."""
+
+    def __init__(self, device: DeviceSpec, lock_dir: Path, run_id: str, purpose: str):
+        self.device = device
+        self.lock_dir = Path(lock_dir)
+        self._lock = DeviceLock(self.lock_dir, device.name, run_id, purpose=purpose)
+
+    def acquire(self, wait_s: float, *, say: SayFn | None = None,
+                cancel: threading.Event | None = None) -> DeviceSpec:
+        self._lock.acquire(wait_s, say=say, cancel=cancel)
+        return self.device
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def holder(self) -> str | None:
+        state = lock_state(self.lock_dir, self.device.name)
+        if not state.held:
+            return None
+        return state.holder.describe() if state.holder else "another run (no holder record yet)"
+
+    def __enter__(self) -> "FileClaim":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def claim_dir(inventory_path: Path, plan_lock_dir: Path | None = None, cli_lock_dir: Path | str | None = None,
+              *, environ: Mapping[str, str] = os.environ) -> Path:
+    """The claim folder, absolute: `--lock-dir`, else $HARNESS_LOCK_DIR, else the plan's
+    `locks.dir`, else `locks/` beside devices.yaml (the file every run on a lab shares).
+    Relative CLI/env paths are taken from the current folder once, here."""
+    for chosen in (cli_lock_dir, environ.get(LOCK_DIR_ENV) or None, plan_lock_dir):
+        if chosen is not None and str(chosen) != "":
+            return Path(chosen).expanduser().resolve()
+    return Path(inventory_path).resolve().parent / "locks"
+
+
+def open_claim(device: DeviceSpec, *, lock_dir: Path, run_id: str, purpose: str) -> DeviceClaim:
+    """A claim on `device` for `purpose` (night | push | pytest), not yet acquired: its
+    labgrid place when devices.yaml gives it one, else the flock folder."""
+    if device.labgrid is not None:
+        from harness.lab.labgrid import LabgridClaim  # labgrid is an optional extra
+
+        return LabgridClaim(device, run_id=run_id, purpose=purpose)
+    return FileClaim(device, lock_dir, run_id, purpose)
+
+
+def claim_state(device: DeviceSpec, *, lock_dir: Path) -> LockState:
+    """Who holds `device` now, for `harness lab status`."""
+    return lock_state(Path(lock_dir), device.name)
