@@ -303,17 +303,19 @@ class SyncClient:
                     raise SyncProtocolError(f"unexpected {ident!r} in RECV reply")
 
 
-__all__ = ["SEND_PAYLOAD", "SYNC_DATA_MAX", "SyncClient", "SyncFail", "SyncProtocolError", "SyncStat", "tune_socket"]
+__all__ = ["ChunkHasher", "SEND_PAYLOAD", "SYNC_DATA_MAX", "SyncClient", "SyncFail", "SyncProtocolError", "SyncStat", "tune_socket"]
 
 
 class ChunkHasher:
     """sha256 of each file from the chunks the sender sends, on one helper thread: the file is
     read once (by the sender) and the push does not wait for the hashing. Chunks are views
     into the sender's reused buffer, so each is copied; at most `limit` bytes of copies wait
-    (the sender then waits for the hasher). `done(name, on_digest)` reports a file's digest
+    (the sender then waits for the hasher). 256 MiB (one provisioning batch, sync.FLUSH_BYTES):
+    with 32 MiB the sender waited on the hasher and a cold 1 GiB first push cost 1.5x the
+    transport alone instead of 1.3x (benchmarks/provision.py, 2 shared cores). `done(name, on_digest)` reports a file's digest
     after all its chunks, in order; `close()` waits until every digest was reported."""
 
-    def __init__(self, limit: int = 32 << 20):
+    def __init__(self, limit: int = 256 << 20):
         from concurrent.futures import ThreadPoolExecutor
 
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="push-hash")
