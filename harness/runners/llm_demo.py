@@ -52,6 +52,7 @@ from harness.runners.signatures import (
 )
 from harness.runners.summary import Summary, find_summary, parse_summary_lines
 from harness.transport.base import Transport
+from harness.transport.logcat import LogcatService
 
 LOGCAT_TAG = "MNNJNI"
 PROMPT_FILE = "prompts.txt"
@@ -348,9 +349,9 @@ def analyse(stdout: str, stderr: str = "", *, exit_code: int | None = 0, logcat:
 class LlmDemoRunner:
     """Runs llm_demo from a provisioned runtime on a provisioned model.
 
-    logcat: "clear" (logcat -c before each process, -d after), "since" (keep the buffer,
-    take the lines stamped at or after the process start; second resolution) or "off".
-    Devices without a `logcat` command (Linux boards over ssh) simply get no logcat slice.
+    logcat: "clear", "since" or "off": how each process's slice is taken (the device service
+    harness/transport/logcat.py). Devices without a `logcat` command (Linux boards over ssh)
+    simply get no logcat slice.
     """
 
     transport: Transport
@@ -362,9 +363,7 @@ class LlmDemoRunner:
     signatures: SignatureSet = field(default_factory=load_signatures)
 
     def __post_init__(self) -> None:
-        if self.logcat not in ("clear", "since", "off"):
-            raise HarnessError(f"logcat mode {self.logcat!r} is not one of clear, since, off")
-        self._has_logcat: bool | None = None
+        self._logcat = LogcatService(self.transport, self.logcat, tuple(self.logcat_tags))
         self._finished_dirs: list[str] = []  # clean run dirs, removed with the next staging
 
     def config_for(self, backend: str) -> str:
@@ -420,12 +419,12 @@ class LlmDemoRunner:
         wall = 0.0
         try:
             self._stage(prompts, run_dir)
-            since = self._logcat_begin()
+            self._logcat.start()
             started = time.monotonic()
             res = self.transport.shell(argv, timeout=timeout, cwd=run_dir, env=env)
             wall = time.monotonic() - started
             stdout, stderr, exit_code, timed_out = res.stdout, res.stderr, res.exit_code, res.timed_out
-            logcat_text = self._logcat_end(since)
+            logcat_text = self._logcat.stop()
         except TransportError as exc:
             transport_error = str(exc)
         parsed, cls = analyse(stdout, stderr, exit_code=None if transport_error else exit_code, logcat=logcat_text,
@@ -473,33 +472,6 @@ class LlmDemoRunner:
             self.transport.push(local, posixpath.join(run_dir, PROMPT_FILE), mode=0o644)
         for name, path in images_of(prompts).items():
             self.transport.push(path, posixpath.join(run_dir, name), mode=0o644)
-
-    # -- logcat slice
-    def _logcat_available(self) -> bool:
-        if self._has_logcat is None:
-            res = self.transport.shell(["logcat", "-d", "-t", "1"], timeout=30)
-            self._has_logcat = res.exit_code == 0
-        return self._has_logcat
-
-    def _logcat_begin(self) -> str | None:
-        if self.logcat == "off" or not self._logcat_available():
-            return None
-        if self.logcat == "clear":
-            self.transport.shell(["logcat", "-c"], timeout=30)
-            return None
-        return self.transport.shell(["date", "+%m-%d %H:%M:%S"], timeout=30).stdout.strip()
-
-    def _logcat_end(self, since: str | None) -> str | None:
-        if self.logcat == "off" or not self._logcat_available():
-            return None
-        specs = [f"{t}:V" for t in self.logcat_tags] + ["DEBUG:V", "libc:V"]  # crash reports too
-        res = self.transport.shell(["logcat", "-d", "-v", "threadtime", "-s", *specs], timeout=60)
-        text = res.stdout
-        if since:
-            # threadtime lines start with "MM-DD HH:MM:SS.mmm": string order is time order.
-            text = "".join(line for line in text.splitlines(keepends=True)
-                           if line[:14] >= since or not re.match(r"\d\d-\d\d ", line))
-        return text
 
     def _transport_failure(self, items: list[Prompt], message: str) -> LlmDemoResult:
         texts = [p.text for p in items]

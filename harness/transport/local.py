@@ -17,6 +17,7 @@ _CHUNK = 4 << 20
 
 class LocalTransport(Transport):
     kind = "local"
+    free_bytes_is_df = False  # free_bytes() asks the host OS, not `df -k`
 
     def _exec(self, command: str, timeout: float | None) -> RawExec:
         proc = subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -66,6 +67,7 @@ class LocalTransport(Transport):
         return out
 
     def free_bytes(self, remote: str) -> int:
+        # The host's own disk_usage; the answer matches df, but a caller's df output is not it.
         path = Path(remote)
         while not path.exists():
             path = path.parent

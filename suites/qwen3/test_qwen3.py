@@ -12,12 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness import pipeline
-from harness.checks import mrope
 from harness.checks.agreement import DriftWarning
 from harness.checks.coherence import assert_coherent
 from harness.checks.quant import assert_quant_ok, check_file
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
-from harness.runners.overlay import Overlay
 from harness.runners.prompts import Prompt
 
 from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
@@ -87,14 +85,16 @@ def test_generation(matrix, judged, cases, pair: str, case_id: str, device_recor
 
 
 def test_chunked_prefill_equivalence(fits, llm_runner, provisioned_model, device_record) -> None:  # type: ignore[no-untyped-def]
-    """Greedy output with chunk_limits [128, 1] equals one large chunk for a prompt longer than a chunk."""
+    """Chunk_limits [128, 1] against one large chunk for a prompt longer than a chunk:
+    teacher-forced with llm_logits_diff when the runtime has it, else the greedy texts."""
     if "cpu" not in provisioned_model.configs:
         pytest.skip("no CPU config in this export")
     device_record.backend_pair = "cpu"
-    prompt = Prompt("Summarise this list: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40)))
-    chunked = llm_runner.run([prompt], backend="cpu", overlay=Overlay(max_new_tokens=32, chunk_limits=(128, 1)))
-    single = llm_runner.run([prompt], backend="cpu", overlay=Overlay(max_new_tokens=32, chunk_limits=(4096, 1)))
-    assert chunked.ok and single.ok, f"runs failed: {chunked.failure_class} / {single.failure_class}"
-    result = mrope.chunked_equivalence(chunked.texts[0] or "", single.texts[0] or "", label="long-text")
+    prompt = Prompt("Summarise this list: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40)),
+                    id="long-text")
+    [result] = pipeline.chunked_prefill_check(llm_runner, [prompt], backend="cpu")
     device_record.extras["chunked_equivalent"] = result.equal
-    mrope.assert_chunked_equivalent(result)
+    device_record.extras["chunked_method"] = result.method
+    if result.diff is not None:
+        device_record.extras["teacher_forced"] = result.diff.record_extras()
+    assert result.equal, result.explain()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -17,7 +17,8 @@ from harness.inventory import DeviceSpec, load_inventory
 from harness.lab.plan import load_plan
 from harness.lab.scheduler import DeviceContext
 from harness.report.records import TestRecord
-from harness.transport.base import HealthReport, RawExec
+from harness.transport.base import RawExec
+from harness.transport.facts import DeviceFacts
 from harness.transport.local import LocalTransport
 from harness.transport.retry import NO_RETRY
 
@@ -60,10 +61,15 @@ class FaultyLocal(LocalTransport):
             raise DeviceOfflineError(f"{self.device.name}: device offline (link unplugged by the test)")
         return super()._exec(command, timeout)
 
-    def health(self) -> HealthReport:
-        report = super().health()
-        report.facts.update(self.switch.facts.get(self.device.name, {}))
-        return report
+    def device_facts(self) -> DeviceFacts:
+        facts = super().device_facts()
+        said = self.switch.facts.get(self.device.name, {})
+        return replace(facts, **{k: _FACT_TYPES[k](v) for k, v in said.items()})
+
+
+# What a test may make a device say (Switch.facts), in DeviceFacts' own types.
+_FACT_TYPES: dict[str, Callable[[str], object]] = {
+    "battery_pct": int, "battery_temp_c": float, "boot_completed": lambda v: v == "1"}
 
 
 def faulty_factory(switch: Switch) -> Callable[[DeviceSpec], FaultyLocal]:
