@@ -308,6 +308,10 @@ def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, sui
         # CPU answer instead: drift with both texts, not "garbled".
         expectation_only = (j.verdict is not None and not j.verdict.coherent and ag is not None
                             and all(r.startswith("expectation:") for r in j.verdict.reasons))
+        # A content word of the CPU answer replaced ("France is France" for "Paris") is the more
+        # telling finding: it names both texts, whatever the text checker also disliked.
+        if ag is not None and ag.wrong_answer and not problems:
+            problems.append((ag.level, ag.describe(j.pair)))
         if j.verdict is not None and not j.verdict.coherent and not expectation_only and not problems:
             problems.append(("garbled", "; ".join(j.verdict.reasons)))
         if j.verdict is not None:
