@@ -8,17 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.quant.load import load_graph_json
-from harness.checks.quant.report import (
-    INT_KIND_TEXT,
-    INTEGER_KINDS,
-    Finding,
-    Hop,
-    IntegerKindCount,
-    MulCheck,
-    QuantParams,
-    QuantReport,
-    fmt_params,
-)
+from harness.checks.quant.report import (INT_KIND_TEXT, INTEGER_KINDS, Finding, Hop, IntegerKindCount,
+                                         MulCheck, QuantParams, QuantReport, fmt_params)
 from harness.errors import ArtifactError
 
 # Ops whose output is the same tensor data (layout/shape only): the down_proj walk crosses them.

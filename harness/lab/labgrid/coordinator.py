@@ -12,15 +12,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, Coroutine, TypeVar
 
 from harness.errors import HarnessError
-from harness.lab.labgrid.places import (
-    HARNESS_TAGS,
-    TAG_PID,
-    TAG_TOKEN,
-    PlaceResource,
-    PlaceState,
-    identity,
-    process_alive,
-)
+from harness.lab.labgrid.places import (HARNESS_TAGS, TAG_PID, TAG_TOKEN, PlaceResource, PlaceState, identity,
+                                        process_alive)
 
 T = TypeVar("T")
 SayFn = Callable[[str], None]
