@@ -21,11 +21,10 @@ CLI: `python -m harness.checks.quant FILE [--json] [--baseline FILE]`
 from harness.checks.quant.analysis import (analyze, assert_quant_ok, check_file, compare_coverage,
                                            integer_tensors)
 from harness.checks.quant.cli import main, render
-# _dump_mnn: harness/compiled_io.py calls the converter through this one home.
-from harness.checks.quant.load import _dump_mnn, load_graph_json
+from harness.mnn_graph import load_graph_json
 from harness.checks.quant.report import (INTEGER_KINDS, Finding, Hop, IntegerKindCount, MulCheck,
                                          QuantParams, QuantReport)
 
 __all__ = ["INTEGER_KINDS", "Finding", "Hop", "IntegerKindCount", "MulCheck", "QuantParams",
-           "QuantReport", "_dump_mnn", "analyze", "assert_quant_ok", "check_file", "compare_coverage",
+           "QuantReport", "analyze", "assert_quant_ok", "check_file", "compare_coverage",
            "integer_tensors", "load_graph_json", "main", "render"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.checks.quant.load import load_graph_json
+from harness.mnn_graph import load_graph_json
 from harness.checks.quant.report import (INT_KIND_TEXT, INTEGER_KINDS, Finding, Hop, IntegerKindCount,
                                          MulCheck, QuantParams, QuantReport, fmt_params)
 from harness.errors import ArtifactError

@@ -1,4 +1,5 @@
-"""Reading an MNN graph as JSON (`.json`, `.json.gz`, or `.mnn` via the mnn package's converter)."""
+"""Reading an MNN graph as JSON (`.json`, `.json.gz`, or `.mnn` via the mnn package's converter):
+the one home of the converter call, used by the quantization check and the compiled-IO reader."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def load_graph_json(path: Path | str) -> dict[str, Any]:
         what = "is a directory" if path.is_dir() else "no such file"
         raise ArtifactError(f"{path}: {what} (expected llm.mnn.json, llm.mnn.json.gz or llm.mnn)")
     if path.suffix == ".mnn":
-        return _dump_mnn(path)
+        return dump_mnn(path)
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
@@ -34,7 +35,7 @@ def load_graph_json(path: Path | str) -> dict[str, Any]:
     return graph
 
 
-def _dump_mnn(path: Path) -> dict[str, Any]:
+def dump_mnn(path: Path) -> dict[str, Any]:
     # The converter is called through `_tools` directly: the `mnnconvert` console script's
     # wrapper pip-installs a telemetry SDK (aliyun-log) on first use.
     script = "import sys, _tools; _tools.mnnconvert(['mnnconvert', '-f', 'MNN', '--modelFile', sys.argv[1], '--JsonFile', sys.argv[2]])"
