@@ -8,8 +8,8 @@ process start on a device shell costs milliseconds. Output is split into `@@name
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from harness.errors import ProvisionError
 from harness.provision.manifest import Manifest

@@ -30,10 +30,11 @@ from __future__ import annotations
 import posixpath
 import tempfile
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from harness import soc
 from harness.errors import HarnessError, ProvisionError, RemoteNoSpaceError, TransportError
@@ -185,13 +186,14 @@ def sync_set(
                                for it in items})
     result = SyncResult(remote_dir=layout.set_dir, manifest=manifest, bytes_sent=pushed,
                         files_sent=len(plan.push), files_linked=len(plan.link), files_removed=len(plan.stale))
-    complete = (probe.manifest is not None and len(plan.keep) == len(items) and not plan.stale and not plan.chmod
-                and all(probe.manifest.device.get(rel) == p.stamp for rel, p in plan.keep.items()))
-    if not complete:
+    own = probe.manifest
+    complete = (own is not None and len(plan.keep) == len(items) and not plan.stale and not plan.chmod
+                and all(own.device.get(rel) == p.stamp for rel, p in plan.keep.items()))
+    if own is None or not complete:
         _commit(s, plan, items, manifest)
     else:
         manifest.device = {rel: p.stamp for rel, p in plan.keep.items()}
-        if probe.manifest.to_json() != manifest.to_json():  # same files, new meta
+        if own.to_json() != manifest.to_json():  # same files, new meta
             _publish(s, manifest)
     cache.save()
     result.round_trips = s.round_trips
@@ -272,12 +274,13 @@ def _push_all(s: _Session, plan: Plan, hasher: ThreadPoolExecutor) -> int:
             by_remote = {posixpath.join(s.run_dir, it.file.rel): it for it in batch}
             arrived: list[Item] = []
 
+            # The callbacks run only while this batch's push_many call runs (B023 does not apply).
             def confirmed(remote: str) -> None:
-                arrived.append(by_remote[remote])
-                s.progress.file_done(by_remote[remote].file.rel)
+                arrived.append(by_remote[remote])  # noqa: B023
+                s.progress.file_done(by_remote[remote].file.rel)  # noqa: B023
 
             def hashed(remote: str, sha: str) -> None:
-                it = by_remote[remote]
+                it = by_remote[remote]  # noqa: B023
                 if it.sha is None:
                     it.sha = sha
                     s.cache.remember(it.key, sha)  # checked against a changed file below

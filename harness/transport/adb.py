@@ -18,12 +18,14 @@ import stat as stat_mod
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from harness.errors import (
-    CommandOutcomeUnknown, ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
-    TransportError,
+    CommandOutcomeUnknown, ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError,
+    RemotePathError, TransportError,
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
 from harness.transport.adb_host import AdbClient, AdbConnection, AdbError
@@ -355,7 +357,7 @@ class AdbTransport(Transport):
                 for local, remote, mode in todo:
                     tap = hasher.tap() if hasher is not None else None
                     sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress, tap)
-                    if hasher is not None and on_digest is not None:
+                    if hasher is not None and tap is not None and on_digest is not None:
                         hasher.done(tap, remote, on_digest)
                     sync.wait_acks(keep=_MAX_PENDING_ACKS)
                 sync.wait_acks()
@@ -491,10 +493,8 @@ class AdbTransport(Transport):
 
 def _close(conn: AdbConnection) -> None:
     """Close at once (adbutils closed with a half-close and a 10 ms sleep per connection)."""
-    try:
+    with suppress(OSError, AdbError):
         conn.conn.close()
-    except (OSError, AdbError):
-        pass
 
 
 __all__ = ["AdbTransport"]

@@ -106,7 +106,7 @@ def recv_some(sock: socket.socket, deadline: float | None, size: int = 1 << 16) 
     sock.settimeout(remaining(deadline))
     try:
         return sock.recv(size)
-    except socket.timeout:
+    except TimeoutError:
         raise ShellDeadline() from None
 
 
@@ -118,7 +118,7 @@ def recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
         sock.settimeout(remaining(deadline))
         try:
             k = sock.recv_into(view[got:])
-        except socket.timeout:
+        except TimeoutError:
             raise ShellDeadline() from None
         if k == 0:
             raise EOFError(f"stream closed after {got} of {n} bytes")

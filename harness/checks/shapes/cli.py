@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from harness.checks.shapes.compiled import fmt_shape, graph_inputs
 from harness.checks.shapes.findings import ERROR
@@ -42,7 +43,8 @@ def describe_io(io: CompiledIO) -> dict[str, Any]:
     return {
         "export": str(io.root), "source": io.source, "chunk_size": compiled_chunk_size(io),
         "inputs": inputs,
-        "stubs": {k: {"path": s.path, "source": s.source, "declared_inputs": {n: list(d) for n, d in s.declared.items()},
+        "stubs": {k: {"path": s.path, "source": s.source,
+                      "declared_inputs": {n: list(d) for n, d in s.declared.items()},
                       "binaries": [b.path for b in s.binaries]} for k, s in io.stubs.items()},
         "target": {"soc_id": io.target.soc_id, "dsp_arch": io.target.dsp_arch, "source": io.target.source},
     }
@@ -53,7 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description="Print an export's compiled QNN IO and the static shape findings.")
     parser.add_argument("export_dir", type=Path)
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    parser.add_argument("--config", default=None, help="the runtime config the run will use (default: every config*.json)")
+    parser.add_argument("--config", default=None,
+                        help="the runtime config the run will use (default: every config*.json)")
     parser.add_argument("--qnn-sdk", default=None, help="QNN SDK root: read the context binaries too")
     parser.add_argument("--image-sizes", default=None, help="WxH[,WxH] the run will ask for (width first)")
     parser.add_argument("--soc-id", type=int, default=None)

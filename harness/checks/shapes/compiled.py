@@ -14,9 +14,10 @@ folder without "Qwen" and "VL" gets `position_ids [1,seq]` and no deepstack inpu
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from harness.checks.shapes.findings import ERROR, WARNING, ShapeFinding
 from harness.compiled_io import SOURCE_SIDECAR, SOURCE_UNKNOWN, CompiledIO, StubIO, binary_files

@@ -3,8 +3,9 @@ source the compiled IO came; the assertion that reports them all."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 ERROR = "error"
 WARNING = "warning"

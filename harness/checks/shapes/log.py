@@ -48,10 +48,12 @@ _LOG_PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
         ("graph_io_missing", r"can't find (\d+) (input|output): (\S+)",
          "the graph and the runtime disagree on tensor names (e.g. deepstack_embeds)"),
         ("qnn_mask", r"Can't find mask from qnn model", "the QNN graph lacks attention_mask"),
-        ("qnn_kv", r"QNN: Error: (KV length -?\d+ larger than max size = -?\d+|Remove -?\d+ larger than current = -?\d+)",
+        ("qnn_kv", r"QNN: Error: (KV length -?\d+ larger than max size = -?\d+"
+                   r"|Remove -?\d+ larger than current = -?\d+)",
          "the prompt exceeds the KV size compiled with --max_history_token"),
         ("qnn_error_code", r"Error in file (\S+), line (\d+): error code (\d+)", ""),
-        ("merged_embeddings", r"\[Error\]: (failed to build merged multimodal embeddings|merged multimodal embeddings are not readable).*",
+        ("merged_embeddings", r"\[Error\]: (failed to build merged multimodal embeddings"
+                              r"|merged multimodal embeddings are not readable).*",
          "image embeddings and image-pad tokens disagree"),
         ("image_dropped", r"Omni Can't open image",
          "the image was not found (paths are relative to the cwd) and was silently dropped"),

@@ -6,8 +6,9 @@ NPU stub `qnn/*.mnn`, the context binaries with `--qnn-sdk`, or the optional sid
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from harness.checks.shapes.compiled import (
     ModelNeeds,

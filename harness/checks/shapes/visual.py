@@ -6,7 +6,8 @@ both `image_embeds` and `deepstack_feature` (deepstack models)."""
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from harness.checks.mrope import smart_resize
 from harness.checks.shapes.compiled import ModelNeeds, fmt_shape, graph_inputs
