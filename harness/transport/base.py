@@ -89,6 +89,20 @@ class HealthReport:
         return self.reachable and not self.problems
 
 
+def free_bytes_from_df(stdout: str, what: str) -> int:
+    """Free bytes from POSIX `df -k` output for one path (as toybox prints it). `what` names
+    the device and command for the error."""
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    if len(lines) < 2:
+        raise TransportError(f"{what}: cannot read free space: {stdout!r}")
+    # Header: Filesystem 1K-blocks Used Available Use% Mounted on; a long device name may wrap.
+    cols = " ".join(lines[1:]).split()
+    nums = [c for c in cols if c.isdigit()]
+    if len(nums) < 3:
+        raise TransportError(f"{what}: unexpected `df -k` output: {stdout!r}")
+    return int(nums[2]) * 1024
+
+
 class Transport(ABC):
     """A link to one device. Methods raise TransportError subclasses for link faults."""
 
@@ -134,10 +148,15 @@ class Transport(ABC):
         if pid_file and stale:
             # Pid files of finished runs go with the next timed command: no extra round trip.
             command = f"{quote_argv(['rm', '-f', *stale])}; {command}"
+        if pid_file and not getattr(self, "_tmp_ready", False):
+            # So does making the scratch folder the first pid file goes to (a lab night opens
+            # every device at once; each round trip is a process spawn on the device).
+            command = f"{quote_argv(['mkdir', '-p', posixpath.dirname(pid_file)])}; {command}"
         started = time.monotonic()
         raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
         duration = time.monotonic() - started
         if pid_file:
+            self._tmp_ready = True
             if raw.timed_out:
                 self._kill_from_pid_file(pid_file)
                 self._exec(quote_argv(["rm", "-f", pid_file]), 30)
@@ -194,7 +213,8 @@ class Transport(ABC):
         return self.shell(args, timeout=timeout, check=True).stdout
 
     def _pid_file(self) -> str:
-        return posixpath.join(self.device_tmp_dir(), f"pid-{uuid.uuid4().hex}")
+        # In device_tmp_dir(), which shell() makes on the way if it is not there yet.
+        return posixpath.join(self.device.work_dir, ".harness", f"pid-{uuid.uuid4().hex}")
 
     def device_tmp_dir(self) -> str:
         """A writable scratch folder on the device (created on first use)."""
@@ -319,15 +339,7 @@ class Transport(ABC):
     def free_bytes(self, remote: str) -> int:
         """Free bytes on the filesystem holding `remote` (POSIX `df -k`, as toybox prints it)."""
         res = self.quick(["df", "-k", remote])
-        lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
-        if len(lines) < 2:
-            raise TransportError(f"{self.device.name}: cannot read free space from `df -k {remote}`: {res.stdout!r}")
-        # Header: Filesystem 1K-blocks Used Available Use% Mounted on; a long device name may wrap.
-        cols = " ".join(lines[1:]).split()
-        nums = [c for c in cols if c.isdigit()]
-        if len(nums) < 3:
-            raise TransportError(f"{self.device.name}: unexpected `df -k` output: {res.stdout!r}")
-        return int(nums[2]) * 1024
+        return free_bytes_from_df(res.stdout, f"{self.device.name}: `df -k {remote}`")
 
     def sha256(self, remote: str) -> str | None:
         res = self.shell(["sha256sum", remote], timeout=600)
