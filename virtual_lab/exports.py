@@ -14,18 +14,25 @@ Layout (Qwen3-VL; the text export has the same minus the visual files and the tw
     llm.mnn  llm.mnn.weight  visual.mnn  visual.mnn.weight
     qnn/llm.mnn  qnn/graphllm<N>.bin (one per NPU segment; layers+1 by default)
     qnn/visual.mnn  qnn/graphvisual<N>.bin
-    qnn/export_manifest.json         the harness's own sidecar, see below
+    qnn/export_manifest.json         the optional sidecar (knob sidecar=True), see below
+
+qnn/llm.mnn and qnn/visual.mnn are real MNN models in compilefornpu's stub layout (one QNN
+`Plugin` op per context binary with path / allGraphName / allInputShape / inputs / outputs /
+o_<shape>_<k>, docs/qnn-export-artifacts.md), written with the `mnn` package's converter from
+the same makeIOJson configs as the sidecar's `io`, so harness.compiled_io reads them as it reads
+a real export. `edit_stub` / `set_compiled_dims` rewrite one in place (faulty stubs for tests).
     virtual_behaviour.json           virtual lab only, see below
 
 Backend pairs are "<visual backend>/<llm backend>", as users name the matrix (QNN/CPU = visual on
 QNN, LLM on CPU; harness/provision/types.py), each "qnn" or "cpu"; a config's pair is
 `backend_pair_of(config)` (a model without a visual part reports "cpu" for the visual side).
 
-qnn/export_manifest.json (harness sidecar, format "harness.qnn_export_manifest/1")
+qnn/export_manifest.json (optional sidecar, format "harness.qnn_export_manifest/1")
 -----------------------------------------------------------------------------
 `generate_llm_qnn.py` records none of its arguments: it writes its IO spec to
 `<cache_path>/input.json` (`makeIOJson` / `makeVLIOJson`) and deletes the cache dir at the end.
-The harness therefore expects the export step to leave this sidecar next to the QNN files::
+An export step may leave this sidecar next to the QNN files (soc_id/dsp_arch and the image
+sizes' axis order are what only it can tell without a QNN SDK)::
 
     {"format": "harness.qnn_export_manifest/1",
      "model_type": "qwen3_vl", "soc_id": 69, "dsp_arch": "v79", "vtcm_mb": 8,
@@ -37,12 +44,14 @@ The harness therefore expects the export step to leave this sidecar next to the 
      "graphs": {"llm": ["qnn/graphllm0.bin", ...], "visual": ["qnn/graphvisual0.bin"]}}
 
 Each IO config is `{"inputs": [{"name", "shape", "type"?, "value"?}], "outputs": [names]}`.
-`harness.checks.shapes` reads it.
+`harness.compiled_io` falls back to it when an export has no stub.
 
 Binary headers (virtual lab only): `qnn/graph*.bin` start with b"QNNCTX\\0\\1", a little-endian
-u32 length and a JSON header {"graphs": [...], "soc_id", "dsp_arch", "vtcm_mb"}, then filler.
-`read_context_header(path)` returns that JSON, so the virtual runtime can fail with
-`QNN: Failed to validate binary` when soc/arch do not match the device.
+u32 length and a JSON header {"graphs": [...], "soc_id", "dsp_arch", "vtcm_mb", "graph_io"},
+then filler. `read_context_header(path)` returns that JSON, so the virtual runtime can fail with
+`QNN: Failed to validate binary` when soc/arch do not match the device; `write_sdk_tool(dir)`
+writes a stand-in `qnn-context-binary-utility` that dumps it in the SDK tool's JSON layout
+(`context_binary_utility_json`).
 
 virtual_behaviour.json (virtual lab only; `VirtualBehaviour` below)
 -------------------------------------------------------------------
@@ -84,20 +93,24 @@ without `deepstack_feature` makes image prompts ("<img>") on a QNN visual a "sha
 Missing files, soc/arch mismatch and image sizes are left for the runtime to detect itself.
 
 CLI: python -m virtual_lab.exports {qwen3,qwen3-vl} DST [--size-mb N] [--soc-id 69 --dsp-arch v79]
+[--no-sidecar]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import re
 import shutil
 import struct
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence, TypedDict
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypedDict
 
 PAIR_QNN_QNN = "qnn/qnn"
 PAIR_CPU_QNN = "qnn/cpu"  # LLM on CPU, visual on QNN (pairs are written visual/llm)
@@ -356,6 +369,7 @@ class _Spec:
     n_visual_graphs: int
     sampler_type: str
     seed: int
+    sidecar: bool = True
     extra: dict = field(default_factory=dict)
 
 
@@ -440,6 +454,255 @@ def _visual_io(spec: _Spec) -> dict:
             "outputs": list(spec.visual_outputs),
         })
     return {"configs": configs}
+
+
+# --------------------------------------------------------------------------------------------
+# NPU stubs (qnn/llm.mnn, qnn/visual.mnn) in the real compilefornpu layout
+# --------------------------------------------------------------------------------------------
+
+_INT_INPUTS = {"position_ids", "logits_index", "idx_tensor"}
+
+
+@dataclass(frozen=True)
+class _PluginSpec:
+    """One context binary as the stub's Plugin op describes it."""
+
+    path: str  # "qnn/graphllm0.bin"
+    graph_names: tuple[str, ...]  # one per compiled shape
+    inputs: tuple[str, ...]  # tensor names
+    outputs: tuple[str, ...]
+    input_dims: tuple[tuple[tuple[int, ...], ...], ...]  # [shape][input] -> dims
+    output_dims: tuple[tuple[tuple[int, ...], ...], ...]  # [shape][output] -> dims
+
+
+def _declared(per_shape: Sequence[Sequence[int]]) -> list[int]:
+    """An Input op's dims: fixed where every compiled shape agrees, -1 where they differ."""
+    first = list(per_shape[0])
+    return [d if all(len(s) == len(first) and s[k] == d for s in per_shape) else -1
+            for k, d in enumerate(first)]
+
+
+def _stub_graph(configs: Sequence[dict], plugins: Sequence[_PluginSpec], outputs: Sequence[str]) -> dict:
+    """The MNN graph JSON (mnnconvert's dump format) of a compilefornpu stub: the top-level
+    Input ops, then one Plugin op (type QNN) per context binary with the attributes the QNN
+    plugin reads (docs/qnn-export-artifacts.md)."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+
+    def tensor(name: str) -> int:
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        return index[name]
+
+    ops: list[dict] = []
+    for inp in configs[0]["inputs"]:
+        name = inp["name"]
+        per_shape = [next(i["shape"] for i in c["inputs"] if i["name"] == name) for c in configs]
+        main: dict[str, Any] = {"dims": _declared(per_shape), "dformat": "NCHW"}
+        if name in _INT_INPUTS or inp.get("type") == "int":
+            main["dtype"] = "DT_INT32"
+        ops.append({"main_type": "Input", "main": main, "name": name,
+                    "outputIndexes": [tensor(name)], "type": "Input"})
+    for p in plugins:
+        ins = [tensor(n) for n in p.inputs]
+        outs = [tensor(n) for n in p.outputs]
+        attrs: list[dict] = [
+            {"key": "path", "s": p.path},
+            {"key": "inputs", "list": {"s": [f"t{i}" for i in ins]}},
+            {"key": "allGraphName", "list": {"s": list(p.graph_names)}},
+            {"key": "outputs", "list": {"s": [f"t{i}" for i in outs]}},
+            {"key": "allInputShape", "list": {"i": [d for shape in p.input_dims for dims in shape for d in dims]}},
+        ]
+        for si, shape in enumerate(p.output_dims):
+            attrs += [{"key": f"o_{si}_{k}", "tensor": {"dims": list(dims)}} for k, dims in enumerate(shape)]
+        ops.append({"inputIndexes": ins, "main_type": "Plugin", "main": {"type": "QNN", "attr": attrs},
+                    "name": p.path, "outputIndexes": outs, "type": "Plugin"})
+    return {"bizCode": "MNNTest", "extraInfo": {"version": "3.6.1"}, "oplists": ops,
+            "outputName": list(outputs), "sourceType": "ONNX", "tensorName": names}
+
+
+def _llm_plugins(spec: _Spec) -> list[_PluginSpec]:
+    """The LLM split like compilefornpu splits it: graph 0 takes the positions and embeddings,
+    the deepstack layers take deepstack_embeds, the last graph writes the logits."""
+    configs = _llm_io(spec)["configs"]
+    dims = [{i["name"]: tuple(i["shape"]) for i in c["inputs"]} for c in configs]
+    seqs = [d["input_ids"][0] for d in dims]
+    n = spec.n_llm_graphs
+    ds_graphs = set(range(1, min(DEEPSTACK_LAYERS, n - 1) + 1)) or {0}
+    plugins = []
+    hidden_in = ""
+    for k in range(n):
+        ins = ["position_ids", "input_ids"] if k == 0 else [hidden_in]
+        if spec.is_visual and k in ds_graphs:
+            ins.append("deepstack_embeds")
+        last = k == n - 1
+        out = "logits" if last else f"/blocks.{k}/Add_output_0"
+        in_dims = tuple(tuple(dims[si][i] if i in dims[si] else (1, seq, spec.hidden) for i in ins)
+                        for si, seq in enumerate(seqs))
+        out_dims = tuple(((1, seq, spec.vocab if last else spec.hidden),) for seq in seqs)
+        plugins.append(_PluginSpec(f"qnn/graphllm{k}.bin", (f"graphllm{k}", f"graphllm1_{k}"), tuple(ins),
+                                   (out,), in_dims, out_dims))
+        hidden_in = out
+    return plugins
+
+
+def _visual_plugins(spec: _Spec) -> list[_PluginSpec]:
+    configs = _visual_io(spec)["configs"]
+    seqs = [c["inputs"][0]["shape"][0] for c in configs]
+    top = [i["name"] for i in configs[0]["inputs"]]
+    n = spec.n_visual_graphs
+    plugins = []
+    hidden_in = ""
+    for k in range(n):
+        ins = top if k == 0 else [hidden_in]
+        last = k == n - 1
+        outs = list(spec.visual_outputs) if last else [f"/visual/blocks.{k}/Add_output_0"]
+        in_dims = tuple(tuple(tuple(next(i["shape"] for i in c["inputs"] if i["name"] == name))
+                              if name in top else (seq, 1024) for name in ins)
+                        for c, seq in zip(configs, seqs))
+        out_dims = tuple(tuple(((DEEPSTACK_LAYERS, seq // 4, spec.hidden) if o == "deepstack_feature"
+                                else (seq // 4, spec.hidden) if last else (seq, 1024)) for o in outs)
+                         for seq in seqs)
+        names = (f"graphvisual{k}",) + tuple(f"graphvisual{i}_{k}" for i in range(1, len(configs)))
+        plugins.append(_PluginSpec(f"qnn/graphvisual{k}.bin", names, tuple(ins), tuple(outs), in_dims, out_dims))
+        hidden_in = outs[0]
+    return plugins
+
+
+def _convert_script() -> str:
+    # The `mnn` package's converter through `_tools` (never the `mnnconvert` console script,
+    # whose wrapper pip-installs a telemetry SDK); the same call harness.checks.quant makes.
+    return "import sys, _tools; _tools.mnnconvert(['mnnconvert'] + sys.argv[1:])"
+
+
+@functools.lru_cache(maxsize=16)
+def _stub_bytes(graph_json: str) -> bytes:
+    """JSON -> .mnn with the converter (`-f JSON`); cached, since tests write many alike exports."""
+    with tempfile.TemporaryDirectory(prefix="vlab-stub-") as tmp:
+        src, out = Path(tmp) / "stub.json", Path(tmp) / "stub.mnn"
+        src.write_text(graph_json, encoding="utf-8")
+        proc = subprocess.run([sys.executable, "-c", _convert_script(), "-f", "JSON", "--modelFile", str(src),
+                               "--MNNModel", str(out)], capture_output=True, text=True, timeout=300)
+        if "No module named '_tools'" in proc.stderr:
+            raise ValueError("writing the NPU stub qnn/*.mnn needs the `mnn` package's converter: "
+                             "pip install 'harness[dev]' (or 'harness[mnn]')")
+        if not out.is_file() or out.stat().st_size == 0:
+            detail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+            raise ValueError(f"the mnn converter could not write the NPU stub ({detail[0]})")
+        return out.read_bytes()
+
+
+def edit_stub(path: Path, edit: Callable[[dict], None]) -> None:
+    """Dump an NPU stub to its JSON graph, let `edit` change it, and write it back in place
+    (tests make the faulty stubs upstream writes this way)."""
+    with tempfile.TemporaryDirectory(prefix="vlab-stub-") as tmp:
+        out = Path(tmp) / "stub.json"
+        subprocess.run([sys.executable, "-c", _convert_script(), "-f", "MNN", "--modelFile", str(path),
+                        "--JsonFile", str(out)], capture_output=True, text=True, timeout=300)
+        try:
+            graph = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: the mnn converter could not dump it ({exc})") from None
+    edit(graph)
+    Path(path).write_bytes(_stub_bytes(json.dumps(graph, sort_keys=True)))
+
+
+def set_compiled_dims(graph: dict, tensor: str, dims: Sequence[Sequence[int]]) -> int:
+    """In a stub's JSON graph, compile `tensor` with dims[shape index] in every Plugin op that
+    takes it (allInputShape rewritten; ranks may change). Returns how many ops changed."""
+    names = graph["tensorName"]
+    changed = 0
+    for op in graph["oplists"]:
+        if op.get("type") != "Plugin" or tensor not in [names[i] for i in op.get("inputIndexes", [])]:
+            continue
+        attrs = {a["key"]: a for a in op["main"]["attr"]}
+        graphs = len(attrs["allGraphName"]["list"]["s"])
+        flat = attrs["allInputShape"]["list"]["i"]
+        ins = [names[i] for i in op["inputIndexes"]]
+        per = len(flat) // graphs
+        ranks = _ranks_of(graph, op, per)
+        rebuilt: list[int] = []
+        for si in range(graphs):
+            cur = flat[si * per:(si + 1) * per]
+            pos = 0
+            for name, r in zip(ins, ranks):
+                rebuilt += list(dims[si]) if name == tensor else cur[pos:pos + r]
+                pos += r
+        attrs["allInputShape"]["list"]["i"] = rebuilt
+        changed += 1
+    return changed
+
+
+def _ranks_of(graph: dict, op: dict, per: int) -> list[int]:
+    names = graph["tensorName"]
+    known: dict[int, int] = {}
+    for other in graph["oplists"]:
+        if other.get("type") == "Input":
+            known[other["outputIndexes"][0]] = len(other["main"]["dims"])
+        elif other.get("type") == "Plugin":
+            attrs = {a["key"]: a for a in other["main"]["attr"]}
+            for k, i in enumerate(other.get("outputIndexes", [])):
+                if f"o_0_{k}" in attrs:
+                    known[i] = len(attrs[f"o_0_{k}"]["tensor"]["dims"])
+    ranks = [known.get(i, 0) for i in op["inputIndexes"]]
+    if 0 in ranks:
+        ranks[ranks.index(0)] = per - sum(ranks)
+    if sum(ranks) != per:
+        raise ValueError(f"cannot tell the ranks of {[names[i] for i in op['inputIndexes']]}")
+    return ranks
+
+
+def _graph_io(plugins: Sequence[_PluginSpec]) -> dict[str, dict]:
+    """Per context binary path: each graph's inputs/outputs as QNN names them (t<K>) with dims,
+    for the virtual lab's stand-in of qnn-context-binary-utility."""
+    out: dict[str, dict] = {}
+    for p in plugins:
+        out[p.path] = {g: {"inputs": [list(d) for d in p.input_dims[si]],
+                           "outputs": [list(d) for d in p.output_dims[si]]}
+                       for si, g in enumerate(p.graph_names)}
+    return out
+
+
+def context_binary_utility_json(path: Path) -> dict:
+    """What `qnn-context-binary-utility --json_file` writes for a virtual-lab context binary:
+    {"info": {"graphs": [{"info": {"graphName", "graphInputs": [{"info": {"name", "dimensions"}}],
+    "graphOutputs": [...]}}], "socModel": N, "dspArch": N}} (the keys harness.compiled_io reads).
+    Raises ValueError for a file that is no virtual context binary."""
+    head = read_context_header(path)
+    graphs = []
+    for g in head.get("graphs", []):
+        io = head.get("graph_io", {}).get(g, {"inputs": [], "outputs": []})
+        graphs.append({"info": {
+            "graphName": g,
+            "graphInputs": [{"info": {"name": f"t{k}", "dimensions": d}} for k, d in enumerate(io["inputs"])],
+            "graphOutputs": [{"info": {"name": f"o{k}", "dimensions": d}} for k, d in enumerate(io["outputs"])],
+        }})
+    arch = str(head.get("dsp_arch", "")).lstrip("v")
+    return {"info": {"graphs": graphs, "socModel": head.get("soc_id"),
+                     "dspArch": int(arch) if arch.isdigit() else None}}
+
+
+def write_sdk_tool(bin_dir: Path) -> Path:
+    """An executable `qnn-context-binary-utility` for the virtual lab's QNN SDK (bin_dir is
+    <sdk>/bin/x86_64-linux-clang): it answers from the virtual context binaries' headers."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    tool = bin_dir / "qnn-context-binary-utility"
+    repo = Path(__file__).resolve().parent.parent
+    tool.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(repo)!r})\n"
+        "from virtual_lab.exports import context_binary_utility_json\n"
+        "args = dict(zip(sys.argv[1::2], sys.argv[2::2]))\n"
+        "try:\n"
+        "    data = context_binary_utility_json(args['--context_binary'])\n"
+        "except (KeyError, OSError, ValueError) as exc:\n"
+        "    print(f'Error: Failed to get context binary info. ({exc})', file=sys.stderr)\n"
+        "    sys.exit(1)\n"
+        "open(args['--json_file'], 'w').write(json.dumps(data))\n", encoding="utf-8")
+    tool.chmod(0o755)
+    return tool
 
 
 def _base_config(spec: _Spec) -> dict:
@@ -533,9 +796,10 @@ def _manifest(spec: _Spec, dst: Path, llm_bins: list[str], vis_bins: list[str]) 
     }
 
 
-def _context_header(graphs: list[str], spec: _Spec) -> bytes:
+def _context_header(graphs: list[str], spec: _Spec, graph_io: dict | None = None) -> bytes:
     meta = json.dumps({"graphs": graphs, "soc_id": spec.soc_id, "dsp_arch": spec.dsp_arch,
-                       "vtcm_mb": spec.vtcm_mb, "format": "virtual-lab qnn context"}).encode()
+                       "vtcm_mb": spec.vtcm_mb, "format": "virtual-lab qnn context",
+                       "graph_io": graph_io or {}}).encode()
     return CONTEXT_MAGIC + struct.pack("<I", len(meta)) + meta
 
 
@@ -606,37 +870,48 @@ def _write_export(dst: Path, spec: _Spec, *, missing: Iterable[str],
     total += _json(dst / "llm_config.json", _llm_config(spec))
     total += _json(dst / "export_args.json", _export_args(spec, dst))
 
+    # The NPU stubs: real MNN models holding one QNN Plugin op per context binary.
+    llm_plugins = _llm_plugins(spec)
+    stubs = {"qnn/llm.mnn": (llm_plugins, _llm_io(spec)["configs"], ["logits"])}
+    vis_plugins = _visual_plugins(spec) if spec.is_visual else []
+    if spec.is_visual:
+        stubs["qnn/visual.mnn"] = (vis_plugins, _visual_io(spec)["configs"], list(spec.visual_outputs))
+    used = 0
+    for rel, (plugins, io_configs, outputs) in stubs.items():
+        data = _stub_bytes(json.dumps(_stub_graph(io_configs, plugins, outputs), sort_keys=True))
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dst / rel).write_bytes(data)
+        used += len(data)
+        total += len(data)
+
     # Share of the size budget per big file; the last one takes the rounding remainder.
     budget = int(spec.size_mb * (1 << 20))
-    llm_bins = [f"qnn/graphllm{i}.bin" for i in range(spec.n_llm_graphs)]
-    vis_bins = [f"qnn/graphvisual{i}.bin" for i in range(spec.n_visual_graphs)] if spec.is_visual else []
+    llm_bins = [p.path for p in llm_plugins]
+    vis_bins = [p.path for p in vis_plugins]
     tok = "tokenizer.mtok" if spec.tokenizer == "mtok" else "tokenizer.txt"
     shares: list[tuple[str, float, bytes]] = [
         ("llm.mnn", 0.01, _MNN_HEADER),
-        ("qnn/llm.mnn", 0.005, _MNN_HEADER),
         (tok, 0.02, _TOKENIZER_TXT_HEADER if spec.tokenizer == "txt" else b"430 4\n"),
         ("embeddings_bf16.bin", 0.15 if spec.is_visual else 0.25, b""),
     ]
     llm_bin_share = 0.2 if spec.is_visual else 0.25
-    for i, b in enumerate(llm_bins):
-        shares.append((b, llm_bin_share / len(llm_bins),
-                       _context_header([f"graphllm{i}", f"graphllm1_{i}"], spec)))
+    for p in llm_plugins:
+        shares.append((p.path, llm_bin_share / len(llm_plugins),
+                       _context_header(list(p.graph_names), spec, _graph_io([p])[p.path])))
     if spec.is_visual:
-        shares += [("visual.mnn", 0.02, _MNN_HEADER), ("qnn/visual.mnn", 0.005, _MNN_HEADER),
-                   ("visual.mnn.weight", 0.12, b"")]
-        extra_graphs = [f"graphvisual{k}_" for k in range(1, len(spec.image_sizes))]
-        for i, b in enumerate(vis_bins):
-            names = [f"graphvisual{i}"] + [f"{g}{i}" for g in extra_graphs]
-            shares.append((b, 0.12 / len(vis_bins), _context_header(names, spec)))
+        shares += [("visual.mnn", 0.02, _MNN_HEADER), ("visual.mnn.weight", 0.12, b"")]
+        for p in vis_plugins:
+            shares.append((p.path, 0.12 / len(vis_plugins),
+                           _context_header(list(p.graph_names), spec, _graph_io([p])[p.path])))
     shares.append(("llm.mnn.weight", 0.0, b""))  # takes what is left (~0.45)
-    used = 0
     for name, share, header in shares:
         size = int(budget * share) if share else max(budget - used, 0)
         size = max(size, len(header) + 64)
         used += size
         total += fill.write(dst / name, size, header)
 
-    total += _json(dst / MANIFEST_PATH, _manifest(spec, dst, llm_bins, vis_bins))
+    if spec.sidecar:
+        total += _json(dst / MANIFEST_PATH, _manifest(spec, dst, llm_bins, vis_bins))
     beh = behaviour if behaviour is not None else default_behaviour(spec.is_visual)
     beh = _merge_behaviour(validate_behaviour(beh), _derived_faults(spec))
     total += _json(dst / BEHAVIOUR_FILE, beh)
@@ -680,7 +955,7 @@ def _common(kw: dict, *, default_mb: float) -> dict:
         size_mb=size_mb, soc_id=int(kw.pop("soc_id", 69)), dsp_arch=arch,
         vtcm_mb=int(kw.pop("vtcm_mb", 8)), chunk_size=chunk_size, chunk_limits=limits,
         tokenizer=tokenizer, sampler_type=str(kw.pop("sampler_type", "mixed")),
-        seed=int(kw.pop("seed", 0)),
+        seed=int(kw.pop("seed", 0)), sidecar=bool(kw.pop("sidecar", True)),
     )
 
 
@@ -690,7 +965,8 @@ def make_qwen3_export(dst: Path, **knobs: Any) -> ExportInfo:
     Knobs: size_mb=4, soc_id=69, dsp_arch="v79", vtcm_mb=8, chunk_size=128 (compiled),
     chunk_limits=None ([chunk_size, 1]; pass e.g. [256, 1] for a mismatch), tokenizer="mtok"|"txt",
     n_llm_graphs=29 (layers + 1), sampler_type="mixed", seed=0, missing=() (relative paths to
-    delete), behaviour=None (virtual_behaviour.json content), overwrite=True."""
+    delete), behaviour=None (virtual_behaviour.json content), overwrite=True, sidecar=True
+    (False: no qnn/export_manifest.json, as a real export has none)."""
     kw = dict(knobs)
     missing = kw.pop("missing", ())
     behaviour = kw.pop("behaviour", None)
@@ -750,10 +1026,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-deepstack-feature", action="store_true")
     parser.add_argument("--missing", action="append", default=[])
     parser.add_argument("--tokenizer", choices=("mtok", "txt"), default="mtok")
+    parser.add_argument("--no-sidecar", action="store_true", help="no qnn/export_manifest.json, like a real export")
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = dict(soc_id=args.soc_id, dsp_arch=args.dsp_arch,
                                  chunk_size=args.chunk_size, missing=args.missing,
-                                 tokenizer=args.tokenizer)
+                                 tokenizer=args.tokenizer, sidecar=not args.no_sidecar)
     if args.size_mb is not None:
         knobs["size_mb"] = args.size_mb
     if args.chunk_limits:

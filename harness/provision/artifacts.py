@@ -6,9 +6,11 @@ Everything here is checked on the host, before a single byte moves:
   a QNN config its `qnn/graph*.bin` context binaries);
 - ExecuTorch export: `.pte` program(s) and a tokenizer;
 - the model type comes from `llm_config.json` (or the sidecar manifest), never the folder name;
-- the export's target (soc_id / HTP arch) comes from `export_args.json`, a sidecar
-  `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style file names
-  (`visual_qnn_69_v79.mnn`), and is compared with the device's.
+- the export's target (soc_id / HTP arch) comes from the context binaries themselves when a QNN
+  SDK is given (`qnn-context-binary-utility`, harness.compiled_io), `export_args.json`, the
+  optional sidecar `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style
+  file names (`visual_qnn_69_v79.mnn`), and is compared with the device's. A real MNN export
+  records none of these by itself: without the SDK or a sidecar the target is unknown.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness import soc
+from harness.compiled_io import read_binary_target
 from harness.errors import ArtifactError
 from harness.inventory import DeviceSpec
 from harness.provision.manifest import LOCAL_MANIFEST_NAME
@@ -198,9 +201,14 @@ def _merge_targets(found: list[ExportTarget]) -> ExportTarget | None:
     return merged
 
 
-def read_target(root: Path, files: list[ArtifactFile]) -> ExportTarget | None:
-    """Every record of the export's target that exists, checked to agree with each other."""
+def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None) -> ExportTarget | None:
+    """Every record of the export's target that exists, checked to agree with each other.
+    With qnn_sdk the context binaries are read too (the one record a real export always has)."""
     found: list[ExportTarget] = []
+    from_bins = read_binary_target(root, qnn_sdk) if qnn_sdk else None
+    if from_bins is not None:
+        bins, rels = from_bins
+        found.append(ExportTarget(soc_id=bins.soc_id, htp_arch=bins.dsp_arch, source=f"{bins.source} ({rels})"))
     args = root / "export_args.json"
     if args.is_file():
         t = _target_from_mapping(_json_object(args, "export_args.json"), str(args))
@@ -231,8 +239,10 @@ def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_t
             return
         raise ArtifactError(
             f"{artifact.root}: QNN export without a recorded target (no soc_id/dsp_arch in export_args.json, "
-            f"{' or '.join(SIDECAR_NAMES)}); cannot tell whether it fits {device.name} ({device.soc_model}, "
-            f"HTP {device.htp_arch}). Add {SIDECAR_NAMES[0]} with soc_id and dsp_arch, or pass allow_unknown_target")
+            f"{' or '.join(SIDECAR_NAMES)}, and no QNN SDK given to read the context binaries); cannot tell "
+            f"whether it fits {device.name} ({device.soc_model}, HTP {device.htp_arch}). Pass the QNN SDK "
+            f"(--qnn-sdk) so qnn-context-binary-utility reads them, add {SIDECAR_NAMES[0]} with soc_id and "
+            f"dsp_arch, or pass allow_unknown_target")
     here = f"{device.name} ({device.soc_model}, soc_id {device.soc_id}, HTP {device.htp_arch})"
     if t.htp_arch is not None and t.htp_arch != device.htp_arch:
         raise ArtifactError(f"{artifact.root}: compiled for {t.describe()} ({t.source}) but {here} needs "
@@ -290,7 +300,7 @@ def _check_qnn_bins(root: Path, qnn_model: str, kind: str, config: Path, have: d
                                 "copy the complete qnn/ folder")
 
 
-def _load_mnn(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
+def _load_mnn(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None) -> ModelArtifact:
     have = {f.rel: f for f in files}
     llm_config_path = root / "llm_config.json"
     llm_config = _json_object(llm_config_path, "llm_config.json")
@@ -342,7 +352,8 @@ def _load_mnn(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
     if any(_BIN_RE.match(PurePosixPath(f.rel).name) for f in files):
         uses_qnn = True
     return ModelArtifact(root=root, kind="mnn", model_type=model_type.strip(), files=tuple(files),
-                         configs=configs, target=read_target(root, files), uses_qnn=uses_qnn, is_visual=is_visual)
+                         configs=configs, target=read_target(root, files, qnn_sdk if uses_qnn else None),
+                         uses_qnn=uses_qnn, is_visual=is_visual)
 
 
 # ---- ExecuTorch -----------------------------------------------------------------------------
@@ -376,8 +387,9 @@ def _load_executorch(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
                          uses_qnn=uses_qnn)
 
 
-def load_export(model_dir: Path | str) -> ModelArtifact:
-    """Read and validate an export folder (MNN or ExecuTorch). Raises ArtifactError."""
+def load_export(model_dir: Path | str, *, qnn_sdk: Path | str | None = None) -> ModelArtifact:
+    """Read and validate an export folder (MNN or ExecuTorch). Raises ArtifactError.
+    qnn_sdk: a QNN SDK root; the MNN export's context binaries then tell its soc_id/dsp_arch."""
     root = Path(model_dir).expanduser()
     if not root.is_dir():
         raise ArtifactError(f"{root}: not a folder; pass the export's output folder (the one with config.json "
@@ -388,7 +400,7 @@ def load_export(model_dir: Path | str) -> ModelArtifact:
         raise ArtifactError(f"{root}: the folder is empty; pass the export's output folder")
     names = {f.rel for f in files}
     if "llm_config.json" in names or any(n in names for n in MNN_CONFIG_NAMES):
-        return _load_mnn(root, files)
+        return _load_mnn(root, files, qnn_sdk)
     if any(n.endswith(".pte") for n in names):
         return _load_executorch(root, files)
     raise ArtifactError(f"{root}: neither an MNN export (llm_config.json, config.json, llm.mnn...) nor an "

@@ -47,10 +47,11 @@ def _run(matrix: dict[str, pipeline.PairRun], pair: str) -> pipeline.PairRun:
     return matrix[pair]
 
 
-def test_export_shapes(model_dir, device_record) -> None:  # type: ignore[no-untyped-def]
-    """The compiled QNN IO of the export fits Qwen3-VL (before any run)."""
+def test_export_shapes(model_dir, device_record, pytestconfig) -> None:  # type: ignore[no-untyped-def]
+    """The compiled QNN IO of the export fits Qwen3-VL (before any run), read from its NPU stubs
+    (and, with --qnn-sdk, its context binaries)."""
     device_record.model = model_dir.name
-    findings = check_export_shapes(model_dir, soc_id=None)
+    findings = check_export_shapes(model_dir, soc_id=None, qnn_sdk=pytestconfig.getoption("--qnn-sdk"))
     assert_shapes_ok(findings)
 
 

@@ -18,7 +18,7 @@ from harness.checks.shapes import (
     scan_log_for_shape_errors,
 )
 from harness.errors import ArtifactError
-from virtual_lab.exports import make_qwen3_export, make_qwen3_vl_export
+from virtual_lab.exports import edit_stub, make_qwen3_export, make_qwen3_vl_export, set_compiled_dims
 
 SMALL = 0.5  # MiB: the checks read JSON only
 
@@ -50,7 +50,8 @@ def test_deepstack_placeholder_caught(tmp_path: Path) -> None:
     found = [f for f in check_export_shapes(info.path, "config_qnn.json")
              if f.kind == "deepstack_placeholder"]
     assert [f.expected for f in found] == ["[3,128,2048]", "[3,1,2048]"]  # prefill, decode
-    assert all(f.file == "qnn/export_manifest.json" and "[3,1,1]" in f.found for f in found)
+    # read from the NPU stub, not the sidecar
+    assert all(f.file == "qnn/llm.mnn" and f.source == "stub" and "[3,1,1]" in f.found for f in found)
     with pytest.raises(AssertionError, match=r"deepstack_embeds: expected \[3,128,2048\]"):
         assert_shapes_ok(found)
     # the CPU/CPU config never touches the QNN graphs
@@ -125,14 +126,9 @@ def test_model_type_comes_from_llm_config_not_folder_name(tmp_path: Path) -> Non
 
 
 def test_position_ids_must_be_3d_for_mrope(tmp_path: Path) -> None:
-    info = make_qwen3_vl_export(tmp_path / "m", size_mb=SMALL)
-    mpath = info.path / "qnn/export_manifest.json"
-    manifest = json.loads(mpath.read_text())
-    for cfg in manifest["io"]["llm"]["configs"]:  # what upstream compiles for a folder without "VL"
-        for inp in cfg["inputs"]:
-            if inp["name"] == "position_ids":
-                inp["shape"] = [1, inp["shape"][1]]
-    mpath.write_text(json.dumps(manifest))
+    info = make_qwen3_vl_export(tmp_path / "m", size_mb=SMALL, sidecar=False)
+    # what upstream compiles for a folder without "VL" in its name
+    edit_stub(info.path / "qnn/llm.mnn", lambda g: set_compiled_dims(g, "position_ids", [[1, 128], [1, 1]]))
     found = [f for f in check_export_shapes(info.path, "config_qnn.json") if f.kind == "position_ids_shape"]
     assert [f.expected for f in found] == ["[3,128]", "[3,1]"]
     assert "'Qwen' and 'VL'" in found[0].hint
@@ -140,14 +136,17 @@ def test_position_ids_must_be_3d_for_mrope(tmp_path: Path) -> None:
 
 def test_hidden_mismatch_and_unexpected_deepstack(tmp_path: Path) -> None:
     info = make_qwen3_export(tmp_path / "m", size_mb=SMALL)
-    mpath = info.path / "qnn/export_manifest.json"
-    manifest = json.loads(mpath.read_text())
-    manifest["io"]["llm"]["configs"][0]["inputs"][0]["shape"] = [128, 1, 2048]
-    manifest["io"]["llm"]["configs"][0]["inputs"].append({"name": "deepstack_embeds", "shape": [3, 1, 1]})
-    mpath.write_text(json.dumps(manifest))
+    edit_stub(info.path / "qnn/llm.mnn", lambda g: set_compiled_dims(g, "input_ids", [[128, 1, 2048], [1, 1, 2048]]))
     found = check_export_shapes(info.path, "config_qnn.json")
-    assert kinds(found) == {"hidden_mismatch", "deepstack_unexpected"}
-    assert [f.severity for f in found if f.kind == "deepstack_unexpected"] == [WARNING]
+    assert kinds(found) == {"hidden_mismatch"} and [f.key.split()[1] for f in found] == ["0", "1"]
+    # a deepstack input compiled into a model whose llm_config.json says it has none
+    vl = make_qwen3_vl_export(tmp_path / "vl", size_mb=SMALL, sidecar=False)
+    cfg = json.loads((vl.path / "llm_config.json").read_text())
+    cfg.update(model_type="qwen2_5_vl", has_deepstack=False)
+    (vl.path / "llm_config.json").write_text(json.dumps(cfg))
+    found = check_export_shapes(vl.path, "config_qnn.json")
+    assert kinds(found) == {"deepstack_unexpected"}
+    assert {f.severity for f in found} == {WARNING}
 
 
 def test_missing_files_and_manifest(tmp_path: Path) -> None:
@@ -155,11 +154,24 @@ def test_missing_files_and_manifest(tmp_path: Path) -> None:
                                 missing=["llm.mnn.weight", "qnn/graphvisual0.bin"])
     found = check_export_shapes(info.path, "config_qnn.json")
     assert {(f.kind, f.key) for f in found} == {("missing_file", "llm_weight"),
-                                                 ("missing_file", "qnn/graphvisual<N>.bin")}
+                                                 ("missing_binary", "context binaries")}
     assert "empty file" in [f for f in found if f.key == "llm_weight"][0].hint
-    nomani = make_qwen3_export(tmp_path / "n", size_mb=SMALL, missing=["qnn/export_manifest.json"])
-    found = check_export_shapes(nomani.path)
-    assert [(f.kind, f.severity) for f in found] == [("io_unknown", WARNING)]
+    assert [f.found for f in found if f.kind == "missing_binary"] == ["1 missing: qnn/graphvisual0.bin"]
+    # no sidecar: the stub is enough
+    nomani = make_qwen3_export(tmp_path / "n", size_mb=SMALL, sidecar=False)
+    assert check_export_shapes(nomani.path) == []
+    # neither stub nor sidecar: the IO is unknown (a warning), the stub itself is missing
+    bare = make_qwen3_export(tmp_path / "b", size_mb=SMALL, sidecar=False, missing=["qnn/llm.mnn"])
+    found = check_export_shapes(bare.path)
+    assert {(f.kind, f.severity) for f in found} == {("io_unknown", WARNING), ("missing_file", "error")}
+    assert "docs/qnn-export-artifacts.md" in [f for f in found if f.kind == "io_unknown"][0].hint
+
+
+def test_sidecar_is_the_fallback_without_a_stub(tmp_path: Path) -> None:
+    info = make_qwen3_vl_export(tmp_path / "m", size_mb=SMALL, deepstack_placeholder=True,
+                                missing=["qnn/llm.mnn"])
+    found = [f for f in check_export_shapes(info.path, "config_qnn.json") if f.kind == "deepstack_placeholder"]
+    assert [(f.file, f.source) for f in found] == [("qnn/export_manifest.json", "sidecar")] * 2
 
 
 def test_target_soc_mismatch(good_vl) -> None:

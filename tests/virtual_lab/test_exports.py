@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from virtual_lab.exports import (
     TEXT_CONFIGS,
     VL_CONFIGS,
     backend_pair_of,
+    context_binary_utility_json,
+    edit_stub,
     load_behaviour,
     main,
     make_qwen3_export,
@@ -22,8 +25,10 @@ from virtual_lab.exports import (
     posdbg_lines,
     read_context_header,
     resolve_answer,
+    set_compiled_dims,
     validate_behaviour,
     virtual_prompt_segments,
+    write_sdk_tool,
 )
 
 
@@ -237,3 +242,76 @@ def test_cli(tmp_path: Path, capsys) -> None:
     rc = main(["qwen3-vl", str(tmp_path / "bad"), "--image-sizes", "448"])
     err = capsys.readouterr().err
     assert rc == 2 and "WxH" in err and "Traceback" not in err
+
+
+# ---- the NPU stubs ----------------------------------------------------------------------------
+
+REAL_STUB = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "smollm2-qnn-stub-v79" / "qnn" / "llm.mnn"
+
+
+def _plugin_layout(path: Path) -> tuple[set, set, list]:
+    from harness.checks.quant import _dump_mnn
+
+    graph = _dump_mnn(path)
+    plugins = [op for op in graph["oplists"] if op["type"] == "Plugin"]
+    keys = {a["key"] for op in plugins for a in op["main"]["attr"] if not a["key"].startswith("o_")}
+    top = {op["type"] for op in graph["oplists"]} - {"Const", "Attention", "StridedSlice"}
+    return keys, top, plugins
+
+
+def test_stub_is_a_real_mnn_model_in_the_compilefornpu_layout(vl) -> None:
+    keys, top, plugins = _plugin_layout(vl.path / "qnn/llm.mnn")
+    assert keys == {"path", "inputs", "outputs", "allGraphName", "allInputShape"} and top == {"Input", "Plugin"}
+    assert [op["name"] for op in plugins] == [f"qnn/graphllm{i}.bin" for i in range(29)]
+    assert all(op["main"]["type"] == "QNN" for op in plugins)
+    if REAL_STUB.is_file():  # the same attributes and op types as MNN master's own stub
+        real_keys, real_top, _ = _plugin_layout(REAL_STUB)
+        assert (keys, top) == (real_keys, real_top)
+    _, _, visual = _plugin_layout(vl.path / "qnn/visual.mnn")
+    assert [op["name"] for op in visual] == ["qnn/graphvisual0.bin"]
+
+
+def test_sidecar_is_optional_and_the_stub_holds_the_io(tmp_path: Path) -> None:
+    from harness.compiled_io import read_compiled_io
+
+    info = make_qwen3_vl_export(tmp_path / "m", size_mb=0.5, sidecar=False, chunk_size=64,
+                                image_sizes=["512x384", "448x448"])
+    assert MANIFEST_PATH not in info.files
+    io = read_compiled_io(info.path)
+    assert io.source == "stub" and io.sidecar is None
+    prefill = {i["name"]: i["shape"] for i in io.stubs["llm"].configs[0]["inputs"]}
+    assert prefill == {"input_ids": [64, 1, 2048], "position_ids": [3, 64], "deepstack_embeds": [3, 64, 2048]}
+    visual = io.stubs["visual"]
+    assert [c["inputs"][0]["shape"] for c in visual.configs] == [[768, 1536], [784, 1536]]
+    assert visual.outputs == ("image_embeds", "deepstack_feature")
+    assert [g.name for g in visual.binaries[0].graphs] == ["graphvisual0", "graphvisual1_0"]
+
+
+def test_edit_stub_and_set_compiled_dims(tmp_path: Path) -> None:
+    from harness.compiled_io import read_compiled_io
+
+    info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=3, sidecar=False)
+    changed = []
+    edit_stub(info.path / "qnn/llm.mnn",
+              lambda g: changed.append(set_compiled_dims(g, "position_ids", [[3, 128], [3, 1]])))
+    assert changed == [1]
+    io = read_compiled_io(info.path)
+    assert [c["inputs"][1] for c in io.stubs["llm"].configs] == [
+        {"name": "position_ids", "shape": [3, 128]}, {"name": "position_ids", "shape": [3, 1]}]
+
+
+def test_sdk_tool_stand_in(tmp_path: Path, vl) -> None:
+    tool = write_sdk_tool(tmp_path / "sdk" / "bin" / "x86_64-linux-clang")
+    out = tmp_path / "ctx.json"
+    proc = subprocess.run([str(tool), "--context_binary", str(vl.path / "qnn/graphllm1.bin"), "--json_file", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    data = _load(out)
+    assert (data["info"]["socModel"], data["info"]["dspArch"]) == (69, 79)
+    prefill = data["info"]["graphs"][0]["info"]
+    assert prefill["graphName"] == "graphllm1"
+    assert [t["info"]["dimensions"] for t in prefill["graphInputs"]] == [[1, 128, 2048], [3, 128, 2048]]
+    assert context_binary_utility_json(vl.path / "qnn/graphllm1.bin") == data
+    bad = subprocess.run([str(tool), "--context_binary", str(vl.path / "llm.mnn.weight"), "--json_file", str(out)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "Failed to get context binary info" in bad.stderr
