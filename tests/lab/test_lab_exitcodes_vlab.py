@@ -232,6 +232,10 @@ def test_push_waits_for_a_night_and_gives_up_after_its_timeout(lab):
     night = lab.harness("lab", "run", "--plan", str(lab.plan("pushed-under", export="slow")),
                         "--out", str(lab.root / "pushed-under"))
     lab.wait_for_claim(night)
+    status = lab.run("lab", "status", cwd=lab.root / "elsewhere")  # no options, another folder
+    assert status.returncode == 0 and f"claims in {lab.locks}" in status.stdout, status.stderr
+    row = next(ln for ln in status.stdout.splitlines() if ln.startswith(DEVICE))
+    assert "held by night host" in row, status.stdout
     impatient = lab.run("push", "--device", DEVICE, "--lock-timeout", "0.5", str(lab.exports["fast"]))
     assert impatient.returncode == ExitCode.TESTS_FAILED, impatient.stderr
     assert f"{DEVICE}: in use by night host" in impatient.stderr and "--lock-timeout" in impatient.stderr
