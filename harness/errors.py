@@ -30,6 +30,13 @@ class DeviceUnauthorizedError(TransportError):
     retryable = False
 
 
+class CommandOutcomeUnknown(TransportError):
+    """The link died after a command was handed to the device: it may have run (wholly or in
+    part), so it is never sent again automatically."""
+
+    retryable = False
+
+
 class HostKeyError(TransportError):
     retryable = False
 
@@ -40,6 +47,10 @@ class RemoteNoSpaceError(TransportError):
 
 class RemotePathError(TransportError):
     retryable = False
+
+
+class UnsendableText(HarnessError):
+    """An argument or prompt holds what the device link cannot carry (NUL, lone surrogates)."""
 
 
 class CommandTimeout(HarnessError):

@@ -23,20 +23,19 @@ DEFAULT_ADB_SERVER_PORT = 5037
 
 _DEVICE_KEYS = {
     "name", "transport", "serial", "adb_server", "ssh", "soc", "soc_id", "htp_arch",
-    "vtcm_mb", "work_dir", "tags", "description",
+    "vtcm_mb", "work_dir", "tags", "description", "labgrid",
 }
 _SSH_KEYS = {"host", "port", "user", "key", "known_hosts", "trust_new_host_key"}
-_TOP_KEYS = {"version", "devices"}
+_ADB_SERVER_KEYS = {"host", "port", "via_ssh"}
+_LABGRID_TOP_KEYS = {"coordinator"}
+_LABGRID_DEVICE_KEYS = {"place", "tags", "prio", "resource"}
+# labgrid's own rules for place tags (labgrid.remote.common.TAG_KEY/TAG_VAL), checked whole.
+_LG_TAG_KEY = re.compile(r"^[a-z][a-z0-9_]+$")
+_LG_TAG_VAL = re.compile(r"^[a-z0-9_]+$")
+# The NetworkService resource a place publishes for each transport (see docs/labgrid.md).
+LABGRID_DEFAULT_RESOURCE = {"adb": "ADBServer", "ssh": "NetworkService"}
+_TOP_KEYS = {"version", "devices", "labgrid"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-@dataclass(frozen=True)
-class AdbServer:
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_ADB_SERVER_PORT
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -48,6 +47,39 @@ class SshSpec:
     known_hosts: Path | None = None
     # Trusting an unknown host key is an explicit opt-in; the default rejects it.
     trust_new_host_key: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class AdbServer:
+    """A (lab host's) adb server. With `via_ssh`, host:port is where the server listens as
+    seen from that ssh host (normally its own loopback), reached through an ssh tunnel."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_ADB_SERVER_PORT
+    via_ssh: SshSpec | None = None
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}" + (f" via ssh {self.via_ssh}" if self.via_ssh else "")
+
+
+@dataclass(frozen=True)
+class LabgridSpec:
+    """Where a device's claim and address come from: a place on a labgrid coordinator, named
+    or reserved by tags. `resource` is the place's NetworkService giving the address."""
+
+    coordinator: str
+    resource: str
+    place: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+    prio: float = 0.0
+
+    def describe(self) -> str:
+        what = f"place {self.place}" if self.place else \
+            "reservation " + " ".join(f"{k}={v}" for k, v in self.tags)
+        return f"labgrid {what} @ {self.coordinator}"
 
 
 @dataclass(frozen=True)
@@ -65,17 +97,23 @@ class DeviceSpec:
     tags: tuple[str, ...] = ()
     description: str = ""
     source: Path | None = None
+    labgrid: LabgridSpec | None = None
 
     @property
     def arch_number(self) -> int:
         return int(self.htp_arch[1:])
 
     def describe(self) -> str:
-        where = {
-            "adb": f"adb {self.serial} via {self.adb_server or AdbServer()}",
-            "ssh": f"ssh {self.ssh.user}@{self.ssh.host}:{self.ssh.port}" if self.ssh else "ssh",
-            "local": "local host",
-        }[self.transport]
+        if self.labgrid is not None and self.transport == "ssh" and self.ssh is not None and not self.ssh.host:
+            where = f"ssh via {self.labgrid.describe()}"
+        elif self.labgrid is not None and self.transport == "adb" and self.adb_server is None:
+            where = f"adb {self.serial} via the adb server of {self.labgrid.describe()}"
+        else:
+            where = {
+                "adb": f"adb {self.serial} via {self.adb_server or AdbServer()}",
+                "ssh": f"ssh {self.ssh}" if self.ssh else "ssh",
+                "local": "local host",
+            }[self.transport]
         return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, HTP {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
 
 
@@ -83,6 +121,7 @@ class DeviceSpec:
 class Inventory:
     path: Path
     devices: dict[str, DeviceSpec] = field(default_factory=dict)
+    labgrid_coordinator: str | None = None  # top-level `labgrid: {coordinator: HOST:PORT}`
 
     def get(self, name: str) -> DeviceSpec:
         try:
@@ -138,37 +177,116 @@ def _parse_host_port(ctx: _Ctx, key: str, text: str, default_port: int) -> tuple
     return host, int(port)
 
 
-def _parse_ssh(ctx: _Ctx, data: Any, base: Path) -> SshSpec:
+def _parse_ssh(ctx: _Ctx, data: Any, base: Path, *, prefix: str = "ssh", host_from: str | None = None) -> SshSpec:
+    """`host_from`: where the host comes from instead (a labgrid place); then `host` and
+    `port` must not be written here."""
     if not isinstance(data, dict):
-        raise ctx.fail("ssh", f"must be a mapping, got {type_name(data)}",
-                       "give host, port, user, key and known_hosts under `ssh:`")
-    check_keys(ctx, "ssh", data, _SSH_KEYS)
-    sub = _Ctx(ctx.path, ctx.device)
-    host = _want(sub, data, "host", str, required=True)
-    port = _want(sub, data, "port", int, default=22)
+        raise ctx.fail(prefix, f"must be a mapping, got {type_name(data)}",
+                       f"give host, port, user, key and known_hosts under `{prefix}:`")
+    check_keys(ctx, prefix, data, _SSH_KEYS)
+
+    def want(key: str, kind: type, **kw: Any) -> Any:
+        return typed_get(ctx, data, key, kind, label=f"{prefix}.{key}",
+                         missing_fix=f"add `{key}:` under `{prefix}:`", **kw)
+
+    if host_from is not None:
+        for k in ("host", "port", "user"):
+            if k in data:
+                raise ctx.fail(f"{prefix}.{k}", f"is set although {host_from} gives the address",
+                               f"remove `{k}:` (the labgrid place publishes it)")
+        host, port, user = "", 22, ""
+    else:
+        host = want("host", str, required=True)
+        port = want("port", int, default=22)
+        user = want("user", str, default="root")
     if not 0 < port < 65536:
-        raise ctx.fail("ssh.port", f"{port} is out of range", "use a TCP port between 1 and 65535")
+        raise ctx.fail(f"{prefix}.port", f"{port} is out of range", "use a TCP port between 1 and 65535")
 
     def path_of(key: str) -> Path | None:
-        raw = _want(sub, data, key, str)
+        raw = want(key, str)
         if raw is None:
             return None
         p = Path(os.path.expanduser(raw))
         return p if p.is_absolute() else (base / p)
 
     return SshSpec(
-        host=host, port=port, user=_want(sub, data, "user", str, default="root"),
+        host=host, port=port, user=user,
         key=path_of("key"), known_hosts=path_of("known_hosts"),
-        trust_new_host_key=_want(sub, data, "trust_new_host_key", bool, default=False),
+        trust_new_host_key=want("trust_new_host_key", bool, default=False),
     )
 
 
-def _parse_device(ctx: _Ctx, raw: dict, base: Path) -> DeviceSpec:
+def _parse_adb_server(ctx: _Ctx, raw: Any, base: Path, *, from_place: bool) -> AdbServer | None:
+    """`adb_server: "HOST:PORT"` or `{host, port, via_ssh: {...}}`. With a labgrid place the
+    address comes from the place, so only `via_ssh` may be written here."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        if from_place:
+            raise ctx.fail("adb_server", "is set although the labgrid place publishes the adb server",
+                           "remove it (or keep only `adb_server: {via_ssh: ...}` to reach it through ssh)")
+        return AdbServer(*_parse_host_port(ctx, "adb_server", raw, DEFAULT_ADB_SERVER_PORT))
+    if not isinstance(raw, dict):
+        raise ctx.fail("adb_server", f"must be HOST:PORT or a mapping, got {type_name(raw)}",
+                       "write `adb_server: 127.0.0.1:5037` or `adb_server: {host: ..., port: ..., via_ssh: {...}}`")
+    check_keys(ctx, "adb_server", raw, _ADB_SERVER_KEYS)
+    if from_place:
+        for k in ("host", "port"):
+            if k in raw:
+                raise ctx.fail(f"adb_server.{k}", "is set although the labgrid place publishes the adb server",
+                               f"remove `{k}:`; keep `via_ssh:` if the server is reached through ssh")
+    host = typed_get(ctx, raw, "host", str, label="adb_server.host", default="127.0.0.1")
+    port = typed_get(ctx, raw, "port", int, label="adb_server.port", default=DEFAULT_ADB_SERVER_PORT)
+    if not 0 < port < 65536:
+        raise ctx.fail("adb_server.port", f"{port} is out of range", "use a TCP port between 1 and 65535")
+    via = None
+    if raw.get("via_ssh") is not None:
+        via = _parse_ssh(ctx, raw["via_ssh"], base, prefix="adb_server.via_ssh")
+    return AdbServer(host=host, port=port, via_ssh=via)
+
+
+def _parse_labgrid(ctx: _Ctx, raw: Any, transport: str, coordinator: str | None) -> LabgridSpec:
+    if transport not in LABGRID_DEFAULT_RESOURCE:
+        raise ctx.fail("labgrid", f"is set on a {transport} device", "labgrid places hold adb and ssh devices only")
+    if coordinator is None:
+        raise ctx.fail("labgrid", "names a place but the file names no coordinator",
+                       "add `labgrid: {coordinator: HOST:PORT}` at the top level of the file")
+    if isinstance(raw, str):
+        raw = {"place": raw}
+    if not isinstance(raw, dict):
+        raise ctx.fail("labgrid", f"must be a mapping, got {type_name(raw)}",
+                       "write `labgrid: {place: NAME}` or `labgrid: {tags: {key: value}}`")
+    check_keys(ctx, "labgrid", raw, _LABGRID_DEVICE_KEYS)
+    place = typed_get(ctx, raw, "place", str, label="labgrid.place")
+    tags = typed_get(ctx, raw, "tags", dict, label="labgrid.tags")
+    if (place is None) == (tags is None):
+        raise ctx.fail("labgrid", "needs exactly one of `place` and `tags`",
+                       "name the place (`place: op13`) or the reservation tags (`tags: {board: sm8750}`)")
+    pairs: list[tuple[str, str]] = []
+    for k, v in (tags or {}).items():
+        v = str(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else v
+        if not isinstance(k, str) or not _LG_TAG_KEY.match(k) or not isinstance(v, str) or not _LG_TAG_VAL.match(v):
+            raise ctx.fail("labgrid.tags", f"holds {k!r}: {v!r}, which labgrid does not accept as a tag",
+                           "use lower-case keys and values of a-z, 0-9 and _ (keys start with a letter)")
+        pairs.append((k, v))
+    if tags is not None and not pairs:
+        raise ctx.fail("labgrid.tags", "is empty", "give at least one tag the reservation must match")
+    prio = typed_get(ctx, raw, "prio", (int, float), label="labgrid.prio", default=0.0)
+    if place is not None and "prio" in raw:
+        raise ctx.fail("labgrid.prio", "is set for a named place", "prio is for reservations (`tags:`); remove it")
+    resource = typed_get(ctx, raw, "resource", str, label="labgrid.resource",
+                         default=LABGRID_DEFAULT_RESOURCE[transport])
+    return LabgridSpec(coordinator=coordinator, resource=resource, place=place, tags=tuple(sorted(pairs)),
+                       prio=float(prio))
+
+
+def _parse_device(ctx: _Ctx, raw: dict, base: Path, coordinator: str | None = None) -> DeviceSpec:
     check_keys(ctx, "", raw, _DEVICE_KEYS)
     name = ctx.device
     transport = _want(ctx, raw, "transport", str, required=True)
     if transport not in TRANSPORTS:
         raise ctx.fail("transport", f"{transport!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
+    labgrid = None if raw.get("labgrid") is None else _parse_labgrid(ctx, raw["labgrid"], transport, coordinator)
 
     serial = _want(ctx, raw, "serial", (str, int))
     serial = None if serial is None else str(serial)
@@ -178,15 +296,14 @@ def _parse_device(ctx: _Ctx, raw: dict, base: Path) -> DeviceSpec:
         if not serial:
             raise ctx.fail("serial", "is missing for an adb device",
                            "add `serial:` (see `adb devices`; HOST:PORT for a TCP-attached device)")
-        server_text = _want(ctx, raw, "adb_server", str)
-        if server_text is not None:
-            adb_server = AdbServer(*_parse_host_port(ctx, "adb_server", server_text, DEFAULT_ADB_SERVER_PORT))
+        adb_server = _parse_adb_server(ctx, raw.get("adb_server"), base, from_place=labgrid is not None)
         if "ssh" in raw:
             raise ctx.fail("ssh", "is set on an adb device", "remove it or set `transport: ssh`")
     elif transport == "ssh":
         if "ssh" not in raw:
             raise ctx.fail("ssh", "is missing for an ssh device", "add `ssh: {host: ..., user: ..., key: ...}`")
-        ssh_spec = _parse_ssh(ctx, raw["ssh"], base)
+        ssh_spec = _parse_ssh(ctx, raw["ssh"], base,
+                              host_from=None if labgrid is None else labgrid.describe())
         for k in ("serial", "adb_server"):
             if k in raw:
                 raise ctx.fail(k, "is set on an ssh device", "remove it or set `transport: adb`")
@@ -245,8 +362,21 @@ def _parse_device(ctx: _Ctx, raw: dict, base: Path) -> DeviceSpec:
     return DeviceSpec(
         name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
         work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tuple(tags),
-        description=description, source=ctx.path,
+        description=description, source=ctx.path, labgrid=labgrid,
     )
+
+
+def _parse_top_labgrid(top: _Ctx, raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise top.fail("labgrid", f"must be a mapping, got {type_name(raw)}",
+                       "write `labgrid: {coordinator: HOST:PORT}` (labgrid-coordinator's -l address)")
+    check_keys(top, "labgrid", raw, _LABGRID_TOP_KEYS)
+    text = typed_get(top, raw, "coordinator", str, label="labgrid.coordinator", required=True,
+                     missing_fix="add `coordinator: HOST:PORT` under `labgrid:`")
+    host, port = _parse_host_port(top, "labgrid.coordinator", text, 20408)  # labgrid's default port
+    return f"{host}:{port}"
 
 
 def parse_inventory(data: Any, path: Path) -> Inventory:
@@ -260,6 +390,7 @@ def parse_inventory(data: Any, path: Path) -> Inventory:
     if not isinstance(raw_devices, list) or not raw_devices:
         raise top.fail("devices", "must be a non-empty list", "list at least one device under `devices:`")
     base = path.parent
+    coordinator = _parse_top_labgrid(top, data.get("labgrid"))
     devices: dict[str, DeviceSpec] = {}
     for i, raw in enumerate(raw_devices):
         if not isinstance(raw, dict):
@@ -274,8 +405,8 @@ def parse_inventory(data: Any, path: Path) -> Inventory:
         if name in devices:
             raise _Ctx(path, name).fail("name", f"is a duplicate (device #{i + 1})",
                                         "give every device its own name")
-        devices[name] = _parse_device(_Ctx(path, name), raw, base)
-    return Inventory(path=path, devices=devices)
+        devices[name] = _parse_device(_Ctx(path, name), raw, base, coordinator)
+    return Inventory(path=path, devices=devices, labgrid_coordinator=coordinator)
 
 
 def load_inventory(path: str | os.PathLike[str]) -> Inventory:

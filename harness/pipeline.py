@@ -127,7 +127,8 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
                max_new_tokens: int = 64, timeout: float = 300.0, overlay: Overlay | None = None,
                extra_env: Mapping[str, str] | None = None) -> dict[str, PairRun]:
     """Run every prompt on every pair, one llm_demo process per prompt (a failure in one
-    prompt poisons the rest of its process, mnn-llm.md §1). Never raises for a failing run."""
+    prompt poisons the rest of its process,
+    docs/llm-demo-output.md#one-error-poisons-the-process). Never raises for a failing run."""
     overlay = overlay or Overlay(greedy=True, max_new_tokens=max_new_tokens)
     prompts = [c.prompt for c in cases]
     out: dict[str, PairRun] = {}

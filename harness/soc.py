@@ -1,8 +1,8 @@
 """SoC facts: soc_id, Hexagon HTP arch and VTCM size per Qualcomm SoC model.
 
-Sources (../shared/reference): executorch-qnn.md §2 (ExecuTorch `qc_schema.py`
-`_soc_info_table`, with VTCM MB) and mnn-llm.md §3 (MNN docs / MnnLlmChat `QnnModule.kt`
-soc_id -> arch map, which agrees with it on every chip both list).
+Sources (docs/soc-table.md#sources): ExecuTorch `qc_schema.py` `_soc_info_table` (with VTCM MB)
+and MNN's docs / MnnLlmChat `QnnModule.kt` soc_id -> arch map, which agrees with it on every
+chip both list.
 """
 
 from __future__ import annotations

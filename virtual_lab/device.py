@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from virtual_lab.adbd import AdbdServer
+from virtual_lab.adbd.server import AdbdServer
 from virtual_lab.faults import FaultControlFile, FaultPlan, FaultSettings, Throttle
 
 GiB = 1024**3
@@ -527,7 +527,11 @@ class VirtualDevice:
         to it; tests that inspect the sandbox or the counters right after call this first."""
         return self._server.wait_idle(timeout) if self._server is not None else True
 
-    # ---- used by the adbd server --------------------------------------------------------
+    # ---- used by the adbd server (virtual_lab.adbd.contract.AdbdDevice) -----------------
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
     def banner(self, features: Sequence[str]) -> str:
         return self.spec.banner(features)
 
@@ -593,7 +597,7 @@ class VirtualDevice:
 
 def _default_ro_binds() -> tuple[Path, ...]:
     # The virtual runtime (virtual_lab/runtime) runs inside the sandbox and imports this package
-    # and the harness's reference computations (harness.checks.mrope), read-only.
+    # and the harness's reference computations (harness.checks.mrope, via virtual_lab.mrope_sim), read-only.
     here = Path(__file__).resolve().parent
     return (here, here.parent / "harness")
 

@@ -1,7 +1,7 @@
 """Realistic MNN export folders (Qwen3-0.6B text, Qwen3-VL-2B with visual) for the virtual lab.
 
 Used by tests, the demo, provisioning and the runners. File names and config keys follow what
-MNN's `llmexport.py` and `npu/generate_llm_qnn.py` write (mnn-llm.md §2); file *contents* are
+MNN's `llmexport.py` and `npu/generate_llm_qnn.py` write (docs/mnn-export-layout.md); file *contents* are
 deterministic filler with plausible headers, sized by `size_mb` (a 1 GiB set writes in seconds).
 
 Layout (Qwen3-VL; the text export has the same minus the visual files and the two mixed configs)::
@@ -66,7 +66,8 @@ virtual_behaviour.json (virtual lab only; `VirtualBehaviour` below)
 Resolution (`resolve_answer`): start from "default"; then every prompt key that is a substring
 of the prompt, shortest key first (so "" is a catch-all and longer keys are more specific),
 each applying its "*" entry and then its exact-pair entry. Fields overlay one by one; an explicit
-null overrides. Faults (what the virtual llm_demo should print, mnn-llm.md §1/§4):
+null overrides. Faults (what the virtual llm_demo should print, docs/llm-demo-output.md#exit-codes
+and #error-strings):
 
 - null: normal answer, then the performance summary.
 - "crash" / "abort": die mid-generation with SIGSEGV (rc 139) / SIGABRT (rc 134).
@@ -83,7 +84,7 @@ null overrides. Faults (what the virtual llm_demo should print, mnn-llm.md §1/�
   HTP backend is available in your environment. dlerror() returns <msg>.` then `LLM init error`.
 - "binary_mismatch": `QNN: Failed to validate binary: <code>` then `LLM init error`.
 "posdbg": null prints no position dumps; "ok" / "chunk_local_bug" / "past_end" print the
-`[POSDBG]` lines of `harness.checks.mrope.posdbg_lines` for the prompt's segments
+`[POSDBG]` lines of `virtual_lab.mrope_sim.posdbg_lines` for the prompt's segments
 (`virtual_prompt_segments` gives the virtual lab's token-count rule; use it for both the
 "prompt tokens num" line and the dumps so tests can rebuild the reference).
 
@@ -309,12 +310,13 @@ def virtual_prompt_segments(prompt: str, llm_config: Mapping[str, Any]) -> list:
 def posdbg_lines(prompt: str, llm_config: Mapping[str, Any], *, mode: str,
                  chunk_limits: Sequence[int] = (128, 1), decode_tokens: int = 0,
                  full: bool = True) -> list[str]:
-    """`[POSDBG]` lines the virtual runtime prints for `prompt` (delegates to harness.checks.mrope)."""
+    """`[POSDBG]` lines the virtual runtime prints for `prompt` (delegates to virtual_lab.mrope_sim)."""
     from harness.checks import mrope  # lazy: virtual_lab may use the harness's reference
+    from virtual_lab import mrope_sim
 
     ref = mrope.reference_positions(virtual_prompt_segments(prompt, llm_config))
-    return mrope.posdbg_lines(ref, chunk_limits=chunk_limits, mode=mode,
-                              decode_tokens=decode_tokens, full=full)
+    return mrope_sim.posdbg_lines(ref, chunk_limits=chunk_limits, mode=mode,
+                                  decode_tokens=decode_tokens, full=full)
 
 
 # --------------------------------------------------------------------------------------------

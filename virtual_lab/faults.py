@@ -25,6 +25,9 @@ Faults
   beyond that fails with `write failed: No space left on device`, `df` reports it too.
 - `slow_link(bytes_per_s)`: WRTE payloads in both directions pass a token bucket
   (`Throttle`, whose counters tests can assert on).
+- `stderr_after_stdout(on=True)`: v1 `shell:`/`exec:` hold the command's stderr back and send
+  it after its stdout has ended, as some adbd builds do (seen on an independently written
+  adbd): stderr then arrives after everything the command printed to stdout.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class FaultSettings:
     unauthorized: bool = False
     free_bytes: int | None = None
     slow_bytes_per_s: float | None = None
+    stderr_after_stdout: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,6 +85,8 @@ class FaultSettings:
         rate = self.slow_bytes_per_s
         if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0):
             raise FaultError(f"{source}: slow_bytes_per_s must be a positive number or null, got {rate!r}")
+        if not isinstance(self.stderr_after_stdout, bool):
+            raise FaultError(f"{source}: stderr_after_stdout must be true or false, got {self.stderr_after_stdout!r}")
         until = self.offline_until
         if until is not None and (isinstance(until, bool) or not isinstance(until, (int, float))):
             raise FaultError(f"{source}: offline_until must be an epoch time or null, got {until!r}")
@@ -133,6 +139,9 @@ class FaultPlan:
 
     def slow_link(self, bytes_per_s: float | None) -> None:
         self._set(slow_bytes_per_s=bytes_per_s)
+
+    def stderr_after_stdout(self, on: bool = True) -> None:
+        self._set(stderr_after_stdout=bool(on))
 
     def clear(self) -> None:
         """Switch every fault off."""

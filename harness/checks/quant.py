@@ -2,7 +2,7 @@
 
 MNN's smooth/omni quantizer annotates each calibrated op's input and output, then
 `_propagate_quant_info` fills the rest by copying ranges between neighbours. Two faults
-come out of that on real exports (mnn-llm.md §5):
+come out of that on real exports (docs/mnn-export-layout.md#activation-quantization):
 
 - the MLP product `gate x up` (a BinaryOp MUL) is never calibrated: it gets the range of
   one operand, bit for bit, although the product's range is unrelated to either; and the

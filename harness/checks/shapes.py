@@ -1,5 +1,6 @@
 """Shape guards for MNN/QNN exports: a static check of an export folder before a run and a scan
-of the runtime log after it (mnn-llm.md §2 export layout, §4 error strings, §6 image sizes).
+of the runtime log after it (docs/mnn-export-layout.md, docs/llm-demo-output.md#error-strings,
+docs/posdbg.md#image-grid-smart-resize).
 
 Static (`check_export_shapes`): the model's needs come from `llm_config.json` keys, never from
 the folder name (upstream `generate_llm_qnn.py` keys on the *path string*: a folder without
@@ -20,7 +21,8 @@ finding says which `source` it came from (docs/qnn-export-artifacts.md).
   **height first**. Both are compared on the resized patch grid the graph was compiled for.
 
 Runtime (`scan_log_for_shape_errors`): the upstream shape/graph error strings plus the team's
-own visual-output guards (`GUARD_*` below; upstream validates nothing, mnn-llm.md §4). A patched
+own visual-output guards (`GUARD_*` below; upstream validates nothing,
+docs/llm-demo-output.md#error-strings). A patched
 runtime prints a guard as one line containing the constant, e.g.
 `[Error]: visual output missing deepstack_feature: outputs=1`.
 
@@ -647,12 +649,12 @@ _CODE_HINTS = {
     "6004": "graph IO does not match the compiled graph (tensor count/shape)",
 }
 
-# (kind, regex, hint); the regexes match the upstream format strings (mnn-llm.md §1/§4).
+# (kind, regex, hint); the regexes match the upstream format strings (docs/llm-demo-output.md#error-strings).
 _LOG_PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
     (k, re.compile(p), h) for k, p, h in (
         ("broadcast", r"Broad cast error, dim1 = (-?\d+), dim2 = (-?\d+)",
          "a binary op got mismatched rows; for Qwen3-VL with chunking the deepstack tensor keeps "
-         "the whole prompt's rows (mnn-llm.md §4(c))"),
+         "the whole prompt's rows (docs/posdbg.md#known-failure-shapes)"),
         ("compute_shape", r"Compute Shape Error for (\S+)",
          "shape inference failed inside the graph; see the preceding line"),
         ("compute_size_code", r"code=3 in onForward", "COMPUTE_SIZE_ERROR from StaticModule"),

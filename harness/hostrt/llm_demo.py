@@ -1,6 +1,6 @@
 """`llm_demo` on the host, on the PyPI `mnn` package's `MNN.llm` engine.
 
-Keeps the contract of MNN 3.6.1's `llm_demo` (mnn-llm.md §1):
+Keeps the contract of MNN 3.6.1's `llm_demo` (docs/llm-demo-output.md):
 `python -m harness.hostrt.llm_demo CONFIG [PROMPT_FILE] [MAX_TOKENS] [4th]`
 
 - `config path is <CONFIG>`, then the engine's own lines; load failure -> the engine's

@@ -5,10 +5,11 @@ session all go through `open_claim`, with the claim folder resolved once by `cla
 so every run on a lab meets every other run in the same place. `lab status` reads the
 same place through `claim_state`.
 
-Today the only engine is the flock folder (`harness.lab.locks.DeviceLock`): enough for
-one lab host, or several sharing a folder with working flock. A multi-host engine (the
-labgrid coordinator, `harness/lab/labgrid.py`) plugs in as another branch of
-`open_claim` / `claim_state`; callers never name an engine.
+Two engines: the flock folder (`harness.lab.locks.DeviceLock`), the default, enough for
+one lab host (or several sharing a folder with working flock); and labgrid's coordinator
+(`harness/lab/labgrid.py`) for a device whose devices.yaml entry names a labgrid place:
+the multi-host engine, where people's `labgrid-client acquire` counts too. Callers never
+name an engine.
 """
 
 from __future__ import annotations
@@ -91,7 +92,12 @@ def claim_dir(inventory_path: Path, plan_lock_dir: Path | None = None, cli_lock_
 
 
 def open_claim(device: DeviceSpec, *, lock_dir: Path, run_id: str, purpose: str) -> DeviceClaim:
-    """A claim on `device` for `purpose` (night | push | pytest), not yet acquired."""
+    """A claim on `device` for `purpose` (night | push | pytest), not yet acquired: its
+    labgrid place when devices.yaml gives it one, else the flock folder."""
+    if device.labgrid is not None:
+        from harness.lab.labgrid import LabgridClaim  # labgrid is an optional extra
+
+        return LabgridClaim(device, run_id=run_id, purpose=purpose)
     return FileClaim(device, lock_dir, run_id, purpose)
 
 

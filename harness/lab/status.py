@@ -1,4 +1,6 @@
-"""`harness lab status`: every device, its health, and who holds its lock."""
+"""`harness lab status`: every device, its health, and who holds it: the flock folder's
+holder, or for a device with a labgrid place, the coordinator's (a person's
+`labgrid-client acquire` included)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ class DeviceStatus:
     lock: LockState
     health: HealthVerdict | None = None  # None: not checked
     health_note: str = ""  # e.g. "no answer within 20 s"
+    labgrid: str = ""  # who holds its labgrid place (devices with one)
 
     def health_text(self) -> str:
         if self.health is None:
@@ -30,6 +33,10 @@ class DeviceStatus:
 
 def _check(device: DeviceSpec, policy: HealthPolicy, factory: TransportFactory, out: dict, key: str) -> None:
     try:
+        if device.labgrid is not None:
+            from harness.lab.labgrid import LabgridClaim
+
+            device = LabgridClaim(device, run_id="status").peek_address()  # where its place says it is
         transport = factory(device)
     except HarnessError as exc:
         out[key] = HealthVerdict(device.name, ok=False, reasons=[str(exc)], state="unreachable")
@@ -49,11 +56,19 @@ def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
     """Status of every device; health checks run in parallel, each bounded by timeout_s."""
     devices = list(inventory.devices.values())
     statuses = [DeviceStatus(d, claim_state(d, lock_dir=Path(lock_dir))) for d in devices]
+    if any(d.labgrid is not None for d in devices):
+        from harness.lab.labgrid import labgrid_holders
+
+        holders = labgrid_holders(devices)
+        for s in statuses:
+            s.labgrid = holders.get(s.device.name, "")
     if health:
         results: dict[str, HealthVerdict] = {}
+        # A reservation's device has no address until a place is allocated to a claim.
+        checkable = [d for d in devices if d.labgrid is None or d.labgrid.place is not None]
         threads = [threading.Thread(target=_check, args=(d, policy or HealthPolicy(), transport_factory, results,
                                                          d.name), daemon=True, name=f"status-{d.name}")
-                   for d in devices]
+                   for d in checkable]
         for t in threads:
             t.start()
         for t in threads:
@@ -61,7 +76,8 @@ def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
         for s in statuses:
             s.health = results.get(s.device.name)
             if s.health is None:
-                s.health_note = f"no answer within {timeout_s:.0f} s"
+                s.health_note = f"no answer within {timeout_s:.0f} s" if s.device in checkable else \
+                    "not checked: a reservation's place is known only once allocated"
     return statuses
 
 
@@ -73,7 +89,9 @@ def format_status(statuses: list[DeviceStatus]) -> str:
                  "ssh": f"ssh {d.ssh.host}:{d.ssh.port}" if d.ssh else "ssh", "local": "local"}[d.transport]
         health = ("ok: " if s.health is not None and s.health.ok else "FAIL: " if s.health is not None else "") \
             + s.health_text()
-        rows.append((d.name, where, f"{d.soc_model} {d.htp_arch}", health, s.lock.describe()))
+        if d.labgrid is not None:  # the address is the place's: name the resource that gives it
+            where = (f"adb {d.serial} @ " if d.transport == "adb" else "ssh @ ") + d.labgrid.resource
+        rows.append((d.name, where, f"{d.soc_model} {d.htp_arch}", health, s.labgrid or s.lock.describe()))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = []
     for r in rows:

@@ -11,6 +11,13 @@ Everything here is checked on the host, before a single byte moves:
   optional sidecar `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style
   file names (`visual_qnn_69_v79.mnn`), and is compared with the device's. A real MNN export
   records none of these by itself: without the SDK or a sidecar the target is unknown.
+
+One rule for what leaves the export, the same for config keys and for listed files: nothing
+outside the export folder is pushed. A config key naming a path outside (`../x`, `/abs`) is
+refused; a symlink (file or folder) that resolves outside the export is refused too, unless the
+caller opts in with `follow_external_links=True` (then its target's content is pushed under the
+link's name). Links that stay inside are followed; a folder link back to its own ancestor is
+refused (a loop). Every file a config names must be non-empty.
 """
 
 from __future__ import annotations
@@ -109,11 +116,32 @@ def _json_object(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def list_files(root: Path, *, exclude_hidden_harness: bool = True) -> list[ArtifactFile]:
-    """Every regular file under root (symlinks followed), in a stable order."""
+def _check_link(p: Path, real_root: str, what: str) -> None:
+    """Refuse symlink `p` when it resolves outside `real_root` (see the module's rule)."""
+    target = os.path.realpath(p)
+    if os.path.commonpath([target, real_root]) != real_root:
+        raise ArtifactError(
+            f"{p}: symlink to {target}, outside the {what} {real_root}; files from outside are not pushed. "
+            "Copy the file into the folder, or pass follow_external_links=True to follow such links")
+
+
+def list_files(root: Path, *, exclude_hidden_harness: bool = True,
+               follow_external_links: bool = True) -> list[ArtifactFile]:
+    """Every regular file under root (symlinks followed), in a stable order. With
+    follow_external_links=False (exports) a link that resolves outside root is refused."""
     out: list[ArtifactFile] = []
+    real_root = os.path.realpath(root)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        real_dir = os.path.realpath(dirpath)
+        for d in dirnames:
+            sub = Path(dirpath) / d
+            if sub.is_symlink():
+                if not follow_external_links:
+                    _check_link(sub, real_root, "export")
+                target = os.path.realpath(sub)
+                if os.path.commonpath([target, real_dir]) == target:
+                    raise ArtifactError(f"{sub}: folder symlink to its own ancestor {target} (a loop); remove it")
         for name in sorted(filenames):
             if exclude_hidden_harness and (name.startswith(LOCAL_MANIFEST_NAME) or name.endswith(".pyc")):
                 continue
@@ -127,6 +155,8 @@ def list_files(root: Path, *, exclude_hidden_harness: bool = True) -> list[Artif
                 raise ArtifactError(f"{p}: cannot read ({exc}); a dangling symlink? fix or remove it") from None
             if not stat_mod.S_ISREG(st.st_mode):
                 continue
+            if not follow_external_links and p.is_symlink():
+                _check_link(p, real_root, "export")
             if not os.access(p, os.R_OK):
                 raise ArtifactError(f"{p}: not readable; fix its permissions")
             out.append(ArtifactFile(rel, p, st.st_size, stat_mod.S_IMODE(st.st_mode) | 0o644))
@@ -300,6 +330,15 @@ def _check_qnn_bins(root: Path, qnn_model: str, kind: str, config: Path, have: d
                                 "copy the complete qnn/ folder")
 
 
+def _refuse_empty(source: Path, named: list[tuple[str, ArtifactFile]]) -> None:
+    """Every file a config (or the export's record) names must hold data: a 0-byte weight or
+    tokenizer is a truncated copy, refused like an empty qnn/graph*.bin."""
+    empty = [label for label, f in named if f.size == 0]
+    if empty:
+        raise ArtifactError(f"{source}: names empty file(s) {'; '.join(empty)} (0 bytes: a truncated copy?); "
+                            "copy them again from the export output or re-export")
+
+
 def _load_mnn(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None) -> ModelArtifact:
     have = {f.rel: f for f in files}
     llm_config_path = root / "llm_config.json"
@@ -341,6 +380,7 @@ def _load_mnn(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None 
         if missing:
             raise ArtifactError(f"{cfg_path}: needs files the export lacks: {'; '.join(missing)}; "
                                 "copy them from the export output or re-export")
+        _refuse_empty(cfg_path, [(f"{k} -> {v}", have[v]) for k, v in need.items()])
         if qnn_llm:
             uses_qnn = True
             _check_qnn_bins(root, llm_model, "llm", cfg_path, have)
@@ -381,21 +421,25 @@ def _load_executorch(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
     pte = str(sidecar.get("model_path") or ptes[0].rel)
     if pte not in {f.rel for f in ptes}:
         raise ArtifactError(f"{root / SIDECAR_NAMES[1]}: model_path {pte!r} is not a .pte in {root}; fix it")
+    by_rel = {f.rel: f for f in files}
+    _refuse_empty(root, [(pte, by_rel[pte])] + [(t.rel, t) for t in toks])
     uses_qnn = any(_pte_uses_qnn(f.path) for f in ptes) or any(k in sidecar for k in ("soc_id", "dsp_arch", "htp_arch"))
     return ModelArtifact(root=root, kind="executorch", model_type=str(model_type), files=tuple(files),
                          configs={"qnn" if uses_qnn else "cpu": pte}, target=read_target(root, files),
                          uses_qnn=uses_qnn)
 
 
-def load_export(model_dir: Path | str, *, qnn_sdk: Path | str | None = None) -> ModelArtifact:
+def load_export(model_dir: Path | str, *, qnn_sdk: Path | str | None = None,
+                follow_external_links: bool = False) -> ModelArtifact:
     """Read and validate an export folder (MNN or ExecuTorch). Raises ArtifactError.
-    qnn_sdk: a QNN SDK root; the MNN export's context binaries then tell its soc_id/dsp_arch."""
+    qnn_sdk: a QNN SDK root; the MNN export's context binaries then tell its soc_id/dsp_arch.
+    Symlinks leaving the folder are refused unless follow_external_links (module docstring)."""
     root = Path(model_dir).expanduser()
     if not root.is_dir():
         raise ArtifactError(f"{root}: not a folder; pass the export's output folder (the one with config.json "
                             "or the .pte)")
     root = root.resolve()
-    files = list_files(root)
+    files = list_files(root, follow_external_links=follow_external_links)
     if not files:
         raise ArtifactError(f"{root}: the folder is empty; pass the export's output folder")
     names = {f.rel for f in files}

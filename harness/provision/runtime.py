@@ -1,5 +1,5 @@
 """Runtime bundles: the runner binary, its own libraries, and the QNN libraries for the
-device's HTP arch (mnn-llm.md §3, executorch-qnn.md §1).
+device's HTP arch (docs/qnn-libraries.md).
 
 QNN libraries are looked up, in order, in the QNN SDK layout of `qnn_sdk`
 (`lib/aarch64-android/`, `lib/hexagon-v<arch>/unsigned/`), then in the runtime folder itself

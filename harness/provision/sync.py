@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness import soc
-from harness.errors import ProvisionError, RemoteNoSpaceError, TransportError
+from harness.errors import HarnessError, ProvisionError, RemoteNoSpaceError, TransportError
 from harness.provision.artifacts import ArtifactFile
 from harness.provision.hashcache import FileKey, HashCache
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
@@ -582,12 +582,21 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
         hint = (f" ({s.placed} of {len(todo)} files are safely on the device; provisioning again resumes "
                 "from there)")
         if isinstance(exc, RemoteNoSpaceError):
+            # The pre-check's figure is stale by now (something else filled the disk): ask again.
+            now = _free_now(s)
+            left = f"{human_bytes(now)} ({now} bytes) free now" if now is not None else "free space unknown"
             raise RemoteNoSpaceError(f"{dev.name}: no space left while pushing {L.kind} {L.name!r}: needed "
-                                     f"{need} bytes, the device said {free} bytes were free ({exc}); free space "
-                                     f"and provision again{hint}") from None
+                                     f"{need} bytes, {left} ({exc}); free space and provision again{hint}") from None
         raise type(exc)(f"{exc}{hint}") from None
     s.progress.finish(f"{dev.name}: {L.kind} {L.name}: {len(todo)} files, {human_bytes(sent)} pushed")
     return sent
+
+
+def _free_now(s: _Session) -> int | None:
+    try:
+        return s.t.free_bytes(s.layout.work_dir)
+    except HarnessError:  # a best-effort figure for the message; the failure is reported anyway
+        return None
 
 
 def _batches(todo: list[_Item]) -> list[list[_Item]]:
@@ -737,16 +746,18 @@ def provision_model(
     progress: Progress | None = None,
     verify: str = "size",
     allow_unknown_target: bool = False,
+    follow_external_links: bool = False,
 ) -> ProvisionedModel:
     """Validate an export against the device, then push it incrementally to
     `<work_dir>/models/<name>` (default name: the folder's name). Nothing moves when the
-    export is incomplete or compiled for another SoC/arch."""
+    export is incomplete or compiled for another SoC/arch. Symlinks leaving the export are
+    refused unless `follow_external_links` (artifacts.py states the rule)."""
     from harness.provision.artifacts import check_target, load_export
     from harness.provision.hashcache import default_cache
     from harness.provision.manifest import write_local_manifest
     from harness.provision.progress import make_progress
 
-    artifact = load_export(model_dir)
+    artifact = load_export(model_dir, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
     target = artifact.target
     meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type, "configs": artifact.configs,

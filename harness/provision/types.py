@@ -43,6 +43,6 @@ class ProvisionedRuntime:
         if self.lib_dirs:
             env["LD_LIBRARY_PATH"] = ":".join(self.lib_dirs)
         if self.adsp_dirs:
-            # Qualcomm documents ADSP_LIBRARY_PATH as ';'-separated (mnn-llm.md §3).
+            # Qualcomm documents ADSP_LIBRARY_PATH as ';'-separated (docs/qnn-libraries.md#environment).
             env["ADSP_LIBRARY_PATH"] = ";".join(self.adsp_dirs)
         return env

@@ -2,7 +2,8 @@
 
 Importable without `executorch`: only `load_rows()` needs it, and it raises a HarnessError
 saying how to install the extra. The analysis itself works on plain row dicts with the
-Inspector's DataFrame columns (executorch-qnn.md §4), so it is independent of pandas.
+Inspector's DataFrame columns (docs/executorch-runner.md#etdump-and-the-inspector), so it is
+independent of pandas.
 
 QNN profiles are in cycles: the Inspector must be built with CYCLES/CYCLES time scales
 (mixing CYCLES with another scale raises), and the columns then read `p50 (cycles)` etc.

@@ -1,5 +1,5 @@
 """ExecuTorch QNN runners on a device: `qnn_llama_runner` (LLM) and `qnn_executor_runner`
-(any .pte, with ETDump). Flags and outputs as in ExecuTorch 1.5 (executorch-qnn.md §1):
+(any .pte, with ETDump). Flags and outputs as in ExecuTorch 1.5 (docs/executorch-runner.md):
 
   * qnn_llama_runner: gflags; no `--kv_updater` (gone since 1.1; passing it fails parsing);
     stdout carries `PyTorchObserver {json}`; `--output_path` gets prompt+text,

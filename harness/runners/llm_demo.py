@@ -1,6 +1,6 @@
 """Run MNN `llm_demo` on a device and turn what it printed into a result with a failure class.
 
-    llm_demo CONFIG PROMPT_FILE [max_token_number]        (mnn-llm.md §1)
+    llm_demo CONFIG PROMPT_FILE [max_token_number]        (docs/llm-demo-output.md#arguments)
 
 The runner writes the prompt file itself (one prompt per line, image tags), pushes it and
 its images into a fresh run folder that is also the cwd (llm_demo writes `tmp*` there and
@@ -43,6 +43,7 @@ from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.runners.overlay import Overlay, write_overlay
 from harness.runners.prompts import Prompt, images_of, render_prompt_file
+from harness.transport.command import check_wire_text
 from harness.runners.signatures import (
     Classification, SignatureSet, load_signatures, logcat_messages, signal_name, signal_of,
 )
@@ -372,6 +373,8 @@ class LlmDemoRunner:
         HarnessError only for bad input (no such backend, prompt that llm_demo would mangle)."""
         items = [Prompt.of(p) for p in prompts]
         render_prompt_file(items)  # validate every prompt before touching the device
+        for i, p in enumerate(items):  # and what the prompt file's UTF-8 cannot hold (NUL, lone surrogates)
+            check_wire_text(p.text, f"prompt #{i + 1}" + (f" ({p.id})" if p.id else ""))
         images_of(items)
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 0):
             raise HarnessError(f"max_tokens must be a non-negative integer or None, got {max_tokens!r}")

@@ -1,7 +1,7 @@
 """Prompt files for `llm_demo`: one prompt per line, multimodal tags for images.
 
-llm_demo reads the file with getline (mnn-llm.md §1): empty lines are skipped, a trailing
-CR is dropped, lines starting with `#` are skipped and a first line
+llm_demo reads the file with getline (docs/llm-demo-output.md#prompt-file): empty lines are
+skipped, a trailing CR is dropped, lines starting with `#` are skipped and a first line
 `id,question,A,B,C,D,answer` switches to C-Eval mode. A prompt that would be mangled by
 any of these rules is refused here with a clear error instead of silently changing the run.
 Images are referenced relative to the cwd (that is where llm_demo opens them), so the

@@ -1,7 +1,7 @@
 """The quantization-format matrix (ExecuTorch `QuantDtype`) and what each HTP arch can run.
 
-Limits (executorch-qnn.md §3, `quantizer/annotators/htp_rules.py`): block quantization
-(16a4w_block, "LPBQ") needs V69+, 16-bit activations with 16-bit weights need V73+. A cell
+Limits (docs/executorch-runner.md#quantization-limits, `quantizer/annotators/htp_rules.py`):
+block quantization (16a4w_block, "LPBQ") needs V69+, 16-bit activations with 16-bit weights need V73+. A cell
 that an arch cannot run is *skipped with the reason*, never run and reported as a failure.
 """
 

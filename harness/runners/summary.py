@@ -1,6 +1,6 @@
 """The performance summary block `llm_demo` prints at the end of `benchmark()`.
 
-Format (mnn-llm.md §1): a line of 33 `#`, `label = value unit` lines (some with leading
+Format (docs/llm-demo-output.md#summary): a line of 33 `#`, `label = value unit` lines (some with leading
 spaces), a line of 34 `#`. Numbers are printf `%d`/`%.2f`/`%.3f`, so non-finite values
 appear as `nan`, `-nan` (glibc) or `inf`; all of them parse here to Python floats.
 The token counts and times are sums over every prompt of the process.

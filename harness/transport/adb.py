@@ -28,7 +28,7 @@ from adbutils._adb import AdbConnection
 from adbutils.errors import AdbError
 
 from harness.errors import (
-    ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
+    CommandOutcomeUnknown, ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
     TransportError,
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
@@ -39,6 +39,7 @@ from harness.transport.retry import RetryPolicy
 
 _SHELL_PKT_STDIN, _SHELL_PKT_STDOUT, _SHELL_PKT_STDERR, _SHELL_PKT_EXIT, _SHELL_PKT_CLOSE_STDIN = 0, 1, 2, 3, 4
 _LINK_ERRORS = (OSError, EOFError)
+_V1_MARKER = "X4EXIT-"
 _SYNC_STALL_S = 120.0
 _MAX_PENDING_ACKS = 64  # files sent ahead of their OKAY in push_tree
 _TCP_SERIAL = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
@@ -231,25 +232,42 @@ class AdbTransport(Transport):
         self._ready = False
         return ConnectionDropped(f"{self._label}: connection dropped during {what} ({type(exc).__name__}: {exc})")
 
-    def _open(self, service: str, what: str, timeout: float | None = None) -> AdbConnection:
-        """A server connection switched to this device and then to `service`."""
+    def _open(self, service: str, what: str, timeout: float | None = None, *,
+              runs_once: bool = False) -> AdbConnection:
+        """A server connection switched to this device and then to `service`.
+        `runs_once`: the service runs a command; once its request has left, a lost link means
+        the command may have started (CommandOutcomeUnknown), not a retryable drop."""
         self._ensure_ready()
         conn = self._server_conn(timeout=30)
+        sent = False
         try:
             conn.send_command(f"host:transport:{self.serial}")
             conn.check_okay()
+            sent = True  # from here the device may get the request
             conn.send_command(service)
             conn.check_okay()
         except AdbError as exc:
             _close(conn)
-            if str(exc).startswith("Unknown data"):  # the stream ended where OKAY/FAIL was due
-                raise self._dropped(what, exc) from None
-            raise self._fail_error(str(exc), what) from None
+            # The stream ended where OKAY/FAIL was due, or the server's `FAIL closed`: the device
+            # side went away before its OKAY (adb sockets.cpp local_socket_close_notify).
+            if str(exc).startswith("Unknown data") or str(exc).strip() == "closed":
+                raise self._lost(what, exc, sent and runs_once) from None
+            raise self._fail_error(str(exc), what) from None  # a FAIL: refused, never started
         except _LINK_ERRORS as exc:
             _close(conn)
-            raise self._dropped(what, exc) from None
+            raise self._lost(what, exc, sent and runs_once) from None
         conn.conn.settimeout(timeout)
         return conn
+
+    def _lost(self, what: str, exc: BaseException, may_have_run: bool) -> TransportError:
+        return self._outcome_unknown(what, exc) if may_have_run else self._dropped(what, exc)
+
+    def _outcome_unknown(self, what: str, exc: BaseException) -> CommandOutcomeUnknown:
+        self._ready = False
+        return CommandOutcomeUnknown(
+            f"{self._label}: connection lost during {what} after it was handed to the device "
+            f"({type(exc).__name__}: {exc}); it may have run (wholly or in part), so it is not sent again. "
+            "Check the device's state (files, processes) and run it again only if that is safe")
 
     def features(self) -> frozenset[str]:
         """The device's adb features (asked once, then cached)."""
@@ -280,7 +298,7 @@ class AdbTransport(Transport):
 
     def _exec_v2(self, command: str, timeout: float | None) -> RawExec:
         deadline = None if timeout is None else time.monotonic() + timeout
-        conn = self._open(f"shell,v2,raw:{command}", "a shell command")
+        conn = self._open(f"shell,v2,raw:{command}", "a shell command", runs_once=True)
         sock = conn.conn
         out, err = bytearray(), bytearray()
         try:
@@ -300,38 +318,50 @@ class AdbTransport(Transport):
             # Abandon our side; the base class kills the device process by pid.
             return RawExec(bytes(out), bytes(err), -1, timed_out=True)
         except _LINK_ERRORS as exc:
-            raise self._dropped("a shell command", exc) from None
+            raise self._outcome_unknown("a shell command", exc) from None
         finally:
             _close(conn)
 
     def _exec_v1(self, command: str, timeout: float | None) -> RawExec:
-        """v1 `shell:` has no exit status: run the command in a child `sh` and print a marker
-        with a random nonce after it; stdout and stderr arrive merged (stderr stays empty)."""
+        """v1 `shell:` has no exit status: run the command in a child `sh`, then print a line
+        `MARKER:STATUS` with a per-call random marker. stdout and stderr arrive merged (stderr
+        stays empty). Output may follow the marker line (a background child writing late, an
+        adbd that sends stderr after stdout): it is kept as output and the stream is read to
+        its end. A stream that ends without the marker line means the command may have run."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        marker = f"X4EXIT-{uuid.uuid4().hex}".encode()
-        # printf's leading newline puts the marker on a line of its own even after unterminated
-        # output; "$?" is expanded before printf runs, so it is the command's status.
-        wrapped = f"{quote_argv(['sh', '-c', command])}; printf '\\n%s:%s\\n' {marker.decode()} \"$?\""
-        conn = self._open(f"shell:{wrapped}", "a shell command")
+        nonce = uuid.uuid4().hex
+        line = re.compile(rb"\n" + re.escape(f"{_V1_MARKER}{nonce}".encode()) + rb":(\d{1,3})\n")
+        # printf joins the marker's halves, so the whole marker never stands in a command line
+        # (`ps` output cannot fake it); its leading newline puts it on a line of its own after
+        # unterminated output; "$?" is expanded before printf runs: the command's status.
+        wrapped = (f"{quote_argv(['sh', '-c', command])}; "
+                   f"printf '\\n%s%s:%s\\n' {_V1_MARKER} {nonce} \"$?\"")
+        conn = self._open(f"shell:{wrapped}", "a shell command", runs_once=True)
         sock = conn.conn
         data = bytearray()
+        found: re.Match[bytes] | None = None
         try:
             while True:
-                chunk = _recv_some(sock, deadline)
+                try:
+                    chunk = _recv_some(sock, deadline)
+                except _Deadline:
+                    if found is None:
+                        return RawExec(bytes(data), b"", -1, timed_out=True)
+                    break  # the command ended; a background child still holds the stream open
                 if not chunk:
                     break
                 data += chunk
-        except _Deadline:
-            return RawExec(bytes(data), b"", -1, timed_out=True)
+                if found is None:
+                    found = line.search(data, max(0, len(data) - len(chunk) - 64))
         except _LINK_ERRORS as exc:
-            raise self._dropped("a shell command", exc) from None
+            if found is None:
+                raise self._outcome_unknown("a shell command", exc) from None
+            # The command's status arrived; only late output of a background child is cut.
         finally:
             _close(conn)
-        at = data.rfind(b"\n" + marker + b":")
-        tail = data[at + len(marker) + 2:].strip() if at >= 0 else b""
-        if at < 0 or not tail.isdigit():
-            raise self._dropped("a shell command", EOFError("output ended before the exit marker"))
-        return RawExec(bytes(data[:at]), b"", int(tail))
+        if found is None:
+            raise self._outcome_unknown("a shell command", EOFError("output ended before the exit marker"))
+        return RawExec(bytes(data[:found.start()] + data[found.end():]), b"", int(found.group(1)))
 
     # ---- files --------------------------------------------------------------------------
     def _sync(self, what: str) -> tuple[AdbConnection, SyncClient]:

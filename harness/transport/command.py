@@ -1,5 +1,8 @@
 """Building device shell strings. This is the only place that turns argv lists into shell
-text: every piece goes through shlex.quote, so names with spaces or `;` stay one argument."""
+text: every piece goes through shlex.quote, so names with spaces or `;` stay one argument.
+Every piece is first checked for what the link cannot carry (`check_wire_text`): a NUL ends
+a C string on the device (adb's service name, sshd's exec request), and a lone surrogate has
+no UTF-8 form. Both are refused before anything is sent."""
 
 from __future__ import annotations
 
@@ -7,7 +10,30 @@ import re
 import shlex
 from typing import Mapping, Sequence
 
+from harness.errors import UnsendableText
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def wire_text_problem(text: str) -> str | None:
+    """Why `text` cannot go to a device as is (None when it can)."""
+    at = text.find("\0")
+    if at >= 0:
+        return f"a NUL byte at offset {at}, which ends the string on the device"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"a lone surrogate U+{ord(text[exc.start]):04X} at offset {exc.start}, which has no UTF-8 form "
+                "(often bytes decoded with surrogateescape)")
+    return None
+
+
+def check_wire_text(text: str, where: str) -> None:
+    """Refuse `text` (named by `where`) when the device link cannot carry it."""
+    problem = wire_text_problem(text)
+    if problem is not None:
+        raise UnsendableText(f"{where} holds {problem}; nothing was sent to the device. Remove it or pass "
+                             "valid UTF-8 text")
 
 
 def quote_argv(args: Sequence[str]) -> str:
@@ -15,7 +41,11 @@ def quote_argv(args: Sequence[str]) -> str:
         raise TypeError("device commands are argv lists, not strings: pass ['ls', '-l', path]")
     if not args:
         raise ValueError("empty command")
-    return " ".join(shlex.quote(str(a)) for a in args)
+    words = [str(a) for a in args]
+    for i, word in enumerate(words):
+        if wire_text_problem(word) is not None:
+            check_wire_text(word, f"argument #{i} {word[:40]!r} of the device command {words[0][:60]!r}")
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def env_prefix(env: Mapping[str, str] | None) -> str:
@@ -25,6 +55,7 @@ def env_prefix(env: Mapping[str, str] | None) -> str:
     for name, value in env.items():
         if not _ENV_NAME.match(name):
             raise ValueError(f"invalid environment variable name {name!r}")
+        check_wire_text(str(value), f"environment variable {name}")
         parts.append(f"{name}={shlex.quote(str(value))}")
     return " ".join(parts) + " "
 
@@ -44,6 +75,7 @@ def build_shell_command(
     """
     pieces = []
     if cwd:
+        check_wire_text(cwd, "the working folder (cwd)")
         pieces.append(f"cd {shlex.quote(cwd)}")
     if pid_file:
         pieces.append(f"echo $$ > {shlex.quote(pid_file)}")

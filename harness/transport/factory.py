@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from adbutils._adb import AdbConnection
+
 from harness.inventory import DeviceSpec
+from harness.transport.adb import AdbTransport
 from harness.transport.base import Transport
 from harness.transport.retry import RetryPolicy
+from harness.transport.tunnel import SshTunnel, TunnelTarget
 
 
 def open_transport(device: DeviceSpec, retry: RetryPolicy | None = None) -> Transport:
     if device.transport == "adb":
-        from harness.transport.adb import AdbTransport
-
+        server = device.adb_server
+        if server is not None and server.via_ssh is not None:
+            tunnel = SshTunnel(server.via_ssh, TunnelTarget(server.host, server.port), name=device.name,
+                               inventory=str(device.source or "devices.yaml"))
+            return AdbOverSsh(device, tunnel, retry=retry)
         return AdbTransport(device, retry=retry)
     if device.transport == "ssh":
         from harness.transport.ssh import SshTransport
@@ -19,3 +26,29 @@ def open_transport(device: DeviceSpec, retry: RetryPolicy | None = None) -> Tran
     from harness.transport.local import LocalTransport
 
     return LocalTransport(device, retry=retry)
+
+
+class AdbOverSsh(AdbTransport):
+    """adb whose server connections go through an ssh tunnel to the lab host's adb server,
+    which listens on that host's loopback only (harness/transport/tunnel.py)."""
+
+    def __init__(self, device: DeviceSpec, tunnel: SshTunnel, retry: RetryPolicy | None = None):
+        super().__init__(device, retry=retry)
+        self.tunnel = tunnel
+
+    def _may_start_server(self) -> bool:
+        return False  # the server is the lab host's; never start one on this host
+
+    def _server_conn(self, timeout: float | None = None) -> AdbConnection:
+        if not self.tunnel.running:
+            self.tunnel.start()  # opened on first use, and again if used after close()
+        host, port = self.tunnel.local_address
+        if (self.client.host, self.client.port) != (host, port):
+            self.client = type(self.client)(host, port)
+        return super()._server_conn(timeout)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.tunnel.close()

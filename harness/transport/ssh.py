@@ -2,8 +2,12 @@
 
 Commands run over exec channels (exit status, stdout and stderr apart); files go over
 SFTP with pipelined writes. Host keys are checked against the inventory's known_hosts
-(reject by default); trusting a new key is an explicit per-device opt-in. The connection
-is opened lazily and reopened by the next call after a link fault.
+(reject by default); trusting a new key is an explicit per-device opt-in. known_hosts is
+read line by line as OpenSSH reads it: a malformed line (even another host's) is skipped with
+a warning naming the file and line, and `@revoked` keys are refused. The connection is opened
+lazily and reopened by the next call after a link fault; a link that dies during login is a
+dropped connection (retried), only the server's refusal is "unauthorized". A link lost after
+a command was sent is CommandOutcomeUnknown: the command is never sent again.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
+import logging
 import posixpath
 import select
 import socket
@@ -19,15 +24,18 @@ import time
 from pathlib import Path
 
 import paramiko
+from paramiko.hostkeys import HostKeyEntry
 
 from harness.errors import (
-    ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, HostKeyError, RemoteNoSpaceError,
+    CommandOutcomeUnknown, ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, HostKeyError, RemoteNoSpaceError,
     RemotePathError, TransportError,
 )
-from harness.inventory import DeviceSpec
+from harness.inventory import DeviceSpec, SshSpec
 from harness.transport.base import HealthReport, ProgressFn, RawExec, RemoteStat, Transport
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
+
+log = logging.getLogger("harness.transport")
 
 _CHUNK = 1 << 20  # local read size; paramiko splits SFTP writes into 32 KiB requests
 _WINDOW = 16 << 20  # a large channel window keeps pipelined SFTP writes flowing
@@ -75,10 +83,138 @@ class _TrustAndRecord(paramiko.MissingHostKeyPolicy):
             fh.write(f"{sep}{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
+def load_known_hosts(keys: paramiko.HostKeys, path: Path) -> list[paramiko.PKey]:
+    """Add the entries of OpenSSH known_hosts `path` to `keys`; returns the `@revoked` keys.
+    Like OpenSSH (and unlike paramiko's HostKeys.load, which raises on a truncated key), a line
+    that cannot be read is skipped with a warning naming the file and line; fields may be
+    separated by any run of blanks. `@cert-authority` lines are skipped (not supported here)."""
+    revoked: list[paramiko.PKey] = []
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        fields = raw.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        marker = fields.pop(0) if fields[0].startswith("@") else None
+        if marker not in (None, "@revoked", "@cert-authority"):
+            log.warning("%s:%d: skipped a known_hosts line with unknown marker %s", path, lineno, marker)
+            continue
+        if marker == "@cert-authority":
+            log.warning("%s:%d: skipped a @cert-authority line (host certificates are not supported); "
+                        "list the host's own key instead", path, lineno)
+            continue
+        try:
+            entry = HostKeyEntry.from_line(" ".join(fields[:3]), lineno)
+        except Exception as exc:  # InvalidHostKey, SSHException, struct/ValueError on a cut key
+            entry, why = None, f"{type(exc).__name__}: {exc}"
+        else:
+            why = "too few fields or an unknown key type"
+            # paramiko reads a cut key blob as a shorter key; OpenSSH's parser refuses it.
+            if entry is not None and entry.key is not None and entry.key.asbytes() != _b64(fields[2]):
+                entry, why = None, "the key data is cut short or has trailing bytes"
+        if entry is None or entry.key is None:
+            log.warning("%s:%d: skipped a malformed known_hosts line (%s); OpenSSH skips it too",
+                        path, lineno, why)
+            continue
+        if marker == "@revoked":
+            revoked.append(entry.key)
+            continue
+        for name in entry.hostnames:
+            keys.add(name, entry.key.get_name(), entry.key)
+    return revoked
+
+
+def _b64(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        return None
+
+
 def _is_link_fault(exc: BaseException) -> bool:
     # SFTP status errors are OSErrors too, but carry an errno (or none at all) and no
     # socket semantics; these are the ones that mean the link itself broke.
     return isinstance(exc, (EOFError, paramiko.SSHException, socket.timeout, ConnectionError, BrokenPipeError))
+
+
+def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float = _CONNECT_TIMEOUT,
+                   section: str = "ssh") -> paramiko.SSHClient:
+    """A logged-in paramiko client, the host key checked against `spec.known_hosts` (unknown
+    keys refused unless `trust_new_host_key`, @revoked keys refused). Shared by ssh boards and
+    ssh tunnels (tunnel.py), so both check host keys the same way. `section` is the
+    devices.yaml key the settings live under, for messages."""
+    known = spec.known_hosts or Path.home() / ".ssh" / "known_hosts"
+    where = f"{spec.host}:{spec.port}"
+    known_name = spec.host if spec.port == 22 else f"[{spec.host}]:{spec.port}"
+    client = paramiko.SSHClient()
+    revoked: list[paramiko.PKey] = []
+    if known.exists():
+        try:
+            revoked = load_known_hosts(client.get_host_keys(), known)
+        except OSError as exc:
+            raise HostKeyError(f"{name}: cannot read known_hosts file {known} ({exc}); "
+                               "check its permissions") from None
+    elif not spec.trust_new_host_key:
+        raise HostKeyError(
+            f"{name}: known_hosts file {known} does not exist, so the host key of {where} cannot be "
+            f"verified; create it with `ssh-keyscan -p {spec.port} {spec.host} >> {known}` after checking "
+            f"the fingerprint, or set `trust_new_host_key: true` under `{section}:` in {inventory} once")
+    client.set_missing_host_key_policy(_TrustAndRecord(known) if spec.trust_new_host_key else _RejectUnknown())
+    if spec.key is not None and not spec.key.exists():
+        raise DeviceUnauthorizedError(
+            f"{name}: ssh key file {spec.key} does not exist; fix `{section}.key` in {inventory}")
+    try:
+        client.connect(
+            spec.host, port=spec.port, username=spec.user,
+            key_filename=str(spec.key) if spec.key else None,
+            look_for_keys=spec.key is None, allow_agent=spec.key is None,
+            timeout=timeout, banner_timeout=timeout,
+            auth_timeout=timeout,
+        )
+    except _UnknownHostKey as exc:
+        client.close()
+        raise HostKeyError(
+            f"{name}: host key of {where} ({exc.key.get_name()} {fingerprint(exc.key)}) is not in "
+            f"{known}; refusing to connect. Check the fingerprint on the board "
+            f"(`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then add it with "
+            f"`ssh-keyscan -p {spec.port} {spec.host} >> {known}` or set `trust_new_host_key: true` under "
+            f"`{section}:` in {inventory} once") from None
+    except paramiko.BadHostKeyException as exc:
+        client.close()
+        raise HostKeyError(
+            f"{name}: host key of {where} CHANGED: the board offers {exc.key.get_name()} "
+            f"{fingerprint(exc.key)} but {known} has {fingerprint(exc.expected_key)}. Someone may be "
+            f"intercepting the connection, or the board was re-flashed; if you expected this, remove the "
+            f"old entry with `ssh-keygen -R '{known_name}' -f {known}` and connect again "
+            f"(with `trust_new_host_key: true` to record the new key)") from None
+    except paramiko.AuthenticationException as exc:
+        transport = client.get_transport()
+        link_alive = transport is not None and transport.is_active()
+        client.close()
+        if not link_alive:
+            # paramiko reports a link that died mid-login as an authentication failure
+            # ("transport shut down or saw EOF"); nothing was refused.
+            raise ConnectionDropped(
+                f"{name}: ssh link to {where} dropped during login ({type(exc).__name__}: {exc})"
+            ) from None
+        key = spec.key or "your default keys/agent"
+        raise DeviceUnauthorizedError(
+            f"{name}: ssh login as {spec.user}@{where} with {key} was refused ({exc}); "
+            f"add the public key to ~{spec.user}/.ssh/authorized_keys on the board, or fix `{section}.user`/"
+            f"`{section}.key` in {inventory}") from None
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        client.close()
+        raise DeviceOfflineError(
+            f"{name}: cannot reach ssh {where} ({type(exc).__name__}: {exc}); check that the board "
+            "is powered, on the network and running sshd") from None
+    transport = client.get_transport()
+    offered = transport.get_remote_server_key() if transport is not None else None
+    if offered is not None and any(offered == key for key in revoked):
+        client.close()
+        raise HostKeyError(
+            f"{name}: host key of {where} ({offered.get_name()} {fingerprint(offered)}) is marked "
+            f"@revoked in {known}; refusing to connect. Give the board a new host key and record it")
+    if transport is not None:
+        transport.set_keepalive(15)  # notice a dead board during long runs
+    return client
 
 
 class SshTransport(Transport):
@@ -103,16 +239,8 @@ class SshTransport(Transport):
         return f"{self.spec.host}:{self.spec.port}"
 
     @property
-    def _known_name(self) -> str:
-        """The host's name as known_hosts spells it."""
-        return self.spec.host if self.spec.port == 22 else f"[{self.spec.host}]:{self.spec.port}"
-
-    @property
     def _inventory(self) -> str:
         return str(self.device.source or "devices.yaml")
-
-    def _known_hosts(self) -> Path:
-        return self.spec.known_hosts or Path.home() / ".ssh" / "known_hosts"
 
     def _connected(self) -> paramiko.SSHClient:
         with self._lock:
@@ -125,64 +253,8 @@ class SshTransport(Transport):
             return self._client
 
     def _connect(self) -> paramiko.SSHClient:
-        spec, name = self.spec, self.device.name
-        known = self._known_hosts()
-        client = paramiko.SSHClient()
-        if known.exists():
-            try:
-                client.load_host_keys(str(known))
-            except (OSError, paramiko.SSHException) as exc:
-                raise HostKeyError(f"{name}: cannot read known_hosts file {known} ({exc}); "
-                                   "fix or remove the broken line") from None
-        elif not spec.trust_new_host_key:
-            raise HostKeyError(
-                f"{name}: known_hosts file {known} does not exist, so the host key of {self._where} cannot be "
-                f"verified; create it with `ssh-keyscan -p {spec.port} {spec.host} >> {known}` after checking "
-                f"the fingerprint, or set `trust_new_host_key: true` under `ssh:` in {self._inventory} once")
-        client.set_missing_host_key_policy(_TrustAndRecord(known) if spec.trust_new_host_key else _RejectUnknown())
-        if spec.key is not None and not spec.key.exists():
-            raise DeviceUnauthorizedError(
-                f"{name}: ssh key file {spec.key} does not exist; fix `ssh.key` in {self._inventory}")
-        try:
-            client.connect(
-                spec.host, port=spec.port, username=spec.user,
-                key_filename=str(spec.key) if spec.key else None,
-                look_for_keys=spec.key is None, allow_agent=spec.key is None,
-                timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
-                auth_timeout=self.connect_timeout,
-            )
-        except _UnknownHostKey as exc:
-            client.close()
-            raise HostKeyError(
-                f"{name}: host key of {self._where} ({exc.key.get_name()} {fingerprint(exc.key)}) is not in "
-                f"{known}; refusing to connect. Check the fingerprint on the board "
-                f"(`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then add it with "
-                f"`ssh-keyscan -p {spec.port} {spec.host} >> {known}` or set `trust_new_host_key: true` under "
-                f"`ssh:` in {self._inventory} once") from None
-        except paramiko.BadHostKeyException as exc:
-            client.close()
-            raise HostKeyError(
-                f"{name}: host key of {self._where} CHANGED: the board offers {exc.key.get_name()} "
-                f"{fingerprint(exc.key)} but {known} has {fingerprint(exc.expected_key)}. Someone may be "
-                f"intercepting the connection, or the board was re-flashed; if you expected this, remove the "
-                f"old entry with `ssh-keygen -R '{self._known_name}' -f {known}` and connect again "
-                f"(with `trust_new_host_key: true` to record the new key)") from None
-        except paramiko.AuthenticationException as exc:
-            client.close()
-            key = spec.key or "your default keys/agent"
-            raise DeviceUnauthorizedError(
-                f"{name}: ssh login as {spec.user}@{self._where} with {key} was refused ({exc}); "
-                f"add the public key to ~{spec.user}/.ssh/authorized_keys on the board, or fix `ssh.user`/"
-                f"`ssh.key` in {self._inventory}") from None
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            client.close()
-            raise DeviceOfflineError(
-                f"{name}: cannot reach ssh {self._where} ({type(exc).__name__}: {exc}); check that the board "
-                "is powered, on the network and running sshd") from None
-        transport = client.get_transport()
-        if transport is not None:
-            transport.set_keepalive(15)  # notice a dead board during long runs
-        return client
+        return connect_client(self.spec, name=self.device.name, inventory=self._inventory,
+                              timeout=self.connect_timeout)
 
     def _link_alive(self) -> bool:
         client = self._client
@@ -220,14 +292,20 @@ class SshTransport(Transport):
             if transport is None:
                 raise EOFError("no transport")
             chan = transport.open_session(timeout=self.connect_timeout)
-            try:
-                chan.exec_command(wrapped)
-                chan.shutdown_write()
-                return self._collect(chan, timeout)
-            finally:
-                chan.close()
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise self._dropped("a command", exc) from None
+            raise self._dropped("opening a command channel", exc) from None  # nothing was sent yet
+        try:
+            chan.exec_command(wrapped)
+            chan.shutdown_write()
+            return self._collect(chan, timeout)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            self._drop()
+            raise CommandOutcomeUnknown(
+                f"{self.device.name}: ssh link to {self._where} lost while a command was running "
+                f"({type(exc).__name__}: {exc}); it may have run (wholly or in part), so it is not sent again. "
+                "Check the board's state and run it again only if that is safe") from None
+        finally:
+            chan.close()
 
     def _collect(self, chan: paramiko.Channel, timeout: float | None) -> RawExec:
         out, err = bytearray(), bytearray()
@@ -417,4 +495,4 @@ class SshTransport(Transport):
         return report
 
 
-__all__ = ["SshTransport", "fingerprint"]
+__all__ = ["SshTransport", "connect_client", "fingerprint", "load_known_hosts"]

@@ -24,12 +24,11 @@ from harness.checks.mrope import (
     format_posdbg,
     image_llm_grid,
     parse_posdbg,
-    posdbg_lines,
-    prefill_chunks,
     reference_positions,
     smart_resize,
 )
 from harness.errors import HarnessError
+from virtual_lab.mrope_sim import posdbg_lines, prefill_chunks
 
 # A prompt like "<|im_start|>user\n<img>..</img>Describe..." : 15 text tokens, a 512x512 image
 # on Qwen3-VL (16 x 16 after merge, 258 tokens with start/end), then 300 text tokens.

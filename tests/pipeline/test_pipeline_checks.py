@@ -9,6 +9,7 @@ from harness import pipeline
 from harness.checks import mrope
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.prompts import Image, Prompt
+from virtual_lab import mrope_sim
 
 SUMMARY = ("\n#################################\nprompt tokens num = {n}\ndecode tokens num = 3\n"
            "prefill time = 0.10 s\n decode time = 0.10 s\nprefill speed = 10.00 tok/s\n"
@@ -37,9 +38,9 @@ def test_correct_dumps_pass_and_the_chunk_local_bug_is_named(tmp_path: Path) -> 
     prompt = _image_prompt(tmp_path)
     case = pipeline.PromptCase(prompt)
     ref = _ref()
-    good = _result(prompt, mrope.posdbg_lines(ref, mode="ok"), len(ref))
+    good = _result(prompt, mrope_sim.posdbg_lines(ref, mode="ok"), len(ref))
     assert pipeline.position_findings_of(good, [case]) == {"image": []}
-    bad = _result(prompt, mrope.posdbg_lines(ref, mode="chunk_local_bug"), len(ref))
+    bad = _result(prompt, mrope_sim.posdbg_lines(ref, mode="chunk_local_bug"), len(ref))
     kinds = {f.kind for f in pipeline.position_findings_of(bad, [case])["image"]}
     assert kinds == {"chunk_local_bug"}
 
@@ -52,7 +53,7 @@ def test_no_dumps_means_not_instrumented(tmp_path: Path) -> None:
 def test_image_without_hw_gets_no_guessed_reference(tmp_path: Path) -> None:
     prompt = _image_prompt(tmp_path, hw=False)
     ref = _ref()
-    res = _result(prompt, mrope.posdbg_lines(ref, mode="ok"), len(ref))
+    res = _result(prompt, mrope_sim.posdbg_lines(ref, mode="ok"), len(ref))
     findings = pipeline.position_findings_of(res, [pipeline.PromptCase(prompt)])["image"]
     assert [f.kind for f in findings] == ["no_reference"]
 

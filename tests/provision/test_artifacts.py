@@ -187,3 +187,76 @@ def test_real_shared_smollm2_export_loads():
     assert art.model_type == "llama"  # from llm_config.json; the folder says "smollm2"
     assert art.configs == {"cpu": "config.json"} and not art.uses_qnn
     assert {"llm.mnn.weight", "tokenizer.mtok", "embeddings_bf16.bin"} <= {f.rel for f in art.files}
+
+
+# ---- every named file holds data; one symlink rule --------------------------------------------
+@pytest.mark.parametrize("name, named", [
+    ("llm.mnn.weight", "llm_weight -> llm.mnn.weight"),
+    ("tokenizer.mtok", "tokenizer_file -> tokenizer.mtok"),
+    ("embeddings_bf16.bin", "embedding_file -> embeddings_bf16.bin"),
+    ("qnn/llm.mnn", "llm_model -> qnn/llm.mnn"),
+])
+def test_empty_file_named_by_a_config_is_refused(qwen3_export: Path, name: str, named: str):
+    (qwen3_export / name).write_bytes(b"")
+    with pytest.raises(ArtifactError, match=r"config.*\.json: names empty file") as err:
+        load_export(qwen3_export)
+    assert named in str(err.value) and "truncated" in str(err.value)
+
+
+def test_empty_pte_or_tokenizer_is_refused(tmp_path: Path):
+    root = tmp_path / "et"
+    root.mkdir()
+    (root / "model.pte").write_bytes(b"")
+    (root / "tokenizer.bin").write_bytes(b"tok")
+    with pytest.raises(ArtifactError, match=r"names empty file.*model\.pte"):
+        load_export(root)
+    (root / "model.pte").write_bytes(b"program")
+    (root / "tokenizer.bin").write_bytes(b"")
+    with pytest.raises(ArtifactError, match=r"names empty file.*tokenizer\.bin"):
+        load_export(root)
+
+
+def test_symlinked_file_leaving_the_export_is_refused_unless_asked(qwen3_export: Path, tmp_path: Path):
+    outside = tmp_path / "elsewhere" / "secret.bin"
+    outside.parent.mkdir()
+    outside.write_bytes(b"host file")
+    (qwen3_export / "notes.bin").symlink_to(outside)  # a file no config names: still refused
+    with pytest.raises(ArtifactError, match=r"notes\.bin: symlink to .*secret\.bin, outside the export"):
+        load_export(qwen3_export)
+    art = load_export(qwen3_export, follow_external_links=True)
+    assert any(f.rel == "notes.bin" and f.size == len(b"host file") for f in art.files)
+
+
+def test_config_key_and_listed_file_follow_the_same_rule(qwen3_export: Path, tmp_path: Path):
+    weight = qwen3_export / "llm.mnn.weight"
+    moved = tmp_path / "outside.weight"
+    weight.rename(moved)
+    weight.symlink_to(moved)  # the config names it; the link leaves the export
+    with pytest.raises(ArtifactError, match=r"llm\.mnn\.weight: symlink to .*outside\.weight, outside the export"):
+        load_export(qwen3_export)
+    # A config key naming the outside file by path is refused just the same.
+    weight.unlink()
+    weight.write_bytes(moved.read_bytes())
+    _edit_json(qwen3_export / "config.json", llm_weight=str(moved))
+    with pytest.raises(ArtifactError, match=r"points outside the export folder"):
+        load_export(qwen3_export)
+
+
+def test_links_inside_the_export_are_followed(qwen3_export: Path):
+    (qwen3_export / "copies").mkdir()
+    (qwen3_export / "copies" / "tok").symlink_to("../tokenizer.mtok")
+    (qwen3_export / "qnn-link").symlink_to("qnn", target_is_directory=True)
+    rels = {f.rel for f in load_export(qwen3_export).files}
+    assert {"copies/tok", "qnn-link/graphllm0.bin"} <= rels
+
+
+def test_folder_link_leaving_the_export_or_looping_is_refused(qwen3_export: Path, tmp_path: Path):
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "ext" / "x.bin").write_bytes(b"x")
+    (qwen3_export / "ext").symlink_to(tmp_path / "ext", target_is_directory=True)
+    with pytest.raises(ArtifactError, match=r"ext: symlink to .*outside the export"):
+        load_export(qwen3_export)
+    (qwen3_export / "ext").unlink()
+    (qwen3_export / "qnn" / "up").symlink_to("..", target_is_directory=True)
+    with pytest.raises(ArtifactError, match=r"up: folder symlink to its own ancestor"):
+        load_export(qwen3_export)

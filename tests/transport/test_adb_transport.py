@@ -254,12 +254,17 @@ def test_drop_without_retries_is_classified(fresh_phone, adb_entry, make_spec, t
             t.push(src, f"{WORK}/big.bin")
 
 
-def test_offline_for_a_while_then_reconnects(fresh_phone, adb_entry, make_spec, retry_log):
+def test_offline_for_a_while_then_reconnects(fresh_phone, adb_entry, make_spec, retry_log, adb_server):
     with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-offline")),
                       retry=RetryPolicy(attempts=8, max_seconds=30, wait_initial=0.2, wait_max=1.0),
                       connect_wait_s=1.0) as t:
         assert t.shell(["echo", "before"]).stdout == "before\n"
         fresh_phone.faults.offline_for(2.0)
+        # Once the server lists the device gone, a command is refused before it reaches the device
+        # (retried); one sent in the instant before may have started (CommandOutcomeUnknown).
+        deadline = time.monotonic() + 10
+        while adb_server.state(fresh_phone.serial) == "device" and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert t.shell(["echo", "after"]).stdout == "after\n"
     assert retry_log(), "the offline window should have cost at least one logged retry"
     assert fresh_phone.faults.counters.offline_refusals > 0
@@ -328,3 +333,86 @@ def test_cli_and_harness_see_the_same_files(adb, adb_server, phone, tmp_path):
                          env=adb_server.env(), capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert _sha(out) == _sha(src)
+
+
+# ---- v1 shell: late output is output, and a command is never re-sent ----------------------
+def _v1(device, adb_entry, make_spec, fast_retry, name):
+    return AdbTransport(make_spec(adb_entry(device, name)), retry=fast_retry, shell_v2=False)
+
+
+def _runs(device, counter: str) -> int:
+    path = device.host_path(counter)
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_v1_late_background_output_runs_once(fresh_phone, adb_entry, make_spec, fast_retry, retry_log):
+    counter = f"{WORK}/late-runs"
+    with _v1(fresh_phone, adb_entry, make_spec, fast_retry, "op13-late") as t:
+        t.makedirs(WORK)
+        # The child writes after the command (and so after the exit marker) has been printed.
+        res = t.shell(["sh", "-c", f"echo run >> {counter}; (sleep 0.5; echo late) & echo early; exit 4"],
+                      timeout=30)
+    assert _runs(fresh_phone, counter) == 1
+    assert (res.exit_code, res.timed_out) == (4, False)
+    assert res.stdout == "early\nlate\n"
+    assert retry_log() == []
+
+
+def test_v1_stderr_sent_after_stdout_runs_once(fresh_phone, adb_entry, make_spec, fast_retry, retry_log):
+    fresh_phone.faults.stderr_after_stdout(True)
+    counter = f"{WORK}/stderr-runs"
+    with _v1(fresh_phone, adb_entry, make_spec, fast_retry, "op13-lateerr") as t:
+        t.makedirs(WORK)
+        res = t.shell(["sh", "-c", f"echo run >> {counter}; echo out; echo err >&2; exit 2"])
+    assert _runs(fresh_phone, counter) == 1
+    assert res.exit_code == 2
+    assert res.stdout == "out\nerr\n"  # stderr that came after the marker is still output
+    assert retry_log() == []
+
+
+def test_v1_link_lost_mid_command_is_not_resent(fresh_phone, adb_entry, make_spec, fast_retry, retry_log):
+    from harness.errors import CommandOutcomeUnknown
+
+    counter = f"{WORK}/cut-runs"
+    with _v1(fresh_phone, adb_entry, make_spec, fast_retry, "op13-cut") as t:
+        t.makedirs(WORK)
+        fresh_phone.faults.drop_after_bytes(1000, scope="any")
+        with pytest.raises(CommandOutcomeUnknown, match=r"op13-cut.*may have run.*not sent again") as info:
+            t.shell(["sh", "-c", f"echo run >> {counter}; head -c 200000 /dev/zero; sleep 0.2"])
+        assert not info.value.retryable
+        assert fresh_phone.faults.counters.drops_fired == 1
+        assert t.shell(["echo", "next"]).stdout == "next\n"  # the link itself comes back
+    assert _runs(fresh_phone, counter) == 1
+    assert retry_log() == []
+
+
+def test_v2_link_lost_mid_command_is_not_resent(fresh_phone, adb_entry, make_spec, fast_retry, retry_log):
+    from harness.errors import CommandOutcomeUnknown
+
+    counter = f"{WORK}/cut2-runs"
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-cut2")), retry=fast_retry) as t:
+        t.makedirs(WORK)
+        fresh_phone.faults.drop_after_bytes(1000, scope="any")
+        with pytest.raises(CommandOutcomeUnknown, match="op13-cut2"):
+            t.shell(["sh", "-c", f"echo run >> {counter}; head -c 200000 /dev/zero; sleep 0.2"])
+    assert _runs(fresh_phone, counter) == 1
+    assert retry_log() == []
+
+
+@pytest.mark.parametrize("bad", ["a\0b", "caf\udce9"])
+def test_unsendable_argument_is_refused_before_sending(adb, bad):
+    from harness.errors import UnsendableText
+
+    with pytest.raises(UnsendableText, match="argument #2.*nothing was sent"):
+        adb.shell(["echo", "ok", bad], timeout=5)
+    with pytest.raises(UnsendableText, match="cwd"):
+        adb.shell(["true"], cwd=f"{WORK}/{bad}")
+    with pytest.raises(UnsendableText, match="environment variable X"):
+        adb.shell(["true"], env={"X": bad})
+
+
+def test_pull_of_a_folder_is_a_path_error_not_a_drop(adb, phone, tmp_path, retry_log):
+    phone.host_path(f"{WORK}/a folder").mkdir(parents=True, exist_ok=True)
+    with pytest.raises(RemotePathError, match=f"op13-virtual.*{WORK}/a folder.*Is a directory"):
+        adb.pull(f"{WORK}/a folder", tmp_path / "x")
+    assert retry_log() == [] and not (tmp_path / "x").exists()

@@ -212,3 +212,176 @@ def test_drop_mid_push_is_retried_with_a_log_line(fresh_ssh_board, make_spec, fa
         assert t.sha256(remote) == _sha(src)
     lines = retry_log()
     assert len(lines) == 1 and "push blob" in lines[0] and "car-cut" in lines[0]
+
+
+# ---- login cut by the link, known_hosts read like OpenSSH -----------------------------------
+class _CutLoginProxy:
+    """TCP proxy in front of the board that, for the first `cuts` connections, lets the key
+    exchange and the service request through and then closes both sides instead of forwarding
+    the client's next packet: the USERAUTH_REQUEST. Cleartext packets are parsed up to the
+    client's NEWKEYS (msg 21); after it every client write is one encrypted packet (paramiko
+    waits for SERVICE_ACCEPT before sending its login request)."""
+
+    def __init__(self, target_port: int, cuts: int = 1):
+        import socket
+        import threading
+
+        self.target_port, self.cuts_left, self.cut = target_port, cuts, 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self._threads: list[threading.Thread] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            cut = self.cuts_left > 0
+            self.cuts_left -= 1
+            threading.Thread(target=self._pipe, args=(upstream, client, None), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(client, upstream, cut), daemon=True).start()
+
+    def _pipe(self, src, dst, cut: bool | None) -> None:  # type: ignore[no-untyped-def]
+        import socket
+
+        buf, newkeys_seen, encrypted_writes = b"", False, 0
+        try:
+            while data := src.recv(65536):
+                if cut:
+                    if newkeys_seen:
+                        encrypted_writes += 1
+                    else:
+                        buf += data
+                        newkeys_seen, rest = self._after_newkeys(buf)
+                        encrypted_writes += 1 if newkeys_seen and rest else 0
+                    if encrypted_writes >= 2:  # the login request: cut the link here
+                        self.cut += 1
+                        break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    @staticmethod
+    def _after_newkeys(buf: bytes) -> tuple[bool, bytes]:
+        """(client NEWKEYS seen, bytes after it) in the cleartext part of the client stream."""
+        at = buf.find(b"\r\n")  # the version banner line
+        if at < 0:
+            return False, b""
+        pos = at + 2
+        while pos + 6 <= len(buf):
+            length = int.from_bytes(buf[pos:pos + 4], "big")
+            if buf[pos + 5] == 21:
+                return True, buf[pos + 4 + length:]
+            pos += 4 + length
+        return False, b""
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def _via_proxy(board, proxy, name: str) -> dict:
+    known = board.root / f"known_hosts-{name}"
+    known.write_text(f"[127.0.0.1]:{proxy.port} {board.host_public_key()}\n")
+    return board.inventory_entry(name, port=proxy.port, known_hosts=str(known))
+
+
+def test_link_cut_during_login_is_a_dropped_connection_and_retried(fresh_ssh_board, make_spec, fast_retry,
+                                                                   retry_log):
+    proxy = _CutLoginProxy(fresh_ssh_board.port, cuts=1)
+    try:
+        with SshTransport(make_spec(_via_proxy(fresh_ssh_board, proxy, "car-cutlogin")), retry=fast_retry) as t:
+            assert t.shell(["echo", "in"]).stdout == "in\n"
+    finally:
+        proxy.close()
+    assert proxy.cut == 1
+    lines = retry_log()
+    assert len(lines) == 1 and "car-cutlogin" in lines[0] and "dropped during login" in lines[0]
+
+
+def test_link_cut_during_login_without_retries_is_not_unauthorized(fresh_ssh_board, make_spec):
+    proxy = _CutLoginProxy(fresh_ssh_board.port, cuts=1)
+    try:
+        with SshTransport(make_spec(_via_proxy(fresh_ssh_board, proxy, "car-cut1")),
+                          retry=RetryPolicy(attempts=1)) as t:
+            with pytest.raises(ConnectionDropped, match="car-cut1.*dropped during login") as info:
+                t.shell(["true"])
+    finally:
+        proxy.close()
+    assert info.value.retryable and proxy.cut == 1
+
+
+def test_malformed_known_hosts_lines_are_skipped_with_a_warning(fresh_ssh_board, make_spec, caplog):
+    import logging
+
+    good = fresh_ssh_board.known_hosts_line()
+    kind, blob = fresh_ssh_board.host_public_key().split()
+    path = fresh_ssh_board.known_hosts_path
+    path.write_text(
+        "# comment\n"
+        f"other-host.example {kind} {blob[:17]}\n"          # truncated key: bad base64 length
+        f"third.example {kind} {blob[:-12]}\n"                # cut inside the key data
+        "lonely-field\n"
+        f"@cert-authority *.example {kind} {blob}\n"
+        + good.replace(" ", "   ", 1))                        # blanks as OpenSSH allows them
+    caplog.set_level(logging.WARNING, logger="harness.transport")
+    with SshTransport(make_spec(fresh_ssh_board.inventory_entry("car-kh"))) as t:
+        assert t.shell(["echo", "ok"]).stdout == "ok\n"
+    warned = [r.getMessage() for r in caplog.records if "known_hosts" in r.getMessage() or "@cert" in r.getMessage()]
+    for lineno in (2, 3, 4, 5):
+        assert any(f"{path}:{lineno}:" in m for m in warned), (lineno, warned)
+
+
+def test_revoked_host_key_is_refused(fresh_ssh_board, make_spec):
+    path = fresh_ssh_board.known_hosts_path
+    path.write_text(fresh_ssh_board.known_hosts_line() + f"@revoked * {fresh_ssh_board.host_public_key()}\n")
+    with SshTransport(make_spec(fresh_ssh_board.inventory_entry("car-revoked"))) as t:
+        with pytest.raises(HostKeyError, match="car-revoked.*@revoked"):
+            t.shell(["true"])
+
+
+def test_unsendable_argument_is_refused_before_sending(car):
+    from harness.errors import UnsendableText
+
+    with pytest.raises(UnsendableText, match="NUL"):
+        car.shell(["echo", "a\0b"], timeout=5)
+
+
+def test_link_lost_mid_command_is_not_resent(fresh_ssh_board, make_spec, fast_retry, retry_log):
+    import threading
+
+    from harness.errors import CommandOutcomeUnknown
+
+    counter = fresh_ssh_board.work_dir / "runs"
+    outcome: list[BaseException | object] = []
+    with SshTransport(make_spec(fresh_ssh_board.inventory_entry("car-midcmd")), retry=fast_retry) as t:
+        def run() -> None:
+            try:
+                outcome.append(t.shell(["sh", "-c", f"echo run >> '{counter}'; sleep 5"], timeout=30))
+            except BaseException as exc:  # the assertion below looks at it
+                outcome.append(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        deadline = time.monotonic() + 15
+        while not counter.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        fresh_ssh_board.stop()  # the board reboots while the command runs
+        fresh_ssh_board.start()
+        worker.join(30)
+        assert len(outcome) == 1 and isinstance(outcome[0], CommandOutcomeUnknown), outcome
+        assert "car-midcmd" in str(outcome[0]) and not outcome[0].retryable
+        assert t.shell(["echo", "next"]).stdout == "next\n"
+    assert counter.read_text().splitlines() == ["run"]
+    assert retry_log() == []

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from virtual_lab.adb_server import AdbServer, parse_devices_l
-from virtual_lab.adbd import _strtoul
+from virtual_lab.adbd.sync import _strtoul
 from virtual_lab.device import DeviceError, Sandbox, VirtualDevice, VirtualDeviceSpec
 
 pytestmark = pytest.mark.skipif(
@@ -305,6 +305,17 @@ def test_push_replaces_existing_file(adb_server, device, tmp_path):
 def test_pull_missing_file_fails(adb_server, device, tmp_path):
     res = adb(adb_server, device, "pull", "/data/local/tmp/nope.bin", str(tmp_path / "x"))
     assert res.returncode != 0 and b"No such file or directory" in res.stdout + res.stderr
+
+
+def test_recv_of_a_folder_fails_like_aosp_adbd(adbutils_device, device, tmp_path):
+    """AOSP recv_impl: open(O_RDONLY) of a folder succeeds, the read fails: `FAIL read failed:
+    Is a directory` (not a closed stream, which a client would take for a dropped link)."""
+    from adbutils.errors import AdbError
+
+    device.host_path("/data/local/tmp/a folder").mkdir(exist_ok=True)
+    with pytest.raises(AdbError, match="read failed: Is a directory"):
+        b"".join(adbutils_device.sync.iter_content("/data/local/tmp/a folder"))  # a bare RECV
+    assert adbutils_device.shell("echo still here") == "still here"
 
 
 def test_counters_are_persisted_and_readable_in_the_device_shell(adb_server, device):

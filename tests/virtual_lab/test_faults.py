@@ -102,6 +102,21 @@ def test_drop_on_any_traffic_cuts_a_pull(adb_server, device, blob, tmp_path):
     assert device.counters_snapshot()["faults"]["drops_fired"] == 1
 
 
+# ---- stderr after stdout ---------------------------------------------------------------------
+@needs_adb
+def test_stderr_after_stdout_on_v1_shell(adb_server, device):
+    script = "echo err1 >&2; echo out1; sleep 0.2; echo err2 >&2; echo out2"
+    assert adb(adb_server, device, "shell", "-x", script).stdout in ("err1\nout1\nerr2\nout2\n",
+                                                                      "out1\nerr1\nerr2\nout2\n")
+    device.faults.stderr_after_stdout(True)
+    res = adb(adb_server, device, "shell", "-x", script)
+    assert res.stdout == "out1\nout2\nerr1\nerr2\n"
+    v2 = adb(adb_server, device, "shell", script)  # shell v2 keeps the streams apart as before
+    assert (v2.stdout, v2.stderr) == ("out1\nout2\n", "err1\nerr2\n")
+    with pytest.raises(FaultError, match="stderr_after_stdout"):
+        FaultSettings.from_dict({"stderr_after_stdout": "yes"})
+
+
 # ---- offline ---------------------------------------------------------------------------------
 @needs_adb
 def test_offline_then_recover_with_disconnect_connect(adb_server, device):

@@ -90,7 +90,7 @@ def make_runtime_dir(dst: Path, arch: str, kind: str = "mnn", *, logcat_only: bo
     dst = Path(dst)
     dst.mkdir(parents=True, exist_ok=True)
     build = {"kind": kind, "arch": arch, "logcat_only": bool(logcat_only),
-             # ExecuTorch's runner is linked with -Wl,-rpath='$ORIGIN' (executorch-qnn.md §1)
+             # ExecuTorch's runner is linked with -Wl,-rpath='$ORIGIN' (docs/executorch-runner.md#device-command)
              "rpath_origin": kind == "executorch"}
     for name, module in PROGRAMS[kind].items():
         path = dst / name
@@ -104,7 +104,7 @@ def make_runtime_dir(dst: Path, arch: str, kind: str = "mnn", *, logcat_only: bo
     if with_qnn_libs:
         names = qnn_lib_names(arch)
         if kind == "mnn":
-            names.pop("libQnnHtpPrepare.so")  # online mode only (mnn-llm.md §3)
+            names.pop("libQnnHtpPrepare.so")  # online mode only (docs/qnn-libraries.md#mnn-llm_demo)
         names.pop("libQnnCpu.so")
         for name, lib_arch in names.items():
             _write_lib(dst / name, name, lib_arch, sdk_version)

@@ -1,5 +1,6 @@
 """The virtual lab's `llm_demo`: same arguments, output, exit codes and failure modes as MNN's
-(transformers/llm/engine/demo/llm_demo.cpp at 3.6.1, facts in mnn-llm.md §1, §3, §4).
+(transformers/llm/engine/demo/llm_demo.cpp at 3.6.1, facts in docs/llm-demo-output.md and
+docs/qnn-libraries.md).
 
 What it answers comes from the model folder's `virtual_behaviour.json`
 (format: virtual_lab.exports, resolved per prompt and backend pair). What it checks itself:
@@ -217,7 +218,7 @@ def _prefill_sizes(n: int, limits: list[int] | None) -> list[int]:
     """Padded size of each prefill forward, as MNN's forwardVec splits (one call unchunked)."""
     if not limits:
         return [n]
-    from harness.checks.mrope import prefill_chunks  # the one implementation of the split
+    from virtual_lab.mrope_sim import prefill_chunks  # the one implementation of the split
 
     return [padded for _start, _real, padded in prefill_chunks(n, limits)]
 
