@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,8 +39,15 @@ class Lab:
         self.vlab = VirtualLab(root / "lab", [default_devices()[0]]).start()
         self.runtime = self.vlab.runtime_dir("v79")
         self.exports: dict[str, Path] = {}
-        for name, decode_ms, fault in (("fast", 10.0, None), ("slow", 90.0, None), ("slower", 40.0, None),
-                                       ("crash", 10.0, "crash")):
+        # A runtime whose llm_demo sleeps 3 s first, for nights that must hold the device while
+        # something else tries to use it. Same files as the fast one (both are pushed to the
+        # device's one llm_demo-v79 runtime folder): only llm_demo's text differs.
+        self.slow_runtime = root / "slow-runtime"
+        shutil.copytree(self.runtime, self.slow_runtime)
+        launcher = (self.slow_runtime / "llm_demo").read_text().splitlines(keepends=True)
+        (self.slow_runtime / "llm_demo").write_text(launcher[0] + "import time; time.sleep(3)\n" + "".join(launcher[1:]))
+        # decode_ms_per_token is what llm_demo reports (tok/s), not how long it runs.
+        for name, decode_ms, fault in (("fast", 10.0, None), ("slower", 40.0, None), ("crash", 10.0, "crash")):
             behaviour = default_behaviour(False)
             behaviour["default"]["decode_ms_per_token"] = decode_ms
             for answers in behaviour["prompts"][""].values():
@@ -50,12 +58,13 @@ class Lab:
         self.devices_yaml = self.vlab.devices_yaml
         self.locks = self.devices_yaml.parent / "locks"  # no plan dir, no option: beside devices.yaml
 
-    def plan(self, name: str, export: str = "fast", **overrides) -> Path:
+    def plan(self, name: str, export: str = "fast", *, slow: bool = False, **overrides) -> Path:
         data = {
             "name": name, "devices": [DEVICE],
             "models": {"qwen3": {"path": str(self.exports[export])}},
             "suites": [{"name": "matrix", "runner": "llm_demo", "models": ["qwen3"], "backends": ["qnn", "cpu"]}],
-            "options": {"runtime_dir": str(self.runtime), "qnn_sdk": str(self.vlab.qnn_sdk_dir),
+            "options": {"runtime_dir": str(self.slow_runtime if slow else self.runtime),
+                        "qnn_sdk": str(self.vlab.qnn_sdk_dir),
                         "max_new_tokens": 16, "timeout_s": 120},
             "health": {"min_free_mb": 16},
             "locks": {"wait_s": 120},
@@ -153,7 +162,7 @@ def test_1_the_device_stayed_busy_and_the_holder_is_named(lab):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_2_interrupted(lab, signum):
     out = f"stopped-{signum}"
-    proc = lab.harness("lab", "run", "--plan", str(lab.plan(out, export="slow")), "--out", str(lab.root / out))
+    proc = lab.harness("lab", "run", "--plan", str(lab.plan(out, slow=True)), "--out", str(lab.root / out))
     lab.wait_for_claim(proc)
     records = lab.root / out / "records.jsonl"
     end = time.monotonic() + 120
@@ -211,7 +220,7 @@ def test_5_nothing_ran(lab):
 def test_two_nights_from_two_folders_never_drive_the_device_at_once(lab):
     """Same devices.yaml and plan, started from two folders (the reported bug: a relative
     default lock folder per working folder let both drive the phone)."""
-    plan = lab.plan("twice", export="slow")
+    plan = lab.plan("twice", slow=True)
     first = lab.harness("lab", "run", "--plan", str(plan), cwd=lab.root / "folder-a")
     lab.wait_for_claim(first)
     second = lab.harness("lab", "run", "--plan", str(plan), cwd=lab.root / "folder-b")
@@ -229,7 +238,8 @@ def test_two_nights_from_two_folders_never_drive_the_device_at_once(lab):
 
 
 def test_push_waits_for_a_night_and_gives_up_after_its_timeout(lab):
-    night = lab.harness("lab", "run", "--plan", str(lab.plan("pushed-under", export="slow")),
+    # Over 6 s of llm_demo: status, a refused push and a waiting push all start within it.
+    night = lab.harness("lab", "run", "--plan", str(lab.plan("pushed-under", slow=True)),
                         "--out", str(lab.root / "pushed-under"))
     lab.wait_for_claim(night)
     status = lab.run("lab", "status", cwd=lab.root / "elsewhere")  # no options, another folder
@@ -240,6 +250,8 @@ def test_push_waits_for_a_night_and_gives_up_after_its_timeout(lab):
     assert impatient.returncode == ExitCode.TESTS_FAILED, impatient.stderr
     assert f"{DEVICE}: in use by night host" in impatient.stderr and "--lock-timeout" in impatient.stderr
     push = lab.harness("push", "--device", DEVICE, str(lab.exports["crash"]))
+    time.sleep(1.0)
+    assert lock_state(lab.locks, DEVICE).holder.purpose == "night", "the night ended too early for this test"
     push_out, push_err = push.communicate(timeout=600)
     pushed_at = time.time()
     night.communicate(timeout=600)
