@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import posixpath
 import signal
 import sys
 import traceback
@@ -50,8 +51,11 @@ def cmd_devices(args: argparse.Namespace) -> int:
             address = f"{d.ssh.user}@{d.ssh.host}:{d.ssh.port}"
         else:
             address = "-"
-        rows.append((d.name, d.transport, address, d.soc_model, str(d.soc_id), d.htp_arch, f"{d.vtcm_mb}MB",
-                     d.work_dir, ",".join(d.tags)))
+        if d.has_htp:
+            facts = (str(d.soc_id), d.htp_arch, f"{d.vtcm_mb}MB")
+        else:
+            facts = ("-", "-", "-")  # the host: no Qualcomm SoC
+        rows.append((d.name, d.transport, address, d.soc_model, *facts, d.work_dir, ",".join(d.tags)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -59,13 +63,21 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from harness.provision import provision_model
+    from harness.provision import provision_model, provision_runtime
     from harness.transport import open_transport
 
     from harness.lab.claims import claim_dir, open_claim
+    from harness.lab.exitcodes import UsageError
 
+    if not args.model_dir and not args.runtime:
+        raise UsageError("harness push: nothing to push; give a model folder and/or --runtime DIR")
+    if args.qnn_sdk and not args.runtime:
+        raise UsageError("harness push: --qnn-sdk goes with --runtime DIR (the QNN libraries are pushed beside "
+                           "the runner)")
     inventory = _inventory(args)
     device = inventory.get(args.device)
+    if args.qnn_sdk and not device.has_htp:
+        raise UsageError(f"harness push: {device.name} is the host (soc: host), it has no HTP; drop --qnn-sdk")
     # A push swaps files under whatever runs on the device: it waits for a night (or a pytest
     # session) that holds the device, and holds it while pushing.
     claim = open_claim(device, lock_dir=claim_dir(inventory.path, None, args.lock_dir),
@@ -73,10 +85,20 @@ def cmd_push(args: argparse.Namespace) -> int:
     try:
         spec = claim.acquire(args.lock_timeout, say=_say)
         with open_transport(spec) as transport:
-            result = provision_model(transport, Path(args.model_dir))
+            if args.runtime:
+                # QNN libraries are required when asked for (--qnn-sdk), taken when the folder has them.
+                rt = provision_runtime(transport, Path(args.runtime),
+                                       qnn_sdk=Path(args.qnn_sdk) if args.qnn_sdk else None,
+                                       need_qnn=bool(args.qnn_sdk), qnn_sdk_option="harness push --qnn-sdk")
+                what = (f"QNN {rt.htp_arch}" if rt.qnn else "CPU only: the host has no HTP" if not device.has_htp
+                        else "CPU only: no QNN libraries (harness push --qnn-sdk SDK adds them)")
+                print(f"{device.name}: {rt.remote_dir}: {rt.files_sent} files, {rt.bytes_sent} bytes sent "
+                      f"({posixpath.basename(rt.runner)}, {what})")
+            if args.model_dir:
+                result = provision_model(transport, Path(args.model_dir))
+                print(f"{device.name}: {result.remote_dir}: {result.files_sent} files, {result.bytes_sent} bytes sent")
     finally:
         claim.release()
-    print(f"{device.name}: {result.remote_dir}: {result.files_sent} files, {result.bytes_sent} bytes sent")
     return 0
 
 
@@ -128,13 +150,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_devices)
 
-    p = sub.add_parser("push", help="provision an exported model on a device (incremental)")
+    p = sub.add_parser("push", help="provision an exported model and/or a runtime on a device (incremental)")
     p.add_argument("--device", required=True)
     _lock_dir_option(p)
     p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S, metavar="SECONDS",
                    help="wait this long for a run holding the device, then give up with exit 1 (default 600)")
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
-    p.add_argument("model_dir")
+    p.add_argument("--runtime", metavar="DIR", help="runtime folder (llm_demo or qnn_llama_runner and its libraries; "
+                   "a build tree is fine: libraries are found by the runner's ELF NEEDED entries)")
+    p.add_argument("--qnn-sdk", metavar="SDK", help="QNN SDK root: push the QNN libraries for the device's HTP arch "
+                   "(needed only for QNN backends)")
+    p.add_argument("model_dir", nargs="?", help="exported model folder")
     p.set_defaults(func=cmd_push)
 
     p = sub.add_parser("status", help="what is provisioned on a device, from its manifest")

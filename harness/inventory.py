@@ -101,7 +101,12 @@ class DeviceSpec:
 
     @property
     def arch_number(self) -> int:
-        return int(self.htp_arch[1:])
+        return int(self.htp_arch[1:]) if self.htp_arch else 0
+
+    @property
+    def has_htp(self) -> bool:
+        """False for the host (`soc: host`): no QNN/HTP backend can run there."""
+        return bool(self.htp_arch)
 
     def describe(self) -> str:
         if self.labgrid is not None and self.transport == "ssh" and self.ssh is not None and not self.ssh.host:
@@ -114,6 +119,8 @@ class DeviceSpec:
                 "ssh": f"ssh {self.ssh}" if self.ssh else "ssh",
                 "local": "local host",
             }[self.transport]
+        if not self.has_htp:
+            return f"{self.name}: {where}, host (no HTP)"
         return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, HTP {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
 
 
@@ -312,7 +319,9 @@ def _parse_device(ctx: _Ctx, raw: dict, base: Path, coordinator: str | None = No
             if k in raw:
                 raise ctx.fail(k, "is set on a local device", "remove it; a local device is this host")
 
-    soc_model = _want(ctx, raw, "soc", str, required=True)
+    soc_model = _want(ctx, raw, "soc", str, required=transport != "local")
+    if soc.is_host(soc_model):
+        return _host_device(ctx, raw, base, transport)
     info = soc.lookup(soc_model)
     soc_id = _want(ctx, raw, "soc_id", int)
     arch_raw = _want(ctx, raw, "htp_arch", (str, int))
@@ -364,6 +373,26 @@ def _parse_device(ctx: _Ctx, raw: dict, base: Path, coordinator: str | None = No
         work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tuple(tags),
         description=description, source=ctx.path, labgrid=labgrid,
     )
+
+
+def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec:
+    """A local device that is the host: no SoC facts (QNN cells skip there)."""
+    if transport != "local":
+        raise ctx.fail("soc", "`host` is only for `transport: local`",
+                       "give the device's Qualcomm SoC model, e.g. SM8750")
+    for k in ("soc_id", "htp_arch", "vtcm_mb"):
+        if k in raw:
+            raise ctx.fail(k, "is set on the host (soc: host has no HTP)", f"remove `{k}:` or give a Qualcomm `soc:`")
+    work_dir = _want(ctx, raw, "work_dir", str, required=True)
+    if not os.path.isabs(work_dir):
+        work_dir = str((base / work_dir).resolve())
+    tags = _want(ctx, raw, "tags", list, default=[])
+    for t in tags:
+        if not isinstance(t, str) or not t:
+            raise ctx.fail("tags", f"holds {t!r}", "tags must be non-empty strings")
+    return DeviceSpec(name=ctx.device or "", transport=transport, soc_model=soc.HOST, soc_id=0, htp_arch="",
+                      vtcm_mb=0, work_dir=work_dir, tags=tuple(tags),
+                      description=_want(ctx, raw, "description", str, default=""), source=ctx.path)
 
 
 def _parse_top_labgrid(top: _Ctx, raw: Any) -> str | None:

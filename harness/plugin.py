@@ -4,6 +4,7 @@ fixtures only. All logic lives in importable modules; this file wires them to py
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -49,6 +50,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if need is None:
         raise pytest.UsageError(f"{item.nodeid}: requires_arch needs an arch like 'v73', got {marker.args!r}")
     device: DeviceSpec = item._request.getfixturevalue("device")  # type: ignore[attr-defined]
+    if not device.has_htp:
+        pytest.skip(f"{device.name} is the host (soc: host): no HTP; this test needs {need} or newer")
     if device.arch_number < int(need[1:]):
         pytest.skip(f"{device.name} has HTP {device.htp_arch}; this test needs {need} or newer")
 
@@ -123,19 +126,54 @@ def model_dir(pytestconfig: pytest.Config) -> Path:
     return Path(raw)
 
 
+def setup_error(message: str) -> None:
+    """A configuration problem every later test would repeat: said once, and the session stops
+    (as for a bad inventory), instead of one identical ERROR per test. Exit 4: a usage or
+    input error (harness/lab/exitcodes.py)."""
+    from harness.lab.exitcodes import ExitCode
+
+    pytest.exit(message, returncode=int(ExitCode.USAGE_ERROR))
+
+
+def qnn_needed(device: DeviceSpec, configs: dict[str, str] | None, wanted: list[str] | None) -> bool:
+    """QNN libraries are needed only when a QNN pair will run: the device has an HTP, and a
+    selected pair (--backends, or every pair by default) is QNN and the export has its config.
+    `configs` None: not known (a folder of several exports): any selected QNN pair counts."""
+    from harness.provision.types import pair_uses_qnn
+
+    if not device.has_htp:
+        return False
+    if configs is None:
+        return wanted is None or any(pair_uses_qnn(p) for p in wanted)
+    return any(pair_uses_qnn(p) for p in configs if wanted is None or p in wanted)
+
+
+def _export_configs(pytestconfig: pytest.Config) -> dict[str, str] | None:
+    from harness.provision.artifacts import load_export
+
+    raw = _opt(pytestconfig, "--model-dir")
+    try:
+        return load_export(Path(raw)).configs if raw else None
+    except HarnessError:
+        return None  # not one export (e.g. the ExecuTorch suite's folder of quant formats)
+
+
 @pytest.fixture(scope="session")
-def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec):  # type: ignore[no-untyped-def]
-    """The runner and QNN libraries for this device's HTP arch, pushed once per session."""
+def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, backends):  # type: ignore[no-untyped-def]
+    """The runner and its libraries (plus the QNN libraries for this device's HTP arch when a
+    QNN pair will run), pushed once per session. The CPU pair needs no QNN library."""
     from harness.provision import provision_runtime
 
     runtime_dir = _opt(pytestconfig, "--runtime-dir")
     if not runtime_dir:
         pytest.skip("no --runtime-dir given: point it at the folder holding llm_demo and its libraries")
     sdk = _opt(pytestconfig, "--qnn-sdk")
+    need = qnn_needed(device, _export_configs(pytestconfig), backends)
     try:
-        return provision_runtime(transport, Path(runtime_dir), qnn_sdk=Path(sdk) if sdk else None)
+        return provision_runtime(transport, Path(runtime_dir), qnn_sdk=Path(sdk) if sdk and device.has_htp else None,
+                                 need_qnn=need, qnn_sdk_option="--qnn-sdk")
     except HarnessError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        setup_error(f"{exc}" + (": select CPU pairs only with --backends to run without them" if need else ""))
 
 
 @pytest.fixture(scope="session")
@@ -146,7 +184,7 @@ def provisioned_model(transport, model_dir: Path):  # type: ignore[no-untyped-de
     try:
         return provision_model(transport, model_dir)
     except HarnessError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        setup_error(str(exc))
 
 
 @pytest.fixture(scope="session")
@@ -163,13 +201,14 @@ def record_writer(pytestconfig: pytest.Config) -> Iterator[RecordWriter | None]:
 @pytest.fixture
 def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceSpec):  # type: ignore[no-untyped-def]
     """A TestRecord for this test: fields set by the test become JUnit properties and, with
-    --harness-records, a JSON line. Status comes from the test's own outcome."""
+    --harness-records, a JSON line. Status, duration and (when the test set none) the
+    failure class and message come from the test's own outcome."""
     rec = TestRecord(name=request.node.nodeid, suite=request.node.module.__name__, device=device.name,
                      soc_model=device.soc_model, htp_arch=device.htp_arch)
     yield rec
-    outcome = getattr(request.node, "_harness_outcome", None)
+    outcome: _Outcome | None = getattr(request.node, "_harness_outcome", None)
     if outcome is not None:
-        rec.status = outcome
+        outcome.apply(rec)
     for key in ("device", "soc_model", "htp_arch", "backend_pair", "model", "failure_class",
                 "prefill_tps", "decode_tps", "verdict"):
         value = getattr(rec, key)
@@ -177,6 +216,32 @@ def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceS
             request.node.user_properties.append((key, value))
     if record_writer is not None:
         record_writer.write(rec)
+
+
+@dataclass
+class _Outcome:
+    """What pytest decided about a test, for its record."""
+
+    status: str
+    duration_s: float  # the test's own phase (its call; its setup when it never got there)
+    message: str = ""
+
+    def apply(self, rec: TestRecord) -> None:
+        rec.status = self.status
+        rec.duration_s = round(self.duration_s, 3)
+        if self.status in ("failed", "error"):
+            # A check that failed before the test named a class: the assertion itself is the class.
+            rec.failure_class = rec.failure_class or ("setup-error" if self.status == "error" else "check-failed")
+            rec.message = rec.message or self.message
+        elif self.status == "skipped":
+            rec.message = rec.message or self.message
+
+
+def _report_message(report: pytest.TestReport) -> str:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(report.longrepr, "reprcrash", None)
+    return str(crash.message).splitlines()[0][:500] if crash is not None else ""
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -187,4 +252,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
         status = {"passed": "passed", "failed": "failed", "skipped": "skipped"}[report.outcome]
         if report.when == "setup" and report.outcome == "failed":
             status = "error"
-        item._harness_outcome = status  # type: ignore[attr-defined]
+        item._harness_outcome = _Outcome(status, report.duration, _report_message(report))  # type: ignore[attr-defined]

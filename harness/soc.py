@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 HTP_ARCHES: tuple[str, ...] = ("v68", "v69", "v73", "v75", "v79", "v81")
+# A `local` device that is the host itself (an x86 build of llm_demo): no Qualcomm SoC, no HTP.
+HOST = "host"
 
 
 @dataclass(frozen=True)
@@ -88,3 +90,8 @@ def normalize_arch(arch: str | int) -> str | None:
     if not text.startswith("v"):
         text = "v" + text
     return text if text in HTP_ARCHES else None
+
+
+def is_host(model: str | None) -> bool:
+    """True for the host pseudo-SoC (`soc: host`, or no `soc:` on a local device)."""
+    return model is None or model.strip().lower() == HOST

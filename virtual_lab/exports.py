@@ -83,6 +83,12 @@ and #error-strings):
 - "qnn_lib_missing": `MNN_QNN: Failed to open QNN libs. Ensure that the libs related to the QNN
   HTP backend is available in your environment. dlerror() returns <msg>.` then `LLM init error`.
 - "binary_mismatch": `QNN: Failed to validate binary: <code>` then `LLM init error`.
+"logits" (what the virtual `llm_logits_diff` prints when this pair is config B against a CPU
+config A, teacher-forced; docs/logits-diff.md): null = "exact" for cpu/cpu and "close" for any
+pair with a QNN part; "exact" (bit-identical rows), "close" (a healthy 16-bit export: small
+logit differences, no argmax flip, mean KL ~0.015), "saturated" (the activation-saturation
+fault: most steps flip, mean KL ~3, NLL gap ~2.5), "null" (B's forward returns nothing:
+`forward returned null at step 0`, a summary with 0 disagreements and no distribution line).
 "posdbg": null prints no position dumps; "ok" / "chunk_local_bug" / "past_end" print the
 `[POSDBG]` lines of `virtual_lab.mrope_sim.posdbg_lines` for the prompt's segments
 (`virtual_prompt_segments` gives the virtual lab's token-count rule; use it for both the
@@ -126,6 +132,9 @@ VL_CONFIGS: dict[str, str] = {
 }
 TEXT_CONFIGS: dict[str, str] = {PAIR_QNN_CPU: "config_qnn.json", PAIR_CPU_CPU: "config.json"}
 
+LOGITS_MODES = ("exact", "close", "saturated", "null")
+# Scenarios a generated export can carry (knob `scenario=`): scripted answers and logits.
+SCENARIOS = ("healthy", "activation_saturation")
 FAULTS = (
     "crash", "abort", "hang", "shape_error", "poison_next", "init_error", "qnn_lib_missing",
     "binary_mismatch",
@@ -157,6 +166,7 @@ class BehaviourAnswer(TypedDict, total=False):
     text: str
     fault: str | None  # one of FAULTS
     posdbg: str | None  # one of POSDBG_MODES
+    logits: str | None  # one of LOGITS_MODES (virtual llm_logits_diff, as config B)
     prefill_ms_per_token: float
     decode_ms_per_token: float
 
@@ -173,9 +183,16 @@ class ResolvedAnswer:
     posdbg: str | None
     prefill_ms_per_token: float
     decode_ms_per_token: float
+    logits: str | None = None
+
+    def logits_mode(self, pair: str) -> str:
+        """How this pair's logits differ from the CPU/CPU ones (the module docstring)."""
+        if self.logits is not None:
+            return self.logits
+        return "exact" if pair in (PAIR_CPU_CPU, "cpu") else "close"
 
 
-_ANSWER_KEYS = {"text", "fault", "posdbg", "prefill_ms_per_token", "decode_ms_per_token"}
+_ANSWER_KEYS = {"text", "fault", "posdbg", "logits", "prefill_ms_per_token", "decode_ms_per_token"}
 
 
 def validate_behaviour(data: Any, source: str = BEHAVIOUR_FILE) -> VirtualBehaviour:
@@ -209,6 +226,8 @@ def validate_behaviour(data: Any, source: str = BEHAVIOUR_FILE) -> VirtualBehavi
             raise ValueError(f"{source}: {where}.fault {ans['fault']!r} is not one of {FAULTS}")
         if ans.get("posdbg") is not None and ans["posdbg"] not in POSDBG_MODES:
             raise ValueError(f"{source}: {where}.posdbg {ans['posdbg']!r} is not one of {POSDBG_MODES}")
+        if ans.get("logits") is not None and ans["logits"] not in LOGITS_MODES:
+            raise ValueError(f"{source}: {where}.logits {ans['logits']!r} is not one of {LOGITS_MODES}")
     return data  # type: ignore[return-value]
 
 
@@ -222,7 +241,7 @@ def load_behaviour(path: Path) -> VirtualBehaviour:
 
 def resolve_answer(behaviour: VirtualBehaviour, prompt: str, pair: str) -> ResolvedAnswer:
     """The scripted answer for `prompt` on backend `pair` (rules in the module docstring)."""
-    merged: dict[str, Any] = {"fault": None, "posdbg": None}
+    merged: dict[str, Any] = {"fault": None, "posdbg": None, "logits": None}
     merged.update(behaviour["default"])
     matches = [k for k in behaviour.get("prompts", {}) if k in prompt]
     for key in sorted(matches, key=len):  # stable: equal lengths keep file order
@@ -236,6 +255,7 @@ def resolve_answer(behaviour: VirtualBehaviour, prompt: str, pair: str) -> Resol
         posdbg=merged.get("posdbg"),
         prefill_ms_per_token=float(merged["prefill_ms_per_token"]),
         decode_ms_per_token=float(merged["decode_ms_per_token"]),
+        logits=merged.get("logits"),
     )
 
 
@@ -372,6 +392,7 @@ class _Spec:
     sampler_type: str
     seed: int
     sidecar: bool = True
+    scenario: str = "healthy"  # one of SCENARIOS
     extra: dict = field(default_factory=dict)
 
 
@@ -835,6 +856,28 @@ def _derived_faults(spec: _Spec) -> dict[str, dict[str, BehaviourAnswer]]:
     return out
 
 
+# What the activation-saturation fault (an MLP Mul quantized with an operand's range) makes a
+# QNN LLM say: fluent text that drifts or answers something else (issue 11; the dev corpus in
+# fixtures/coherence holds real ones).
+SATURATION_ANSWERS: dict[str, str] = {
+    "capital of France": "The capital of France is France.",
+    "Describe a cat": "A cat is a type of a small animal that is a lot of fun to play with the house of the cat.",
+    "<img>": "The image shows a white square on a red background of the background.",
+}
+
+
+def _scenario_behaviour(spec: _Spec) -> dict[str, dict[str, BehaviourAnswer]]:
+    """Answers and logits a scenario implies for the pairs whose LLM runs on QNN."""
+    if spec.scenario == "healthy":
+        return {}
+    pairs = [PAIR_QNN_QNN, PAIR_QNN_CPU] if spec.is_visual else [PAIR_QNN_CPU]
+    out: dict[str, dict[str, BehaviourAnswer]] = {"": {p: {"logits": "saturated"} for p in pairs}}
+    for key, text in SATURATION_ANSWERS.items():
+        if key != "<img>" or spec.is_visual:
+            out[key] = {p: {"text": text} for p in pairs}
+    return out
+
+
 def _merge_behaviour(base: VirtualBehaviour, extra: Mapping[str, dict]) -> VirtualBehaviour:
     prompts = {k: {p: dict(a) for p, a in v.items()} for k, v in base["prompts"].items()}
     for key, pairs in extra.items():
@@ -916,6 +959,7 @@ def _write_export(dst: Path, spec: _Spec, *, missing: Iterable[str],
         total += _json(dst / MANIFEST_PATH, _manifest(spec, dst, llm_bins, vis_bins))
     beh = behaviour if behaviour is not None else default_behaviour(spec.is_visual)
     beh = _merge_behaviour(validate_behaviour(beh), _derived_faults(spec))
+    beh = _merge_behaviour(beh, _scenario_behaviour(spec))
     total += _json(dst / BEHAVIOUR_FILE, beh)
 
     removed = []
@@ -948,6 +992,9 @@ def _common(kw: dict, *, default_mb: float) -> dict:
     tokenizer = kw.pop("tokenizer", "mtok")
     if tokenizer not in ("mtok", "txt"):
         raise ValueError(f"tokenizer must be 'mtok' or 'txt', got {tokenizer!r}")
+    scenario = str(kw.pop("scenario", "healthy"))
+    if scenario not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, got {scenario!r}")
     size_mb = float(kw.pop("size_mb", default_mb))
     if size_mb <= 0:
         raise ValueError(f"size_mb must be positive, got {size_mb}")
@@ -957,7 +1004,7 @@ def _common(kw: dict, *, default_mb: float) -> dict:
         size_mb=size_mb, soc_id=int(kw.pop("soc_id", 69)), dsp_arch=arch,
         vtcm_mb=int(kw.pop("vtcm_mb", 8)), chunk_size=chunk_size, chunk_limits=limits,
         tokenizer=tokenizer, sampler_type=str(kw.pop("sampler_type", "mixed")),
-        seed=int(kw.pop("seed", 0)), sidecar=bool(kw.pop("sidecar", True)),
+        seed=int(kw.pop("seed", 0)), sidecar=bool(kw.pop("sidecar", True)), scenario=scenario,
     )
 
 
@@ -966,7 +1013,9 @@ def make_qwen3_export(dst: Path, **knobs: Any) -> ExportInfo:
 
     Knobs: size_mb=4, soc_id=69, dsp_arch="v79", vtcm_mb=8, chunk_size=128 (compiled),
     chunk_limits=None ([chunk_size, 1]; pass e.g. [256, 1] for a mismatch), tokenizer="mtok"|"txt",
-    n_llm_graphs=29 (layers + 1), sampler_type="mixed", seed=0, missing=() (relative paths to
+    n_llm_graphs=29 (layers + 1), sampler_type="mixed", seed=0, scenario="healthy" (or
+    "activation_saturation": QNN-LLM pairs answer fluent but wrong and their logits are
+    "saturated"), missing=() (relative paths to
     delete), behaviour=None (virtual_behaviour.json content), overwrite=True, sidecar=True
     (False: no qnn/export_manifest.json, as a real export has none)."""
     kw = dict(knobs)
@@ -1029,10 +1078,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--missing", action="append", default=[])
     parser.add_argument("--tokenizer", choices=("mtok", "txt"), default="mtok")
     parser.add_argument("--no-sidecar", action="store_true", help="no qnn/export_manifest.json, like a real export")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="healthy")
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = dict(soc_id=args.soc_id, dsp_arch=args.dsp_arch,
                                  chunk_size=args.chunk_size, missing=args.missing,
-                                 tokenizer=args.tokenizer, sidecar=not args.no_sidecar)
+                                 tokenizer=args.tokenizer, sidecar=not args.no_sidecar, scenario=args.scenario)
     if args.size_mb is not None:
         knobs["size_mb"] = args.size_mb
     if args.chunk_limits:

@@ -7,6 +7,11 @@
   (kitten -> goat) or the continuation going elsewhere: worth a look, not a failure;
 - `disagree`: a different answer altogether.
 
+A wrong fluent answer is a finding (`Agreement.wrong_answer`): a drift in which a content
+word of the reference was replaced by another ("The capital of France is France" against
+"The capital of France is Paris."), whatever words a suite expects. A drift that only adds,
+drops or reorders words stays a warning.
+
 `assert_agrees` turns a drift into a `DriftWarning` that carries both texts (so a report
 shows them), and a disagreement into an AssertionError (or a warning with on_disagree='warn').
 
@@ -46,10 +51,21 @@ class Agreement:
     sequence_ratio: float = 0.0
     content_overlap: float = 0.0
 
+    @property
+    def substitutions(self) -> tuple[tuple[str, str], ...]:
+        """Changes where the reference said one thing and the text another (both sides present)."""
+        return tuple((a, b) for a, b in self.changes if a and b)
+
+    @property
+    def wrong_answer(self) -> bool:
+        """A fluent drift that replaced content: the backend answered something else."""
+        return self.level == "drift" and bool(self.substitutions)
+
     def describe(self, label: str = "") -> str:
         """Multi-line message with the level, the first differences and both texts."""
         head = f"{label}: " if label else ""
-        lines = [f"{head}{self.level} with the CPU/CPU reference (similarity {self.similarity:.2f}: "
+        what = "drift (a wrong answer)" if self.wrong_answer else self.level
+        lines = [f"{head}{what} with the CPU/CPU reference (similarity {self.similarity:.2f}: "
                  f"sequence {self.sequence_ratio:.2f}, content {self.content_overlap:.2f})"]
         if self.changes:
             shown = "; ".join(f"{a or '(nothing)'!r} -> {b or '(nothing)'!r}" for a, b in self.changes[:5])

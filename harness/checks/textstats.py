@@ -214,10 +214,17 @@ class Loop:
     pattern: str       # one repetition, joined
 
 
-def longest_loop(seq: list[str], max_period: int = 20) -> Loop | None:
+def _loop_key(loop: Loop, most_repeats: bool) -> tuple[float, ...]:
+    if most_repeats:
+        return (loop.repeats, loop.span, -loop.period)
+    return (loop.span, -loop.period)
+
+
+def longest_loop(seq: list[str], max_period: int = 20, most_repeats: bool = False) -> Loop | None:
     """The widest back-to-back repetition of a pattern that holds a letter, digit or CJK char.
 
     Pure-punctuation patterns ("| --- | --- |") are table or rule markup, not loops.
+    With `most_repeats` the loop turned most often wins ("dry ice" x3 over a passage x2).
     """
     best: Loop | None = None
     n = len(seq)
@@ -234,8 +241,9 @@ def longest_loop(seq: list[str], max_period: int = 20) -> Loop | None:
             pattern = seq[i:i + p]
             # Only a pattern seen at least twice in full is a repetition.
             if span >= 2 * p and any(any(c.isalnum() for c in tok) for tok in pattern):
-                if best is None or (span, -p) > (best.span, -best.period):
-                    best = Loop(p, span / p, span, " ".join(pattern))
+                cand = Loop(p, span / p, span, " ".join(pattern))
+                if best is None or _loop_key(cand, most_repeats) > _loop_key(best, most_repeats):
+                    best = cand
             i = j + 1
     return best
 
@@ -258,6 +266,124 @@ def longest_repeated_ngram(seq: list[str], min_n: int = 2) -> tuple[int, str]:
         best_n, best_text = n, " ".join(found)
         n += 1
     return best_n, best_text
+
+
+@dataclass(frozen=True)
+class LineRepeats:
+    lines: int         # lines holding a letter, digit or CJK character
+    run: int           # most copies of one line back to back
+    run_line: str      # that line
+    duplicates: int    # lines that repeat an earlier line anywhere in the text
+
+
+def line_repeats(text: str) -> LineRepeats:
+    """Repeated lines: 'Thursday\\nThursday\\nThursday\\nFriday' is a loop of a few units.
+
+    Lines are compared after list markers, case and outer punctuation are dropped, so
+    '1. Add lemon' and '2. Add lemon.' count as one line. Layout lines (rules, fences)
+    hold no letter and are left out.
+    """
+    norm = []
+    for raw in text.split("\n"):
+        s = re.sub(r"^\s*(?:\d+[.)]|[-*•+>#]+)\s*", "", raw).strip().strip(".,;:!?*_\"'`").lower()
+        s = " ".join(s.split())
+        if any(c.isalnum() for c in s):
+            norm.append(s)
+    run, run_line, cur = (1, norm[0], 1) if norm else (0, "", 0)
+    for a, b in zip(norm, norm[1:]):
+        cur = cur + 1 if a == b else 1
+        if cur > run:
+            run, run_line = cur, b
+    seen: set[str] = set()
+    dups = 0
+    for s in norm:
+        dups += s in seen
+        seen.add(s)
+    return LineRepeats(len(norm), run, run_line, dups)
+
+
+def dense_ngram(seq: list[str], n: int, window: int, known: set[str] = frozenset()) -> tuple[int, str]:
+    """Most (non-overlapping) copies of one n-gram (two content words, not all `known`) within
+    `window` units."""
+    best, best_text = 0, ""
+    where: dict[tuple[str, ...], list[int]] = {}
+    for i in range(len(seq) - n + 1):
+        gram = tuple(seq[i:i + n])
+        content = [t for t in gram if t not in FUNCTION_WORDS and t.isalpha()]
+        if len(content) < 2 or all(t in known for t in content):
+            continue   # "the safety of ..., the safety of ..." is parallel phrasing
+        pos = where.setdefault(gram, [])
+        if pos and i - pos[-1] < n:
+            continue
+        pos.append(i)
+        inside = [p for p in pos if p > i - window]
+        if len(inside) > best:
+            best, best_text = len(inside), " ".join(gram)
+    return best, best_text
+
+
+def unpossessive(word: str) -> str:
+    return word[:-2] if word.endswith("'s") else word
+
+
+def glued_pair(word: str) -> bool:
+    """'thesystem': a word no list knows that is two common words written together."""
+    if zipf_en(word) > 0.0:
+        return False
+    return any(zipf_en(word[:i]) >= 4.0 and zipf_en(word[i:]) >= 4.0
+               for i in range(3, len(word) - 2))
+
+
+def longest_run(candidates: list[str], seq: list[str]) -> tuple[int, str]:
+    """Most copies of one word written in a row in `seq` (nothing between), among `candidates`."""
+    wanted = set(candidates)
+    best, best_tok, cur = 0, "", 0
+    for i, tok in enumerate(seq):
+        cur = cur + 1 if i and tok == seq[i - 1] else 1
+        if tok in wanted and cur > best:
+            best, best_tok = cur, tok
+    return best, best_tok
+
+
+def most_frequent_ngram(seq: list[str], n: int) -> tuple[int, str]:
+    """How often the most frequent n-gram occurs (non-overlapping), and its text."""
+    last: dict[tuple[str, ...], int] = {}
+    counts: Counter[tuple[str, ...]] = Counter()
+    for i in range(len(seq) - n + 1):
+        gram = tuple(seq[i:i + n])
+        if not any(any(c.isalnum() for c in t) for t in gram):
+            continue
+        if gram not in last or i - last[gram] >= n:
+            counts[gram] += 1
+            last[gram] = i
+    if not counts:
+        return 0, ""
+    gram, count = counts.most_common(1)[0]
+    return count, " ".join(gram)
+
+
+_STUCK_RE = re.compile(r"([^\W\d_]{3,}?)\1{2,}")
+
+
+def stuck_token(word: str) -> bool:
+    """A word made of one piece three times or more: 'bulletbulletbullet', 'angedangedanged'."""
+    m = _STUCK_RE.search(word)
+    return bool(m) and zipf_en(word) < 1.0
+
+
+_DOUBLED_RE = re.compile(r"\b([^\W\d_]+)\s+\1\b", re.I)
+_GRAMMAR_DOUBLES = frozenset({"had", "that", "is", "do"})  # "what it is is", "that that"
+
+
+def doubled_words(text: str) -> list[str]:
+    """Words written twice in a row ('ready ready', 'a a'); 'had had', 'that that' are grammar."""
+    out = []
+    for m in _DOUBLED_RE.finditer(text):
+        w = m.group(1).lower()
+        if w in _GRAMMAR_DOUBLES or len(w) < 3 and w not in ("a", "an"):
+            continue   # single letters are list labels
+        out.append(w)
+    return out
 
 
 def compression_ratio(text: str) -> float:

@@ -449,15 +449,7 @@ class _DeviceWorker:
         except HarnessError:
             return
         try:
-            scratch = t.device_tmp_dir()
-            for rel in t.list_files(scratch):
-                if rel.startswith("pid-"):
-                    text = t.shell(["cat", f"{scratch}/{rel}"], timeout=20).stdout.strip()
-                    if text.isdigit():
-                        pids.append(int(text))
-            for pid in sorted(set(pids)):
-                if t.is_running(pid):
-                    t.kill(pid)
+            for pid in t.kill_stray_processes(pids):
                 self.processes.discard(pid)
         except HarnessError as exc:
             log.warning("%s: could not kill device processes: %s", self.device.name, exc)

@@ -1,5 +1,10 @@
-"""Runtime bundles: the runner binary, its own libraries, and the QNN libraries for the
-device's HTP arch (docs/qnn-libraries.md).
+"""Runtime bundles: the runner binary, the shared libraries it needs, and the QNN libraries
+for the device's HTP arch (docs/qnn-libraries.md, docs/runtimes.md).
+
+The folder may be a build tree: the runner's libraries are found by ELF NEEDED names anywhere
+under it (express/libMNN_Express.so) and land flat beside the runner; names the folder lacks
+must be system libraries of the device (checked before a byte moves). The CPU backend needs
+no QNN library: they are required only when a QNN pair will run.
 
 QNN libraries are looked up, in order, in the QNN SDK layout of `qnn_sdk`
 (`lib/aarch64-android/`, `lib/hexagon-v<arch>/unsigned/`), then in the runtime folder itself
@@ -10,13 +15,15 @@ in one error, with the places searched.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import ArtifactError
 from harness.inventory import DeviceSpec
 from harness.provision.artifacts import ArtifactFile, list_files
+from harness.provision.elf import is_elf, read_elf, system_lib_dirs
 from harness.provision.hashcache import HashCache, default_cache
 from harness.provision.progress import Progress, make_progress
 from harness.provision.sync import SyncResult, safe_name, sync_set
@@ -48,12 +55,25 @@ RUNNERS: dict[str, RunnerSpec] = {
 }
 
 
+# Build-system files a build tree holds beside the binaries; never pushed (non-ELF runners
+# take the top of the folder, minus these).
+BUILD_SYSTEM_NAMES = frozenset({"CMakeCache.txt", "Makefile", "cmake_install.cmake", "CTestTestfile.cmake",
+                                "build.ninja", "rules.ninja", "compile_commands.json", ".ninja_log", ".ninja_deps",
+                                "install_manifest.txt"})
+BUILD_SYSTEM_SUFFIXES = (".cmake", ".o", ".a", ".make", ".ninja")
+_SKIP_DIRS = ("CMakeFiles",)
+
+
 @dataclass(frozen=True)
 class RuntimeBundle:
     source: Path
     runner: str
-    htp_arch: str
+    htp_arch: str  # "" when no QNN library is part of the bundle
     files: tuple[ArtifactFile, ...]  # flat: every file lands in one device folder
+    qnn: bool = False  # the QNN libraries for htp_arch are in `files`
+    # NEEDED sonames found nowhere under the folder: the device's system must provide them.
+    system_needed: dict[str, str] = field(default_factory=dict)  # soname -> the file that needs it
+    system_dirs: tuple[str, ...] = ()  # where the device's linker looks for them
 
     @property
     def total_bytes(self) -> int:
@@ -65,87 +85,191 @@ def _sdk_candidates(lib: str, arch_num: int, roots: list[Path]) -> list[Path]:
     return [r / sub / lib for r in roots]
 
 
+def _is_build_file(rel: str) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    return name in BUILD_SYSTEM_NAMES or name.endswith(BUILD_SYSTEM_SUFFIXES)
+
+
+def _tree_files(src: Path) -> list[ArtifactFile]:
+    return [f for f in list_files(src) if not any(part in _SKIP_DIRS for part in f.rel.split("/")[:-1])]
+
+
+def _find_runner(src: Path, files: list[ArtifactFile], runner: str | None) -> tuple[str, ArtifactFile]:
+    """The runner binary: at the top of the folder, else the shallowest one in the tree."""
+    names = [runner] if runner else list(RUNNERS)
+    if runner is not None and runner not in RUNNERS:
+        raise ArtifactError(f"unknown runner {runner!r}; known: {', '.join(RUNNERS)}")
+    found: dict[str, ArtifactFile] = {}
+    for f in sorted(files, key=lambda f: (f.rel.count("/"), f.rel)):
+        base = f.rel.rsplit("/", 1)[-1]
+        if base in names and base not in found:
+            found[base] = f
+    if not found:
+        if runner is not None:
+            raise ArtifactError(f"{src}: the runner binary {runner} is missing; copy it from the build output")
+        raise ArtifactError(f"{src}: no runner binary ({' or '.join(RUNNERS)}) in this folder; "
+                            "pass the build output folder of the runner")
+    if len(found) > 1:
+        raise ArtifactError(f"{src}: holds both {' and '.join(found)}; say which one with runner=")
+    return next(iter(found.items()))
+
+
+def _needed_closure(src: Path, roots: list[ArtifactFile], by_name: dict[str, ArtifactFile],
+                    ) -> tuple[dict[str, ArtifactFile], dict[str, str], tuple[str, ...]]:
+    """Follow DT_NEEDED from the roots through libraries found anywhere under the folder.
+    Returns (soname -> file), (soname -> who needs it) for names the folder lacks, and the
+    system folders of the runner's platform."""
+    libs: dict[str, ArtifactFile] = {}
+    system: dict[str, str] = {}
+    dirs: tuple[str, ...] = ()
+    todo = list(roots)
+    optional = {f.path for f in roots[1:]}  # top-level extras: a stand-in library may be no real ELF
+    seen: set[Path] = set()
+    while todo:
+        f = todo.pop(0)
+        if f.path in seen or not is_elf(f.path):
+            continue
+        seen.add(f.path)
+        try:
+            info = read_elf(f.path)
+        except ArtifactError:
+            if f.path in optional:
+                continue
+            raise
+        if not dirs and info.interpreter:
+            dirs = system_lib_dirs(info)
+        for soname in info.needed:
+            if soname in libs or soname in system:
+                continue
+            hit = by_name.get(soname)
+            if hit is None:
+                system[soname] = f.rel
+            else:
+                libs[soname] = hit
+                todo.append(hit)
+    return libs, system, dirs
+
+
 def resolve_runtime(
     runtime_source: Path | str,
-    htp_arch: str,
+    htp_arch: str | None,
     *,
     runner: str | None = None,
     qnn_sdk: Path | str | None = None,
+    need_qnn: bool = True,
     online_prepare: bool = False,
     env: dict[str, str] | None = None,
+    qnn_sdk_option: str = "--qnn-sdk",
 ) -> RuntimeBundle:
-    """Pick the files of a runtime bundle for an HTP arch. Raises ArtifactError naming every gap."""
+    """Pick the files of a runtime bundle. Raises ArtifactError naming every gap.
+
+    The runner may sit in a build tree: its shared libraries are found by their ELF NEEDED
+    names anywhere under the folder and land flat beside it; build-system files never go.
+    QNN libraries for `htp_arch` are taken when found (the SDK, the folder, $QNN_SDK_ROOT when
+    needed) and required only with `need_qnn` (a QNN pair is selected and the export has one).
+    `qnn_sdk_option` is how the user passes the SDK at this front door, for the message."""
     src = Path(runtime_source).expanduser()
     if not src.is_dir():
         raise ArtifactError(f"{src}: runtime folder not found; pass the folder holding llm_demo or "
                             "qnn_llama_runner and its libraries")
     src = src.resolve()
-    arch_num = int(htp_arch.lstrip("vV"))
-    if runner is None:
-        found = [name for name in RUNNERS if (src / name).is_file()]
-        if not found:
-            raise ArtifactError(f"{src}: no runner binary ({' or '.join(RUNNERS)}) in this folder; "
-                                "pass the build output folder of the runner")
-        if len(found) > 1:
-            raise ArtifactError(f"{src}: holds both {' and '.join(found)}; say which one with runner=")
-        runner = found[0]
-    if runner not in RUNNERS:
-        raise ArtifactError(f"unknown runner {runner!r}; known: {', '.join(RUNNERS)}")
+    arch_num = int(htp_arch.lstrip("vV")) if htp_arch else None
+    if need_qnn and arch_num is None:
+        raise ArtifactError(f"{src}: QNN libraries were asked for a device without an HTP (soc: host); "
+                            "select the CPU backend there")
+    files = _tree_files(src)
+    runner, runner_file = _find_runner(src, files, runner)
     spec = RUNNERS[runner]
-    if not (src / runner).is_file():
-        raise ArtifactError(f"{src}: the runner binary {runner} is missing; copy it from the build output")
+
+    by_name: dict[str, ArtifactFile] = {}
+    for f in sorted(files, key=lambda f: (f.rel.count("/"), f.rel)):
+        by_name.setdefault(f.rel.rsplit("/", 1)[-1], f)
+    top = [f for f in files if "/" not in f.rel and not _is_build_file(f.rel) and f is not runner_file]
+
+    chosen: dict[str, ArtifactFile] = {}
+    if is_elf(runner_file.path):
+        # Top-level shared libraries go too: runners dlopen some (QNN, MNN backends).
+        roots = [runner_file] + [f for f in top if ".so" in f.rel]
+        for f in roots[1:]:
+            chosen[f.rel] = f
+        libs, system, sys_dirs = _needed_closure(src, roots, by_name)
+        for soname, f in libs.items():
+            chosen[soname] = ArtifactFile(soname, f.path, f.size, f.mode)
+    else:
+        # A script runner (the virtual lab's): the top of the folder is the runtime.
+        for f in top:
+            chosen[f.rel] = f
+        system, sys_dirs = {}, ()
+    for name in list(chosen):
+        m = _ARCH_LIB.match(name)
+        if m and (arch_num is None or int(m.group(1)) != arch_num):
+            del chosen[name]  # HTP libraries for another arch (a folder may carry several)
 
     env = dict(os.environ if env is None else env)
     sdk_roots = [Path(qnn_sdk).expanduser()] if qnn_sdk else []
     for r in sdk_roots:
         if not r.is_dir():
-            raise ArtifactError(f"{r}: QNN SDK folder not found; pass the SDK root (the folder holding lib/)")
-    plain_roots = [src]
-    later_roots = [Path(env["QNN_SDK_ROOT"])] if env.get("QNN_SDK_ROOT") and not sdk_roots else []
-
-    # The runner's own files: everything at the top of the folder, except HTP libraries for
-    # other arches (a plain folder may carry several).
-    chosen: dict[str, ArtifactFile] = {}
-    for f in list_files(src):
-        if "/" in f.rel:
-            continue
-        m = _ARCH_LIB.match(f.rel)
-        if m and int(m.group(1)) != arch_num:
-            continue
-        chosen[f.rel] = f
-
-    wanted = [lib.format(a=arch_num) for lib in spec.qnn_libs]
-    if online_prepare and "libQnnHtpPrepare.so" not in wanted:
-        wanted.append("libQnnHtpPrepare.so")
+            raise ArtifactError(f"{r}: QNN SDK folder not found; pass the SDK root (the folder holding lib/) "
+                                f"with {qnn_sdk_option}")
+    later_roots = ([Path(env["QNN_SDK_ROOT"])] if env.get("QNN_SDK_ROOT") and not sdk_roots and need_qnn else [])
     missing: list[str] = []
     searched: list[str] = []
-    for lib in wanted:
-        candidates = (_sdk_candidates(lib, arch_num, sdk_roots) + [r / lib for r in plain_roots]
-                      + _sdk_candidates(lib, arch_num, plain_roots) + _sdk_candidates(lib, arch_num, later_roots))
-        hit = next((c for c in candidates if c.is_file()), None)
-        if hit is None:
-            missing.append(lib)
-            searched = [str(c.parent) for c in candidates]
-            continue
-        st = hit.stat()
-        chosen[lib] = ArtifactFile(lib, hit.resolve(), st.st_size, 0o755)
-    for lib in spec.own_libs:
-        if lib not in chosen:
-            missing.append(lib)
-    if missing:
+    if arch_num is not None:
+        wanted = [lib.format(a=arch_num) for lib in spec.qnn_libs]
+        if online_prepare and "libQnnHtpPrepare.so" not in wanted:
+            wanted.append("libQnnHtpPrepare.so")
+        for lib in wanted:
+            candidates = (_sdk_candidates(lib, arch_num, sdk_roots) + [src / lib]
+                          + _sdk_candidates(lib, arch_num, [src]) + _sdk_candidates(lib, arch_num, later_roots))
+            hit = next((c for c in candidates if c.is_file()), None)
+            if hit is None:
+                missing.append(lib)
+                searched = [str(c.parent) for c in candidates]
+                continue
+            chosen[lib] = ArtifactFile(lib, hit.resolve(), hit.stat().st_size, 0o755)
+    qnn = arch_num is not None and not missing
+    own_missing = [lib for lib in spec.own_libs if lib not in chosen]
+    if need_qnn and (missing or own_missing):
         other = sorted({m.group(0) for f in src.iterdir() if (m := _ARCH_LIB.match(f.name))})
         hint = f" (the folder has {', '.join(other)}: libraries for another HTP arch)" if other else ""
         where = ", ".join(dict.fromkeys(searched)) or str(src)
-        raise ArtifactError(f"runtime for {runner} on HTP {htp_arch} is missing {', '.join(missing)}; searched "
-                            f"{where}{hint}. Pass qnn_sdk= (the QNN SDK root) or copy them into {src}")
-    runner_file = chosen[runner]
+        raise ArtifactError(f"runtime for {runner} on HTP {htp_arch} is missing {', '.join(missing + own_missing)}; "
+                            f"searched {where}{hint}. Pass {qnn_sdk_option} (the QNN SDK root) or copy them into "
+                            f"{src}. The CPU backend needs no QNN library")
+    if not qnn:
+        for lib in [lib.format(a=arch_num or 0) for lib in spec.qnn_libs]:
+            chosen.pop(lib, None)  # a partial set of QNN libraries is no QNN runtime
     chosen[runner] = ArtifactFile(runner, runner_file.path, runner_file.size, runner_file.mode | 0o755)
-    files = tuple(sorted(chosen.values(), key=lambda f: f.rel))
-    return RuntimeBundle(source=src, runner=runner, htp_arch=f"v{arch_num}", files=files)
+    return RuntimeBundle(source=src, runner=runner, htp_arch=f"v{arch_num}" if qnn else "",
+                         files=tuple(sorted(chosen.values(), key=lambda f: f.rel)), qnn=qnn,
+                         system_needed=system, system_dirs=sys_dirs)
+
+
+_PRESENT_SCRIPT = 'for f in "$@"; do [ -e "$f" ] && echo "$f"; done; exit 0'
+
+
+def check_system_libs(transport: Transport, bundle: RuntimeBundle) -> None:
+    """Every NEEDED library the bundle does not carry must be in the device's system folders;
+    otherwise a clear error before a byte moves (the run would die in the loader)."""
+    if not bundle.system_needed:
+        return
+    paths = {name: [posixpath.join(d, name) for d in bundle.system_dirs] for name in bundle.system_needed}
+    # Asked through the device's shell, not its file protocol: the shell sees what the runner
+    # will see (a sandbox or chroot may show the file protocol another tree).
+    res = transport.quick(["sh", "-c", _PRESENT_SCRIPT, "sh", *[p for ps in paths.values() for p in ps]],
+                          timeout=60, check=False)
+    found = set(res.stdout.split("\n"))
+    absent = [name for name, ps in paths.items() if not any(p in found for p in ps)]
+    if absent:
+        detail = "; ".join(f"{n} (needed by {bundle.system_needed[n]})" for n in absent)
+        raise ArtifactError(f"{bundle.source}: {transport.device.name} lacks shared libraries {bundle.runner} needs: "
+                            f"{detail}. Found neither under {bundle.source} nor in the device's "
+                            f"{', '.join(bundle.system_dirs)}; copy them into the runtime folder (any subfolder)")
 
 
 def default_runtime_name(runner: str, htp_arch: str) -> str:
-    return safe_name(f"{runner}-{htp_arch}")
+    """`llm_demo-v79` with QNN libraries, `llm_demo-cpu` without."""
+    return safe_name(f"{runner}-{htp_arch or 'cpu'}")
 
 
 def provision_runtime(
@@ -156,24 +280,33 @@ def provision_runtime(
     runner: str | None = None,
     name: str | None = None,
     online_prepare: bool = False,
+    need_qnn: bool | None = None,
+    qnn_sdk_option: str = "--qnn-sdk",
     cache: HashCache | None = None,
     progress: Progress | None = None,
     verify: str = "size",
 ) -> ProvisionedRuntime:
-    """Push the runner and the QNN libraries for the device's HTP arch (incremental, shared blobs)."""
+    """Push the runner, the libraries it needs and (when found or needed) the QNN libraries
+    for the device's HTP arch (incremental, shared blobs). `need_qnn` None: required on a
+    device with an HTP, as before; front doors pass whether a QNN pair will run."""
     device: DeviceSpec = transport.device
-    bundle = resolve_runtime(runtime_source, device.htp_arch, runner=runner, qnn_sdk=qnn_sdk,
-                             online_prepare=online_prepare)
+    if need_qnn is None:
+        need_qnn = device.has_htp
+    bundle = resolve_runtime(runtime_source, device.htp_arch or None, runner=runner, qnn_sdk=qnn_sdk,
+                             online_prepare=online_prepare, need_qnn=need_qnn, qnn_sdk_option=qnn_sdk_option)
+    check_system_libs(transport, bundle)
     result: SyncResult = sync_set(
         transport, bundle.files, kind="runtime", name=name or default_runtime_name(bundle.runner, bundle.htp_arch),
-        meta={"runner": bundle.runner, "htp_arch": bundle.htp_arch, "source": str(bundle.source)},
+        meta={"runner": bundle.runner, "htp_arch": bundle.htp_arch or "cpu-only", "qnn": bundle.qnn,
+              "source": str(bundle.source)},
         cache=cache if cache is not None else default_cache(), progress=progress or make_progress(),
         verify=verify)
     remote = result.remote_dir
     return ProvisionedRuntime(
         device=device.name, remote_dir=remote, runner=f"{remote}/{bundle.runner}", lib_dirs=(remote,),
-        adsp_dirs=(remote, *SYSTEM_ADSP_DIRS), htp_arch=bundle.htp_arch, bytes_sent=result.bytes_sent,
-        files_sent=result.files_sent)
+        adsp_dirs=(remote, *SYSTEM_ADSP_DIRS) if bundle.qnn else (), htp_arch=bundle.htp_arch,
+        bytes_sent=result.bytes_sent, files_sent=result.files_sent, qnn=bundle.qnn)
 
 
-__all__ = ["RUNNERS", "RunnerSpec", "RuntimeBundle", "default_runtime_name", "provision_runtime", "resolve_runtime"]
+__all__ = ["BUILD_SYSTEM_NAMES", "RUNNERS", "RunnerSpec", "RuntimeBundle", "check_system_libs", "default_runtime_name",
+           "provision_runtime", "resolve_runtime"]

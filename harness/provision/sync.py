@@ -529,7 +529,7 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
     need = sum(it.file.size for it in todo)
     L, dev = s.layout, s.device
     s.prepare(todo)
-    if s.df_free is not None and type(s.t).free_bytes is Transport.free_bytes:
+    if s.df_free is not None and s.t.free_bytes_is_df:
         free = s.df_free  # what the transport's own free_bytes would have asked, one round trip less
     else:
         s.round_trips += 1

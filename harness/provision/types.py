@@ -15,6 +15,11 @@ VL_CONFIGS: dict[str, str] = {
 TEXT_CONFIGS: dict[str, str] = {"qnn": "config_qnn.json", "cpu": "config.json"}
 
 
+def pair_uses_qnn(pair: str) -> bool:
+    """A backend pair ("qnn/cpu", "qnn") runs something on QNN/HTP."""
+    return "qnn" in pair.lower().split("/")
+
+
 @dataclass(frozen=True)
 class ProvisionedModel:
     device: str
@@ -33,9 +38,10 @@ class ProvisionedRuntime:
     runner: str  # absolute device path of the runner (llm_demo, qnn_llama_runner)
     lib_dirs: tuple[str, ...] = ()  # LD_LIBRARY_PATH
     adsp_dirs: tuple[str, ...] = ()  # ADSP_LIBRARY_PATH (Skel libraries)
-    htp_arch: str = ""
+    htp_arch: str = ""  # "" for a CPU-only runtime
     bytes_sent: int = 0
     files_sent: int = 0
+    qnn: bool = True  # the QNN libraries for htp_arch were pushed (False: CPU backend only)
 
     def env(self) -> dict[str, str]:
         """Environment for running the runner: both library paths point at the pushed runtime."""

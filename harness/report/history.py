@@ -4,6 +4,14 @@ One row per (night, device, model, backend pair): pass/fail, failure classes, me
 prefill/decode tokens/s and load time over the night's tests for that key. The check
 compares tonight with the median of the last N nights: a speed drop (or load-time rise)
 beyond a threshold, and a failure class not seen for that key in those nights, are flagged.
+
+Teacher-forced agreement with the CPU reference (harness.runners.logits_diff) is kept per key
+too: the median mean KL, NLL gap (B - A) and share of disagreeing steps over the night's
+prompts. Each nightly verdict has a fixed threshold, so a slow drift can stay under it night
+after night, and a median of the last few nights moves along with it. The agreement baseline
+is therefore the median of the *oldest* `min_nights` nights within a long window
+(`agreement_nights`, 30): a rise beyond `AGREEMENT_METRICS` (an absolute floor, a relative
+share) over that is flagged, however slowly it came (docs/logits-diff.md).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.errors import HarnessError
-from harness.report.records import TestRecord
+from harness.report.records import TestRecord, teacher_forced_metrics
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS nights (
@@ -43,6 +51,9 @@ CREATE TABLE IF NOT EXISTS results (
     prefill_tps REAL,
     decode_tps REAL,
     load_s REAL,
+    tf_mean_kl REAL,                   -- teacher-forced comparison with the CPU reference (medians)
+    tf_nll_gap REAL,
+    tf_disagree_rate REAL,
     PRIMARY KEY (night_id, device, model, backend_pair)
 );
 CREATE INDEX IF NOT EXISTS results_key ON results (device, model, backend_pair);
@@ -50,11 +61,19 @@ CREATE INDEX IF NOT EXISTS results_key ON results (device, model, backend_pair);
 
 # metric -> True when a higher value is better
 PERF_METRICS = {"decode_tps": True, "prefill_tps": True, "load_s": False}
+# Teacher-forced metric -> (absolute rise that is never noise, relative rise): a rise beyond
+# max(absolute, relative * baseline) over the past nights' median is a regression. The floors
+# sit at a fifth of the nightly drift thresholds (harness.runners.logits_diff.Thresholds:
+# KL 0.05, NLL gap 0.2), where a healthy export's run-to-run spread is 0 (the runs are greedy
+# and deterministic: the same binary on the same export prints the same numbers).
+AGREEMENT_METRICS: dict[str, tuple[float, float]] = {
+    "tf_mean_kl": (0.01, 0.5), "tf_nll_gap": (0.04, 0.5), "tf_disagree_rate": (0.05, 0.5)}
+ADDED_COLUMNS = {"tf_mean_kl": "REAL", "tf_nll_gap": "REAL", "tf_disagree_rate": "REAL"}
 
 
 @dataclass(frozen=True)
 class Regression:
-    kind: str  # "perf" | "new-failure"
+    kind: str  # "perf" | "new-failure" | "agreement"
     device: str
     model: str
     backend_pair: str
@@ -74,6 +93,9 @@ class Regression:
         if self.kind == "perf":
             return (f"{where}: {self.metric} {self.tonight:.2f} vs median {self.baseline:.2f} of {self.nights} "
                     f"nights ({self.change_pct:+.1f}%)")
+        if self.kind == "agreement":
+            return (f"{where}: teacher-forced {self.metric[3:]} rose to {self.tonight:.4f} from a median of "
+                    f"{self.baseline:.4f} over {self.nights} nights (B drifts away from the CPU reference)")
         return f"{where}: new failure class {self.metric!r} (not seen in the last {self.nights} nights)"
 
 
@@ -96,6 +118,9 @@ class ResultRow:
     prefill_tps: float | None
     decode_tps: float | None
     load_s: float | None
+    tf_mean_kl: float | None = None
+    tf_nll_gap: float | None = None
+    tf_disagree_rate: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -124,6 +149,7 @@ def aggregate(records: Iterable[TestRecord]) -> list[dict]:
             "failure_classes": json.dumps(sorted({r.failure_class or r.status for r in bad})),
             "prefill_tps": _median(r.prefill_tps for r in recs), "decode_tps": _median(r.decode_tps for r in recs),
             "load_s": _median(r.load_s for r in recs),
+            **{k: _median(teacher_forced_metrics(r)[k] for r in recs) for k in AGREEMENT_METRICS},
         })
     return rows
 
@@ -138,6 +164,12 @@ class History:
             self.db = sqlite3.connect(str(self.path), timeout=30)
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.executescript(SCHEMA)
+            # A history written before a column existed gets it (NULL for the old nights).
+            have = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
+            for column, kind in ADDED_COLUMNS.items():
+                if column not in have:
+                    self.db.execute(f"ALTER TABLE results ADD COLUMN {column} {kind}")
+            self.db.commit()
         except sqlite3.DatabaseError as exc:
             raise HarnessError(f"{self.path}: not a usable history database ({exc}); "
                                "point history.db at a new file or restore this one") from None
@@ -183,7 +215,8 @@ class History:
 
     def results(self, night_ids: Iterable[str] | None = None, device: str | None = None) -> list[ResultRow]:
         sql = ("SELECT r.night_id, n.started_at, device, soc, arch, model, backend_pair, status, tests, passed, "
-               "failed, skipped, flaky, failure_classes, prefill_tps, decode_tps, load_s "
+               "failed, skipped, flaky, failure_classes, prefill_tps, decode_tps, load_s, "
+               "tf_mean_kl, tf_nll_gap, tf_disagree_rate "
                "FROM results r JOIN nights n USING (night_id)")
         where, args = [], []
         if night_ids is not None:
@@ -212,12 +245,19 @@ class History:
         return row[0]
 
     def regressions(self, night_id: str, *, nights: int = 7, perf_drop_pct: float = 15.0,
-                    min_nights: int = 3) -> list[Regression]:
-        """Tonight vs the median of the last `nights` nights before it."""
-        past = [n for n, _ in self.nights(limit=nights, before=self.started_at(night_id))]
+                    min_nights: int = 3, agreement_nights: int = 30) -> list[Regression]:
+        """Tonight vs the median of the last `nights` nights before it (speeds, new failure
+        classes), and vs the oldest nights of the last `agreement_nights` (teacher-forced
+        agreement, so a slow drift is caught)."""
+        before = self.started_at(night_id)
+        past = [n for n, _ in self.nights(limit=nights, before=before)]
         by_key: dict[tuple[str, str, str], list[ResultRow]] = {}
         for row in self.results(past):
             by_key.setdefault(row.key, []).append(row)
+        long_past = [n for n, _ in self.nights(limit=max(agreement_nights, nights), before=before)]
+        long_by_key: dict[tuple[str, str, str], list[ResultRow]] = {}
+        for row in self.results(long_past):  # oldest first
+            long_by_key.setdefault(row.key, []).append(row)
         found: list[Regression] = []
         for row in self.results([night_id]):
             history = by_key.get(row.key, [])
@@ -234,6 +274,14 @@ class History:
                 change = (now - base) / base * 100.0
                 if (higher_better and change < -perf_drop_pct) or (not higher_better and change > perf_drop_pct):
                     found.append(Regression("perf", *row.key, metric, now, base, len(values)))
+            for metric, (floor, share) in AGREEMENT_METRICS.items():
+                now = getattr(row, metric)
+                values = [getattr(h, metric) for h in long_by_key.get(row.key, []) if getattr(h, metric) is not None]
+                if now is None or len(values) < min_nights:
+                    continue
+                base = statistics.median(values[:min_nights])
+                if now - base > max(floor, share * abs(base)):
+                    found.append(Regression("agreement", *row.key, metric, now, base, len(values)))
             seen = {c for h in history for c in h.failure_classes}
             for cls in row.failure_classes:
                 if cls not in seen:

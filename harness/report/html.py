@@ -1,8 +1,9 @@
 """A static HTML report for one night, from its records (and the history for trends).
 
 Sections: devices (status, quarantine reasons), regressions, the backend matrix per
-device (verdict, speed, an excerpt of the generated text), failures grouped by signature,
-and trend plots. Every piece of text goes through `esc` (model output can hold anything,
+device (verdict, speed, teacher-forced agreement, an excerpt of the generated text), where
+each backend departs from the CPU reference (teacher-forced: the first disagreeing step, the
+text around it and the rows near it), failures grouped by signature, and trend plots. Every piece of text goes through `esc` (model output can hold anything,
 markup and control characters included). One self-contained file plus plots/*.png.
 """
 
@@ -18,7 +19,7 @@ from typing import Iterable, Sequence
 from harness.report.history import History, Regression
 from harness.report.junit import xml_safe
 from harness.report.plots import plot_trends
-from harness.report.records import TestRecord, by_device
+from harness.report.records import TestRecord, by_device, teacher_forced_of
 
 _CSS = Path(__file__).with_name("style.css")
 TEXT_EXCERPT = 240
@@ -84,6 +85,15 @@ def _cell(recs: list[TestRecord]) -> str:
     verdicts = sorted({r.verdict for r in recs if r.verdict})
     if verdicts:
         parts.append(f'<div class="speed">verdict: {esc(", ".join(verdicts))}</div>')
+    tfs = [tf for r in recs if (tf := teacher_forced_of(r)) is not None]
+    if tfs:
+        flips = sum(int(tf.get("disagreements") or 0) for tf in tfs)
+        steps = sum(int(tf.get("counted_steps") or 0) for tf in tfs)
+        kls = sorted(tf["mean_kl"] for tf in tfs if tf.get("mean_kl") is not None and tf.get("kl_used"))
+        kl = f", KL {kls[len(kls) // 2]:.3f}" if kls else ""
+        worst = max((tf["verdict"] for tf in tfs), key=("agree", "drift", "disagree", "error").index)
+        parts.append(f'<div class="speed tf-{esc(worst)}">teacher-forced: {esc(worst)} '
+                     f"({flips}/{steps} steps differ{esc(kl)})</div>")
     sample = next((r for r in bad if r.text), None) or next((r for r in recs if r.text), None)
     if sample is not None:
         parts.append(f'<div class="text" title="{esc(_clip(sample.text, 2000))}">{esc(_clip(sample.text, TEXT_EXCERPT))}</div>')
@@ -116,6 +126,31 @@ def _matrix(device: str, recs: list[TestRecord]) -> list[str]:
             out.append(f'<tr><td>{esc(r.name)}</td><td class="{kind}">{esc(r.status)}</td>'
                        f"<td>{esc(r.failure_class)}</td><td>{esc(_clip(r.message, 600))}</td></tr>")
         out.append("</tbody></table>")
+    return out
+
+
+def _departures(records: Sequence[TestRecord]) -> list[str]:
+    """Where B departs from A: one row per teacher-forced comparison that found a disagreement."""
+    rows = [(r, tf) for r in records if (tf := teacher_forced_of(r)) is not None
+            and tf.get("first_disagreement") is not None]
+    if not rows:
+        return ["<p>No teacher-forced disagreement with the CPU reference.</p>"]
+    out = ['<table class="departures"><thead><tr><th>device</th><th>test</th><th>verdict</th><th>step</th>'
+           "<th>text around it (A's tokens, [the step])</th><th>rows</th></tr></thead><tbody>"]
+    for r, tf in rows:
+        ctx = tf.get("context") or {}
+        around = (f"{esc(ctx.get('before', ''))}<mark>{esc(ctx.get('token', ''))}</mark>{esc(ctx.get('after', ''))}")
+        near = tf.get("rows_near") or []
+        table = "".join(
+            f"<tr><td>{row['step']}</td><td>{row['tok_a']}</td><td>{row['tok_b']}</td>"
+            f"<td>{'==' if row['agree'] else 'DIFF'}</td><td>{esc(row['max_abs_diff'])}</td><td>{esc(row['text'])}</td></tr>"
+            for row in near)
+        detail = (f"<details><summary>{len(near)} rows</summary><table><tr><th>step</th><th>A</th><th>B</th><th></th>"
+                  f"<th>maxAbsDiff</th><th>text</th></tr>{table}</table></details>") if near else ""
+        note = f'<div class="speed">{esc(tf["exclusion_note"])}</div>' if tf.get("exclusion_note") else ""
+        out.append(f"<tr><td>{esc(r.device)}</td><td>{esc(r.name)}</td><td>{esc(tf['verdict'])}</td>"
+                   f"<td>{esc(tf['first_disagreement'])}</td><td>{around}{note}</td><td>{detail}</td></tr>")
+    out.append("</tbody></table>")
     return out
 
 
@@ -177,6 +212,10 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
     body.append("<h2>Backend matrix</h2>")
     for device, recs in by_device(records).items():
         body.extend(_matrix(device, recs))
+
+    if any(teacher_forced_of(r) is not None for r in records):
+        body.append('<h2 id="departures">Where each backend departs from the CPU reference (teacher-forced)</h2>')
+        body.extend(_departures(records))
 
     body.append("<h2>Failures by signature</h2>")
     body.extend(_failures(records))

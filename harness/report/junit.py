@@ -19,7 +19,7 @@ from typing import Iterable
 
 from junit_xml import TestCase, TestSuite
 
-from harness.report.records import TestRecord, by_device
+from harness.report.records import TestRecord, teacher_forced_of, by_device
 
 # XML 1.0 forbids these (tab, LF and CR are allowed); surrogates cannot be encoded.
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -40,7 +40,31 @@ def case_properties(rec: TestRecord) -> dict[str, str]:
         "failure_class": rec.failure_class, "signature": rec.signature,
         "attempts": str(rec.attempts) if rec.attempts != 1 else None, "flaky": "true" if rec.flaky else None,
     }
+    ag = rec.extras.get("agreement")
+    if isinstance(ag, dict):
+        props.update({"agreement": ag.get("level"), "agreement_similarity": _fmt(ag.get("similarity")),
+                      "agreement_reference": ag.get("reference")})
+    tf = teacher_forced_of(rec)
+    if tf is not None:
+        ctx = tf.get("context") or {}
+        props.update({
+            "teacher_forced": tf["verdict"],
+            "teacher_forced_pair": f"{tf.get('b', '')} vs {tf.get('a', '')}",
+            "teacher_forced_disagreements": f"{tf.get('disagreements', 0)}/{tf.get('counted_steps', 0)}",
+            "teacher_forced_first_disagreement": (None if tf.get("first_disagreement") is None
+                                                  else str(tf["first_disagreement"])),
+            "teacher_forced_context": (f"{ctx.get('before', '')}[{ctx.get('token', '')}]{ctx.get('after', '')}"
+                                       if ctx else None),
+            "teacher_forced_mean_kl": _fmt6(tf.get("mean_kl")), "teacher_forced_nll_a": _fmt6(tf.get("nll_a")),
+            "teacher_forced_nll_b": _fmt6(tf.get("nll_b")),
+            "teacher_forced_worst_max_abs_diff": _fmt(tf.get("worst_max_abs_diff")),
+            "teacher_forced_note": tf.get("exclusion_note"),
+        })
     return {k: xml_safe(v) for k, v in props.items() if v}
+
+
+def _fmt6(value: float | None) -> str | None:
+    return None if value is None else f"{value:.6f}".rstrip("0").rstrip(".") or "0"
 
 
 def suite_properties(device: str, records: list[TestRecord]) -> dict[str, str]:

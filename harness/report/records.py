@@ -99,6 +99,26 @@ def iter_records(path: Path) -> Iterator[TestRecord]:
                 yield TestRecord.from_dict(json.loads(line))
 
 
+def teacher_forced_of(rec: TestRecord) -> dict[str, Any] | None:
+    """The teacher-forced comparison a matrix record carries (harness.runners.logits_diff
+    DiffResult.record_extras), or None."""
+    tf = rec.extras.get("teacher_forced")
+    return tf if isinstance(tf, dict) and tf.get("verdict") else None
+
+
+def teacher_forced_metrics(rec: TestRecord) -> dict[str, float | None]:
+    """Numbers the history tracks per night: mean KL (None when it was not usable: it
+    included an uncounted step), NLL gap B-A (same), and the share of counted steps whose
+    argmax differs. All None without a comparison or when it compared nothing."""
+    tf = teacher_forced_of(rec)
+    none: dict[str, float | None] = {"tf_mean_kl": None, "tf_nll_gap": None, "tf_disagree_rate": None}
+    if tf is None or tf.get("verdict") == "error" or not tf.get("counted_steps"):
+        return none
+    usable = bool(tf.get("kl_used"))
+    return {"tf_mean_kl": tf.get("mean_kl") if usable else None, "tf_nll_gap": tf.get("nll_gap") if usable else None,
+            "tf_disagree_rate": tf["disagreements"] / tf["counted_steps"]}
+
+
 def by_device(records: Iterable[TestRecord]) -> dict[str, list[TestRecord]]:
     out: dict[str, list[TestRecord]] = {}
     for r in records:

@@ -20,7 +20,10 @@ Splitting text per prompt: llm_demo prints nothing between prompts except the EO
     (`[Error]: LLM in error state. Status: 4`) and marked invalid.
 
 CLI: `python -m harness.runners.llm_demo STDOUT_FILE [--stderr FILE] [--exit-code N]
-[--logcat FILE] [--prompts N]` prints one JSON object: class, texts, summary, errors, ...
+[--logcat FILE] [--prompts N] [--max-tokens N]` prints one JSON object: class, texts, summary,
+errors, ... Without --prompts the count is read from the prompt file the run names
+(`prompt file is ...`); without --max-tokens the limit is the named config's max_new_tokens.
+`stopped_on_eos` is true only for a prompt that ended before its token limit.
 Strict JSON has no NaN/Infinity: non-finite summary values are written as null, and the text
 llm_demo printed for them (`nan`, `-nan`, `inf`) is listed under `summary_nonfinite`.
 """
@@ -42,16 +45,19 @@ from typing import Any, Mapping, Sequence
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.runners.overlay import Overlay, write_overlay
-from harness.runners.prompts import Prompt, images_of, render_prompt_file
+from harness.runners.prompts import Prompt, count_prompt_lines, images_of, render_prompt_file
 from harness.transport.command import check_wire_text
 from harness.runners.signatures import (
     Classification, SignatureSet, load_signatures, logcat_messages, signal_name, signal_of,
 )
 from harness.runners.summary import Summary, find_summary, parse_summary_lines
 from harness.transport.base import Transport
+from harness.transport.logcat import LogcatService
 
 LOGCAT_TAG = "MNNJNI"
 PROMPT_FILE = "prompts.txt"
+DEFAULT_MAX_NEW_TOKENS = 512  # llmconfig.hpp (docs/llm-demo-output.md#arguments)
+OUTPUT_FILES = ("stdout.txt", "stderr.txt", "logcat.txt")  # kept in a failed run's folder
 
 # MNN log lines that can land inside the generated text on stdout (non-logcat builds).
 # Searched anywhere in a line: after a max-token stop the next line is glued to the text.
@@ -104,11 +110,13 @@ def _text_region(stdout: str) -> tuple[str, Summary | None]:
 
 
 def parse_output(stdout: str, prompts: Sequence[str] | int | None = None,
-                 logcat: Sequence[str] = ()) -> ParsedOutput:
+                 logcat: Sequence[str] = (), token_limit: int | None = None) -> ParsedOutput:
     """Split one process's stdout into per-prompt texts and find its summary block.
 
     `prompts`: the prompt texts (or just their number) of this process; None = unknown,
     then every EOS-terminated piece counts as one prompt. `logcat`: message texts of the run.
+    `token_limit`: the decode limit of the run (max_token_number or max_new_tokens); a prompt
+    whose decode count reached it stopped at the limit even when its last token was a newline.
     """
     names: list[str] | None
     if isinstance(prompts, int):
@@ -137,10 +145,13 @@ def parse_output(stdout: str, prompts: Sequence[str] | int | None = None,
         # One prompt per process: exact.
         failed = any(_PROMPT_END.search(s) for s in log_lines)
         eos = raw_text.endswith("\n")
+        decoded = summary.decode_tokens if summary is not None else None
+        at_limit = token_limit is not None and decoded is not None and decoded >= token_limit
         text = raw_text[:-1] if eos else raw_text
         ran = bool(region) or bool(log_lines)
         out = PromptOutput(names[0], text if ran and not (failed and not text) else None,
-                           eos if ran and not failed else None, list(log_lines), valid=ran and not failed)
+                           (eos and not at_limit) if ran and not failed else None, list(log_lines),
+                           valid=ran and not failed)
         return ParsedOutput([out], summary, source, raw_text, True, log_lines)
 
     outs: list[PromptOutput] = []
@@ -320,11 +331,12 @@ def result_json(parsed: ParsedOutput, cls: Classification, *, exit_code: int | N
 def analyse(stdout: str, stderr: str = "", *, exit_code: int | None = 0, logcat: str | None = None,
             prompts: Sequence[str] | int | None = None, timed_out: bool = False,
             transport_error: str | None = None, signatures: SignatureSet | None = None,
-            logcat_tags: Sequence[str] = (LOGCAT_TAG,)) -> tuple[ParsedOutput, Classification]:
+            logcat_tags: Sequence[str] = (LOGCAT_TAG,), token_limit: int | None = None,
+            ) -> tuple[ParsedOutput, Classification]:
     """Parse and classify one captured run (what the CLI and the runner both use)."""
     sigs = signatures or load_signatures()
     messages = logcat_messages(logcat, logcat_tags) if logcat else []
-    parsed = parse_output(stdout, prompts, messages)
+    parsed = parse_output(stdout, prompts, messages, token_limit=token_limit)
     ran_prompts = "prompt file is " in stdout
     cls = sigs.classify(stdout=stdout, stderr=stderr, logcat=messages, exit_code=exit_code, timed_out=timed_out,
                         transport_error=transport_error, expect_summary=ran_prompts,
@@ -337,9 +349,9 @@ def analyse(stdout: str, stderr: str = "", *, exit_code: int | None = 0, logcat:
 class LlmDemoRunner:
     """Runs llm_demo from a provisioned runtime on a provisioned model.
 
-    logcat: "clear" (logcat -c before each process, -d after), "since" (keep the buffer,
-    take the lines stamped at or after the process start; second resolution) or "off".
-    Devices without a `logcat` command (Linux boards over ssh) simply get no logcat slice.
+    logcat: "clear", "since" or "off": how each process's slice is taken (the device service
+    harness/transport/logcat.py). Devices without a `logcat` command (Linux boards over ssh)
+    simply get no logcat slice.
     """
 
     transport: Transport
@@ -351,9 +363,7 @@ class LlmDemoRunner:
     signatures: SignatureSet = field(default_factory=load_signatures)
 
     def __post_init__(self) -> None:
-        if self.logcat not in ("clear", "since", "off"):
-            raise HarnessError(f"logcat mode {self.logcat!r} is not one of clear, since, off")
-        self._has_logcat: bool | None = None
+        self._logcat = LogcatService(self.transport, self.logcat, tuple(self.logcat_tags))
         self._finished_dirs: list[str] = []  # clean run dirs, removed with the next staging
 
     def config_for(self, backend: str) -> str:
@@ -385,7 +395,9 @@ class LlmDemoRunner:
         except TransportError as exc:
             return self._transport_failure(items, str(exc))
         groups = [[p] for p in items] if one_per_process else [items]
-        runs = [self._run_process(g, config, max_tokens, timeout, extra_env) for g in groups]
+        # The decode limit per prompt (docs/llm-demo-output.md#arguments): argv's max_token_number, else max_new_tokens.
+        limit = max_tokens if max_tokens is not None else overlay.max_new_tokens
+        runs = [self._run_process(g, config, max_tokens, timeout, extra_env, limit) for g in groups]
         outs: list[PromptOutput] = []
         for r in runs:
             outs += r.parsed.prompts
@@ -393,7 +405,7 @@ class LlmDemoRunner:
 
     # -- one process
     def _run_process(self, prompts: list[Prompt], config: str, max_tokens: int | None, timeout: float,
-                     extra_env: Mapping[str, str] | None) -> ProcessRun:
+                     extra_env: Mapping[str, str] | None, token_limit: int | None = None) -> ProcessRun:
         texts = [p.text for p in prompts]
         run_dir = posixpath.join(self.transport.device.work_dir, "runs",
                                  time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8])
@@ -407,22 +419,39 @@ class LlmDemoRunner:
         wall = 0.0
         try:
             self._stage(prompts, run_dir)
-            since = self._logcat_begin()
+            self._logcat.start()
             started = time.monotonic()
             res = self.transport.shell(argv, timeout=timeout, cwd=run_dir, env=env)
             wall = time.monotonic() - started
             stdout, stderr, exit_code, timed_out = res.stdout, res.stderr, res.exit_code, res.timed_out
-            logcat_text = self._logcat_end(since)
+            logcat_text = self._logcat.stop()
         except TransportError as exc:
             transport_error = str(exc)
         parsed, cls = analyse(stdout, stderr, exit_code=None if transport_error else exit_code, logcat=logcat_text,
                               prompts=texts, timed_out=timed_out, transport_error=transport_error,
-                              signatures=self.signatures, logcat_tags=self.logcat_tags)
+                              signatures=self.signatures, logcat_tags=self.logcat_tags, token_limit=token_limit)
         run = ProcessRun(argv, texts, stdout, stderr, logcat_text, exit_code, timed_out, wall, parsed, cls, run_dir)
+        if not cls.ok and transport_error is None:
+            self._keep_output(run)
         if cls.ok and not self.keep_run_dirs and transport_error is None:
             # Removed by the next staging command (or cleanup()): no round trip on the hot path.
             self._finished_dirs.append(run_dir)
         return run
+
+    def _keep_output(self, run: ProcessRun) -> None:
+        """A failed run's folder keeps what it printed (stdout.txt, stderr.txt, logcat.txt)
+        beside prompts.txt, so a person can see where it stopped or hung."""
+        outputs = {OUTPUT_FILES[0]: run.stdout, OUTPUT_FILES[1]: run.stderr}
+        if run.logcat is not None:
+            outputs[OUTPUT_FILES[2]] = run.logcat
+        try:
+            with tempfile.TemporaryDirectory(prefix="harness-out-") as tmp:
+                for name, text in outputs.items():
+                    local = Path(tmp) / name
+                    local.write_text(text, encoding="utf-8")
+                    self.transport.push(local, posixpath.join(run.run_dir, name), mode=0o644)
+        except (TransportError, HarnessError, OSError):
+            pass  # the record keeps the output anyway
 
     def cleanup(self) -> None:
         """Remove the run folders of clean runs still on the device (failed runs stay)."""
@@ -444,33 +473,6 @@ class LlmDemoRunner:
         for name, path in images_of(prompts).items():
             self.transport.push(path, posixpath.join(run_dir, name), mode=0o644)
 
-    # -- logcat slice
-    def _logcat_available(self) -> bool:
-        if self._has_logcat is None:
-            res = self.transport.shell(["logcat", "-d", "-t", "1"], timeout=30)
-            self._has_logcat = res.exit_code == 0
-        return self._has_logcat
-
-    def _logcat_begin(self) -> str | None:
-        if self.logcat == "off" or not self._logcat_available():
-            return None
-        if self.logcat == "clear":
-            self.transport.shell(["logcat", "-c"], timeout=30)
-            return None
-        return self.transport.shell(["date", "+%m-%d %H:%M:%S"], timeout=30).stdout.strip()
-
-    def _logcat_end(self, since: str | None) -> str | None:
-        if self.logcat == "off" or not self._logcat_available():
-            return None
-        specs = [f"{t}:V" for t in self.logcat_tags] + ["DEBUG:V", "libc:V"]  # crash reports too
-        res = self.transport.shell(["logcat", "-d", "-v", "threadtime", "-s", *specs], timeout=60)
-        text = res.stdout
-        if since:
-            # threadtime lines start with "MM-DD HH:MM:SS.mmm": string order is time order.
-            text = "".join(line for line in text.splitlines(keepends=True)
-                           if line[:14] >= since or not re.match(r"\d\d-\d\d ", line))
-        return text
-
     def _transport_failure(self, items: list[Prompt], message: str) -> LlmDemoResult:
         texts = [p.text for p in items]
         parsed, cls = analyse("", "", exit_code=None, prompts=texts, transport_error=message,
@@ -487,6 +489,45 @@ def _read(path: str, what: str) -> str:
         raise HarnessError(f"cannot read {what} file {path}: {exc.strerror}; pass an existing file") from None
 
 
+def _named_file(stdout: str, label: str, base: Path) -> Path | None:
+    """The file a run names in its stdout (`prompt file is X`, `config path is X`), looked up
+    as printed, then beside the stdout file (a kept run folder holds prompts.txt there)."""
+    m = None
+    for m in re.finditer(rf"^{label} (.+)$", stdout, re.M):
+        pass
+    if m is None:
+        return None
+    named = Path(m.group(1).strip())
+    for p in ([named] if named.is_absolute() else [named, base / named, base / named.name]):
+        if p.is_file():
+            return p
+    return None
+
+
+def prompt_count_of_run(stdout: str, base: Path) -> int | None:
+    """How many prompts the run read from its prompt file; None when the file is not here."""
+    path = _named_file(stdout, "prompt file is", base)
+    if path is None:
+        return None
+    try:
+        return count_prompt_lines(path.read_text(encoding="utf-8", errors="replace")) or None
+    except OSError:
+        return None
+
+
+def token_limit_of_run(stdout: str, base: Path) -> int | None:
+    """max_new_tokens of the config the run names (MNN's default 512 when it sets none)."""
+    path = _named_file(stdout, "config path is", base)
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = data.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS) if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m harness.runners.llm_demo",
@@ -496,7 +537,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--stderr", help="file with its stderr")
     ap.add_argument("--exit-code", type=int, default=0, help="exit code (128+N or -N for signal N)")
     ap.add_argument("--logcat", help="file with `logcat -d -v threadtime` output of the run")
-    ap.add_argument("--prompts", type=int, help="number of prompts in the prompt file (default: one per EOS line)")
+    ap.add_argument("--prompts", type=int, help="number of prompts in the prompt file (default: read the prompt "
+                    "file the run names, `prompt file is ...`, beside the stdout file or from the cwd)")
+    ap.add_argument("--max-tokens", type=int, help="the run's decode limit (default: max_token_number is unknown "
+                    "here, so max_new_tokens of the config the run names, 512 when it sets none)")
     args = ap.parse_args(argv)
     try:
         stdout = _read(args.stdout, "stdout")
@@ -505,7 +549,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    parsed, cls = analyse(stdout, stderr, exit_code=args.exit_code, logcat=logcat, prompts=args.prompts)
+    base = Path(args.stdout).resolve().parent
+    prompts = args.prompts if args.prompts is not None else prompt_count_of_run(stdout, base)
+    limit = args.max_tokens if args.max_tokens is not None else token_limit_of_run(stdout, base)
+    parsed, cls = analyse(stdout, stderr, exit_code=args.exit_code, logcat=logcat, prompts=prompts,
+                          token_limit=limit)
     print(json.dumps(result_json(parsed, cls, exit_code=args.exit_code), ensure_ascii=False, allow_nan=False))
     return 0
 

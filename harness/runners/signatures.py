@@ -41,6 +41,21 @@ class SignatureMatch:
     signature: Signature
     line: str
     source: str  # stdout | stderr | logcat
+    groups: tuple[str, ...] = ()  # the regex's groups: {1}, {2}... in description and hint
+
+    def _fill(self, text: str) -> str:
+        try:
+            return text.format(self.line, *(g or "" for g in self.groups))
+        except (IndexError, KeyError, ValueError):
+            return text
+
+    @property
+    def description(self) -> str:
+        return self._fill(self.signature.description)
+
+    @property
+    def hint(self) -> str:
+        return self._fill(self.signature.hint)
 
     def to_json(self) -> dict[str, str]:
         return {"id": self.signature.id, "class": self.signature.cls, "line": self.line, "source": self.source}
@@ -77,7 +92,7 @@ class Classification:
     @property
     def hint(self) -> str:
         p = self.primary
-        return p.signature.hint if p else ""
+        return p.hint if p else ""
 
     def to_json(self) -> dict[str, Any]:
         p = self.primary
@@ -108,8 +123,9 @@ class SignatureSet:
     def match_line(self, line: str, source: str, exit_code: int | None = None) -> SignatureMatch | None:
         """First signature (file order) matching the line."""
         for sig in self.signatures:
-            if sig.applies(exit_code) and sig.regex.search(line):
-                return SignatureMatch(sig, line, source)
+            m = sig.regex.search(line) if sig.applies(exit_code) else None
+            if m:
+                return SignatureMatch(sig, line, source, tuple(m.groups()))
         return None
 
     def match_text(self, text: str, source: str, exit_code: int | None = None) -> list[SignatureMatch]:
@@ -154,7 +170,7 @@ class SignatureSet:
         if found:
             cls = self.worst(found)
             first = next(m for m in matches if m.signature.cls == cls)
-            return Classification(cls, f"{first.signature.id}: {first.signature.description}", matches, errors)
+            return Classification(cls, f"{first.signature.id}: {first.description}", matches, errors)
         if exit_code not in (0, None):
             return Classification("runtime-error", f"exit code {exit_code} and no known error line",
                                   matches, errors + [f"exit code {exit_code}"])

@@ -14,14 +14,18 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, ClassVar, Iterable, Mapping, Sequence
 
-from harness.errors import CommandFailed, CommandTimeout, TransportError
+from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
 from harness.inventory import DeviceSpec
 from harness.transport.command import build_shell_command, quote_argv
+from harness.transport.facts import PROBE_SCRIPT, DeviceFacts, ProbeUnreadable, parse_df_free, parse_probe
 from harness.transport.retry import RetryPolicy
 
 ProgressFn = Callable[[int], None]  # called with the bytes just moved
+# A timed shell() records its program's device pid in <device_tmp_dir>/pid-<uuid>; this class
+# alone writes, reads and removes those files (kill on timeout, kill_stray_processes).
+_PID_PREFIX = "pid-"
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,9 @@ class RemoteStat:
 class HealthReport:
     device: str
     reachable: bool
-    state: str = "unknown"  # device | offline | unauthorized | unreachable | ok
-    facts: dict[str, str] = field(default_factory=dict)
+    state: str = "unknown"  # device | offline | unauthorized | unreachable | broken | ok
+    facts: dict[str, str] = field(default_factory=dict)  # who the device is: Transport.facts()
+    device_facts: DeviceFacts = field(default_factory=DeviceFacts)  # its condition: Transport.device_facts()
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -89,24 +94,13 @@ class HealthReport:
         return self.reachable and not self.problems
 
 
-def free_bytes_from_df(stdout: str, what: str) -> int:
-    """Free bytes from POSIX `df -k` output for one path (as toybox prints it). `what` names
-    the device and command for the error."""
-    lines = [ln for ln in stdout.splitlines() if ln.strip()]
-    if len(lines) < 2:
-        raise TransportError(f"{what}: cannot read free space: {stdout!r}")
-    # Header: Filesystem 1K-blocks Used Available Use% Mounted on; a long device name may wrap.
-    cols = " ".join(lines[1:]).split()
-    nums = [c for c in cols if c.isdigit()]
-    if len(nums) < 3:
-        raise TransportError(f"{what}: unexpected `df -k` output: {stdout!r}")
-    return int(nums[2]) * 1024
-
-
 class Transport(ABC):
     """A link to one device. Methods raise TransportError subclasses for link faults."""
 
     kind: str = "base"
+    # True while free_bytes() answers exactly what POSIX `df -k` on the device prints, so a
+    # caller that already ran df in a script of its own may use that number instead.
+    free_bytes_is_df: ClassVar[bool] = True
 
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None):
         self.device = device
@@ -214,11 +208,14 @@ class Transport(ABC):
 
     def _pid_file(self) -> str:
         # In device_tmp_dir(), which shell() makes on the way if it is not there yet.
-        return posixpath.join(self.device.work_dir, ".harness", f"pid-{uuid.uuid4().hex}")
+        return posixpath.join(self._tmp_path(), f"{_PID_PREFIX}{uuid.uuid4().hex}")
+
+    def _tmp_path(self) -> str:
+        return posixpath.join(self.device.work_dir, ".harness")
 
     def device_tmp_dir(self) -> str:
         """A writable scratch folder on the device (created on first use)."""
-        path = posixpath.join(self.device.work_dir, ".harness")
+        path = self._tmp_path()
         if not getattr(self, "_tmp_ready", False):
             self._exec(quote_argv(["mkdir", "-p", path]), 30)
             self._tmp_ready = True
@@ -249,6 +246,25 @@ class Transport(ABC):
                 return True
             time.sleep(0.05)
         return not self.is_running(pid)
+
+    def kill_stray_processes(self, pids: Iterable[int] = ()) -> list[int]:
+        """Kill `pids` and every program a timed shell() may have left running (the pid files
+        in the scratch folder, from any transport object on this device). Only for a caller
+        that holds the device's lock, so every such process is its own. Returns the pids
+        handled (killed, or already gone)."""
+        found = set(pids)
+        scratch = self.device_tmp_dir()
+        # quick(), not list_files(): a timed find would leave a pid file of its own to sweep.
+        res = self.quick(["find", scratch, "-type", "f", "-name", f"{_PID_PREFIX}*"], check=False)
+        files = [ln for ln in res.stdout.splitlines() if posixpath.basename(ln).startswith(_PID_PREFIX)]
+        for data in self.read_small_files(files).values():
+            text = (data or b"").decode(errors="replace").strip()
+            if text.isdigit():
+                found.add(int(text))
+        for pid in sorted(found):
+            if self.is_running(pid):
+                self.kill(pid)
+        return sorted(found)
 
     # ---- files --------------------------------------------------------------------------
     def push(self, local: Path, remote: str, *, mode: int | None = None, progress: ProgressFn | None = None) -> int:
@@ -339,7 +355,10 @@ class Transport(ABC):
     def free_bytes(self, remote: str) -> int:
         """Free bytes on the filesystem holding `remote` (POSIX `df -k`, as toybox prints it)."""
         res = self.quick(["df", "-k", remote])
-        return free_bytes_from_df(res.stdout, f"{self.device.name}: `df -k {remote}`")
+        free = parse_df_free(res.stdout)
+        if free is None:
+            raise TransportError(f"{self.device.name}: cannot read free space from `df -k {remote}`: {res.stdout!r}")
+        return free
 
     def sha256(self, remote: str) -> str | None:
         res = self.shell(["sha256sum", remote], timeout=600)
@@ -352,10 +371,21 @@ class Transport(ABC):
         return self.shell(["getprop", name], timeout=30).stdout.strip()
 
     def facts(self) -> dict[str, str]:
-        """`getprop`-like facts: at least `soc_model` and `model`, plus what the link knows."""
+        """`getprop`-like facts about who the device is: at least `soc_model` and `model`."""
         return {}
 
-    def health(self) -> HealthReport:
+    def device_facts(self) -> DeviceFacts:
+        """The device's condition (free space for the work folder, battery, boot), None where
+        it cannot tell, in one round trip. TransportError for link faults; CommandFailed when
+        the shell or its df answers something unreadable."""
+        res = self.quick(["sh", "-c", PROBE_SCRIPT, "device-facts", self.device.work_dir], timeout=30, check=False)
+        try:
+            return parse_probe(res.stdout)
+        except ProbeUnreadable as exc:
+            raise CommandFailed(f"{self.device.name}: device facts: {exc} (exit {res.exit_code})") from None
+
+    def _link_health(self) -> HealthReport:
+        """Reachability only: does a shell answer?"""
         report = HealthReport(device=self.device.name, reachable=False)
         try:
             res = self.shell(["echo", "ok"], timeout=20)
@@ -367,6 +397,23 @@ class Transport(ABC):
         report.state = "ok" if report.reachable else "broken-shell"
         if not report.reachable:
             report.problems.append(f"`echo ok` printed {res.stdout!r} (exit {res.exit_code})")
+        return report
+
+    def health(self) -> HealthReport:
+        """Reachability, who the device is and its condition. Link faults become problems;
+        judging the condition against thresholds is the caller's (harness/lab/health.py)."""
+        report = self._link_health()
+        if not report.reachable or report.problems:
+            return report
+        try:
+            report.facts = self.facts()
+            report.device_facts = self.device_facts()
+        except TransportError as exc:
+            report.state = "unreachable"
+            report.problems.append(str(exc))
+        except HarnessError as exc:  # a reply we could not read (e.g. odd `df`)
+            report.state = "broken"
+            report.problems.append(f"{self.device.name}: health check failed: {exc}")
         return report
 
     def tidy(self) -> None:
@@ -391,5 +438,5 @@ def remote_join(*parts: str) -> str:
 
 
 __all__ = [
-    "CommandResult", "HealthReport", "ProgressFn", "RawExec", "RemoteStat", "Transport", "remote_join",
+    "CommandResult", "DeviceFacts", "HealthReport", "ProgressFn", "RawExec", "RemoteStat", "Transport", "remote_join",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -16,6 +17,7 @@ _CHUNK = 4 << 20
 
 class LocalTransport(Transport):
     kind = "local"
+    free_bytes_is_df = False  # free_bytes() asks the host OS, not `df -k`
 
     def _exec(self, command: str, timeout: float | None) -> RawExec:
         proc = subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -23,8 +25,13 @@ class LocalTransport(Transport):
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            # Leave the kill to the caller (it holds the program's pid), but do not leak pipes.
-            out, err = b"", b""
+            # Stop the whole session (the program too; the caller's kill by pid then finds it
+            # gone) and keep what it printed: a timed-out run's output shows where it hung.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, err = proc.communicate()
             return RawExec(out, err, -1, timed_out=True)
         # Report a signal as the device shell does (128+N), not as Popen's -N.
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
@@ -60,6 +67,7 @@ class LocalTransport(Transport):
         return out
 
     def free_bytes(self, remote: str) -> int:
+        # The host's own disk_usage; the answer matches df, but a caller's df output is not it.
         path = Path(remote)
         while not path.exists():
             path = path.parent

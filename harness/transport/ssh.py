@@ -31,7 +31,7 @@ from harness.errors import (
     RemotePathError, TransportError,
 )
 from harness.inventory import DeviceSpec, SshSpec
-from harness.transport.base import HealthReport, ProgressFn, RawExec, RemoteStat, Transport
+from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
 
@@ -478,21 +478,6 @@ class SshTransport(Transport):
         if prop_soc:
             facts["reported_soc_model"] = prop_soc
         return facts
-
-    def health(self) -> HealthReport:
-        report = super().health()
-        if not report.reachable:
-            return report
-        report.state = "ok"
-        try:
-            report.facts = self.facts()
-            if self.exists(self.device.work_dir):
-                report.facts["work_dir_free_bytes"] = str(self.free_bytes(self.device.work_dir))
-            else:
-                report.facts["work_dir_free_bytes"] = "absent"
-        except TransportError as exc:
-            report.problems.append(str(exc))
-        return report
 
 
 __all__ = ["SshTransport", "connect_client", "fingerprint", "load_known_hosts"]

@@ -12,15 +12,13 @@ from pathlib import Path
 import pytest
 
 from harness import pipeline
-from harness.checks import mrope
 from harness.checks.agreement import DriftWarning
 from harness.checks.coherence import assert_coherent
 from harness.checks.quant import assert_quant_ok, check_file
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
-from harness.runners.overlay import Overlay
 from harness.runners.prompts import Prompt
 
-from suites.support import record_run, select_pairs
+from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
 
 PAIRS = ["qnn", "cpu"]
 CASES = ["france", "cat"]
@@ -32,8 +30,15 @@ def cases() -> list[pipeline.PromptCase]:
 
 
 @pytest.fixture(scope="session")
-def matrix(llm_runner, provisioned_model, backends, cases) -> dict[str, pipeline.PairRun]:  # type: ignore[no-untyped-def]
-    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends))
+def fits(provisioned_model) -> None:  # type: ignore[no-untyped-def]
+    """Every device test of this suite skips, with the reason, for another model type."""
+    require_model_type(provisioned_model, "qwen3")
+
+
+@pytest.fixture(scope="session")
+def matrix(fits, llm_runner, provisioned_model, backends, cases, device,  # type: ignore[no-untyped-def]
+           qnn_runtime) -> dict[str, pipeline.PairRun]:
+    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends, device, qnn_runtime))
 
 
 @pytest.fixture(scope="session")
@@ -59,34 +64,37 @@ def test_quant_metadata(model_dir: Path, device_record) -> None:  # type: ignore
 @pytest.mark.qnn
 @pytest.mark.parametrize("case_id", CASES)
 @pytest.mark.parametrize("pair", PAIRS)
-def test_generation(matrix, judged, cases, pair: str, case_id: str, device_record) -> None:  # type: ignore[no-untyped-def]
+def test_generation(matrix, judged, cases, pair: str, case_id: str, device_record, provisioned_model,  # type: ignore[no-untyped-def]
+                    backends, device, qnn_runtime) -> None:
     if pair not in matrix:
-        pytest.skip(f"backend {pair} not selected (--backends) or not in this export")
+        pytest.skip(pair_skip_reason(pair, provisioned_model, backends, device, qnn_runtime)
+                    or f"backend {pair} did not run")
     run = matrix[pair]
     index = [c.id for c in cases].index(case_id)
     record_run(device_record, run, index)
+    j = judged[(pair, case_id)]
+    record_judgement(device_record, j)  # verdict and class land in the record before any assertion
     cls = run.result.runs[index].classification
-    device_record.failure_class = "" if cls.ok else cls.cls
     assert cls.ok, f"{pair} {case_id}: llm_demo failed ({cls.cls}): {cls.reason}\n" + "\n".join(cls.errors[:5])
     assert_shapes_ok(run.shape_findings)
-    j = judged[(pair, case_id)]
     assert j.text is not None, f"{pair} {case_id}: no text was generated"
-    device_record.text = j.text
-    device_record.verdict = assert_coherent(j.text, prompt=j.case.prompt.text, expect_any=j.case.expect_any,
-                                            reference=j.agreement.reference if j.agreement else None).verdict
+    assert_coherent(j.text, prompt=j.case.prompt.text, expect_any=j.case.expect_any,
+                    reference=j.agreement.reference if j.agreement else None)
     if j.agreement is not None and j.agreement.level != "agree":
         warnings.warn(DriftWarning(j.agreement.describe(pair)))
 
 
-def test_chunked_prefill_equivalence(llm_runner, provisioned_model, device_record) -> None:  # type: ignore[no-untyped-def]
-    """Greedy output with chunk_limits [128, 1] equals one large chunk for a prompt longer than a chunk."""
+def test_chunked_prefill_equivalence(fits, llm_runner, provisioned_model, device_record) -> None:  # type: ignore[no-untyped-def]
+    """Chunk_limits [128, 1] against one large chunk for a prompt longer than a chunk:
+    teacher-forced with llm_logits_diff when the runtime has it, else the greedy texts."""
     if "cpu" not in provisioned_model.configs:
         pytest.skip("no CPU config in this export")
     device_record.backend_pair = "cpu"
-    prompt = Prompt("Summarise this list: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40)))
-    chunked = llm_runner.run([prompt], backend="cpu", overlay=Overlay(max_new_tokens=32, chunk_limits=(128, 1)))
-    single = llm_runner.run([prompt], backend="cpu", overlay=Overlay(max_new_tokens=32, chunk_limits=(4096, 1)))
-    assert chunked.ok and single.ok, f"runs failed: {chunked.failure_class} / {single.failure_class}"
-    result = mrope.chunked_equivalence(chunked.texts[0] or "", single.texts[0] or "", label="long-text")
+    prompt = Prompt("Summarise this list: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40)),
+                    id="long-text")
+    [result] = pipeline.chunked_prefill_check(llm_runner, [prompt], backend="cpu")
     device_record.extras["chunked_equivalent"] = result.equal
-    mrope.assert_chunked_equivalent(result)
+    device_record.extras["chunked_method"] = result.method
+    if result.diff is not None:
+        device_record.extras["teacher_forced"] = result.diff.record_extras()
+    assert result.equal, result.explain()

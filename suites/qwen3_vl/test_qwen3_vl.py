@@ -17,7 +17,7 @@ from harness.checks.agreement import DriftWarning
 from harness.checks.coherence import assert_coherent
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
 
-from suites.support import record_run, select_pairs
+from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
 
 PAIRS = ["qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu"]
 CASES = ["france", "cat", "image"]
@@ -30,10 +30,15 @@ def cases(test_image) -> list[pipeline.PromptCase]:  # type: ignore[no-untyped-d
 
 
 @pytest.fixture(scope="session")
-def matrix(llm_runner, provisioned_model, backends, cases) -> dict[str, pipeline.PairRun]:  # type: ignore[no-untyped-def]
-    if provisioned_model.model_type != "qwen3_vl":
-        pytest.skip(f"model type is {provisioned_model.model_type!r} (llm_config.json), not qwen3_vl")
-    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends))
+def fits(provisioned_model) -> None:  # type: ignore[no-untyped-def]
+    """Every device test of this suite skips, with the reason, for another model type."""
+    require_model_type(provisioned_model, "qwen3_vl")
+
+
+@pytest.fixture(scope="session")
+def matrix(fits, llm_runner, provisioned_model, backends, cases, device,  # type: ignore[no-untyped-def]
+           qnn_runtime) -> dict[str, pipeline.PairRun]:
+    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends, device, qnn_runtime))
 
 
 @pytest.fixture(scope="session")
@@ -41,9 +46,11 @@ def judged(matrix, cases) -> dict[tuple[str, str], pipeline.Judgement]:  # type:
     return {(j.pair, j.case.id): j for j in pipeline.judge_matrix(matrix, cases)}
 
 
-def _run(matrix: dict[str, pipeline.PairRun], pair: str) -> pipeline.PairRun:
+def _run(matrix: dict[str, pipeline.PairRun], pair: str, request: pytest.FixtureRequest) -> pipeline.PairRun:
     if pair not in matrix:
-        pytest.skip(f"backend pair {pair} not selected (--backends) or not in this export")
+        get = request.getfixturevalue
+        pytest.skip(pair_skip_reason(pair, get("provisioned_model"), get("backends"), get("device"),
+                                     get("qnn_runtime")) or f"backend pair {pair} did not run")
     return matrix[pair]
 
 
@@ -58,38 +65,35 @@ def test_export_shapes(model_dir, device_record, pytestconfig) -> None:  # type:
 @pytest.mark.qnn
 @pytest.mark.parametrize("case_id", CASES)
 @pytest.mark.parametrize("pair", PAIRS)
-def test_generation(matrix, judged, cases, pair: str, case_id: str, device_record) -> None:  # type: ignore[no-untyped-def]
+def test_generation(matrix, judged, cases, pair: str, case_id: str, device_record, request) -> None:  # type: ignore[no-untyped-def]
     """llm_demo ran cleanly, no shape/graph error in its log, and the answer is coherent."""
-    run = _run(matrix, pair)
+    run = _run(matrix, pair, request)
     index = [c.id for c in cases].index(case_id)
     record_run(device_record, run, index)
-    proc = run.result.runs[index]
-    cls = proc.classification
-    device_record.failure_class = "" if cls.ok else cls.cls
+    j = judged[(pair, case_id)]
+    record_judgement(device_record, j)  # verdict and class land in the record before any assertion
+    cls = run.result.runs[index].classification
     assert cls.ok, (f"{pair} {case_id}: llm_demo failed ({cls.cls}): {cls.reason}\n"
                     + "\n".join(cls.errors[:5]))
-    j = judged[(pair, case_id)]
     assert j.text is not None, f"{pair} {case_id}: no text was generated"
-    device_record.text = j.text
-    verdict = assert_coherent(j.text, prompt=j.case.prompt.text, reference=j.agreement.reference if j.agreement else None,
-                              expect_any=j.case.expect_any)
-    device_record.verdict = verdict.verdict
+    assert_coherent(j.text, prompt=j.case.prompt.text, reference=j.agreement.reference if j.agreement else None,
+                    expect_any=j.case.expect_any)
     if j.agreement is not None and j.agreement.level != "agree":
         warnings.warn(DriftWarning(j.agreement.describe(pair)))
 
 
 @pytest.mark.parametrize("pair", PAIRS)
-def test_runtime_shape_guards(matrix, pair: str, device_record) -> None:  # type: ignore[no-untyped-def]
+def test_runtime_shape_guards(matrix, pair: str, device_record, request) -> None:  # type: ignore[no-untyped-def]
     """None of the shape and graph errors of the reference appear in any run's log."""
-    run = _run(matrix, pair)
+    run = _run(matrix, pair, request)
     device_record.backend_pair = pair
     assert_shapes_ok(run.shape_findings)
 
 
 @pytest.mark.parametrize("pair", PAIRS)
-def test_mrope_positions(matrix, pair: str, device_record) -> None:  # type: ignore[no-untyped-def]
+def test_mrope_positions(matrix, pair: str, device_record, request) -> None:  # type: ignore[no-untyped-def]
     """Chunked prefill gives every chunk its slice of the 3-axis positions (instrumented runtimes)."""
-    run = _run(matrix, pair)
+    run = _run(matrix, pair, request)
     device_record.backend_pair = pair
     if run.position_findings is None:
         pytest.skip(f"{pair}: the runtime printed no [POSDBG] dumps (not an instrumented build)")
@@ -100,10 +104,9 @@ def test_mrope_positions(matrix, pair: str, device_record) -> None:  # type: ign
             raise AssertionError(f"{pair} {case_id}: {exc}") from None
 
 
-def test_chunked_prefill_equivalence(llm_runner, provisioned_model, test_image, device_record) -> None:  # type: ignore[no-untyped-def]
-    """Black box: greedy output with chunk_limits [128, 1] equals one large chunk, for a
+def test_chunked_prefill_equivalence(fits, llm_runner, provisioned_model, test_image, device_record) -> None:  # type: ignore[no-untyped-def]
+    """Black box: chunk_limits [128, 1] against one large chunk, for a
     prompt longer than a chunk, with and without an image (CPU LLM, where chunking is free)."""
-    from harness.runners.overlay import Overlay
     from harness.runners.prompts import Image, Prompt
 
     pair = "cpu/cpu"
@@ -113,8 +116,8 @@ def test_chunked_prefill_equivalence(llm_runner, provisioned_model, test_image, 
     long_text = "Summarise this: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40))
     prompts = [Prompt(long_text, id="long-text"),
                Prompt(long_text, images=(Image(test_image, height=512, width=512),), id="long-image")]
-    chunked = llm_runner.run(prompts, backend=pair, overlay=Overlay(max_new_tokens=32, chunk_limits=(128, 1)))
-    single = llm_runner.run(prompts, backend=pair, overlay=Overlay(max_new_tokens=32, chunk_limits=(4096, 1)))
-    assert chunked.ok and single.ok, f"runs failed: {chunked.failure_class} / {single.failure_class}"
-    for p, a, b in zip(prompts, chunked.texts, single.texts):
-        mrope.assert_chunked_equivalent(mrope.chunked_equivalence(a or "", b or "", label=p.id))
+    # Teacher-forced (llm_logits_diff) when the runtime has it, else the greedy texts.
+    results = pipeline.chunked_prefill_check(llm_runner, prompts, backend=pair)
+    device_record.extras["chunked_method"] = results[0].method
+    bad = [r.explain() for r in results if not r.equal]
+    assert not bad, "\n".join(bad)

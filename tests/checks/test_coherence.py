@@ -195,7 +195,7 @@ def test_hashtags_links_and_emoji_are_not_invented_words():
 def test_thresholds_can_be_overridden():
     text = "The sky is blue because of scattering, said the sunbeamed scientist."
     assert judge(text).coherent
-    strict = replace(Thresholds(), invented_weight=1.0)
+    strict = replace(Thresholds(), nonword_weight=1.0)   # 'sunbeamed' is in no word list
     assert judge(text, thresholds=strict).verdict == "garbled"
 
 

@@ -5,9 +5,8 @@ commands and turns their output into records."""
 from __future__ import annotations
 
 import re
-import shlex
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -19,6 +18,7 @@ from harness.lab.plan import load_plan
 from harness.lab.scheduler import DeviceContext
 from harness.report.records import TestRecord
 from harness.transport.base import RawExec
+from harness.transport.facts import DeviceFacts
 from harness.transport.local import LocalTransport
 from harness.transport.retry import NO_RETRY
 
@@ -28,9 +28,7 @@ SOCS = ["SM8750", "SM8650", "SA8295", "SM8550"]
 @dataclass
 class Switch:
     """Per-device link faults for FaultyLocal: `unplug(name, calls)` fails the next `calls`
-    commands (None: for good); `facts[name]` sets what the device reports to a health probe:
-    battery_pct / battery_temp_c through a `dumpsys battery` (as Android prints it) and
-    boot_completed through a `getprop`, both put first on the PATH of the device's shell."""
+    commands (None: for good); `facts[name]` adds health facts (battery, boot...)."""
 
     failing: dict[str, int | None] = field(default_factory=dict)
     facts: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -61,29 +59,17 @@ class FaultyLocal(LocalTransport):
     def _exec(self, command: str, timeout: float | None) -> RawExec:
         if self.switch.take(self.device.name):
             raise DeviceOfflineError(f"{self.device.name}: device offline (link unplugged by the test)")
-        facts = self.switch.facts.get(self.device.name)
-        if facts:
-            command = f"PATH={shlex.quote(str(self._fact_tools(facts)))}:$PATH; {command}"
         return super()._exec(command, timeout)
 
-    def _fact_tools(self, facts: dict[str, str]) -> Path:
-        tools = Path(self.device.work_dir).parent / f".{self.device.name}-tools"
-        tools.mkdir(parents=True, exist_ok=True)
-        battery = ["Current Battery Service state:"]
-        if "battery_pct" in facts:
-            battery.append(f"  level: {facts['battery_pct']}")
-        if "battery_temp_c" in facts:
-            battery.append(f"  temperature: {round(float(facts['battery_temp_c']) * 10)}")
-        scripts = {"dumpsys": "\n".join(battery)}
-        if "boot_completed" in facts:
-            scripts["getprop"] = facts["boot_completed"]
-        for name, text in scripts.items():
-            path = tools / name
-            path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}\nEOF\n", encoding="utf-8")
-            path.chmod(0o755)
-        for stale in set(p.name for p in tools.iterdir()) - set(scripts):
-            (tools / stale).unlink()
-        return tools
+    def device_facts(self) -> DeviceFacts:
+        facts = super().device_facts()
+        said = self.switch.facts.get(self.device.name, {})
+        return replace(facts, **{k: _FACT_TYPES[k](v) for k, v in said.items()})
+
+
+# What a test may make a device say (Switch.facts), in DeviceFacts' own types.
+_FACT_TYPES: dict[str, Callable[[str], object]] = {
+    "battery_pct": int, "battery_temp_c": float, "boot_completed": lambda v: v == "1"}
 
 
 def faulty_factory(switch: Switch) -> Callable[[DeviceSpec], FaultyLocal]:

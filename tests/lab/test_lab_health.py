@@ -1,21 +1,24 @@
 import pytest
 
 from harness.lab.health import HealthPolicy, check_device, judge
+from harness.transport.facts import DeviceFacts
 from harness.transport.local import LocalTransport
 from harness.transport.retry import NO_RETRY
 
 from labkit import FaultyLocal, Switch
 
+MB = 1 << 20
+
 
 def test_judge_applies_each_threshold_only_when_reported():
     p = HealthPolicy(min_free_mb=100, min_battery_pct=20, max_battery_temp_c=40)
-    assert judge("d", {}, p) == []
-    assert judge("d", {"free_mb": "500", "battery_pct": "80", "battery_temp_c": "30.5", "boot_completed": "1"}, p) == []
-    reasons = judge("d", {"free_mb": "50", "battery_pct": "5", "battery_temp_c": "47.0", "boot_completed": ""}, p)
+    assert judge("d", DeviceFacts(), p) == []
+    assert judge("d", DeviceFacts(free_bytes=500 * MB, battery_pct=80, battery_temp_c=30.5, boot_completed=True), p) == []
+    reasons = judge("d", DeviceFacts(free_bytes=50 * MB, battery_pct=5, battery_temp_c=47.0, boot_completed=False), p)
     assert len(reasons) == 4
     assert any("50 MB free" in r for r in reasons) and any("battery at 5%" in r for r in reasons)
     assert any("47.0 C" in r for r in reasons) and any("boot not completed" in r for r in reasons)
-    assert judge("d", {"boot_completed": "0"}, HealthPolicy(require_boot_completed=False)) == []
+    assert judge("d", DeviceFacts(boot_completed=False), HealthPolicy(require_boot_completed=False)) == []
 
 
 def test_local_device_is_checked_for_real(lab4):

@@ -68,7 +68,7 @@ class Unplug:
             real_ssh = t.shell
 
             def board_shell(args, **kw):
-                if str(args[0]).endswith("llm_demo"):
+                if str(args[0]).endswith(("llm_demo", "llm_logits_diff")):
                     kw["env"] = {**(kw.get("env") or {}), "VLAB_SOC_MODEL": device.soc_model}
                 return real_ssh(args, **kw)
 

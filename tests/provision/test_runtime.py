@@ -67,7 +67,7 @@ def test_missing_libraries_are_named(tmp_path):
     msg = str(err.value)
     for lib in ("libQnnHtp.so", "libQnnHtpV79Stub.so", "libQnnHtpV79Skel.so", "libQnnSystem.so"):
         assert lib in msg
-    assert "qnn_sdk=" in msg
+    assert "--qnn-sdk" in msg
 
 
 def test_wrong_arch_only_is_explained(tmp_path):
@@ -105,3 +105,74 @@ def test_two_runtimes_share_qnn_blobs(tmp_path, sdk, cache):
     t.reset_counts()
     again = provision_runtime(t, _bare(tmp_path), qnn_sdk=sdk, cache=cache, progress=Q)
     assert again.bytes_sent == 0 and t.shells == 0  # manifest and stats over the file protocol
+
+
+# ---- CPU-only runtimes and build trees --------------------------------------------------------
+
+def test_cpu_only_bundle_needs_no_qnn_library(tmp_path):
+    b = resolve_runtime(_bare(tmp_path), "v79", need_qnn=False, env={})
+    assert {f.rel for f in b.files} == {"llm_demo", "libMNN.so"}
+    assert not b.qnn and b.htp_arch == ""
+
+
+def test_cpu_only_bundle_on_the_host_ignores_qnn_libraries(tmp_path):
+    from virtual_lab.runtime import make_runtime_dir
+
+    rt = make_runtime_dir(tmp_path / "rt", "v79")  # carries the v79 QNN libraries
+    b = resolve_runtime(rt, None, need_qnn=False, env={})
+    assert not any(f.rel.startswith("libQnn") for f in b.files) and not b.qnn
+    with pytest.raises(ArtifactError, match="soc: host"):
+        resolve_runtime(rt, None, need_qnn=True, env={})
+
+
+def test_qnn_libraries_found_are_taken_without_being_required(tmp_path, sdk):
+    b = resolve_runtime(_bare(tmp_path), "v79", qnn_sdk=sdk, need_qnn=False)
+    assert b.qnn and b.htp_arch == "v79" and "libQnnHtpV79Skel.so" in {f.rel for f in b.files}
+
+
+def test_a_partial_set_of_qnn_libraries_is_no_qnn_runtime(tmp_path, sdk):
+    rt = _bare(tmp_path)
+    (rt / "libQnnHtp.so").write_bytes((sdk / "lib/aarch64-android/libQnnHtp.so").read_bytes())
+    b = resolve_runtime(rt, "v79", need_qnn=False, env={})
+    assert not b.qnn and "libQnnHtp.so" not in {f.rel for f in b.files}
+
+
+def test_script_runner_folder_never_pushes_build_system_files(tmp_path):
+    rt = _bare(tmp_path)
+    for name in ("CMakeCache.txt", "Makefile", "cmake_install.cmake", "libfoo.a", "main.o"):
+        (rt / name).write_text("x")
+    (rt / "CMakeFiles").mkdir()
+    (rt / "CMakeFiles" / "llm_demo").write_text("not the runner")
+    names = {f.rel for f in resolve_runtime(rt, "v79", need_qnn=False, env={}).files}
+    assert names == {"llm_demo", "libMNN.so"}
+
+
+def test_runner_found_in_a_subfolder_of_a_build_tree(tmp_path):
+    rt = _bare(tmp_path)
+    tree = tmp_path / "build"
+    (tree / "bin").mkdir(parents=True)
+    (tree / "bin" / "llm_demo").write_bytes((rt / "llm_demo").read_bytes())
+    b = resolve_runtime(tree, "v79", need_qnn=False, env={})
+    assert b.runner == "llm_demo" and {f.rel for f in b.files} == {"llm_demo"}
+
+
+def test_the_error_names_the_front_doors_option(tmp_path):
+    with pytest.raises(ArtifactError) as err:
+        resolve_runtime(_bare(tmp_path), "v79", env={}, qnn_sdk_option="harness push --qnn-sdk")
+    assert "harness push --qnn-sdk" in str(err.value)
+
+
+def test_elf_reader_on_a_real_binary_and_a_damaged_one(tmp_path):
+    import sys
+
+    from harness.provision.elf import is_elf, read_elf
+
+    exe = Path(sys.executable).resolve()
+    if not is_elf(exe):
+        pytest.skip(f"{exe} is not an ELF file")
+    info = read_elf(exe)
+    assert info.interpreter and not info.is_android and info.elf_class in (32, 64)
+    bad = tmp_path / "libbroken.so"
+    bad.write_bytes(b"\x7fELF" + b"\x00" * 8)
+    with pytest.raises(ArtifactError, match="libbroken.so"):
+        read_elf(bad)

@@ -61,3 +61,70 @@ def test_history_is_one_file_reopened_and_night_replaced(tmp_path):
         assert len(h.results(["a"])) == len(aggregate(night_records()))
         trend = h.trend("oneplus13", "decode_tps")
         assert trend[("smollm2", "qnn")] == [("a", 1.0, 40.0)]
+
+
+def _tf_night(kl: float, flips: int = 0, steps: int = 16) -> list:
+    """A night whose QNN records carry a teacher-forced comparison with the given mean KL."""
+    recs = night_records(crash=False)
+    for r in recs:
+        if r.backend_pair == "qnn":
+            r.extras["teacher_forced"] = {"verdict": "agree", "a": "cpu", "b": "qnn", "mean_kl": kl,
+                                          "nll_gap": kl * 2, "kl_used": True, "disagreements": flips,
+                                          "counted_steps": steps, "first_disagreement": None}
+    return recs
+
+
+def test_teacher_forced_metrics_are_stored_per_key(tmp_path):
+    rows = {(r["device"], r["backend_pair"]): r for r in aggregate(_tf_night(0.015, flips=2))}
+    assert rows[("oneplus13", "qnn")]["tf_mean_kl"] == 0.015
+    assert rows[("oneplus13", "qnn")]["tf_disagree_rate"] == 2 / 16
+    assert rows[("oneplus13", "cpu")]["tf_mean_kl"] is None
+    with History(tmp_path / "h.sqlite") as h:
+        h.add_night("a", _tf_night(0.015), started_at=1.0)
+        row = next(r for r in h.results(["a"]) if (r.device, r.backend_pair) == ("oneplus13", "qnn"))
+        assert row.tf_mean_kl == 0.015 and row.tf_nll_gap == 0.03
+
+
+def test_a_slow_teacher_forced_drift_across_nights_is_a_regression(tmp_path):
+    """Every night stays under the nightly drift threshold (KL 0.05) and moves by little more
+    than a median of the last week would notice; against the oldest nights it is flagged."""
+    kls = [0.015 + 0.002 * i for i in range(14)]  # 0.015 ... 0.041
+    with History(tmp_path / "h.sqlite") as h:
+        for i, kl in enumerate(kls[:-1]):
+            h.add_night(f"n{i}", _tf_night(kl), started_at=1000.0 + i)
+        h.add_night("tonight", _tf_night(kls[-1]), started_at=2000.0)
+        regs = [r for r in h.regressions("tonight") if r.kind == "agreement"]
+        kl = {(r.device, r.backend_pair) for r in regs if r.metric == "tf_mean_kl"}
+        assert kl == {("oneplus13", "qnn"), ("sa8295", "qnn")}
+        r = next(r for r in regs if r.metric == "tf_mean_kl")
+        assert r.baseline == 0.017 and abs(r.tonight - 0.041) < 1e-9
+        assert "rose to 0.0410 from a median of 0.0170" in r.describe()
+        # A steady export: the same numbers every night, nothing flagged.
+        h2 = History(tmp_path / "steady.sqlite")
+        for i in range(10):
+            h2.add_night(f"n{i}", _tf_night(0.015), started_at=1000.0 + i)
+        assert not [r for r in h2.regressions("n9") if r.kind == "agreement"]
+        h2.close()
+
+
+def test_an_old_history_file_gets_the_new_columns(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "old.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE nights (night_id TEXT PRIMARY KEY, started_at REAL NOT NULL, plan TEXT NOT NULL DEFAULT '',
+                             recorded_at REAL NOT NULL);
+        CREATE TABLE results (night_id TEXT NOT NULL, device TEXT NOT NULL, soc TEXT NOT NULL DEFAULT '',
+            arch TEXT NOT NULL DEFAULT '', model TEXT NOT NULL DEFAULT '', backend_pair TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL, tests INTEGER NOT NULL, passed INTEGER NOT NULL, failed INTEGER NOT NULL,
+            skipped INTEGER NOT NULL, flaky INTEGER NOT NULL, failure_classes TEXT NOT NULL, prefill_tps REAL,
+            decode_tps REAL, load_s REAL, PRIMARY KEY (night_id, device, model, backend_pair));
+        INSERT INTO nights VALUES ('old', 1.0, '', 1.0);
+        INSERT INTO results VALUES ('old', 'oneplus13', '', '', 'm', 'qnn', 'passed', 1, 1, 0, 0, 0, '[]', 1, 2, 3);
+    """)
+    con.close()
+    with History(db) as h:
+        h.add_night("new", _tf_night(0.02), started_at=2.0)
+        rows = {r.night_id: r for r in h.results() if r.backend_pair == "qnn" and r.device == "oneplus13"}
+        assert rows["old"].tf_mean_kl is None and rows["new"].tf_mean_kl == 0.02

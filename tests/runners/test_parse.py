@@ -164,3 +164,36 @@ def test_cli_missing_file_is_a_message_not_a_traceback(tmp_path):
     res = _cli(str(tmp_path / "nope.txt"))
     assert res.returncode == 2
     assert "cannot read stdout file" in res.stderr and "Traceback" not in res.stderr
+
+
+def _summary(prompt_tokens: int, decode_tokens: int) -> str:
+    return ("\n#################################\n"
+            f"prompt tokens num = {prompt_tokens}\ndecode tokens num = {decode_tokens}\n"
+            "prefill time = 0.18 s\n decode time = 0.19 s\n##################################\n")
+
+
+def test_cli_reads_the_prompt_count_from_the_run(tmp_path):
+    """One prompt whose answer has line breaks: the stdout names the prompt file, so the count
+    is known and the answer stays one text (no --prompts given)."""
+    (tmp_path / "prompts.txt").write_text("List three colours, one per line.\n")
+    out = tmp_path / "stdout.txt"
+    out.write_text("config path is config.json\nprompt file is prompts.txt\nRed\nGreen\nBlue\n\n" + _summary(30, 9))
+    data = json.loads(_cli(str(out)).stdout)
+    assert data["texts"] == ["Red\nGreen\nBlue\n"] and data["split_exact"] is True
+    assert data["stopped_on_eos"] == [True]  # config.json is not here: the limit is unknown, 9 tokens
+
+
+def test_cli_stopped_on_eos_is_false_at_the_token_limit(tmp_path):
+    (tmp_path / "prompts.txt").write_text("Describe a cat in two sentences.\n")
+    (tmp_path / "config.json").write_text(json.dumps({"max_new_tokens": 64}))
+    out = tmp_path / "stdout.txt"
+    # The 64th token was a newline: the text ends in one, yet the run stopped at its limit.
+    out.write_text(f"config path is {tmp_path / 'config.json'}\nprompt file is prompts.txt\n"
+                   "A cat. A cat.\n" + _summary(37, 64))
+    data = json.loads(_cli(str(out)).stdout)
+    assert data["stopped_on_eos"] == [False]
+    data = json.loads(_cli(str(out), "--max-tokens", "128").stdout)
+    assert data["stopped_on_eos"] == [True]
+    # Without the config, MNN's default limit (512) applies when it is named but sets none.
+    (tmp_path / "config.json").write_text("{}")
+    assert json.loads(_cli(str(out)).stdout)["stopped_on_eos"] == [True]

@@ -9,12 +9,16 @@ from harness.runners.signatures import load_signatures, logcat_messages, signal_
 
 SIGS = load_signatures()
 FAILURE_CLASSES = {"init-error", "runtime-error", "shape-error", "qnn-library-missing", "binary-mismatch",
-                   "crash", "timeout", "transport-error"}
+                   "crash", "timeout", "transport-error", "library-missing"}
 
 # Exact strings from mnn-llm.md §1/§4 and executorch-qnn.md §1 -> (class, signature id)
 KNOWN = [
     ("[Error]: tokenizer file not found: nope/tokenizer.txt", "init-error", "file-not-found"),
     ("[Error]: LLM weight file not found: bad/llm.mnn.weight", "init-error", "file-not-found"),
+    ("./llm_demo: error while loading shared libraries: libMNN_Express.so: cannot open shared object file: "
+     "No such file or directory", "library-missing", "glibc-library-missing"),
+    ('CANNOT LINK EXECUTABLE "/data/local/tmp/harness/runtimes/llm_demo-v79/llm_demo": library "libc++_shared.so" '
+     'not found: needed by main executable', "library-missing", "android-library-missing"),
     ("LLM init error", "init-error", "llm-init-error"),
     ("Unable to open config file: nope/config.json", "init-error", "config-open"),
     ("[Error]: Load module failed, please check model.", "init-error", "load-module-failed"),
@@ -94,3 +98,33 @@ def test_bad_signature_file_is_a_clear_error(tmp_path):
         load_signatures(bad)
     with pytest.raises(HarnessError, match="not found"):
         load_signatures(tmp_path / "missing.yaml")
+
+
+# Loader failures: the runner never started; the class and its text name the library.
+LOADER_CASES = [
+    # glibc ld.so (exit 127), as the real x86_64 llm_demo prints it without libMNN_Express.so
+    ("./llm_demo: error while loading shared libraries: libMNN_Express.so: cannot open shared object file: "
+     "No such file or directory\n", 127, "libMNN_Express.so"),
+    # Android's linker (exit 1); bionic prints the soname in quotes
+    ('CANNOT LINK EXECUTABLE "/data/local/tmp/harness/runtimes/llm_demo-v79/llm_demo": library "libllm.so" not '
+     'found: needed by main executable\n', 1, "libllm.so"),
+    # the older Android form (no "needed by")
+    ('CANNOT LINK EXECUTABLE "llm_demo": library "libMNN.so" not found\n', 1, "libMNN.so"),
+]
+
+
+@pytest.mark.parametrize("stderr,code,lib", LOADER_CASES)
+def test_loader_failures_name_the_library(stderr, code, lib):
+    c = SIGS.classify(stdout="", stderr=stderr, exit_code=code)
+    assert c.cls == "library-missing"
+    assert lib in c.reason and lib in c.hint
+    assert "no known error line" not in c.reason
+
+
+def test_file_not_found_hint_names_the_missing_file():
+    tok = SIGS.classify(stdout="[Error]: tokenizer file not found: /m/tokenizer.mtok\nLLM init error\n", exit_code=0)
+    assert tok.cls == "init-error" and tok.primary.signature.id == "file-not-found"
+    assert "/m/tokenizer.mtok" in tok.hint and "weight" not in tok.hint
+    assert "tokenizer" in tok.reason and "/m/tokenizer.mtok" in tok.reason
+    weight = SIGS.classify(stdout="[Error]: LLM weight file not found: /m/llm.mnn.weight\n", exit_code=0)
+    assert weight.primary.signature.id == "file-not-found" and "/m/llm.mnn.weight" in weight.hint

@@ -172,8 +172,24 @@ def test_facts_and_health(adb):
     report = adb.health()
     assert report.ok, report.problems
     assert report.state == "device"
-    assert report.facts["battery_level"] == "85" and report.facts["battery_temp_c"] == "31.2"
-    assert int(report.facts["work_dir_free_bytes"]) > 0
+    assert report.device_facts.battery_pct == 85 and report.device_facts.battery_temp_c == 31.2
+    assert report.device_facts.free_bytes > 0
+
+
+def test_device_facts_from_the_phone(fresh_phone, adb_entry, make_spec):
+    """getprop for boot, `dumpsys battery` for level and temperature, df in the work folder's
+    nearest existing folder (it does not exist before the first push)."""
+    with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-facts"))) as t:
+        facts = t.device_facts()
+        assert facts.boot_completed is True
+        assert (facts.battery_pct, facts.battery_temp_c) == (85, 31.2)
+        assert facts.free_path == "/data/local/tmp" and facts.free_bytes > 0
+        fresh_phone.set_battery(level=9, temperature_decic=441)
+        fresh_phone.faults.set_free_bytes(3 << 20)
+        t.makedirs(WORK)
+        facts = t.device_facts()
+        assert (facts.battery_pct, facts.battery_temp_c) == (9, 44.1)
+        assert facts.free_path == WORK and facts.free_bytes <= 3 << 20
 
 
 def test_health_flags_a_device_that_has_not_booted(adb_server, adb_entry, make_spec, tmp_path):
@@ -185,6 +201,7 @@ def test_health_flags_a_device_that_has_not_booted(adb_server, adb_entry, make_s
             report = t.health()
     assert report.reachable and not report.ok
     assert any("sys.boot_completed" in p for p in report.problems)
+    assert report.device_facts.boot_completed is False
 
 
 # ---- faults -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,19 @@ def test_spawn_returns_the_program_pid_and_writes_its_output(host, tmp_path):
     assert int(pid_file.read_text()) == pid  # the program itself, not a wrapper shell
     assert host.kill(pid) and not host.is_running(pid)
     assert Path(out).read_text() == "hi there\n" and Path(err).read_text() == "oops\n"
+
+
+def test_device_facts_from_the_host(host):
+    from harness.transport.facts import SYSFS_BATTERY, parse_sysfs_battery
+
+    missing = f"{host.device.work_dir}/not/yet"
+    facts = LocalTransport(replace(host.device, work_dir=missing)).device_facts()
+    assert facts.free_path == host.device.work_dir  # the nearest folder that exists
+    assert facts.free_bytes is not None and facts.free_bytes > 0
+    assert facts.boot_completed is None  # no such flag off Android: unknown, not "not booted"
+    sysfs = Path(SYSFS_BATTERY)
+    texts = [(sysfs / f).read_text() if (sysfs / f).is_file() else "" for f in ("capacity", "temp")]
+    expected = parse_sysfs_battery(*texts)
+    assert (facts.battery_pct, facts.battery_temp_c) == (expected.pct, expected.temp_c)
+    report = host.health()
+    assert report.device_facts.free_path == host.device.work_dir and report.device_facts.free_bytes > 0

@@ -123,7 +123,24 @@ def test_facts_and_health(car):
     assert facts["model"]
     report = car.health()
     assert report.ok, report.problems
-    assert int(report.facts["work_dir_free_bytes"]) > 0
+    assert report.device_facts.free_bytes > 0
+
+
+def test_device_facts_from_the_board(ssh_board, make_spec):
+    """sysfs and df over ssh; a board has no boot flag (unknown, not "not booted"), and a work
+    folder not yet made is measured in its nearest existing folder (it was "absent" before)."""
+    from harness.transport.facts import SYSFS_BATTERY, parse_sysfs_battery
+
+    entry = ssh_board.inventory_entry("car-facts")
+    entry["work_dir"] = f"{ssh_board.work_dir}/not/yet"
+    with SshTransport(make_spec(entry)) as t:
+        facts = t.device_facts()
+    assert facts.boot_completed is None
+    assert facts.free_path == str(ssh_board.work_dir) and facts.free_bytes > 0
+    sysfs = Path(SYSFS_BATTERY)  # the board is this machine behind sshd
+    texts = [(sysfs / f).read_text() if (sysfs / f).is_file() else "" for f in ("capacity", "temp")]
+    expected = parse_sysfs_battery(*texts)
+    assert (facts.battery_pct, facts.battery_temp_c) == (expected.pct, expected.temp_c)
 
 
 def test_changed_host_key_is_refused(fresh_ssh_board, make_spec):

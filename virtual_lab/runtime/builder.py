@@ -19,7 +19,9 @@ from virtual_lab.runtime.devenv import lib_header, repo_root
 ARCHES = ("v68", "v69", "v73", "v75", "v79", "v81")
 DEFAULT_SDK_VERSION = "2.40.0.251030"
 PROGRAMS = {
-    "mnn": {"llm_demo": "virtual_lab.runtime.llm_demo"},
+    # MNN's build puts llm_logits_diff beside llm_demo; provisioning pushes both (every file
+    # at the top of the runtime folder), so the harness finds it where llm_demo is.
+    "mnn": {"llm_demo": "virtual_lab.runtime.llm_demo", "llm_logits_diff": "virtual_lab.runtime.llm_logits_diff"},
     "executorch": {"qnn_llama_runner": "virtual_lab.runtime.qnn_llama_runner",
                    "qnn_executor_runner": "virtual_lab.runtime.qnn_llama_runner"},
 }

@@ -1,0 +1,78 @@
+"""What a runner binary needs from the dynamic linker, read from its ELF headers (pyelftools).
+
+Only the facts provisioning uses: the `DT_NEEDED` sonames, the interpreter (`PT_INTERP`:
+`/system/bin/linker64` on Android, `/lib64/ld-linux-x86-64.so.2` for glibc) and the machine,
+so the system library folders of the device can be named (docs/runtimes.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+from harness.errors import ArtifactError
+
+ELF_MAGIC = b"\x7fELF"
+# Debian multiarch triplets by e_machine, for the glibc system folders.
+_MULTIARCH = {"EM_X86_64": "x86_64-linux-gnu", "EM_AARCH64": "aarch64-linux-gnu", "EM_386": "i386-linux-gnu",
+              "EM_ARM": "arm-linux-gnueabihf"}
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    path: Path
+    machine: str  # e_machine, e.g. "EM_AARCH64"
+    elf_class: int  # 32 | 64
+    interpreter: str | None  # None for a shared library
+    needed: tuple[str, ...]
+
+    @property
+    def is_android(self) -> bool:
+        """Linked against bionic: its interpreter is Android's linker."""
+        return bool(self.interpreter and self.interpreter.startswith("/system/bin/linker"))
+
+
+def is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == ELF_MAGIC
+    except OSError:
+        return False
+
+
+def read_elf(path: Path) -> ElfInfo:
+    """The dynamic-linking facts of one ELF file. ArtifactError for a damaged file."""
+    try:
+        with open(path, "rb") as fh:
+            elf = ELFFile(fh)
+            interp = None
+            for seg in elf.iter_segments():
+                if seg["p_type"] == "PT_INTERP":
+                    interp = seg.get_interp_name()
+            needed: list[str] = []
+            for sec in elf.iter_sections():
+                if isinstance(sec, DynamicSection):
+                    needed += [t.needed for t in sec.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+            return ElfInfo(path, str(elf["e_machine"]), elf.elfclass, interp, tuple(needed))
+    except (ELFError, OSError, ValueError) as exc:
+        raise ArtifactError(f"{path}: cannot read its ELF headers ({exc}); is the file truncated? "
+                            "copy it again from the build output") from None
+
+
+def system_lib_dirs(info: ElfInfo) -> tuple[str, ...]:
+    """Where the device's dynamic linker finds system libraries for this binary (after
+    LD_LIBRARY_PATH): bionic's default paths on Android, the multiarch folders for glibc."""
+    bits = "64" if info.elf_class == 64 else ""
+    if info.is_android:
+        return (f"/system/lib{bits}", f"/vendor/lib{bits}", f"/apex/com.android.runtime/lib{bits}/bionic",
+                f"/apex/com.android.runtime/lib{bits}", f"/system/apex/com.android.runtime/lib{bits}/bionic")
+    triplet = _MULTIARCH.get(info.machine)
+    dirs = [f"/lib/{triplet}", f"/usr/lib/{triplet}"] if triplet else []
+    return tuple(dict.fromkeys(dirs + [f"/lib{bits}", f"/usr/lib{bits}", "/lib", "/usr/lib", "/usr/local/lib"]))
+
+
+__all__ = ["ELF_MAGIC", "ElfInfo", "is_elf", "read_elf", "system_lib_dirs"]

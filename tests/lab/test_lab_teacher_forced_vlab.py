@@ -1,0 +1,93 @@
+"""A night on the virtual lab whose runtime holds llm_logits_diff: the device whose export has
+the activation-saturation scenario on its QNN LLM is failed by teacher-forced agreement with
+the CPU reference (and its fluent wrong answer is shown as drift with both texts); the device
+with a healthy export passes, its QNN pair differing from CPU only a little. JUnit, SQLite and
+HTML carry the comparison."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from junitparser import JUnitXml
+
+from harness import pipeline
+from harness.lab.plan import load_plan
+from harness.lab.scheduler import run_night
+from harness.report.history import History
+
+pytestmark = pytest.mark.slow
+
+HEALTHY, SATURATED = "oneplus13", "sm8650-qrd"
+
+
+def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_passes(vlab, tmp_path):
+    from virtual_lab.exports import make_qwen3_export
+
+    inv = vlab.inventory
+    for name, scenario in ((HEALTHY, "healthy"), (SATURATED, "activation_saturation")):
+        d = inv.get(name)
+        make_qwen3_export(tmp_path / "exports" / name, soc_id=d.soc_id, dsp_arch=d.htp_arch, vtcm_mb=d.vtcm_mb,
+                          size_mb=1, scenario=scenario)
+        vlab.runtime_dir(d.htp_arch)
+    plan_path = tmp_path / "nightly.yaml"
+    plan_path.write_text(yaml.safe_dump({
+        "name": "tf-night", "devices": [HEALTHY, SATURATED],
+        "models": {"qwen3": {"path": "exports/{device}"}},
+        "suites": [{"name": "matrix", "runner": "llm_demo", "models": ["qwen3"], "backends": ["qnn", "cpu"]}],
+        "options": {"runtime_dir": str(vlab.root / "runtimes" / "mnn-{htp_arch}"), "qnn_sdk": str(vlab.qnn_sdk_dir),
+                    "max_new_tokens": 24, "timeout_s": 120},
+        "health": {"min_free_mb": 1},
+        "locks": {"dir": "locks", "wait_s": 5},
+        "recovery": {"reconnect_s": 2, "max_faults": 2},
+    }))
+    night = run_night(load_plan(plan_path), inv, tmp_path / "out", pipeline.llm_matrix_job)
+    recs = {(r.device, r.backend_pair, r.name.rsplit("::", 1)[-1]): r for r in night.records()}
+    details = [(k, r.status, r.failure_class, r.message[:300]) for k, r in recs.items()]
+
+    # Healthy: every record passes; the QNN pair was compared teacher-forced and differs a little.
+    healthy = {k: r for k, r in recs.items() if k[0] == HEALTHY}
+    assert len(healthy) == 4 and all(r.status == "passed" for r in healthy.values()), details
+    for case in ("france", "cat"):
+        tf = healthy[(HEALTHY, "qnn", case)].extras["teacher_forced"]
+        assert tf["verdict"] == "agree" and tf["a"] == "cpu" and tf["b"] == "qnn", tf
+        assert 0 < tf["mean_kl"] < 0.05 and tf["disagreements"] == 0 and tf["counted_steps"] > 5
+        assert "teacher_forced" not in healthy[(HEALTHY, "cpu", case)].extras  # the reference itself
+
+    # Saturated: the QNN records fail on teacher-forced disagreement, naming where B departs.
+    for case in ("france", "cat"):
+        r = recs[(SATURATED, "qnn", case)]
+        assert r.status == "failed" and r.failure_class == "logits-disagree", details
+        tf = r.extras["teacher_forced"]
+        assert tf["verdict"] == "disagree" and tf["mean_kl"] > 1 and tf["nll_gap"] > 1
+        assert tf["first_disagreement"] is not None and tf["context"]["token"]
+        assert "first disagreement at step" in r.message
+    france = recs[(SATURATED, "qnn", "france")]
+    assert france.text == "The capital of France is France."
+    # ... and the fluent wrong answer is drift against the CPU answer, both texts kept.
+    assert france.extras["agreement"]["level"] == "drift"
+    assert france.extras["agreement"]["reference"] == "The capital of France is Paris."
+    assert all(recs[(SATURATED, "cpu", c)].status == "passed" for c in ("france", "cat"))
+
+    # JUnit properties carry the comparison.
+    xml = JUnitXml.fromfile(str(night.reports["junit"]))
+    props = {}
+    for suite in xml:
+        for case in suite:
+            holder = case._elem.find("properties")
+            if holder is not None:
+                props[(suite.name, case.name)] = {p.get("name"): p.get("value") for p in holder}
+    sat = next(v for (s, n), v in props.items() if s == SATURATED and "qnn::france" in n)
+    assert sat["teacher_forced"] == "disagree" and sat["teacher_forced_pair"] == "qnn vs cpu"
+    assert float(sat["teacher_forced_mean_kl"]) > 1 and sat["teacher_forced_first_disagreement"]
+    ok = next(v for (s, n), v in props.items() if s == HEALTHY and "qnn::france" in n)
+    assert ok["teacher_forced"] == "agree" and ok["teacher_forced_disagreements"].startswith("0/")
+
+    # SQLite: per-key teacher-forced metrics for the trend check.
+    with History(night.reports["history"]) as h:
+        rows = {(r.device, r.backend_pair): r for r in h.results([night.run_id])}
+    assert rows[(SATURATED, "qnn")].tf_mean_kl > 1 and rows[(SATURATED, "qnn")].failure_classes == ("logits-disagree",)
+    assert 0 < rows[(HEALTHY, "qnn")].tf_mean_kl < 0.05 and rows[(HEALTHY, "cpu")].tf_mean_kl is None
+
+    # HTML: where B departs from A.
+    page = night.reports["html"].read_text()
+    assert 'id="departures"' in page and "<mark>" in page and "teacher-forced: disagree" in page

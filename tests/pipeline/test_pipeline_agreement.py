@@ -1,0 +1,97 @@
+"""The matrix records' verdicts from the CPU reference: a wrong fluent answer is drift with
+both texts whatever the suite's expected words, and a teacher-forced comparison decides
+failures (disagree fails, error is never agree, drift warns)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import pipeline
+from harness.runners import logits_diff as ld
+from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
+from harness.runners.prompts import Prompt
+
+REPO = Path(__file__).resolve().parents[2]
+FIX = REPO / "fixtures" / "logits_diff"
+SUMMARY = ("\n#################################\nprompt tokens num = 18\ndecode tokens num = 8\n"
+           "prefill time = 0.10 s\n decode time = 0.10 s\nprefill speed = 180.00 tok/s\n"
+           " decode speed = 80.00 tok/s\n##################################\n")
+FRANCE = Prompt("What is the capital of France? Answer briefly.", id="france")
+
+
+def _run(pair: str, text: str, tf: ld.DiffResult | None = None) -> pipeline.PairRun:
+    stdout = f"config path is c.json\nprompt file is prompts.txt\n{text}\n{SUMMARY}"
+    parsed, cls = analyse(stdout, "", exit_code=0, prompts=[FRANCE.text])
+    proc = ProcessRun(["llm_demo"], [FRANCE.text], stdout, "", None, 0, False, 0.2, parsed, cls)
+    return pipeline.PairRun(pair, LlmDemoResult([proc], parsed.prompts), teacher_forced=[tf] if tf else [])
+
+
+def _records(qnn_text: str, expect: tuple[str, ...], tf: ld.DiffResult | None = None):
+    runs = {"cpu": _run("cpu", "The capital of France is Paris."), "qnn": _run("qnn", qnn_text, tf)}
+    cases = [pipeline.PromptCase(FRANCE, expect)]
+    recs = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, cases), suite="m", device="d")
+    return {r.backend_pair: r for r in recs}
+
+
+@pytest.mark.parametrize("expect", [(), ("Paris",)])
+def test_a_wrong_fluent_answer_is_drift_with_both_texts_whatever_the_expected_words(expect):
+    rec = _records("The capital of France is France", expect)["qnn"]
+    assert rec.status == "failed" and rec.failure_class == "drift", (rec.failure_class, rec.message)
+    assert "'The capital of France is France'" in rec.message
+    assert "'The capital of France is Paris.'" in rec.message and "'paris' -> 'france'" in rec.message
+    assert rec.extras["agreement"]["level"] == "drift"
+
+
+def test_the_same_answer_reworded_shorter_still_passes():
+    recs = _records("The capital of France is Paris", ("Paris",))
+    assert recs["qnn"].status == "passed" and recs["cpu"].status == "passed"
+
+
+def test_the_reference_pair_keeps_its_own_expectation_check():
+    runs = {"cpu": _run("cpu", "The capital of France is Lyon.")}
+    cases = [pipeline.PromptCase(FRANCE, ("Paris",))]
+    rec = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, cases), suite="m", device="d")[0]
+    assert rec.status == "failed" and rec.failure_class == "garbled"
+
+
+def _tf(name: str, **chunks) -> ld.DiffResult:
+    res = ld.analyse((FIX / f"{name}.stdout").read_text(), **chunks)
+    res.label_a, res.label_b = "cpu", "qnn"
+    return res
+
+
+def test_teacher_forced_disagreement_fails_even_with_identical_text():
+    rec = _records("The capital of France is Paris.", ("Paris",), _tf("corrupted-weights"))["qnn"]
+    assert rec.status == "failed" and rec.failure_class == "logits-disagree"
+    assert "first disagreement at step 0" in rec.message
+    tf = rec.extras["teacher_forced"]
+    assert tf["verdict"] == "disagree" and tf["a"] == "cpu" and tf["b"] == "qnn" and tf["rows_near"]
+
+
+def test_teacher_forced_agree_passes_and_drift_warns():
+    ok = _records("The capital of France is Paris.", (), _tf("other-session-france"))["qnn"]
+    assert ok.status == "passed" and ok.extras["teacher_forced"]["verdict"] == "agree"
+    drift = _records("The capital of France is Paris.", (), _tf("one-token-chunks-france"))["qnn"]
+    assert drift.status == "passed" and drift.extras["warning"] == "logits-drift" and "KL" in drift.message
+
+
+def test_teacher_forced_that_compared_nothing_fails_never_agrees():
+    null = ld.analyse("prompt tokens: 18, max new tokens: 8\nforward returned null at step 0\n\n"
+                      "summary: argmax disagreements=0, first at step -1, worst maxAbsDiff=0.00000\n")
+    rec = _records("The capital of France is Paris.", (), null)["qnn"]
+    assert rec.status == "failed" and rec.failure_class == "logits-diff-error"
+    assert rec.extras["teacher_forced"]["verdict"] == "error"
+
+
+def test_the_step0_note_reaches_the_record():
+    rec = _records("The capital of France is Paris.", (), _tf("chunk128-long-prompt", chunk_a=4096, chunk_b=128))["qnn"]
+    assert rec.status == "passed"
+    assert "step 0 not counted" in rec.extras["teacher_forced"]["exclusion_note"]
+
+
+def test_a_different_answer_altogether_fails_as_disagree_with_both_texts():
+    rec = _records("Cats sleep for most of the day and love warm places to rest.", ())["qnn"]
+    assert rec.status == "failed" and rec.failure_class == "disagree"
+    assert "The capital of France is Paris." in rec.message and "Cats sleep" in rec.message
