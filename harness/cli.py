@@ -188,20 +188,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sigterm_is_an_interrupt() -> None:
-    """SIGTERM (a CI job cancelled) ends a command as Ctrl-C does: claims released in
-    `finally`, exit 2. A night handles both signals itself while it runs."""
-
-    def on_term(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _sigterm_is_an_interrupt()
     func: Callable[[argparse.Namespace], int] = args.func
+    # SIGTERM (a CI job cancelled) ends a command as Ctrl-C does: claims released in
+    # `finally`, exit 2. A night handles both signals itself while it runs.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return int(func(args))
     except HarnessError as exc:
@@ -214,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exc()
         print(f"harness: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return int(for_error(exc))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
