@@ -80,7 +80,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise UsageError(f"harness push: {device.name} is the host (soc: host), it has no HTP; drop --qnn-sdk")
     # A push swaps files under whatever runs on the device: it waits for a night (or a pytest
     # session) that holds the device, and holds it while pushing.
-    claim = open_claim(device, lock_dir=claim_dir(inventory.path, None, args.lock_dir),
+    claim = open_claim(device, lock_dir=claim_dir(inventory, None, args.lock_dir),
                        run_id=f"push-{uuid.uuid4().hex[:8]}", purpose="push")
     try:
         spec = claim.acquire(args.lock_timeout, say=_say)
@@ -128,7 +128,7 @@ def cmd_lab_status(args: argparse.Namespace) -> int:
 
     inventory = _inventory(args)
     plan_dir = load_plan(args.plan).locks.dir if args.plan else None
-    lock_dir = claim_dir(inventory.path, plan_dir, args.lock_dir)
+    lock_dir = claim_dir(inventory, plan_dir, args.lock_dir)
     print(f"claims in {lock_dir}")
     print(lab_status(inventory, lock_dir))
     return 0
