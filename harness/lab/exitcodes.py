@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from harness.errors import HarnessError, InventoryError
 
 if TYPE_CHECKING:
-    from harness.lab.scheduler import NightResult
+    from harness.lab.night_reports import NightResult
 
 
 class ExitCode(IntEnum):

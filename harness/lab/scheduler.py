@@ -12,452 +12,37 @@ as long as its slowest device. Per device, a worker:
    is a record and is never retried.
 A stop (Ctrl-C, SIGTERM, or the `stop` event) ends workers between records, kills the device
 processes of the run and releases the claims; what arrived so far is kept and reported.
+
+This module runs the night (threads, signals, waiting); the per-device worker is in
+`worker.py`, what a job sees in `context.py`, the result and reports in `night_reports.py`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import signal
 import sys
 import threading
 import time
-import traceback
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
-from harness.errors import ConnectionDropped, HarnessError, TransportError
-from harness.inventory import DeviceSpec, Inventory
-from harness.lab.health import check_device
-from harness.lab.claims import DeviceBusy, claim_dir, open_claim
-from harness.lab.plan import Plan, PlanEntry
-from harness.report.records import RecordWriter, TestRecord, read_records
-from harness.transport.base import Transport
+from harness.inventory import Inventory
+from harness.lab.claims import claim_dir
+# The names callers import from here (the lab job's types, the night's result and reports).
+from harness.lab.context import (BUSY, COMPLETED, INTERNAL_ERROR, INTERRUPTED, QUARANTINED,  # noqa: F401
+                                 TRANSPORT_FAULT_CLASSES, DeviceContext, DeviceOutcome, JobFn, SayFn,
+                                 TransportFactory)
+from harness.lab.night_reports import NightCounts, NightResult, write_meta, write_night_reports  # noqa: F401
+from harness.lab.plan import Plan
+from harness.lab.worker import DeviceWorker, Night
+from harness.report.records import RecordWriter
 from harness.transport.factory import open_transport
-
-log = logging.getLogger("harness.lab")
-
-TransportFactory = Callable[[DeviceSpec], Transport]
-SayFn = Callable[[str], None]
-
-# Runners that swallow a link fault report it as a record of this class; for the lab that is
-# a device fault (reconnect, retry once, quarantine), never a test failure.
-TRANSPORT_FAULT_CLASSES = frozenset({"transport-error"})
-
-# Outcome of one device for the night.
-COMPLETED, QUARANTINED, BUSY, INTERRUPTED = "completed", "quarantined", "busy", "interrupted"
-# Failure class of a result that is a harness bug, not a device's or model's (exit code 3).
-INTERNAL_ERROR = "internal-error"
-
-
-class _Processes:
-    """Device pids a job started (spawn), so a stop can kill them. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pids: set[int] = set()
-
-    def add(self, pid: int) -> None:
-        with self._lock:
-            self._pids.add(int(pid))
-
-    def discard(self, pid: int) -> None:
-        with self._lock:
-            self._pids.discard(int(pid))
-
-    def snapshot(self) -> list[int]:
-        with self._lock:
-            return sorted(self._pids)
-
-
-@dataclass
-class DeviceContext:
-    """What a job gets for one plan entry on one device.
-
-    The job yields TestRecords (or passes them to `emit`); the scheduler stamps device,
-    run and retry facts and writes them at once. Transport faults must propagate as
-    TransportError (the scheduler reconnects and retries); a test that fails is a record.
-    Long device programs should be spawned and `track`ed so a stop kills them.
-    """
-
-    device: DeviceSpec
-    transport: Transport
-    entry: PlanEntry
-    plan: Plan
-    run_id: str
-    out_dir: Path  # this device's folder for logs and pulled outputs
-    stop: threading.Event
-    emit: Callable[[TestRecord], None]
-    attempt: int = 1
-    done: frozenset[str] = frozenset()  # test names already delivered for this entry (on a retry)
-    processes: _Processes = field(default_factory=_Processes)
-
-    def already_done(self, test_name: str) -> bool:
-        return test_name in self.done
-
-    @property
-    def stopping(self) -> bool:
-        return self.stop.is_set()
-
-    def track(self, pid: int) -> None:
-        self.processes.add(pid)
-
-    def untrack(self, pid: int) -> None:
-        self.processes.discard(pid)
-
-
-JobFn = Callable[[DeviceContext], Iterable[TestRecord]]
-
-
-@dataclass
-class DeviceOutcome:
-    device: str
-    status: str = COMPLETED  # completed | quarantined | busy | interrupted
-    reason: str = ""
-    records: int = 0
-    faults: int = 0
-    wall_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class NightCounts:
-    """What a night delivered, as the console's last line and night.json say it."""
-
-    passed: int = 0
-    failed: int = 0
-    error: int = 0
-    skipped: int = 0
-    quarantined: int = 0  # devices
-    flaky: int = 0  # results that passed on the retry after a link fault
-    busy: int = 0  # devices skipped because another run held them
-    regressions: int = 0
-    internal_errors: int = 0  # results that are a harness bug (failure class internal-error)
-
-    @classmethod
-    def of(cls, records: list[TestRecord], devices: dict[str, "DeviceOutcome"], regressions: int) -> "NightCounts":
-        by = {s: sum(1 for r in records if r.status == s) for s in ("passed", "failed", "error", "skipped")}
-        return cls(**by, quarantined=sum(o.status == QUARANTINED for o in devices.values()),
-                   flaky=sum(1 for r in records if r.flaky), busy=sum(o.status == BUSY for o in devices.values()),
-                   regressions=regressions,
-                   internal_errors=sum(1 for r in records if r.failure_class == INTERNAL_ERROR))
-
-    def line(self) -> str:
-        """`N passed, N failed, N error, N skipped, N quarantined, N flaky` (+ busy, regressions)."""
-        parts = [f"{self.passed} passed", f"{self.failed} failed", f"{self.error} error", f"{self.skipped} skipped",
-                 f"{self.quarantined} quarantined", f"{self.flaky} flaky"]
-        parts += [f"{self.busy} busy"] if self.busy else []
-        parts += [f"{self.regressions} regressions"] if self.regressions else []
-        return ", ".join(parts)
-
-
-@dataclass
-class NightResult:
-    run_id: str
-    plan_name: str
-    out_dir: Path
-    records_path: Path
-    started_at: float
-    wall_s: float = 0.0
-    interrupted: bool = False
-    devices: dict[str, DeviceOutcome] = field(default_factory=dict)
-    reports: dict[str, Path] = field(default_factory=dict)  # junit, junit:<device>, history, html
-    regressions: list = field(default_factory=list)  # harness.report.history.Regression
-    counts: NightCounts = field(default_factory=NightCounts)
-
-    def records(self) -> list[TestRecord]:
-        return read_records(self.records_path)
-
-    def summary(self) -> str:
-        recs = self.records()
-        counts = {s: sum(1 for r in recs if r.status == s) for s in ("passed", "failed", "error", "skipped")}
-        lines = [f"night {self.run_id} ({self.plan_name}): {len(recs)} results in {self.wall_s:.1f} s"
-                 + (" [interrupted]" if self.interrupted else "")
-                 + " - " + ", ".join(f"{v} {k}" for k, v in counts.items())]
-        for name, o in sorted(self.devices.items()):
-            extra = f": {o.reason}" if o.reason else ""
-            lines.append(f"  {name}: {o.status}, {o.records} results, {o.faults} faults, {o.wall_s:.1f} s{extra}")
-        for r in self.regressions:
-            lines.append(f"  REGRESSION {r.describe()}")
-        for key, path in sorted(self.reports.items()):
-            if ":" not in key:
-                lines.append(f"  {key}: {path}")
-        return "\n".join(lines)
 
 
 def _default_say(message: str) -> None:
     print(f"[lab] {message}", file=sys.stderr, flush=True)
-
-
-@dataclass
-class _Night:
-    plan: Plan
-    run_id: str
-    out_dir: Path
-    job: JobFn
-    writer: RecordWriter
-    stop: threading.Event
-    factory: TransportFactory
-    lock_dir: Path
-    say: SayFn
-    entries: list[PlanEntry]
-
-
-class _EntryRun:
-    """Delivery bookkeeping for one entry across its attempts."""
-
-    def __init__(self, worker: "_DeviceWorker", entry: PlanEntry):
-        self.worker, self.entry = worker, entry
-        self.delivered: set[str] = set()
-        self.attempt = 1
-        self.interrupted_pending = False  # the next new record is the test a fault interrupted
-
-    def deliver(self, rec: TestRecord) -> None:
-        w = self.worker
-        if rec.status in ("failed", "error") and rec.failure_class in TRANSPORT_FAULT_CLASSES:
-            raise ConnectionDropped(f"{w.device.name}: link lost during {rec.name}: {rec.message}")
-        if rec.name in self.delivered:
-            return  # a retry re-ran a test that already has its result
-        self.delivered.add(rec.name)
-        if self.attempt > 1:
-            rec.attempts = max(rec.attempts, self.attempt)
-            if self.interrupted_pending:
-                rec.flaky = rec.status == "passed"
-                rec.extras["retried_after"] = self.worker.last_fault
-                self.interrupted_pending = False
-        if w.night.stop.is_set() and rec.status in ("failed", "error"):
-            # A result cut short by our own stop is not the model's fault.
-            rec.status, rec.failure_class = "error", "interrupted"
-            rec.message = f"interrupted by a stop request: {rec.message}"
-        w.write(rec, self.entry)
-
-
-class _DeviceWorker:
-    def __init__(self, night: _Night, device: DeviceSpec):
-        self.night = night
-        self.device = device
-        self.outcome = DeviceOutcome(device.name)
-        self.processes = _Processes()
-        self.transport: Transport | None = None
-        self.last_fault = ""
-        self.dir = night.out_dir / "devices" / device.name
-        self.finished = threading.Event()  # set when run() has returned (claim released)
-
-    # ---- records -------------------------------------------------------------------------
-    def write(self, rec: TestRecord, entry: PlanEntry | None, *, from_job: bool = True) -> None:
-        d = self.device
-        rec.device = d.name
-        rec.soc_model = rec.soc_model or d.soc_model
-        rec.htp_arch = rec.htp_arch or d.htp_arch
-        if entry is not None:
-            rec.suite = rec.suite or entry.suite.name
-            rec.model = rec.model or entry.model.name
-            if from_job and self.night.plan.repeats > 1:
-                rec.name = f"{rec.name}#{entry.repeat}"  # repeats stay distinct test cases
-                rec.extras.setdefault("repeat", entry.repeat)
-            rec.extras.setdefault("plan_entry", entry.id)
-        rec.extras.setdefault("run_id", self.night.run_id)
-        rec.extras.setdefault("transport", d.transport)
-        self.night.writer.write(rec)
-        self.outcome.records += 1
-
-    def _lab_record(self, name: str, status: str, cls: str, message: str, entry: PlanEntry | None,
-                    signature: str = "", log_excerpt: str = "", extras: dict | None = None) -> None:
-        rec = TestRecord(name=name, suite=entry.suite.name if entry else "lab", device=self.device.name,
-                         status=status, failure_class=cls, signature=signature, message=message,
-                         log_excerpt=log_excerpt, model=entry.model.name if entry else "",
-                         extras=dict(extras or {}))
-        self.write(rec, entry, from_job=False)  # lab record names already carry the entry id
-
-    def _skip_rest(self, entries: list[PlanEntry], cls: str, why: str) -> None:
-        for e in entries:
-            self._lab_record(e.id, "skipped", cls, f"not run: {why}", e)
-
-    def _quarantine(self, reason: str, remaining: list[PlanEntry]) -> None:
-        self.outcome.status, self.outcome.reason = QUARANTINED, reason
-        self.night.say(f"{self.device.name}: quarantined for the night: {reason}")
-        self._skip_rest(remaining, "quarantined", f"device quarantined: {reason}")
-
-    # ---- the worker ----------------------------------------------------------------------
-    def run(self) -> None:
-        started = time.monotonic()
-        night = self.night
-        claim = open_claim(self.device, lock_dir=night.lock_dir, run_id=night.run_id, purpose="night")
-        try:
-            try:
-                # The claim engine may resolve the address to connect to.
-                self.device = claim.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
-            except DeviceBusy as exc:
-                if night.stop.is_set():
-                    self.outcome.status, self.outcome.reason = INTERRUPTED, str(exc)
-                    return
-                self.outcome.status, self.outcome.reason = BUSY, str(exc)
-                night.say(str(exc))
-                self._skip_rest(night.entries, "busy", str(exc))
-                return
-            try:
-                self._run_entries()
-            finally:
-                # Leftover device processes: ours to kill (a lost device is not reachable anyway).
-                if self.outcome.status != QUARANTINED and (night.stop.is_set() or self.processes.snapshot()):
-                    self.kill_processes()
-                self._close()
-                claim.release()
-        except Exception as exc:  # never lose the other devices to one worker's bug
-            log.exception("worker for %s failed", self.device.name)
-            self.outcome.status = QUARANTINED
-            self.outcome.reason = f"internal error: {type(exc).__name__}: {exc}"
-            self._lab_record("lab::worker", "error", INTERNAL_ERROR, self.outcome.reason, None,
-                             log_excerpt=traceback.format_exc()[-4000:])
-        finally:
-            self.outcome.wall_s = time.monotonic() - started
-            self.finished.set()
-
-    def _close(self) -> None:
-        if self.transport is not None:
-            try:
-                self.transport.close()
-            except Exception:  # closing a dead link must not mask the night's result
-                log.debug("close failed for %s", self.device.name, exc_info=True)
-            self.transport = None
-
-    def _open(self) -> Transport:
-        if self.transport is None:
-            self.transport = self.night.factory(self.device)
-        return self.transport
-
-    def _run_entries(self) -> None:
-        night = self.night
-        entries = night.entries
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for i, entry in enumerate(entries):
-            if night.stop.is_set():
-                self.outcome.status = INTERRUPTED
-                return
-            try:
-                verdict = check_device(self._open(), night.plan.health)
-            except HarnessError as exc:  # the link could not even be opened
-                verdict = None
-                reasons = str(exc)
-            else:
-                reasons = "; ".join(verdict.reasons)
-            if verdict is None or not verdict.ok:
-                when = "before the first suite" if i == 0 else f"before {entry.id}"
-                reason = f"health check {when} failed: {reasons}"
-                self._lab_record("lab::health", "error", "quarantined", reason, None, signature="lab:health",
-                                 extras={"facts": verdict.facts if verdict else {}})
-                self._quarantine(reason, entries[i:])
-                return
-            if not self._run_entry(entry):
-                if self.outcome.status == QUARANTINED:
-                    self._skip_rest(entries[i + 1:], "quarantined",
-                                    f"device quarantined: {self.outcome.reason}")
-                return
-
-    def _run_entry(self, entry: PlanEntry) -> bool:
-        """Run one entry with at most one retry after a transport fault. False: stop this device."""
-        night = self.night
-        run = _EntryRun(self, entry)
-        while True:
-            ctx = DeviceContext(
-                device=self.device, transport=self._open(), entry=entry.for_device(self.device), plan=night.plan, run_id=night.run_id,
-                out_dir=self.dir, stop=night.stop, emit=run.deliver, attempt=run.attempt,
-                done=frozenset(run.delivered), processes=self.processes,
-            )
-            try:
-                records = iter(night.job(ctx))
-                try:
-                    for rec in records:
-                        run.deliver(rec)
-                        if night.stop.is_set():
-                            break
-                finally:
-                    close = getattr(records, "close", None)
-                    if close is not None:
-                        close()  # let an abandoned generator job run its clean-up now
-                if night.stop.is_set():
-                    self.outcome.status = INTERRUPTED
-                    return False
-                return True
-            except TransportError as exc:
-                self.outcome.faults += 1
-                self.last_fault = f"{type(exc).__name__}: {exc}"
-                if night.stop.is_set():
-                    self.outcome.status = INTERRUPTED
-                    return False
-                night.say(f"{self.device.name}: transport fault in {entry.id} (attempt {run.attempt}): {exc}")
-                why = None
-                if not exc.retryable:
-                    why = f"{type(exc).__name__} during {entry.id}: {exc}"
-                elif run.attempt >= 2:
-                    why = f"dropped again during the retry of {entry.id}: {exc}"
-                elif self.outcome.faults > night.plan.recovery.max_faults:
-                    why = f"{self.outcome.faults} transport faults tonight (limit {night.plan.recovery.max_faults}): {exc}"
-                else:
-                    back, detail = self._reconnect()
-                    if not back:
-                        why = f"did not come back within {night.plan.recovery.reconnect_s:.0f} s after {exc} ({detail})"
-                if why is not None:
-                    self._lab_record(f"{entry.id}::interrupted", "error", "quarantined",
-                                     f"device lost: {why}", entry, signature="lab:device-lost",
-                                     log_excerpt=self.last_fault, extras={"attempt": run.attempt})
-                    self.outcome.status, self.outcome.reason = QUARANTINED, why
-                    night.say(f"{self.device.name}: quarantined for the night: {why}")
-                    return False
-                run.attempt += 1
-                run.interrupted_pending = True
-            except HarnessError as exc:
-                # Harness-side trouble (bad export, provisioning...): this entry fails, the device goes on.
-                self._lab_record(f"{entry.id}::setup", "error", type(exc).__name__, str(exc), entry,
-                                 signature=f"lab:{type(exc).__name__}")
-                return True
-            except Exception as exc:
-                log.exception("job failed on %s for %s", self.device.name, entry.id)
-                self._lab_record(f"{entry.id}::setup", "error", INTERNAL_ERROR,
-                                 f"{type(exc).__name__}: {exc}", entry, signature="lab:internal-error",
-                                 log_excerpt=traceback.format_exc()[-4000:])
-                return True
-
-    def _reconnect(self) -> tuple[bool, str]:
-        night = self.night
-        self._close()
-        deadline = time.monotonic() + night.plan.recovery.reconnect_s
-        detail = ""
-        while True:
-            try:
-                verdict = check_device(self._open(), night.plan.health)
-                if verdict.ok:
-                    night.say(f"{self.device.name}: reconnected; retrying the interrupted test once")
-                    return True, ""
-                detail = verdict.summary()
-            except HarnessError as exc:
-                detail = str(exc)
-            self._close()
-            if time.monotonic() >= deadline or night.stop.wait(1.0):
-                return False, detail
-
-    def kill_processes(self) -> None:
-        """Kill this run's device processes: tracked spawns and in-flight shell commands
-        (their pid files in the transport's scratch folder). The run holds the device lock,
-        so every such process is ours."""
-        pids = self.processes.snapshot()
-        try:
-            t = self.night.factory(self.device)
-        except HarnessError:
-            return
-        try:
-            for pid in t.kill_stray_processes(pids):
-                self.processes.discard(pid)
-        except HarnessError as exc:
-            log.warning("%s: could not kill device processes: %s", self.device.name, exc)
-        finally:
-            try:
-                t.close()
-            except Exception:
-                pass
 
 
 @contextmanager
@@ -480,7 +65,7 @@ def _stop_on_signals(stop: threading.Event, signals: list[int]) -> Iterator[None
             signal.signal(sig, handler)
 
 
-def _wait_for_workers(workers: list[_DeviceWorker], stop: threading.Event, say: SayFn, grace_s: float,
+def _wait_for_workers(workers: list[DeviceWorker], stop: threading.Event, say: SayFn, grace_s: float,
                       signals: list[int]) -> None:
     """Wait for the workers. On a stop (Ctrl-C here, SIGTERM or `stop` set by the caller) kill
     the run's device processes at once, so workers blocked in a device command return, then
@@ -558,14 +143,14 @@ def run_night(
     records_path = out_dir / "records.jsonl"
     result = NightResult(run_id=run_id, plan_name=plan.name, out_dir=out_dir, records_path=records_path,
                          started_at=time.time())
-    _write_meta(out_dir, result, plan, devices)
+    write_meta(out_dir, result, plan, devices)
     started = time.monotonic()
     signals: list[int] = []
     with _stop_on_signals(stop, signals):
         with RecordWriter(records_path) as writer:
-            night = _Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
+            night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
-            workers = [_DeviceWorker(night, d) for d in devices]
+            workers = [DeviceWorker(night, d) for d in devices]
             threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
             say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
                 f"({', '.join(d.name for d in devices)})")
@@ -584,50 +169,5 @@ def run_night(
             )
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
         result.interrupted = stop.is_set()  # a signal during the reports still ends the run as interrupted
-    _write_meta(out_dir, result, plan, devices)
+    write_meta(out_dir, result, plan, devices)
     return result
-
-
-def write_night_reports(
-    records: list[TestRecord],
-    out_dir: Path,
-    *,
-    run_id: str,
-    plan_name: str,
-    started_at: float,
-    history_db: Path,
-    nights: int = 7,
-    perf_drop_pct: float = 15.0,
-    min_nights: int = 3,
-    record_history: bool = True,
-) -> tuple[dict[str, Path], list]:
-    """JUnit (per device + merged), SQLite history with the regression check, HTML + plots.
-    An interrupted night is reported but not recorded in the history (it would skew baselines)."""
-    from harness.report import html, junit
-    from harness.report.history import History
-
-    paths: dict[str, Path] = {}
-    paths.update(junit.write_junit(records, out_dir))
-    with History(history_db) as hist:
-        regressions = []
-        if record_history:
-            hist.add_night(run_id, records, started_at=started_at, plan=plan_name)
-            regressions = hist.regressions(run_id, nights=nights, perf_drop_pct=perf_drop_pct, min_nights=min_nights)
-        paths["history"] = Path(history_db)
-        paths["html"] = html.write_html(records, out_dir, title=f"{plan_name} - {run_id}", history=hist,
-                                        regressions=regressions)
-    return paths, regressions
-
-
-def _write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[DeviceSpec]) -> None:
-    meta = {
-        "run_id": result.run_id, "plan": str(plan.path), "plan_name": plan.name, "started_at": result.started_at,
-        "wall_s": result.wall_s, "interrupted": result.interrupted, "host_pid": os.getpid(),
-        "devices": [d.name for d in devices],
-        "outcomes": {k: asdict(v) for k, v in result.devices.items()},
-        "reports": {k: str(v) for k, v in result.reports.items()},
-        "counts": asdict(result.counts),
-    }
-    tmp = out_dir / "night.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8")
-    os.replace(tmp, out_dir / "night.json")

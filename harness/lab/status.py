@@ -13,7 +13,7 @@ from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy, HealthVerdict, check_device
 from harness.lab.claims import claim_state
 from harness.lab.locks import LockState
-from harness.lab.scheduler import TransportFactory
+from harness.lab.context import TransportFactory
 from harness.transport.factory import open_transport
 
 

@@ -1,0 +1,68 @@
+"""What a lab job sees: the `DeviceContext` of one plan entry on one device, the job's
+signature, and the outcome words of a device's night. The scheduler (`scheduler.py`), its
+per-device worker (`worker.py`) and the night's reports (`night_reports.py`) share these."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.inventory import DeviceSpec
+from harness.lab.plan import Plan, PlanEntry
+from harness.report.records import TestRecord
+from harness.transport.base import Transport
+
+TransportFactory = Callable[[DeviceSpec], Transport]
+SayFn = Callable[[str], None]
+
+# Runners that swallow a link fault report it as a record of this class; for the lab that is
+# a device fault (reconnect, retry once, quarantine), never a test failure.
+TRANSPORT_FAULT_CLASSES = frozenset({"transport-error"})
+
+# Outcome of one device for the night.
+COMPLETED, QUARANTINED, BUSY, INTERRUPTED = "completed", "quarantined", "busy", "interrupted"
+# Failure class of a result that is a harness bug, not a device's or model's (exit code 3).
+INTERNAL_ERROR = "internal-error"
+
+
+@dataclass
+class DeviceContext:
+    """What a job gets for one plan entry on one device.
+
+    The job yields TestRecords; the scheduler stamps device, run and retry facts and writes
+    them at once. Transport faults must propagate as TransportError (the scheduler reconnects
+    and retries); a test that fails is a record. On a stop the scheduler kills the device
+    programs of the run (`Transport.kill_stray_processes`).
+    """
+
+    device: DeviceSpec
+    transport: Transport
+    entry: PlanEntry
+    plan: Plan
+    run_id: str
+    out_dir: Path  # this device's folder for logs and pulled outputs
+    stop: threading.Event
+    attempt: int = 1
+    done: frozenset[str] = frozenset()  # test names already delivered for this entry (on a retry)
+
+    def already_done(self, test_name: str) -> bool:
+        return test_name in self.done
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop.is_set()
+
+
+JobFn = Callable[[DeviceContext], Iterable[TestRecord]]
+
+
+@dataclass
+class DeviceOutcome:
+    device: str
+    status: str = COMPLETED  # completed | quarantined | busy | interrupted
+    reason: str = ""
+    records: int = 0
+    faults: int = 0
+    wall_s: float = 0.0

@@ -1,0 +1,126 @@
+"""What a night leaves behind: its result (`NightResult`), the counts the console's last line
+and night.json give (`NightCounts`), night.json itself (`write_meta`, rewritten atomically at
+the start and the end of a night) and the reports: JUnit, the SQLite history with its
+regression check, HTML with plots (`write_night_reports`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from harness.inventory import DeviceSpec
+from harness.lab.context import BUSY, INTERNAL_ERROR, QUARANTINED, DeviceOutcome
+from harness.lab.plan import Plan
+from harness.report.records import TestRecord, read_records
+
+
+@dataclass(frozen=True)
+class NightCounts:
+    """What a night delivered, as the console's last line and night.json say it."""
+
+    passed: int = 0
+    failed: int = 0
+    error: int = 0
+    skipped: int = 0
+    quarantined: int = 0  # devices
+    flaky: int = 0  # results that passed on the retry after a link fault
+    busy: int = 0  # devices skipped because another run held them
+    regressions: int = 0
+    internal_errors: int = 0  # results that are a harness bug (failure class internal-error)
+
+    @classmethod
+    def of(cls, records: list[TestRecord], devices: dict[str, DeviceOutcome], regressions: int) -> NightCounts:
+        by = {s: sum(1 for r in records if r.status == s) for s in ("passed", "failed", "error", "skipped")}
+        return cls(**by, quarantined=sum(o.status == QUARANTINED for o in devices.values()),
+                   flaky=sum(1 for r in records if r.flaky), busy=sum(o.status == BUSY for o in devices.values()),
+                   regressions=regressions,
+                   internal_errors=sum(1 for r in records if r.failure_class == INTERNAL_ERROR))
+
+    def line(self) -> str:
+        """`N passed, N failed, N error, N skipped, N quarantined, N flaky` (+ busy, regressions)."""
+        parts = [f"{self.passed} passed", f"{self.failed} failed", f"{self.error} error", f"{self.skipped} skipped",
+                 f"{self.quarantined} quarantined", f"{self.flaky} flaky"]
+        parts += [f"{self.busy} busy"] if self.busy else []
+        parts += [f"{self.regressions} regressions"] if self.regressions else []
+        return ", ".join(parts)
+
+
+@dataclass
+class NightResult:
+    run_id: str
+    plan_name: str
+    out_dir: Path
+    records_path: Path
+    started_at: float
+    wall_s: float = 0.0
+    interrupted: bool = False
+    devices: dict[str, DeviceOutcome] = field(default_factory=dict)
+    reports: dict[str, Path] = field(default_factory=dict)  # junit, junit:<device>, history, html
+    regressions: list = field(default_factory=list)  # harness.report.history.Regression
+    counts: NightCounts = field(default_factory=NightCounts)
+
+    def records(self) -> list[TestRecord]:
+        return read_records(self.records_path)
+
+    def summary(self) -> str:
+        recs = self.records()
+        counts = {s: sum(1 for r in recs if r.status == s) for s in ("passed", "failed", "error", "skipped")}
+        lines = [f"night {self.run_id} ({self.plan_name}): {len(recs)} results in {self.wall_s:.1f} s"
+                 + (" [interrupted]" if self.interrupted else "")
+                 + " - " + ", ".join(f"{v} {k}" for k, v in counts.items())]
+        for name, o in sorted(self.devices.items()):
+            extra = f": {o.reason}" if o.reason else ""
+            lines.append(f"  {name}: {o.status}, {o.records} results, {o.faults} faults, {o.wall_s:.1f} s{extra}")
+        for r in self.regressions:
+            lines.append(f"  REGRESSION {r.describe()}")
+        for key, path in sorted(self.reports.items()):
+            if ":" not in key:
+                lines.append(f"  {key}: {path}")
+        return "\n".join(lines)
+
+
+def write_night_reports(
+    records: list[TestRecord],
+    out_dir: Path,
+    *,
+    run_id: str,
+    plan_name: str,
+    started_at: float,
+    history_db: Path,
+    nights: int = 7,
+    perf_drop_pct: float = 15.0,
+    min_nights: int = 3,
+    record_history: bool = True,
+) -> tuple[dict[str, Path], list]:
+    """JUnit (per device + merged), SQLite history with the regression check, HTML + plots.
+    An interrupted night is reported but not recorded in the history (it would skew baselines)."""
+    from harness.report import html, junit
+    from harness.report.history import History
+
+    paths: dict[str, Path] = {}
+    paths.update(junit.write_junit(records, out_dir))
+    with History(history_db) as hist:
+        regressions = []
+        if record_history:
+            hist.add_night(run_id, records, started_at=started_at, plan=plan_name)
+            regressions = hist.regressions(run_id, nights=nights, perf_drop_pct=perf_drop_pct, min_nights=min_nights)
+        paths["history"] = Path(history_db)
+        paths["html"] = html.write_html(records, out_dir, title=f"{plan_name} - {run_id}", history=hist,
+                                        regressions=regressions)
+    return paths, regressions
+
+
+def write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[DeviceSpec]) -> None:
+    meta = {
+        "run_id": result.run_id, "plan": str(plan.path), "plan_name": plan.name, "started_at": result.started_at,
+        "wall_s": result.wall_s, "interrupted": result.interrupted, "host_pid": os.getpid(),
+        "devices": [d.name for d in devices],
+        "outcomes": {k: asdict(v) for k, v in result.devices.items()},
+        "reports": {k: str(v) for k, v in result.reports.items()},
+        "counts": asdict(result.counts),
+    }
+    tmp = out_dir / "night.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    os.replace(tmp, out_dir / "night.json")

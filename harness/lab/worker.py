@@ -1,0 +1,291 @@
+"""One device's night: the worker that claims the device (`claims.open_claim`), checks its
+health before every entry, runs the job for each entry and writes its records, and on a
+transport fault reconnects, retries the interrupted entry once or quarantines the device
+(the rules are in `scheduler`'s docstring). `scheduler.run_night` runs one per device."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ConnectionDropped, HarnessError, TransportError
+from harness.inventory import DeviceSpec
+from harness.lab.claims import DeviceBusy, open_claim
+from harness.lab.context import (BUSY, INTERNAL_ERROR, INTERRUPTED, QUARANTINED, TRANSPORT_FAULT_CLASSES,
+                                 DeviceContext, DeviceOutcome, JobFn, SayFn, TransportFactory)
+from harness.lab.health import check_device
+from harness.lab.plan import Plan, PlanEntry
+from harness.report.records import RecordWriter, TestRecord
+from harness.transport.base import Transport
+
+log = logging.getLogger("harness.lab")
+
+
+@dataclass
+class Night:
+    plan: Plan
+    run_id: str
+    out_dir: Path
+    job: JobFn
+    writer: RecordWriter
+    stop: threading.Event
+    factory: TransportFactory
+    lock_dir: Path
+    say: SayFn
+    entries: list[PlanEntry]
+
+
+class EntryRun:
+    """Delivery bookkeeping for one entry across its attempts."""
+
+    def __init__(self, worker: DeviceWorker, entry: PlanEntry):
+        self.worker, self.entry = worker, entry
+        self.delivered: set[str] = set()
+        self.attempt = 1
+        self.interrupted_pending = False  # the next new record is the test a fault interrupted
+
+    def deliver(self, rec: TestRecord) -> None:
+        w = self.worker
+        if rec.status in ("failed", "error") and rec.failure_class in TRANSPORT_FAULT_CLASSES:
+            raise ConnectionDropped(f"{w.device.name}: link lost during {rec.name}: {rec.message}")
+        if rec.name in self.delivered:
+            return  # a retry re-ran a test that already has its result
+        self.delivered.add(rec.name)
+        if self.attempt > 1:
+            rec.attempts = max(rec.attempts, self.attempt)
+            if self.interrupted_pending:
+                rec.flaky = rec.status == "passed"
+                rec.extras["retried_after"] = self.worker.last_fault
+                self.interrupted_pending = False
+        if w.night.stop.is_set() and rec.status in ("failed", "error"):
+            # A result cut short by our own stop is not the model's fault.
+            rec.status, rec.failure_class = "error", "interrupted"
+            rec.message = f"interrupted by a stop request: {rec.message}"
+        w.write(rec, self.entry)
+
+
+class DeviceWorker:
+    def __init__(self, night: Night, device: DeviceSpec):
+        self.night = night
+        self.device = device
+        self.outcome = DeviceOutcome(device.name)
+        self.transport: Transport | None = None
+        self.last_fault = ""
+        self.dir = night.out_dir / "devices" / device.name
+        self.finished = threading.Event()  # set when run() has returned (claim released)
+
+    # ---- records -------------------------------------------------------------------------
+    def write(self, rec: TestRecord, entry: PlanEntry | None, *, from_job: bool = True) -> None:
+        d = self.device
+        rec.device = d.name
+        rec.soc_model = rec.soc_model or d.soc_model
+        rec.htp_arch = rec.htp_arch or d.htp_arch
+        if entry is not None:
+            rec.suite = rec.suite or entry.suite.name
+            rec.model = rec.model or entry.model.name
+            if from_job and self.night.plan.repeats > 1:
+                rec.name = f"{rec.name}#{entry.repeat}"  # repeats stay distinct test cases
+                rec.extras.setdefault("repeat", entry.repeat)
+            rec.extras.setdefault("plan_entry", entry.id)
+        rec.extras.setdefault("run_id", self.night.run_id)
+        rec.extras.setdefault("transport", d.transport)
+        self.night.writer.write(rec)
+        self.outcome.records += 1
+
+    def _lab_record(self, name: str, status: str, cls: str, message: str, entry: PlanEntry | None,
+                    signature: str = "", log_excerpt: str = "", extras: dict | None = None) -> None:
+        rec = TestRecord(name=name, suite=entry.suite.name if entry else "lab", device=self.device.name,
+                         status=status, failure_class=cls, signature=signature, message=message,
+                         log_excerpt=log_excerpt, model=entry.model.name if entry else "",
+                         extras=dict(extras or {}))
+        self.write(rec, entry, from_job=False)  # lab record names already carry the entry id
+
+    def _skip_rest(self, entries: list[PlanEntry], cls: str, why: str) -> None:
+        for e in entries:
+            self._lab_record(e.id, "skipped", cls, f"not run: {why}", e)
+
+    def _quarantine(self, reason: str, remaining: list[PlanEntry]) -> None:
+        self.outcome.status, self.outcome.reason = QUARANTINED, reason
+        self.night.say(f"{self.device.name}: quarantined for the night: {reason}")
+        self._skip_rest(remaining, "quarantined", f"device quarantined: {reason}")
+
+    # ---- the worker ----------------------------------------------------------------------
+    def run(self) -> None:
+        started = time.monotonic()
+        night = self.night
+        claim = open_claim(self.device, lock_dir=night.lock_dir, run_id=night.run_id, purpose="night")
+        try:
+            try:
+                # The claim engine may resolve the address to connect to.
+                self.device = claim.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
+            except DeviceBusy as exc:
+                if night.stop.is_set():
+                    self.outcome.status, self.outcome.reason = INTERRUPTED, str(exc)
+                    return
+                self.outcome.status, self.outcome.reason = BUSY, str(exc)
+                night.say(str(exc))
+                self._skip_rest(night.entries, "busy", str(exc))
+                return
+            try:
+                self._run_entries()
+            finally:
+                # Leftover device processes: ours to kill (a lost device is not reachable anyway).
+                if self.outcome.status != QUARANTINED and night.stop.is_set():
+                    self.kill_processes()
+                self._close()
+                claim.release()
+        except Exception as exc:  # never lose the other devices to one worker's bug
+            log.exception("worker for %s failed", self.device.name)
+            self.outcome.status = QUARANTINED
+            self.outcome.reason = f"internal error: {type(exc).__name__}: {exc}"
+            self._lab_record("lab::worker", "error", INTERNAL_ERROR, self.outcome.reason, None,
+                             log_excerpt=traceback.format_exc()[-4000:])
+        finally:
+            self.outcome.wall_s = time.monotonic() - started
+            self.finished.set()
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            try:
+                self.transport.close()
+            except Exception:  # closing a dead link must not mask the night's result
+                log.debug("close failed for %s", self.device.name, exc_info=True)
+            self.transport = None
+
+    def _open(self) -> Transport:
+        if self.transport is None:
+            self.transport = self.night.factory(self.device)
+        return self.transport
+
+    def _run_entries(self) -> None:
+        night = self.night
+        entries = night.entries
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for i, entry in enumerate(entries):
+            if night.stop.is_set():
+                self.outcome.status = INTERRUPTED
+                return
+            try:
+                verdict = check_device(self._open(), night.plan.health)
+            except HarnessError as exc:  # the link could not even be opened
+                verdict = None
+                reasons = str(exc)
+            else:
+                reasons = "; ".join(verdict.reasons)
+            if verdict is None or not verdict.ok:
+                when = "before the first suite" if i == 0 else f"before {entry.id}"
+                reason = f"health check {when} failed: {reasons}"
+                self._lab_record("lab::health", "error", "quarantined", reason, None, signature="lab:health",
+                                 extras={"facts": verdict.facts if verdict else {}})
+                self._quarantine(reason, entries[i:])
+                return
+            if not self._run_entry(entry):
+                if self.outcome.status == QUARANTINED:
+                    self._skip_rest(entries[i + 1:], "quarantined",
+                                    f"device quarantined: {self.outcome.reason}")
+                return
+
+    def _run_entry(self, entry: PlanEntry) -> bool:
+        """Run one entry with at most one retry after a transport fault. False: stop this device."""
+        night = self.night
+        run = EntryRun(self, entry)
+        while True:
+            ctx = DeviceContext(
+                device=self.device, transport=self._open(), entry=entry.for_device(self.device), plan=night.plan,
+                run_id=night.run_id,
+                out_dir=self.dir, stop=night.stop, attempt=run.attempt, done=frozenset(run.delivered),
+            )
+            try:
+                records = iter(night.job(ctx))
+                try:
+                    for rec in records:
+                        run.deliver(rec)
+                        if night.stop.is_set():
+                            break
+                finally:
+                    close = getattr(records, "close", None)
+                    if close is not None:
+                        close()  # let an abandoned generator job run its clean-up now
+                if night.stop.is_set():
+                    self.outcome.status = INTERRUPTED
+                    return False
+                return True
+            except TransportError as exc:
+                self.outcome.faults += 1
+                self.last_fault = f"{type(exc).__name__}: {exc}"
+                if night.stop.is_set():
+                    self.outcome.status = INTERRUPTED
+                    return False
+                night.say(f"{self.device.name}: transport fault in {entry.id} (attempt {run.attempt}): {exc}")
+                why = None
+                if not exc.retryable:
+                    why = f"{type(exc).__name__} during {entry.id}: {exc}"
+                elif run.attempt >= 2:
+                    why = f"dropped again during the retry of {entry.id}: {exc}"
+                elif self.outcome.faults > night.plan.recovery.max_faults:
+                    limit = night.plan.recovery.max_faults
+                    why = f"{self.outcome.faults} transport faults tonight (limit {limit}): {exc}"
+                else:
+                    back, detail = self._reconnect()
+                    if not back:
+                        why = f"did not come back within {night.plan.recovery.reconnect_s:.0f} s after {exc} ({detail})"
+                if why is not None:
+                    self._lab_record(f"{entry.id}::interrupted", "error", "quarantined",
+                                     f"device lost: {why}", entry, signature="lab:device-lost",
+                                     log_excerpt=self.last_fault, extras={"attempt": run.attempt})
+                    self.outcome.status, self.outcome.reason = QUARANTINED, why
+                    night.say(f"{self.device.name}: quarantined for the night: {why}")
+                    return False
+                run.attempt += 1
+                run.interrupted_pending = True
+            except HarnessError as exc:
+                # Harness-side trouble (bad export, provisioning...): this entry fails, the device goes on.
+                self._lab_record(f"{entry.id}::setup", "error", type(exc).__name__, str(exc), entry,
+                                 signature=f"lab:{type(exc).__name__}")
+                return True
+            except Exception as exc:
+                log.exception("job failed on %s for %s", self.device.name, entry.id)
+                self._lab_record(f"{entry.id}::setup", "error", INTERNAL_ERROR,
+                                 f"{type(exc).__name__}: {exc}", entry, signature="lab:internal-error",
+                                 log_excerpt=traceback.format_exc()[-4000:])
+                return True
+
+    def _reconnect(self) -> tuple[bool, str]:
+        night = self.night
+        self._close()
+        deadline = time.monotonic() + night.plan.recovery.reconnect_s
+        detail = ""
+        while True:
+            try:
+                verdict = check_device(self._open(), night.plan.health)
+                if verdict.ok:
+                    night.say(f"{self.device.name}: reconnected; retrying the interrupted test once")
+                    return True, ""
+                detail = verdict.summary()
+            except HarnessError as exc:
+                detail = str(exc)
+            self._close()
+            if time.monotonic() >= deadline or night.stop.wait(1.0):
+                return False, detail
+
+    def kill_processes(self) -> None:
+        """Kill this run's device processes: the in-flight shell commands (their pid files in
+        the transport's scratch folder). The run holds the device lock, so every such process
+        is ours."""
+        try:
+            t = self.night.factory(self.device)
+        except HarnessError:
+            return
+        try:
+            t.kill_stray_processes()
+        except HarnessError as exc:
+            log.warning("%s: could not kill device processes: %s", self.device.name, exc)
+        finally:
+            try:
+                t.close()
+            except Exception:
+                pass
