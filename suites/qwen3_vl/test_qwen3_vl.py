@@ -16,6 +16,7 @@ from harness.checks import mrope
 from harness.checks.agreement import DriftWarning
 from harness.checks.coherence import assert_coherent
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
+from harness.runners.cases import default_cases
 
 from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
 
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.visual]
 
 @pytest.fixture(scope="session")
 def cases(test_image) -> list[pipeline.PromptCase]:  # type: ignore[no-untyped-def]
-    return pipeline.default_cases(visual=True, image=test_image)
+    return default_cases(visual=True, image=test_image)
 
 
 @pytest.fixture(scope="session")
