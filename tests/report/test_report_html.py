@@ -16,11 +16,26 @@ from reportkit import HOSTILE, night_records
 
 def test_hostile_text_is_escaped_everywhere():
     page = render_html(night_records(), title="night <b>1</b>")
-    assert "<script>" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert "<script>" not in page and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
     assert "<b>1</b>" not in page and "night &lt;b&gt;1&lt;/b&gt;" in page
     assert "\x00" not in page and "\x1b" not in page and "#x1B[31mred" in page
     assert "Segmentation fault &lt;core dumped&gt; &amp; more" in page
     assert HOSTILE not in page
+
+
+def test_hostile_text_is_escaped_in_departures_failures_and_plots():
+    recs = night_records()
+    tf = recs[0]
+    tf.extras["teacher_forced"] = {
+        "verdict": "disagree", "disagreements": 1, "counted_steps": 9, "first_disagreement": HOSTILE,
+        "context": {"before": HOSTILE, "token": HOSTILE, "after": HOSTILE}, "exclusion_note": HOSTILE,
+        "rows_near": [{"step": HOSTILE, "tok_a": HOSTILE, "tok_b": 2, "agree": False, "max_abs_diff": HOSTILE,
+                       "text": HOSTILE}]}
+    recs[3].signature, recs[3].status, recs[3].log_excerpt = HOSTILE, "failed", HOSTILE
+    page = render_html(recs, title="t", plots={HOSTILE: HOSTILE})
+    assert 'id="departures"' in page and page.count("<mark>") == 1 and "<pre>" in page
+    assert "<script>" not in page and "\x00" not in page and "\x1b" not in page and HOSTILE not in page
+    assert page.count("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") >= 12
 
 
 def test_matrix_failures_and_devices():
