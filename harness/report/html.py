@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
