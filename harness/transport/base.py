@@ -198,9 +198,6 @@ class Transport(ABC):
         raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
         return self._result(args, raw, time.monotonic() - started, check)
 
-    def shell_text(self, args: Sequence[str], timeout: float | None = 60) -> str:
-        return self.shell(args, timeout=timeout, check=True).stdout
-
     def _pid_file(self) -> str:
         return posixpath.join(self.device_tmp_dir(), f"{_PID_PREFIX}{uuid.uuid4().hex}")
 
