@@ -1,6 +1,7 @@
 # Two entry points: `make demo` and `make test`. Both install what is missing first.
 PYTHON ?= python3
-APT_PACKAGES := adb openssh-server bubblewrap chromium
+# mksh, toybox, original-awk: the virtual phone's Android userland (virtual_lab/userland.py).
+APT_PACKAGES := adb openssh-server bubblewrap chromium mksh toybox original-awk
 STAMP := .make/installed
 
 .PHONY: demo test install system-deps python-deps clean
@@ -14,6 +15,9 @@ system-deps:
 	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
 	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v mksh >/dev/null 2>&1 || missing="$$missing mksh"; \
+	command -v toybox >/dev/null 2>&1 || missing="$$missing toybox"; \
+	command -v original-awk >/dev/null 2>&1 || missing="$$missing original-awk"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

@@ -64,7 +64,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from harness.provision import provision_model, provision_runtime
+    from harness.provision import provision_model
     from harness.transport import open_transport
 
     from harness.lab.claims import claim_dir, open_claim
@@ -87,6 +87,8 @@ def cmd_push(args: argparse.Namespace) -> int:
         spec = claim.acquire(args.lock_timeout, say=_say)
         with open_transport(spec) as transport:
             if args.runtime:
+                from harness.provision import provision_runtime  # pyelftools: only when asked for
+
                 # QNN libraries are required when asked for (--qnn-sdk), taken when the folder has them.
                 rt = provision_runtime(transport, Path(args.runtime),
                                        qnn_sdk=Path(args.qnn_sdk) if args.qnn_sdk else None,

@@ -13,7 +13,8 @@ Sources, best first (docs/qnn-export-artifacts.md describes each format):
 - `qnn-context-binary-utility`: with a QNN SDK, the context binaries' own graphs and tensor
   dims, and the soc/arch they were built for where the dump says so.
 - `sidecar`: the optional `qnn/export_manifest.json` an export step may leave
-  (format in docs/qnn-export-artifacts.md); the fallback for exports that have nothing else.
+  (format in docs/qnn-export-artifacts.md, read by harness.export); the fallback for exports
+  that have nothing else.
 
 What no artifact says (soc_id, dsp_arch without the SDK or sidecar) is reported as unknown.
 """
@@ -34,12 +35,12 @@ from typing import Any
 
 from harness import soc
 from harness.errors import ArtifactError
+from harness.export import SIDECAR_PATH, ExportFileError, ExportFolder, FileProblem
 
 SOURCE_STUB = "stub"
 SOURCE_SDK = "qnn-context-binary-utility"
 SOURCE_SIDECAR = "sidecar"
 SOURCE_UNKNOWN = "unknown"
-SIDECAR_PATH = "qnn/export_manifest.json"
 SDK_TOOL = "qnn-context-binary-utility"
 _BIN_RE = re.compile(r"^graph(llm|visual)\d+\.bin$")
 
@@ -342,19 +343,16 @@ def parse_context_dump(data: Mapping[str, Any], path: str, stub_binary: ContextB
 
 # ---- the folder -----------------------------------------------------------------------------
 
-def _read_sidecar(root: Path, problems: list[str]) -> dict[str, Any] | None:
-    p = root / SIDECAR_PATH
-    if not p.is_file():
-        return None
+def _read_sidecar(export: ExportFolder, problems: list[str]) -> dict[str, Any] | None:
+    """The sidecar through the export reader; an unusable one is a problem, not an error."""
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        problems.append(f"{SIDECAR_PATH}: not readable JSON ({exc}); fix or delete it")
+        found = export.sidecar
+    except ExportFileError as exc:
+        rel = exc.path.relative_to(export.root).as_posix()
+        problems.append(f"{rel}: must be a JSON object" if exc.problem is FileProblem.NOT_OBJECT
+                        else f"{rel}: not readable JSON ({exc.detail}); fix or delete it")
         return None
-    if not isinstance(data, dict):
-        problems.append(f"{SIDECAR_PATH}: must be a JSON object")
-        return None
-    return data
+    return found.data if found is not None else None
 
 
 def _sidecar_stub(sidecar: Mapping[str, Any], kind: str) -> StubIO | None:
@@ -374,16 +372,18 @@ def stub_paths(root: Path) -> dict[str, str]:
             if p.stem in ("llm", "visual") and p.is_file()}
 
 
-def read_compiled_io(export_dir: Path | str, *, qnn_sdk: Path | str | None = None) -> CompiledIO:
+def read_compiled_io(export: Path | str | ExportFolder, *, qnn_sdk: Path | str | None = None) -> CompiledIO:
     """Everything the export says about its compiled QNN IO and target (see the module doc).
-    Raises ArtifactError only when export_dir is not a folder; what cannot be read is listed in
+    Raises ArtifactError only when the export is not a folder; what cannot be read is listed in
     `problems` / `unread`."""
-    root = Path(export_dir)
-    if not root.is_dir():
-        raise ArtifactError(f"export folder {root} does not exist or is not a directory")
+    if not isinstance(export, ExportFolder):
+        if not Path(export).is_dir():
+            raise ArtifactError(f"export folder {export} does not exist or is not a directory")
+        export = ExportFolder(Path(export))
+    root = export.root
     problems: list[str] = []
     unread: dict[str, str] = {}
-    sidecar = _read_sidecar(root, problems)
+    sidecar = _read_sidecar(export, problems)
     tool = sdk_tool(qnn_sdk)
     if qnn_sdk and tool is None:
         problems.append(f"--qnn-sdk {qnn_sdk}: no bin/*/{SDK_TOOL} there; the context binaries were not read")

@@ -26,7 +26,7 @@ from harness.checks.agreement import Agreement, compare
 from harness.checks.coherence import Verdict, judge
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
 from harness.errors import HarnessError
-from harness.provision.types import pair_uses_qnn
+from harness.pairs import cpu_first, is_cpu_reference, reference_of, uses_qnn
 from harness.report.records import TestRecord
 from harness.runners.cases import PromptCase, default_cases, write_test_image
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
@@ -36,8 +36,6 @@ from harness.runners.prompts import Prompt
 
 if TYPE_CHECKING:
     from harness.lab.scheduler import DeviceContext
-
-CPU_REFERENCE_PAIRS = ("cpu/cpu", "cpu")  # the CPU/CPU answer every other pair is compared with
 
 
 @dataclass
@@ -83,12 +81,6 @@ def position_findings_of(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dic
             continue
         found[case.id] = mrope.check_positions(dumps, ref)
     return found or None
-
-
-def reference_pair_of(configs: Iterable[str]) -> str | None:
-    """The CPU/CPU pair of an export (the reference every other pair is compared with)."""
-    have = set(configs)
-    return next((p for p in CPU_REFERENCE_PAIRS if p in have), None)
 
 
 def teacher_forced_runner(runner: LlmDemoRunner) -> LogitsDiffRunner | None:
@@ -163,7 +155,7 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
     than the CPU reference against it. Never raises for a failing run."""
     overlay = overlay or Overlay(greedy=True, max_new_tokens=max_new_tokens)
     prompts = [c.prompt for c in cases]
-    reference = reference_pair_of(runner.model.configs)
+    reference = reference_of(runner.model.configs)
     tf = teacher_forced_runner(runner) if teacher_forced and reference else None
     out: dict[str, PairRun] = {}
     for pair in pairs:
@@ -204,7 +196,7 @@ class Judgement:
 
 
 def judge_matrix(runs: dict[str, PairRun], cases: Sequence[PromptCase]) -> list[Judgement]:
-    ref_pair = next((p for p in CPU_REFERENCE_PAIRS if p in runs), None)
+    ref_pair = reference_of(runs)
     ref_texts = runs[ref_pair].result.texts if ref_pair and runs[ref_pair].result.ok else None
     judged = []
     for pair, run in runs.items():
@@ -270,6 +262,10 @@ def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, sui
         # CPU answer instead: drift with both texts, not "garbled".
         expectation_only = (j.verdict is not None and not j.verdict.coherent and ag is not None
                             and all(r.startswith("expectation:") for r in j.verdict.reasons))
+        # A content word of the CPU answer replaced ("France is France" for "Paris") is the more
+        # telling finding: it names both texts, whatever the text checker also disliked.
+        if ag is not None and ag.wrong_answer and not problems:
+            problems.append((ag.level, ag.describe(j.pair)))
         if j.verdict is not None and not j.verdict.coherent and not expectation_only and not problems:
             problems.append(("garbled", "; ".join(j.verdict.reasons)))
         if j.verdict is not None:
@@ -329,23 +325,23 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
     label = f"{ctx.entry.model.name} ({model.model_type})"
     if not ctx.device.has_htp:
         # The host runs the CPU pairs; its QNN cells are skipped with the reason.
-        for pair in [p for p in pairs if pair_uses_qnn(p)]:
+        for pair in [p for p in pairs if uses_qnn(p)]:
             for c in cases:
                 name = f"{ctx.entry.suite.name}::{pair}::{c.id}"
                 if not ctx.already_done(name):
                     yield TestRecord(name=name, suite=ctx.entry.suite.name, device=ctx.device.name, status="skipped",
                                      soc_model=ctx.device.soc_model, model=label, backend_pair=pair,
                                      message=f"{ctx.device.name} is the host (soc: host): no QNN/HTP backend")
-        pairs = [p for p in pairs if not pair_uses_qnn(p)]
+        pairs = [p for p in pairs if not uses_qnn(p)]
         if not pairs:
             return
     # The CPU pairs need no QNN library: they are required only when a QNN pair runs.
     runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
                                 qnn_sdk=_device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None,
-                                need_qnn=any(pair_uses_qnn(p) for p in pairs),
+                                need_qnn=any(uses_qnn(p) for p in pairs),
                                 qnn_sdk_option=f"options.qnn_sdk in {ctx.plan.path}")
     # CPU/CPU first: the reference every other pair is compared with.
-    pairs.sort(key=lambda p: p not in CPU_REFERENCE_PAIRS)
+    pairs = cpu_first(pairs)
     runner = LlmDemoRunner(ctx.transport, runtime, model)
     env = {str(k): str(v) for k, v in dict(options.get("env") or {}).items()}
     kwargs = dict(max_new_tokens=int(options.get("max_new_tokens", 64)),
@@ -357,7 +353,7 @@ def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
 
     reference: dict[str, PairRun] = {}
     for i, pair in enumerate(pairs):
-        is_reference = pair in CPU_REFERENCE_PAIRS
+        is_reference = is_cpu_reference(pair)
         needed_as_reference = is_reference and not all(done(p) for p in pairs[i + 1:])
         if done(pair) and not needed_as_reference:
             continue

@@ -6,13 +6,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory, load_inventory
+from harness.pairs import uses_qnn
 from harness.report.records import RecordWriter, TestRecord
+
+if TYPE_CHECKING:
+    from harness.provision.artifacts import ModelArtifact
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -139,27 +143,30 @@ def qnn_needed(device: DeviceSpec, configs: dict[str, str] | None, wanted: list[
     """QNN libraries are needed only when a QNN pair will run: the device has an HTP, and a
     selected pair (--backends, or every pair by default) is QNN and the export has its config.
     `configs` None: not known (a folder of several exports): any selected QNN pair counts."""
-    from harness.provision.types import pair_uses_qnn
-
     if not device.has_htp:
         return False
     if configs is None:
-        return wanted is None or any(pair_uses_qnn(p) for p in wanted)
-    return any(pair_uses_qnn(p) for p in configs if wanted is None or p in wanted)
+        return wanted is None or any(uses_qnn(p) for p in wanted)
+    return any(uses_qnn(p) for p in configs if wanted is None or p in wanted)
 
 
-def _export_configs(pytestconfig: pytest.Config) -> dict[str, str] | None:
+@pytest.fixture(scope="session")
+def model_export(pytestconfig: pytest.Config) -> ModelArtifact | None:
+    """The --model-dir export, read once for the session (its pairs decide whether QNN libraries
+    are pushed, and provisioning pushes it). None: no --model-dir, or not one export (e.g. the
+    ExecuTorch suite's folder of quant formats); provisioning then reports why."""
     from harness.provision.artifacts import load_export
 
     raw = _opt(pytestconfig, "--model-dir")
     try:
-        return load_export(Path(raw)).configs if raw else None
+        return load_export(Path(raw)) if raw else None
     except HarnessError:
-        return None  # not one export (e.g. the ExecuTorch suite's folder of quant formats)
+        return None
 
 
 @pytest.fixture(scope="session")
-def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, backends):  # type: ignore[no-untyped-def]
+def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, backends,  # type: ignore[no-untyped-def]
+                model_export: ModelArtifact | None):
     """The runner and its libraries (plus the QNN libraries for this device's HTP arch when a
     QNN pair will run), pushed once per session. The CPU pair needs no QNN library."""
     from harness.provision import provision_runtime
@@ -168,7 +175,7 @@ def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, back
     if not runtime_dir:
         pytest.skip("no --runtime-dir given: point it at the folder holding llm_demo and its libraries")
     sdk = _opt(pytestconfig, "--qnn-sdk")
-    need = qnn_needed(device, _export_configs(pytestconfig), backends)
+    need = qnn_needed(device, model_export.configs if model_export else None, backends)
     try:
         return provision_runtime(transport, Path(runtime_dir), qnn_sdk=Path(sdk) if sdk and device.has_htp else None,
                                  need_qnn=need, qnn_sdk_option="--qnn-sdk")
@@ -177,12 +184,12 @@ def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, back
 
 
 @pytest.fixture(scope="session")
-def provisioned_model(transport, model_dir: Path):  # type: ignore[no-untyped-def]
+def provisioned_model(transport, model_dir: Path, model_export: ModelArtifact | None):  # type: ignore[no-untyped-def]
     """The exported model on the device, validated against it and pushed incrementally."""
     from harness.provision import provision_model
 
     try:
-        return provision_model(transport, model_dir)
+        return provision_model(transport, model_dir, artifact=model_export)
     except HarnessError as exc:
         setup_error(str(exc))
 

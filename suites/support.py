@@ -6,7 +6,8 @@ import pytest
 
 from harness import pipeline
 from harness.inventory import DeviceSpec
-from harness.provision.types import ProvisionedModel, ProvisionedRuntime, pair_uses_qnn
+from harness.pairs import cpu_first, uses_qnn
+from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
 
 # Which suite fits which export (model_type from llm_config.json; README "Suites").
@@ -31,7 +32,7 @@ def pair_skip_reason(pair: str, model: ProvisionedModel, wanted: list[str] | Non
         return f"backend {pair} not selected (--backends {','.join(wanted)})"
     if pair not in model.configs:
         return f"backend {pair} has no config in this export (have: {', '.join(model.configs) or 'none'})"
-    if pair_uses_qnn(pair):
+    if uses_qnn(pair):
         if device is not None and not device.has_htp:
             return f"backend {pair} needs a QNN/HTP device; {device.name} is the host (soc: host)"
         if runtime is not None and not runtime.qnn:
@@ -41,9 +42,7 @@ def pair_skip_reason(pair: str, model: ProvisionedModel, wanted: list[str] | Non
 
 def select_pairs(model: ProvisionedModel, wanted: list[str] | None, device: DeviceSpec | None = None,
                  runtime: ProvisionedRuntime | None = None) -> list[str]:
-    pairs = [p for p in model.configs if pair_skip_reason(p, model, wanted, device, runtime) is None]
-    pairs.sort(key=lambda p: p not in pipeline.CPU_REFERENCE_PAIRS)  # the CPU reference first
-    return pairs
+    return cpu_first(p for p in model.configs if pair_skip_reason(p, model, wanted, device, runtime) is None)
 
 
 def record_run(rec: TestRecord, run: pipeline.PairRun, index: int) -> None:

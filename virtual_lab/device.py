@@ -3,8 +3,10 @@
 Layout of a device root folder (host side)::
 
     ROOT/data/local/tmp  ROOT/data/misc      -> /data      (read-write)
-    ROOT/vendor/lib64    ROOT/vendor/lib/rfsa/adsp -> /vendor (read-write)
-    ROOT/system/bin      (helpers: getprop, dumpsys, df, logcat, vlabstat) -> /system (read-only)
+    ROOT/vendor/lib64    ROOT/vendor/lib/rfsa/adsp -> /vendor (read-only)
+    ROOT/system/bin      Android's userland (virtual_lab.userland: sh is mksh, toybox's Android
+                         applets, awk) and the helpers getprop, dumpsys, df, logcat, vlabstat
+                                             -> /system (read-only)
     ROOT/sdcard                              -> /sdcard    (read-write)
     ROOT/state           (outside the sandbox, written by the device process only)
                                              -> /system/etc/vlab (read-only inside)
@@ -18,9 +20,12 @@ Logcat: the virtual runtime appends lines `<epoch> <pid> <tag> <level> <message>
 of V D I W E F) to `/data/misc/logcat.log`; the `logcat` helper reads it (`-d`, `-c`,
 `-s TAG`, `TAG:LEVEL` filters, `-v brief|threadtime|time`, `-t N`).
 
-Shell commands run as `sh -c CMD` under bubblewrap with those folders bound at their Android
-paths, host /usr and /etc read-only, the Python interpreter read-only, all capabilities
-dropped, and the host pid namespace shared (so `$!` and a later `kill PID` work).
+Shell commands run as `/system/bin/sh -c CMD` (mksh) under bubblewrap as the shell user (uid
+2000, in a user namespace), PATH /system/bin:/system/xbin:/vendor/bin only, with those folders
+bound at their Android paths, all capabilities dropped, and the host pid namespace shared (so
+`$!` and a later `kill PID` work). Host /usr, /lib* and /etc stay mounted read-only only so
+that the dynamic loader, libc and the Python interpreter (the virtual runtimes, a real glibc
+llm_demo) are reachable by absolute path; no host folder is on PATH.
 """
 
 from __future__ import annotations
@@ -40,12 +45,14 @@ from typing import Mapping, Sequence
 
 from virtual_lab.adbd.server import AdbdServer
 from virtual_lab.faults import FaultControlFile, FaultPlan, FaultSettings, Throttle
+from virtual_lab.userland import find_userland
 
 GiB = 1024**3
 LOGCAT_DEVICE_PATH = "/data/misc/logcat.log"
 COUNTERS_DEVICE_PATH = "/system/etc/vlab/counters.json"
 STATE_DEVICE_DIR = "/system/etc/vlab"
-SHELL_PATH = "/system/bin:/vendor/bin:/usr/bin:/bin"
+SHELL_PATH = "/system/bin:/system/xbin:/vendor/bin"  # as Android's adbd sets it: no host /bin
+SHELL_UID = 2000  # AID_SHELL: adbd runs commands as the shell user, not root
 
 
 class DeviceError(ValueError):
@@ -141,13 +148,13 @@ class _Mount:
 MOUNTS: tuple[_Mount, ...] = (
     _Mount("/system/etc/vlab", "state", False),
     _Mount("/data", "data", True),
-    _Mount("/vendor", "vendor", True),
+    _Mount("/vendor", "vendor", False),
     _Mount("/system", "system", False),
     _Mount("/sdcard", "sdcard", True),
 )
 
 _TREE = ("data/local/tmp", "data/misc", "vendor/lib64", "vendor/lib/rfsa/adsp", "vendor/bin",
-         "vendor/etc", "system/bin", "system/lib64", "system/etc/vlab", "sdcard/Download", "state")
+         "vendor/etc", "system/bin", "system/xbin", "system/lib64", "system/etc/vlab", "sdcard/Download", "state")
 
 
 @dataclass(frozen=True)
@@ -176,14 +183,20 @@ class Sandbox:
         lib = self.root / "vendor/lib64/libcdsprpc.so"
         if not lib.exists():  # a real device has the FastRPC client library here
             lib.write_bytes(b"\x7fELF placeholder: virtual lab libcdsprpc.so\n")
-        sh = self.root / "system/bin/sh"
-        if not sh.is_symlink():
-            sh.symlink_to("/bin/sh")
-        for name, text in _helpers().items():
+        helpers = _helpers()
+        find_userland().populate(self.root / "system/bin", keep=frozenset(helpers))
+        for name, text in helpers.items():
             path = self.root / "system/bin" / name
+            if path.is_symlink():
+                path.unlink()
             if not path.exists() or path.read_text() != text:
                 path.write_text(text)
             path.chmod(0o755)
+        # bionic knows the shell user by itself; glibc programs (toybox id, ls -l) read these.
+        for name, text in (("passwd", _PASSWD), ("group", _GROUP)):
+            path = self.root / "system/etc" / name
+            if not path.exists() or path.read_text() != text:
+                path.write_text(text)
 
     def host_path(self, device_path: str) -> Path:
         """Host path of a device path (lexically; symlinks are not followed)."""
@@ -257,14 +270,16 @@ class Sandbox:
 
     # ---- shell --------------------------------------------------------------------------
     def bwrap_argv(self, command: str) -> list[str]:
-        argv = ["bwrap", "--cap-drop", "ALL", "--unshare-uts", "--hostname", "localhost",
-                "--ro-bind", "/usr", "/usr"]
+        argv = ["bwrap", "--unshare-user", "--uid", str(SHELL_UID), "--gid", str(SHELL_UID),
+                "--cap-drop", "ALL", "--unshare-uts", "--hostname", "localhost", "--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
             if os.path.islink(top):
                 argv += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
                 argv += ["--ro-bind", top, top]
-        argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        argv += ["--ro-bind", "/etc", "/etc", "--ro-bind", str(self.root / "system/etc/passwd"), "/etc/passwd",
+                 "--ro-bind", str(self.root / "system/etc/group"), "/etc/group",
+                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         # After the /tmp tmpfs: a checkout or interpreter under /tmp must stay visible.
         for extra in self._python_dirs() + [str(p.resolve()) for p in self.extra_ro_binds]:
             argv += ["--ro-bind", extra, extra]
@@ -276,7 +291,7 @@ class Sandbox:
                "PYTHONDONTWRITEBYTECODE": "1", "HOSTNAME": "localhost"}
         for k, v in env.items():
             argv += ["--setenv", k, v]
-        return argv + ["/bin/sh", "-c", command]
+        return argv + ["/system/bin/sh", "-c", command]
 
     @staticmethod
     def _python_dirs() -> list[str]:
@@ -615,12 +630,15 @@ def _helpers() -> dict[str, str]:
         "getprop": _GETPROP,
         "dumpsys": _DUMPSYS,
         "df": _DF,
-        "vlabstat": f"#!/bin/sh\n# The virtual device's own counters (adbd side).\nexec cat {COUNTERS_DEVICE_PATH}\n",
+        "vlabstat": f"#!/system/bin/sh\n# The virtual device's own counters (adbd side).\nexec cat {COUNTERS_DEVICE_PATH}\n",
         "logcat": f"#!{py} -IS\n" + _LOGCAT,
     }
 
 
-_GETPROP = """#!/bin/sh
+_PASSWD = "root:x:0:0:root:/:/system/bin/sh\nshell:x:2000:2000:shell:/data/local/tmp:/system/bin/sh\n"
+_GROUP = "root:x:0:\nshell:x:2000:\n"
+
+_GETPROP = """#!/system/bin/sh
 # getprop [NAME [DEFAULT]]: this virtual device's properties (toybox-like output).
 PROPS=/system/etc/vlab/build.prop
 if [ $# -eq 0 ]; then
@@ -631,7 +649,7 @@ exec awk -v k="$1" -v d="$2" '
   END { if (!found) print d }' "$PROPS"
 """
 
-_DUMPSYS = """#!/bin/sh
+_DUMPSYS = """#!/system/bin/sh
 # dumpsys battery (level and temperature come from the virtual device's state).
 STATE=/system/etc/vlab/battery.prop
 case "$1" in
@@ -650,7 +668,7 @@ case "$1" in
 esac
 """
 
-_DF = """#!/bin/sh
+_DF = """#!/system/bin/sh
 # df [-k|-h|-P...] [PATH...]: /data and /sdcard report the virtual partition
 # (capacity from the device spec, free capped by the disk-full fault); other paths: real df.
 human=0
@@ -678,7 +696,7 @@ for a in "$@"; do
   case "$a" in
     -*) continue ;;
     /data|/data/*|/sdcard|/sdcard/*) virtual_row ;;
-    *) /usr/bin/df -k "$a" 2>&1 | tail -n +2 ;;
+    *) toybox df -k "$a" 2>&1 | tail -n +2 ;;
   esac
   paths=1
 done

@@ -24,27 +24,14 @@ a real export. `edit_stub` / `set_compiled_dims` rewrite one in place (faulty st
     virtual_behaviour.json           virtual lab only, see below
 
 Backend pairs are "<visual backend>/<llm backend>", as users name the matrix (QNN/CPU = visual on
-QNN, LLM on CPU; harness/provision/types.py), each "qnn" or "cpu"; a config's pair is
-`backend_pair_of(config)` (a model without a visual part reports "cpu" for the visual side).
+QNN, LLM on CPU; harness/pairs.py decides them), each "qnn" or "cpu"; a config's pair is
+`backend_pair_of(config)` (the virtual lab always names both sides: a model without a visual part
+reports "cpu" for the visual side, so its QNN config is "cpu/qnn").
 
-qnn/export_manifest.json (optional sidecar, format "harness.qnn_export_manifest/1")
------------------------------------------------------------------------------
-`generate_llm_qnn.py` records none of its arguments: it writes its IO spec to
-`<cache_path>/input.json` (`makeIOJson` / `makeVLIOJson`) and deletes the cache dir at the end.
-An export step may leave this sidecar next to the QNN files (soc_id/dsp_arch and the image
-sizes' axis order are what only it can tell without a QNN SDK)::
-
-    {"format": "harness.qnn_export_manifest/1",
-     "model_type": "qwen3_vl", "soc_id": 69, "dsp_arch": "v79", "vtcm_mb": 8,
-     "chunk_size": 128, "max_history_token": 0,
-     "image_sizes": ["512x512"],                      # as passed to --image_sizes: WIDTH x HEIGHT
-     "commands": [[argv of each generate_llm_qnn.py run]],
-     "io": {"llm":    {"configs": [<prefill>, <decode>]},          # makeIOJson's format
-            "visual": {"configs": [<one per image size>]}},        # makeVLIOJson's format
-     "graphs": {"llm": ["qnn/graphllm0.bin", ...], "visual": ["qnn/graphvisual0.bin"]}}
-
-Each IO config is `{"inputs": [{"name", "shape", "type"?, "value"?}], "outputs": [names]}`.
-`harness.compiled_io` falls back to it when an export has no stub.
+qnn/export_manifest.json (optional sidecar, knob sidecar=True)
+-------------------------------------------------------------
+Written here in the format docs/qnn-export-artifacts.md specifies (its one home; harness.export
+reads it): soc_id/dsp_arch, chunk size, image sizes (WxH), the makeIOJson IO and the graphs.
 
 Binary headers (virtual lab only): `qnn/graph*.bin` start with b"QNNCTX\\0\\1", a little-endian
 u32 length and a JSON header {"graphs": [...], "soc_id", "dsp_arch", "vtcm_mb", "graph_io"},
@@ -119,18 +106,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypedDict
 
+from harness.export import SIDECAR_FORMAT, SIDECAR_PATH
+from harness.pairs import BackendPair
+
 PAIR_QNN_QNN = "qnn/qnn"
 PAIR_CPU_QNN = "qnn/cpu"  # LLM on CPU, visual on QNN (pairs are written visual/llm)
 PAIR_QNN_CPU = "cpu/qnn"  # LLM on QNN, visual on CPU (or no visual part)
 PAIR_CPU_CPU = "cpu/cpu"
 
-VL_CONFIGS: dict[str, str] = {
-    PAIR_QNN_QNN: "config_qnn.json",
-    PAIR_CPU_QNN: "config_cpu_llm_qnn_visual.json",
-    PAIR_QNN_CPU: "config_qnn_cpu_visual.json",
-    PAIR_CPU_CPU: "config.json",
-}
-TEXT_CONFIGS: dict[str, str] = {PAIR_QNN_CPU: "config_qnn.json", PAIR_CPU_CPU: "config.json"}
+# Which config the generator writes for each pair, keyed by the virtual lab's both-sides name.
+VL_CONFIGS: dict[str, str] = {p.visual_llm: p.config_name for p in BackendPair.all(visual=True)}
+TEXT_CONFIGS: dict[str, str] = {p.visual_llm: p.config_name for p in BackendPair.all(visual=False)}
 
 LOGITS_MODES = ("exact", "close", "saturated", "null")
 # Scenarios a generated export can carry (knob `scenario=`): scripted answers and logits.
@@ -140,8 +126,8 @@ FAULTS = (
     "binary_mismatch",
 )
 POSDBG_MODES = ("ok", "chunk_local_bug", "past_end")
-MANIFEST_PATH = "qnn/export_manifest.json"
-MANIFEST_FORMAT = "harness.qnn_export_manifest/1"
+MANIFEST_PATH = SIDECAR_PATH
+MANIFEST_FORMAT = SIDECAR_FORMAT
 BEHAVIOUR_FILE = "virtual_behaviour.json"
 CONTEXT_MAGIC = b"QNNCTX\x00\x01"
 DEEPSTACK_LAYERS = 3  # Qwen3-VL deepstack_visual_indexes [5, 11, 17]
@@ -260,10 +246,8 @@ def resolve_answer(behaviour: VirtualBehaviour, prompt: str, pair: str) -> Resol
 
 
 def backend_pair_of(config: Mapping[str, Any]) -> str:
-    """'<visual>/<llm>' for a runtime config: a model path under qnn/ runs on the QNN plugin."""
-    llm = "qnn" if str(config.get("llm_model", "llm.mnn")).startswith("qnn/") else "cpu"
-    vis = "qnn" if str(config.get("visual_model", "visual.mnn")).startswith("qnn/") else "cpu"
-    return f"{vis}/{llm}"
+    """'<visual>/<llm>' for a runtime config, from its content (harness.pairs decides)."""
+    return BackendPair.of_config(config, visual=True).visual_llm
 
 
 def default_behaviour(is_visual: bool) -> VirtualBehaviour:
@@ -901,17 +885,15 @@ def _write_export(dst: Path, spec: _Spec, *, missing: Iterable[str],
     fill = _FillWriter(spec.seed)
     total = 0
 
-    configs = VL_CONFIGS if spec.is_visual else TEXT_CONFIGS
     base = _base_config(spec)
-    for pair, name in configs.items():
+    for pair in BackendPair.all(visual=spec.is_visual):
         cfg = dict(base)
-        vis_b, llm_b = pair.split("/")  # pairs are visual/llm
-        if llm_b == "qnn":
+        if pair.uses_qnn_llm:
             cfg["llm_model"] = "qnn/llm.mnn"
             cfg["chunk_limits"] = list(spec.chunk_limits)
-        if spec.is_visual and vis_b == "qnn":
+        if pair.uses_qnn_visual:
             cfg["visual_model"] = "qnn/visual.mnn"
-        total += _json(dst / name, cfg)
+        total += _json(dst / pair.config_name, cfg)
     total += _json(dst / "llm_config.json", _llm_config(spec))
     total += _json(dst / "export_args.json", _export_args(spec, dst))
 
@@ -975,7 +957,8 @@ def _write_export(dst: Path, spec: _Spec, *, missing: Iterable[str],
 
     files = tuple(sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file()))
     return ExportInfo(
-        path=dst, model_type=spec.model_type, configs=dict(configs), soc_id=spec.soc_id,
+        path=dst, model_type=spec.model_type, configs=dict(VL_CONFIGS if spec.is_visual else TEXT_CONFIGS),
+        soc_id=spec.soc_id,
         dsp_arch=spec.dsp_arch, chunk_size=spec.chunk_size, hidden=spec.hidden, files=files,
         image_sizes=spec.image_sizes if spec.is_visual else (), is_visual=spec.is_visual,
         total_bytes=total, missing=tuple(removed),

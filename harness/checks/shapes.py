@@ -2,7 +2,8 @@
 of the runtime log after it (docs/mnn-export-layout.md, docs/llm-demo-output.md#error-strings,
 docs/posdbg.md#image-grid-smart-resize).
 
-Static (`check_export_shapes`): the model's needs come from `llm_config.json` keys, never from
+Static (`check_export_shapes`): the export is read through `harness.export` (its configs, each
+config's backend pair, llm_config.json); the model's needs come from `llm_config.json` keys, never from
 the folder name (upstream `generate_llm_qnn.py` keys on the *path string*: a folder without
 "Qwen" and "VL" gets `position_ids [1,seq]` and no deepstack input). The compiled QNN IO comes
 from the export's own artifacts through `harness.compiled_io` (the NPU stub `qnn/*.mnn`, the
@@ -43,7 +44,6 @@ from typing import Any, Iterable, Sequence
 
 from harness.checks.mrope import smart_resize
 from harness.compiled_io import (
-    SIDECAR_PATH,
     SOURCE_SIDECAR,
     SOURCE_UNKNOWN,
     CompiledIO,
@@ -52,6 +52,7 @@ from harness.compiled_io import (
     read_compiled_io,
 )
 from harness.errors import ArtifactError
+from harness.export import SIDECAR_PATH, ExportFileError, ExportFolder, FileProblem
 from harness.soc import lookup_id, normalize_arch
 
 MANIFEST_PATH = SIDECAR_PATH
@@ -173,23 +174,14 @@ class _Model:
     visual: bool
 
 
-def _read_json(path: Path, findings: list[ShapeFinding], root: Path) -> dict | None:
-    rel = _rel(path, root)
-    if not path.is_file():
-        findings.append(ShapeFinding("missing_file", rel, "(file)", "present", "missing",
-                                     "re-run the export or copy the file into the folder"))
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        findings.append(ShapeFinding("bad_json", rel, "(file)", "valid JSON", str(exc),
-                                     "fix or regenerate the file"))
-        return None
-    if not isinstance(data, dict):
-        findings.append(ShapeFinding("bad_json", rel, "(file)", "a JSON object", type(data).__name__,
-                                     "fix or regenerate the file"))
-        return None
-    return data
+def _file_finding(exc: ExportFileError, root: Path) -> ShapeFinding:
+    """An export record the reader (harness.export) could not use, as a finding."""
+    rel = _rel(exc.path, root)
+    if exc.problem is FileProblem.MISSING:
+        return ShapeFinding("missing_file", rel, "(file)", "present", "missing",
+                            "re-run the export or copy the file into the folder")
+    expected = "a JSON object" if exc.problem is FileProblem.NOT_OBJECT else "valid JSON"
+    return ShapeFinding("bad_json", rel, "(file)", expected, exc.detail, "fix or regenerate the file")
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -392,12 +384,6 @@ def _check_patch_counts(configs: Sequence[dict], rel: str, image_sizes: str | Se
             for key, n, what in wanted if n not in counts]
 
 
-def _config_files(root: Path, config_name: str | None) -> list[Path]:
-    if config_name is not None:
-        return [root / config_name]
-    return sorted(root.glob("config*.json"))
-
-
 def check_export_shapes(
     export_dir: Path,
     config_name: str | None = None,
@@ -427,35 +413,36 @@ def check_export_shapes(
     def add(new: Iterable[ShapeFinding]) -> None:
         findings.extend(f for f in new if f not in findings)
 
-    llm_config = _read_json(root / "llm_config.json", findings, root)
-    if llm_config is None:
-        return findings
+    export = ExportFolder(root)
+    try:
+        llm_config = export.llm_config
+    except ExportFileError as exc:
+        return [_file_finding(exc, root)]
     model = _model_from(llm_config)
     if model.hidden is None:
         findings.append(ShapeFinding("bad_llm_config", "llm_config.json", "hidden_size",
                                      "an integer", repr(llm_config.get("hidden_size")),
                                      "re-export: llmexport.py always writes hidden_size"))
-    configs = _config_files(root, config_name)
-    if not configs:
+    names = (config_name,) if config_name is not None else export.config_names
+    if not names:
         findings.append(ShapeFinding("missing_file", "config*.json", "(file)", "a runtime config",
                                      "none", "re-run llmexport.py / generate_llm_qnn.py"))
     io = compiled
-    for cfg_path in configs:
-        cfg = _read_json(cfg_path, findings, root)
-        if cfg is None:
+    for name in names:
+        try:
+            config = export.config(name)
+        except ExportFileError as exc:
+            add([_file_finding(exc, root)])
             continue
-        rel = _rel(cfg_path, root)
+        cfg, rel = config.data, _rel(config.path, root)
         base = root / str(cfg.get("base_dir", "")) if cfg.get("base_dir") else root
         npu_dir = base / str(cfg.get("npu_model_dir", "")) if cfg.get("npu_model_dir") else base
-        llm_model = str(cfg.get("llm_model", "llm.mnn"))
-        visual_model = str(cfg.get("visual_model", "visual.mnn"))
-        llm_qnn = llm_model.startswith("qnn/")
-        vis_qnn = model.visual and visual_model.startswith("qnn/")
+        llm_qnn, vis_qnn = config.pair.uses_qnn_llm, config.pair.uses_qnn_visual
         if not (llm_qnn or vis_qnn):
             add(_check_files(cfg, rel, base, npu_dir, root, model, False, False, None))
             continue
         if io is None:
-            io = read_compiled_io(root, qnn_sdk=qnn_sdk)
+            io = read_compiled_io(export, qnn_sdk=qnn_sdk)
             add(_reader_findings(io))
             add(_check_target(io, soc_id, dsp_arch))
         add(_check_files(cfg, rel, base, npu_dir, root, model, llm_qnn, vis_qnn, io))

@@ -39,9 +39,10 @@ import yaml
 from harness.errors import HarnessError, InventoryError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy
+from harness.pairs import ALL_NAMES
 from harness.validation import check_keys, type_name, typed_get
 
-BACKEND_PAIRS = ("qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu", "qnn", "cpu")
+BACKEND_PAIRS = ALL_NAMES  # every pair name (harness/pairs.py)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # QNN context binaries are compiled per SoC, so a model path may name the device's facts.
 PATH_FIELDS = ("htp_arch", "soc", "device")

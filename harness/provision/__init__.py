@@ -1,22 +1,47 @@
 """Provisioning: validated exports and QNN runtimes pushed once, incrementally and atomically.
 
-Front doors (CLI `harness push/status`, the pytest plugin) call these plain functions.
+Front doors (CLI `harness push/status`, the pytest plugin) call these plain functions. Names
+load on first use (PEP 562), so `harness push` does not import the runtime resolver.
 """
 
-from harness.provision.artifacts import ArtifactFile, ExportTarget, ModelArtifact, check_target, load_export
-from harness.provision.hashcache import HashCache, default_cache, default_cache_path
-from harness.provision.manifest import FileEntry, Manifest
-from harness.provision.progress import LogProgress, NullProgress, Progress, TerminalProgress, make_progress
-from harness.provision.runtime import RUNNERS, RuntimeBundle, provision_runtime, resolve_runtime
-from harness.provision.sync import (
-    SetStatus, StatusReport, SyncResult, device_status, provision_model, remove_set, sync_set,
-)
-from harness.provision.types import TEXT_CONFIGS, VL_CONFIGS, ProvisionedModel, ProvisionedRuntime
+from __future__ import annotations
 
-__all__ = [
-    "ArtifactFile", "ExportTarget", "FileEntry", "HashCache", "LogProgress", "Manifest", "ModelArtifact",
-    "NullProgress", "Progress", "ProvisionedModel", "ProvisionedRuntime", "RUNNERS", "RuntimeBundle", "SetStatus",
-    "StatusReport", "SyncResult", "TEXT_CONFIGS", "TerminalProgress", "VL_CONFIGS", "check_target",
-    "default_cache", "default_cache_path", "device_status", "load_export", "make_progress", "provision_model",
-    "provision_runtime", "remove_set", "resolve_runtime", "sync_set",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_HOME = {
+    "artifacts": ("ArtifactFile", "ExportTarget", "ModelArtifact", "check_target", "load_export"),
+    "hashcache": ("HashCache", "default_cache", "default_cache_path"),
+    "manifest": ("FileEntry", "Manifest"),
+    "progress": ("LogProgress", "NullProgress", "Progress", "TerminalProgress", "make_progress"),
+    "runtime": ("RUNNERS", "RuntimeBundle", "provision_runtime", "resolve_runtime"),
+    "sync": ("SetStatus", "StatusReport", "SyncResult", "device_status", "provision_model", "remove_set", "sync_set"),
+    "types": ("TEXT_CONFIGS", "VL_CONFIGS", "ProvisionedModel", "ProvisionedRuntime"),
+}
+_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness.provision' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"harness.provision.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from harness.provision.artifacts import ArtifactFile, ExportTarget, ModelArtifact, check_target, load_export
+    from harness.provision.hashcache import HashCache, default_cache, default_cache_path
+    from harness.provision.manifest import FileEntry, Manifest
+    from harness.provision.progress import LogProgress, NullProgress, Progress, TerminalProgress, make_progress
+    from harness.provision.runtime import RUNNERS, RuntimeBundle, provision_runtime, resolve_runtime
+    from harness.provision.sync import (
+        SetStatus, StatusReport, SyncResult, device_status, provision_model, remove_set, sync_set,
+    )
+    from harness.provision.types import TEXT_CONFIGS, VL_CONFIGS, ProvisionedModel, ProvisionedRuntime

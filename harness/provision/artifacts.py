@@ -1,8 +1,9 @@
 """What an exported model folder is, and whether it is complete and fits a device.
 
 Everything here is checked on the host, before a single byte moves:
-- MNN export (`llmexport.py` + `npu/generate_llm_qnn.py`): every `config*.json` is read and
-  the files it needs resolved (model, weight, tokenizer, embeddings, visual model, and for
+- MNN export (`llmexport.py` + `npu/generate_llm_qnn.py`): every `config*.json` is read (through
+  harness.export, which also says each config's backend pair from its content) and the files it
+  needs resolved (model, weight, tokenizer, embeddings, visual model, and for
   a QNN config its `qnn/graph*.bin` context binaries);
 - ExecuTorch export: `.pte` program(s) and a tokenizer;
 - the model type comes from `llm_config.json` (or the sidecar manifest), never the folder name;
@@ -22,7 +23,6 @@ refused (a loop). Every file a config names must be non-empty.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat as stat_mod
@@ -33,12 +33,11 @@ from typing import Any
 from harness import soc
 from harness.compiled_io import read_binary_target
 from harness.errors import ArtifactError
+from harness.export import LLM_CONFIG, SIDECAR_NAMES, ExportFolder, read_json_object
 from harness.inventory import DeviceSpec
+from harness.pairs import CONFIG_NAMES, Backend, BackendPair
 from harness.provision.manifest import LOCAL_MANIFEST_NAME
-from harness.provision.types import TEXT_CONFIGS, VL_CONFIGS
 
-SIDECAR_NAMES = ("qnn/export_manifest.json", "export_manifest.json")
-MNN_CONFIG_NAMES = tuple(dict.fromkeys([*TEXT_CONFIGS.values(), *VL_CONFIGS.values()]))
 TOKENIZER_NAMES = ("tokenizer.bin", "tokenizer.model", "tokenizer.json", "tokenizer.txt", "tokenizer.mtok")
 _BIN_RE = re.compile(r"^graph(llm|visual)(\d+)\.bin$")
 _BIN_REF_RE = re.compile(rb"graph(?:llm|visual)\d+\.bin")
@@ -94,27 +93,6 @@ class ModelArtifact:
 
 
 # ---- small readers --------------------------------------------------------------------------
-
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ArtifactError(f"{path}: {what} is missing; re-export the model or copy the file in") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ArtifactError(f"{path}: cannot read {what} ({exc}); check the file's permissions") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(f"{path}: {what} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                            f"{exc.msg}); fix or re-export it") from None
-
-
-def _json_object(path: Path, what: str) -> dict[str, Any]:
-    data = _read_json(path, what)
-    if not isinstance(data, dict):
-        raise ArtifactError(f"{path}: {what} must be a JSON object, got {type(data).__name__}; re-export it")
-    return data
-
 
 def _check_link(p: Path, real_root: str, what: str) -> None:
     """Refuse symlink `p` when it resolves outside `real_root` (see the module's rule)."""
@@ -231,7 +209,8 @@ def _merge_targets(found: list[ExportTarget]) -> ExportTarget | None:
     return merged
 
 
-def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None) -> ExportTarget | None:
+def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None,
+                export: ExportFolder | None = None) -> ExportTarget | None:
     """Every record of the export's target that exists, checked to agree with each other.
     With qnn_sdk the context binaries are read too (the one record a real export always has)."""
     found: list[ExportTarget] = []
@@ -241,15 +220,13 @@ def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | Non
         found.append(ExportTarget(soc_id=bins.soc_id, htp_arch=bins.dsp_arch, source=f"{bins.source} ({rels})"))
     args = root / "export_args.json"
     if args.is_file():
-        t = _target_from_mapping(_json_object(args, "export_args.json"), str(args))
+        t = _target_from_mapping(read_json_object(args, "export_args.json"), str(args))
         if t:
             found.append(t)
-    for name in SIDECAR_NAMES:
-        p = root / name
-        if p.is_file():
-            t = _target_from_mapping(_json_object(p, "the export manifest"), str(p))
-            if t:
-                found.append(t)
+    for sidecar in (export or ExportFolder(root)).sidecars:
+        t = _target_from_mapping(sidecar.data, str(sidecar.path))
+        if t:
+            found.append(t)
     for f in files:
         m = _NAME_TARGET_RE.search(f.rel)
         if m:
@@ -339,23 +316,20 @@ def _refuse_empty(source: Path, named: list[tuple[str, ArtifactFile]]) -> None:
                             "copy them again from the export output or re-export")
 
 
-def _load_mnn(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None) -> ModelArtifact:
+def _load_mnn(export: ExportFolder, files: list[ArtifactFile], qnn_sdk: Path | str | None = None) -> ModelArtifact:
+    root = export.root
     have = {f.rel: f for f in files}
-    llm_config_path = root / "llm_config.json"
-    llm_config = _json_object(llm_config_path, "llm_config.json")
-    model_type = llm_config.get("model_type")
-    if not isinstance(model_type, str) or not model_type.strip():
-        raise ArtifactError(f"{llm_config_path}: key 'model_type' is missing or empty; the model type is read from "
-                            "here (never from the folder name), re-export or add it")
-    is_visual = bool(llm_config.get("is_visual"))
-    present = [name for name in MNN_CONFIG_NAMES if name in have]
+    llm_config = export.llm_config
+    model_type = export.model_type
+    is_visual = export.is_visual
+    present = [name for name in export.config_names if name in have]
     if not present:
-        raise ArtifactError(f"{root}: no runtime config ({', '.join(MNN_CONFIG_NAMES)}); "
+        raise ArtifactError(f"{root}: no runtime config ({', '.join(CONFIG_NAMES)}); "
                             "this does not look like a complete MNN export")
     uses_qnn = False
     for name in present:
-        cfg_path = root / name
-        cfg = _json_object(cfg_path, name)
+        config = export.config(name)
+        cfg_path, cfg = config.path, config.data
         base = PurePosixPath(".")
         if "base_dir" in cfg:
             base = PurePosixPath(_resolve(root, base, cfg["base_dir"], cfg_path, "base_dir"))
@@ -371,7 +345,7 @@ def _load_mnn(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None 
         llm_model = want("llm_model", "llm.mnn")
         want("llm_weight", "llm.mnn.weight")  # Llm::load checks it even for qnn/llm.mnn
         want("tokenizer_file", "tokenizer.txt")
-        qnn_llm = llm_model is not None and "qnn" in PurePosixPath(llm_model).parts[:-1]
+        qnn_llm = llm_model is not None and config.pair.uses_qnn_llm
         # NPU exports need --seperate_embed, so embeddings are a file of their own there.
         if "embedding_file" in cfg or "embedding_file" in llm_config or qnn_llm:
             want("embedding_file", "embeddings_bf16.bin")
@@ -381,18 +355,17 @@ def _load_mnn(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None 
             raise ArtifactError(f"{cfg_path}: needs files the export lacks: {'; '.join(missing)}; "
                                 "copy them from the export output or re-export")
         _refuse_empty(cfg_path, [(f"{k} -> {v}", have[v]) for k, v in need.items()])
-        if qnn_llm:
+        if qnn_llm and llm_model is not None:
             uses_qnn = True
             _check_qnn_bins(root, llm_model, "llm", cfg_path, have)
-        if visual is not None and "qnn" in PurePosixPath(visual).parts[:-1]:
+        if visual is not None and config.pair.uses_qnn_visual:
             uses_qnn = True
             _check_qnn_bins(root, visual, "visual", cfg_path, have)
-    table = VL_CONFIGS if is_visual else TEXT_CONFIGS
-    configs = {pair: cfg for pair, cfg in table.items() if cfg in have}
+    configs = {pair: cfg for pair, cfg in export.pairs.items() if cfg in have}
     if any(_BIN_RE.match(PurePosixPath(f.rel).name) for f in files):
         uses_qnn = True
-    return ModelArtifact(root=root, kind="mnn", model_type=model_type.strip(), files=tuple(files),
-                         configs=configs, target=read_target(root, files, qnn_sdk if uses_qnn else None),
+    return ModelArtifact(root=root, kind="mnn", model_type=model_type, files=tuple(files),
+                         configs=configs, target=read_target(root, files, qnn_sdk if uses_qnn else None, export),
                          uses_qnn=uses_qnn, is_visual=is_visual)
 
 
@@ -404,20 +377,16 @@ def _pte_uses_qnn(path: Path) -> bool:
         return b"QnnBackend" in f.read(4 << 20)
 
 
-def _load_executorch(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
+def _load_executorch(export: ExportFolder, files: list[ArtifactFile]) -> ModelArtifact:
+    root = export.root
     ptes = [f for f in files if f.rel.endswith(".pte") and "/" not in f.rel]
     toks = [f for f in files if f.rel in TOKENIZER_NAMES]
     if not toks:
         raise ArtifactError(f"{root}: ExecuTorch export without a tokenizer (one of {', '.join(TOKENIZER_NAMES)}); "
                             "copy the runtime tokenizer next to the .pte")
-    sidecar: dict[str, Any] = {}
-    for name in SIDECAR_NAMES:
-        if (root / name).is_file():
-            sidecar = _json_object(root / name, "the export manifest")
-            break
-    model_type = sidecar.get("model_type") or sidecar.get("decoder_model_version") or ""
-    if not model_type and (root / "llm_config.json").is_file():
-        model_type = _json_object(root / "llm_config.json", "llm_config.json").get("model_type") or ""
+    found = export.sidecar
+    sidecar: dict[str, Any] = found.data if found is not None else {}
+    model_type = export.program_model_type
     pte = str(sidecar.get("model_path") or ptes[0].rel)
     if pte not in {f.rel for f in ptes}:
         raise ArtifactError(f"{root / SIDECAR_NAMES[1]}: model_path {pte!r} is not a .pte in {root}; fix it")
@@ -425,7 +394,8 @@ def _load_executorch(root: Path, files: list[ArtifactFile]) -> ModelArtifact:
     _refuse_empty(root, [(pte, by_rel[pte])] + [(t.rel, t) for t in toks])
     uses_qnn = any(_pte_uses_qnn(f.path) for f in ptes) or any(k in sidecar for k in ("soc_id", "dsp_arch", "htp_arch"))
     return ModelArtifact(root=root, kind="executorch", model_type=str(model_type), files=tuple(files),
-                         configs={"qnn" if uses_qnn else "cpu": pte}, target=read_target(root, files),
+                         configs={BackendPair(Backend.QNN if uses_qnn else Backend.CPU).name: pte},
+                         target=read_target(root, files, export=export),
                          uses_qnn=uses_qnn)
 
 
@@ -443,10 +413,11 @@ def load_export(model_dir: Path | str, *, qnn_sdk: Path | str | None = None,
     if not files:
         raise ArtifactError(f"{root}: the folder is empty; pass the export's output folder")
     names = {f.rel for f in files}
-    if "llm_config.json" in names or any(n in names for n in MNN_CONFIG_NAMES):
-        return _load_mnn(root, files, qnn_sdk)
+    export = ExportFolder(root)
+    if LLM_CONFIG in names or any(n in names for n in export.config_names):
+        return _load_mnn(export, files, qnn_sdk)
     if any(n.endswith(".pte") for n in names):
-        return _load_executorch(root, files)
+        return _load_executorch(export, files)
     raise ArtifactError(f"{root}: neither an MNN export (llm_config.json, config.json, llm.mnn...) nor an "
                         "ExecuTorch export (*.pte); pass the export's output folder")
 

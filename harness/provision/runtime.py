@@ -40,13 +40,16 @@ class RunnerSpec:
     name: str
     qnn_libs: tuple[str, ...]  # from the QNN SDK; {a} = arch number
     own_libs: tuple[str, ...] = ()  # built with the runner (looked up in the runtime folder only)
+    # Tools built beside the runner that the harness uses when they are there (never required):
+    # MNN's llm_logits_diff for teacher-forced agreement (docs/logits-diff.md).
+    companions: tuple[str, ...] = ()
 
 
 RUNNERS: dict[str, RunnerSpec] = {
     # MNN links QNN into libMNN.so and dlopens libQnnHtp.so + libQnnSystem.so; the Stub and
     # Skel are loaded by libQnnHtp. libQnnHtpPrepare.so is for online mode only.
     "llm_demo": RunnerSpec("llm_demo", ("libQnnHtp.so", "libQnnHtpV{a}Stub.so", "libQnnHtpV{a}Skel.so",
-                                        "libQnnSystem.so")),
+                                        "libQnnSystem.so"), companions=("llm_logits_diff",)),
     # ExecuTorch's SimpleADB.push list (export_utils.py).
     "qnn_llama_runner": RunnerSpec("qnn_llama_runner",
                                    ("libQnnHtp.so", "libQnnHtpV{a}Stub.so", "libQnnHtpV{a}Skel.so",
@@ -188,9 +191,13 @@ def resolve_runtime(
 
     chosen: dict[str, ArtifactFile] = {}
     if is_elf(runner_file.path):
-        # Top-level shared libraries go too: runners dlopen some (QNN, MNN backends).
-        roots = [runner_file] + [f for f in top if ".so" in f.rel]
-        for f in roots[1:]:
+        # Companion tools (shallowest copy in the tree) land flat beside the runner, with their
+        # NEEDED libraries; top-level shared libraries go too: runners dlopen some (QNN, MNN backends).
+        companions = [by_name[c] for c in spec.companions if c in by_name and is_elf(by_name[c].path)]
+        for f in companions:
+            chosen[f.rel.rsplit("/", 1)[-1]] = ArtifactFile(f.rel.rsplit("/", 1)[-1], f.path, f.size, f.mode | 0o755)
+        roots = [runner_file, *companions] + [f for f in top if ".so" in f.rel and f not in companions]
+        for f in roots[1 + len(companions):]:
             chosen[f.rel] = f
         libs, system, sys_dirs = _needed_closure(src, roots, by_name)
         for soname, f in libs.items():

@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 from harness import soc
 from harness.errors import HarnessError, ProvisionError, RemoteNoSpaceError, TransportError
-from harness.provision.artifacts import ArtifactFile
+from harness.provision.artifacts import ArtifactFile, ModelArtifact
 from harness.provision.hashcache import FileKey, HashCache
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
 from harness.provision.progress import NullProgress, Progress, human_bytes
@@ -89,7 +89,7 @@ def split_sections(text: str) -> dict[str, list[str]]:
     """`@@name` marker lines split a script's output into sections."""
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): a name may hold U+2028, U+0085...
         if line.startswith("@@"):
             current = sections.setdefault(line[2:].strip(), [])
         elif current is not None:
@@ -101,9 +101,18 @@ def split_sections(text: str) -> dict[str, list[str]]:
 # Each runs a fixed number of processes (no per-file process), because a process start on a
 # device shell costs milliseconds.
 
-# args: work dir, journal path. Manifests are one line each: `grep -H ''` prints path:json.
+# args: work dir, journal path, then (to prepare a push in the same round trip) run dir,
+# stale-run parent, manifests dir and the folders to create under the run dir. Manifests are
+# one line each: `grep -H ''` prints path:json. Prints the SoC model (if the device has
+# getprop) and `df -k` of the work dir; "@@prepared" unless a folder could not be made.
 PROBE_SCRIPT = r"""
-W=$1; J=$2
+W=$1; J=$2; R=$3; P=$4; MD=$5; shift 5
+if [ -n "$R" ]; then
+  find "$P" -mindepth 1 -maxdepth 1 -mmin +120 -exec rm -rf {} + 2>/dev/null
+  mkdir -p "$R" "$MD" "$@" && echo @@prepared
+  echo @@soc; getprop ro.soc.model 2>/dev/null
+  echo @@df; df -k "$W" 2>/dev/null
+fi
 echo @@manifests; grep -H '' "$W"/manifests/*/*.json 2>/dev/null
 echo @@journal; cat "$J" 2>/dev/null
 echo @@files; find "$W/models" "$W/runtimes" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
@@ -121,75 +130,67 @@ echo @@df; df -k "$W" 2>/dev/null
 echo @@end
 """
 
-# args: verify mode, set dir, run dir, journal, META ("size sha" per line), a partial file
-# to discard first (or ""), rel paths... Checks what arrived in the run dir, places it with
-# one `cp -al`, journals it. Nothing but the listed, verified files can be placed.
+# Names reach the scripts only as argv elements (each one whole: the shell never word-splits
+# "$@") and counts (length-delimited groups of them); they are never read back with `read`,
+# which strips blanks at the ends, nor printed with `echo`, which mksh and dash let expand
+# backslashes. Output that names a file is printf'd with the name at the line's end (export
+# names hold no control characters: harness.provision.artifacts); output about the arguments
+# comes in argument order, without the names. Runs in Android's mksh + toybox and in dash.
+
+# args: verify mode, set dir, run dir, journal, SIZES and SHAS (one per line, in the order of
+# the paths), a partial file to discard first (or ""), "./"+rel paths (never an option, nor
+# "-" for stdin)... Checks what arrived in the run dir, places it with one `cp -al`, journals
+# it. Nothing but the listed, verified files can be placed. A fixed number of processes and
+# no per-file shell loop (each line a shell loop writes costs a pipe write on the device):
+# sizes are compared as one string; awk pairs each stat line with its sha, appends the
+# journal ("sha inode size mtime ./rel") and prints "@inode mtime" per path, in order.
 PLACE_SCRIPT = r"""
-V=$1; D=$2; R=$3; J=$4; META=$5; X=$6; shift 6
-cd "$R" || { echo "BAD run folder $R missing"; exit 1; }
+V=$1; D=$2; R=$3; J=$4; SIZES=$5; SHAS=$6; X=$7; shift 7
+cd "$R" || { echo "BAD run folder missing"; exit 1; }
 [ -n "$X" ] && rm -f -- "$X"
 n=$(find . -type f | wc -l)
-[ "$n" -eq $# ] || { echo "BAD $R holds $n files, $# expected"; exit 1; }
-bad=0
-stat -c '%s' -- "$@" 2>/dev/null | {
-  for rel in "$@"; do
-    read -r got || got=missing
-    read -r want sha <&3
-    [ "$got" = "$want" ] || { echo "BAD $rel size=$got want=$want"; rm -f -- "$rel"; exit 1; }
+[ "$n" -eq $# ] || { echo "BAD the run folder holds $n files, $# expected"; exit 1; }
+bad() {  # $1: what differs; GOT/WANT: one line per path. Names the first such file, drops it.
+  i=0; for rel in "$@"; do i=$((i + 1))
+    g=$(printf '%s\n' "$GOT" | sed -n "${i}p"); w=$(printf '%s\n' "$WANT" | sed -n "${i}p")
+    [ "$g" = "$w" ] || { printf 'BAD %s %s: %s, want %s\n' "$rel" "$K" "${g:-missing}" "$w"; rm -f -- "$rel"; exit 1; }
   done
-} 3<<EOF || bad=1
-$META
-EOF
-[ $bad = 0 ] || exit 1
+  echo "BAD $K differs"; exit 1
+}
+GOT=$(stat -c %s -- "$@" 2>/dev/null)
+[ "$GOT" = "$SIZES" ] || { WANT=$SIZES K=size; bad "$@"; }
 if [ "$V" = sha256 ]; then
-  sha256sum -- "$@" | {
-    for rel in "$@"; do
-      read -r got name
-      read -r want sha <&3
-      [ "$got" = "$sha" ] || { echo "BAD $rel sha256 differs"; rm -f -- "$rel"; exit 1; }
-    done
-  } 3<<EOF || exit 1
-$META
-EOF
+  GOT=$(sha256sum -- "$@" | awk '{ sub(/^\\/, "", $1); print $1 }')
+  [ "$GOT" = "$SHAS" ] || { WANT=$SHAS K=sha256; bad "$@"; }
 fi
-mkdir -p "$D" && cp -alf -- "$R/." "$D/" || { echo "BAD cp -al into $D failed"; exit 1; }
+mkdir -p "$D" && cp -alf -- "$R/." "$D/" || { echo "BAD cp -al into the set failed"; exit 1; }
 cd "$D" || exit 1
-stat -c '%i %s %Y' -- "$@" | {
-  for rel in "$@"; do
-    read -r ino size mtime
-    read -r want sha <&3
-    echo "$sha $ino $size $mtime $rel" >> "$J"
-    echo "@$ino $mtime $rel"
-  done
-} 3<<EOF
-$META
-EOF
+stat -c '%i %s %Y %n' -- "$@" | SHAS=$SHAS J=$J awk '
+  BEGIN { n = split(ENVIRON["SHAS"], sha, "\n"); j = ENVIRON["J"] }
+  { print sha[NR] " " $0 >> j; print "@" $1 " " $3 }'
 find "$R" -type f -exec rm -f {} + 2>/dev/null
 echo @@placed
 """
 
-# args: set dir, manifests dir, LINKS ("source\nrel" pairs), CHMODS ("mode rel" lines),
-# manifest path, MANIFEST (json or ""), journal, run dir, stale rel paths... Links contents
-# found elsewhere on the device (possibly a file of this set about to go: links come first),
-# adds permission bits, removes files the set no longer has, prints the stat of every file of the set, then writes the manifest (tmp + rename).
+# args: set dir, manifests dir, manifest path, MANIFEST (json or ""), journal, run dir,
+# NL, NC, then NL pairs (source path, rel), NC pairs (octal mode, rel), then stale rels.
+# Links contents found elsewhere on the device (possibly a file of this set about to go:
+# links come first), adds permission bits, removes files the set no longer has, prints the
+# stat of every file of the set, then writes the manifest (tmp + rename).
 COMMIT_SCRIPT = r"""
-D=$1; MD=$2; LINKS=$3; CHMODS=$4; M=$5; MANIFEST=$6; J=$7; R=$8; shift 8
-mkdir -p "$D" "$MD" && cd "$D" || { echo "FAIL cannot enter $D"; exit 1; }
-if [ -n "$LINKS" ]; then
-  while IFS= read -r src && IFS= read -r rel; do
-    case "$rel" in */*) [ -d "${rel%/*}" ] || mkdir -p "${rel%/*}" ;; esac
-    ln -f -- "$src" "$rel" 2>/dev/null || { cp -p -- "$src" "$rel.cp$$" && mv -f -- "$rel.cp$$" "$rel"; } \
-      || { echo "FAIL link $rel"; exit 1; }
-  done <<EOF
-$LINKS
-EOF
-fi
-if [ -n "$CHMODS" ]; then
-  while read -r mode rel; do chmod "$mode" -- "$rel" || { echo "FAIL chmod $rel"; exit 1; }; done <<EOF
-$CHMODS
-EOF
-fi
-[ $# -gt 0 ] && rm -f -- "$@"
+D=$1; MD=$2; M=$3; MANIFEST=$4; J=$5; R=$6; NL=$7; NC=$8; shift 8
+mkdir -p "$D" "$MD" && cd "$D" || { echo "FAIL cannot enter the set folder"; exit 1; }
+while [ "$NL" -gt 0 ]; do
+  src=$1; rel=$2; shift 2; NL=$((NL - 1))
+  case "$rel" in */*) [ -d "./${rel%/*}" ] || mkdir -p "./${rel%/*}" ;; esac
+  ln -f -- "$src" "./$rel" 2>/dev/null || { cp -p -- "$src" "./$rel.cp$$" && mv -f -- "./$rel.cp$$" "./$rel"; } \
+    || { printf 'FAIL link %s\n' "$rel"; exit 1; }
+done
+while [ "$NC" -gt 0 ]; do
+  chmod "$1" "./$2" || { printf 'FAIL chmod %s\n' "$2"; exit 1; }
+  shift 2; NC=$((NC - 1))
+done
+for rel in "$@"; do rm -f -- "./$rel"; done
 find . -depth -mindepth 1 -type d -empty -exec rmdir {} + 2>/dev/null
 echo @@stat
 find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
@@ -305,6 +306,7 @@ def parse_probe(text: str, layout: DeviceLayout, where: str) -> Probe:
         if len(parts) != 5 or not all(x.isdigit() for x in parts[1:4]):
             continue
         sha, ino, size, mtime, rel = parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4]
+        rel = rel[2:] if rel.startswith("./") else rel  # PLACE_SCRIPT journals "./rel"
         p = _verified(prefix + rel, sha, size, DeviceStamp(ino, mtime), files)
         if p is not None:
             mine[rel] = p  # a later journal line wins over the manifest: it was placed after it
@@ -358,6 +360,7 @@ class _Session:
         self.placed = 0  # files verified and put in place by this run
         self.placed_stamps: dict[str, DeviceStamp] = {}
         self.df_free: int | None = None
+        self.prepared = False  # run folder tree made, SoC checked, df read (by the probe)
         self.run_dir = posixpath.join(layout.incoming, uuid.uuid4().hex[:12])
 
     def script(self, script: str, args: Sequence[str], *, what: str, check: bool = True) -> str:
@@ -371,18 +374,36 @@ class _Session:
                                  "run `harness status` for the device and provision again")
         return res.stdout
 
-    def probe(self) -> Probe:
+    def _run_dirs(self, items: Sequence[_Item]) -> list[str]:
+        return sorted({posixpath.join(self.run_dir, posixpath.dirname(it.file.rel))
+                       for it in items if "/" in it.file.rel})
+
+    def probe(self, items: Sequence[_Item]) -> Probe:
+        """Read the manifests, journal and stats and, in the same round trip, prepare a push of
+        any of `items` (run folder tree for all of them: a few folders more than needed cost
+        nothing, a second round trip does); the tree goes with the run's clean-up."""
         L = self.layout
-        out = self.script(PROBE_SCRIPT, [L.work_dir, L.journal], what="reading the device manifests", check=False)
-        return parse_probe(out, L, self.device.name)
+        dirs = self._run_dirs(items)
+        prep = sum(len(d) + 3 for d in dirs) < MAX_COMMAND // 2  # else a separate prepare()
+        args = [L.work_dir, L.journal, *([self.run_dir, L.incoming, posixpath.dirname(L.manifest), *dirs]
+                                         if prep else ["", "", ""])]
+        out = self.script(PROBE_SCRIPT, args, what="reading the device manifests", check=False)
+        probe = parse_probe(out, L, self.device.name)
+        if prep and "@@prepared" in out.split("\n"):
+            self._prepared(out)
+        return probe
 
     def prepare(self, items: Sequence[_Item]) -> None:
-        """Create the run folder tree; check the device is the SoC the inventory says (a wrong
-        serial would put a v79 export on a v75 phone the inventory calls v79)."""
-        dirs = sorted({posixpath.join(self.run_dir, posixpath.dirname(it.file.rel))
-                       for it in items if "/" in it.file.rel})
-        out = self.script(PREPARE_SCRIPT, [self.run_dir, self.layout.incoming, self.layout.work_dir, *dirs,
-                                           posixpath.dirname(self.layout.manifest)], what="preparing the push")
+        """Create the run folder tree (when the probe could not)."""
+        out = self.script(PREPARE_SCRIPT, [self.run_dir, self.layout.incoming, self.layout.work_dir,
+                                           *self._run_dirs(items), posixpath.dirname(self.layout.manifest)],
+                          what="preparing the push")
+        self._prepared(out)
+
+    def _prepared(self, out: str) -> None:
+        """Check the device is the SoC the inventory says (a wrong serial would put a v79
+        export on a v75 phone the inventory calls v79); note the free space."""
+        self.prepared = True
         self.df_free = parse_df(split_sections(out).get("df", []))
         reported = next((ln.strip() for ln in split_sections(out).get("soc", []) if ln.strip()), "")
         info = soc.lookup(reported) if reported else None
@@ -458,7 +479,7 @@ def sync_set(
         return fast
     hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provision-hash")
     try:
-        probe = s.probe()
+        probe = s.probe(items)
         plan = _plan(items, probe, cache, hasher, layout.set_dir)
         pushed = _push_all(s, plan, hasher) if plan.push else 0
     finally:
@@ -528,7 +549,8 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
     todo = plan.push
     need = sum(it.file.size for it in todo)
     L, dev = s.layout, s.device
-    s.prepare(todo)
+    if not s.prepared:
+        s.prepare(todo)
     if s.df_free is not None and s.t.free_bytes_is_df:
         free = s.df_free  # what the transport's own free_bytes would have asked, one round trip less
     else:
@@ -540,9 +562,11 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
             f"{dev.name}: not enough space in {L.work_dir} for {L.kind} {L.name!r}: need {human_bytes(need)} "
             f"({need} bytes, {len(todo)} files), {human_bytes(free)} ({free} bytes) free; free space on the "
             f"device (e.g. remove unused sets under {L.work_dir}/models) and provision again")
-    # Hash in the background, in push order, while the link carries the bytes.
+    # Unknown contents are hashed from the very chunks the transport sends (one read of each
+    # file) where it can; elsewhere in the background, in push order, while the link works.
+    inline_hash = getattr(s.t, "hashes_while_pushing", False)
     for it in todo:
-        if it.sha is None:
+        if it.sha is None and not inline_hash:
             it.hash_future = hasher.submit(s.cache.digest, it.file.path)
     s.progress.start(f"{dev.name}: {L.kind} {L.name}", need, len(todo))
     pending: list[_Item] = []
@@ -558,9 +582,17 @@ def _push_all(s: _Session, plan: _Plan, hasher: ThreadPoolExecutor) -> int:
                 arrived.append(by_remote[remote])
                 s.progress.file_done(by_remote[remote].file.rel)
 
+            def hashed(remote: str, sha: str) -> None:
+                it = by_remote[remote]
+                if it.sha is None:
+                    it.sha = sha
+                    s.cache.remember(it.key, sha)  # checked against a changed file below
+
+            hash_kw: dict[str, Any] = {"on_digest": hashed} if inline_hash and any(
+                it.sha is None for it in batch) else {}
             try:
                 sent += s.t.push_many([(it.file.path, r, it.file.mode) for r, it in by_remote.items()],
-                                      progress=s.progress.advance, on_done=confirmed)
+                                      progress=s.progress.advance, on_done=confirmed, **hash_kw)
             except (TransportError, ProvisionError):
                 pending = arrived  # what the device confirmed is placed; the rest is re-sent
                 partials = [it for it in batch if it not in arrived]
@@ -642,19 +674,21 @@ def _place(s: _Session, items: list[_Item], discard: str = "") -> None:
         if discard:
             s.t.remove(posixpath.join(s.run_dir, discard))
         return
-    meta = "\n".join(f"{it.file.size} {it.sha}" for it in items)
-    out = s.script(PLACE_SCRIPT, [s.verify, L.set_dir, s.run_dir, L.journal, meta, discard,
-                                  *[it.file.rel for it in items]],
+    out = s.script(PLACE_SCRIPT, [s.verify, L.set_dir, s.run_dir, L.journal,
+                                  "\n".join(str(it.file.size) for it in items), "\n".join(str(it.sha) for it in items),
+                                  discard, *["./" + it.file.rel for it in items]],
                    what=f"verifying pushed files of {L.kind} {L.name!r}", check=False)
-    if "@@placed" not in out:
-        bad = [ln for ln in out.splitlines() if ln.startswith("BAD")]
+    lines = out.split("\n")
+    if "@@placed" not in lines:
+        bad = [ln for ln in lines if ln.startswith("BAD")]
         raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
                              f"({'; '.join(bad) or out.strip()[:200]}); provision again")
     s.placed += len(items)
-    for line in out.splitlines():
-        parts = line[1:].split(" ", 2) if line.startswith("@") and not line.startswith("@@") else []
-        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
-            s.placed_stamps[parts[2]] = DeviceStamp(int(parts[0]), int(parts[1]))
+    # One "@inode mtime" line per item, in argument order (no names to parse back).
+    stamps = [ln[1:].split(" ") for ln in lines if ln.startswith("@") and not ln.startswith("@@")]
+    for it, parts in zip(items, stamps):
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            s.placed_stamps[it.file.rel] = DeviceStamp(int(parts[0]), int(parts[1]))
 
 
 MAX_INLINE_MANIFEST = 64 << 10  # larger manifests are pushed as a file
@@ -674,25 +708,29 @@ def _commit(s: _Session, plan: _Plan, items: list[_Item], manifest: Manifest) ->
     text = manifest.to_json() if len(predicted) == len(items) else ""
     inline = text if len(text) <= MAX_INLINE_MANIFEST else ""
     # Links, mode changes and removals, in as many commands as MAX_COMMAND needs (one, unless
-    # thousands of files changed); the last one also writes the manifest.
-    work = ([("link", f"{placed.path}\n{it.file.rel}") for it, placed in plan.link]
-            + [("chmod", f"{mode:o} {rel}") for rel, mode in sorted(plan.chmod.items())]
-            + [("stale", rel) for rel in plan.stale])
-    chunks: list[list[tuple[str, str]]] = [[]]
+    # thousands of files changed); the last one also writes the manifest. Each is a group of
+    # whole argv elements: (source, rel), (mode, rel) or (rel,).
+    work = ([("link", (placed.path, it.file.rel)) for it, placed in plan.link]
+            + [("chmod", (f"{mode:o}", rel)) for rel, mode in sorted(plan.chmod.items())]
+            + [("stale", (rel,)) for rel in plan.stale])
+    chunks: list[list[tuple[str, tuple[str, ...]]]] = [[]]
     size = 0
     for op in work:
-        if chunks[-1] and size + len(op[1]) + 4 > MAX_COMMAND:
+        cost = sum(len(x.encode()) + 3 for x in op[1])
+        if chunks[-1] and size + cost > MAX_COMMAND:
             chunks.append([])
             size = 0
         chunks[-1].append(op)
-        size += len(op[1]) + 4
+        size += cost
+    out = ""
     for i, chunk in enumerate(chunks):
         last = i == len(chunks) - 1
-        links = "\n".join(x for kind, x in chunk if kind == "link")
-        chmods = "\n".join(x for kind, x in chunk if kind == "chmod")
-        stale = [x for kind, x in chunk if kind == "stale"]
-        out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), links, chmods, L.manifest,
-                                       inline if last else "", L.journal, s.run_dir, *stale],
+        links = [x for kind, group in chunk if kind == "link" for x in group]
+        chmods = [x for kind, group in chunk if kind == "chmod" for x in group]
+        stale = [x for kind, group in chunk if kind == "stale" for x in group]
+        out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), L.manifest, inline if last else "",
+                                       L.journal, s.run_dir, str(len(links) // 2), str(len(chmods) // 2),
+                                       *links, *chmods, *stale],
                        what=f"putting files in place in {L.set_dir}")
     prefix = L.set_dir.rstrip("/") + "/"
     stats = {st.path[len(prefix):]: st for st in parse_stat_lines(split_sections(out).get("stat", []))
@@ -706,7 +744,7 @@ def _commit(s: _Session, plan: _Plan, items: list[_Item], manifest: Manifest) ->
                                  "provision again")
         stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)
     manifest.device = stamps
-    if not inline or "@@published" not in out or stamps != predicted:
+    if not inline or "@@published" not in out.split("\n") or stamps != predicted:
         _publish(s, manifest)
 
 
@@ -741,6 +779,7 @@ def provision_model(
     transport: Transport,
     model_dir: Path | str,
     *,
+    artifact: ModelArtifact | None = None,
     name: str | None = None,
     cache: HashCache | None = None,
     progress: Progress | None = None,
@@ -751,13 +790,15 @@ def provision_model(
     """Validate an export against the device, then push it incrementally to
     `<work_dir>/models/<name>` (default name: the folder's name). Nothing moves when the
     export is incomplete or compiled for another SoC/arch. Symlinks leaving the export are
-    refused unless `follow_external_links` (artifacts.py states the rule)."""
+    refused unless `follow_external_links` (artifacts.py states the rule). `artifact`: the export
+    when the caller already read it (load_export), so it is not read twice."""
     from harness.provision.artifacts import check_target, load_export
     from harness.provision.hashcache import default_cache
     from harness.provision.manifest import write_local_manifest
     from harness.provision.progress import make_progress
 
-    artifact = load_export(model_dir, follow_external_links=follow_external_links)
+    if artifact is None:
+        artifact = load_export(model_dir, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
     target = artifact.target
     meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type, "configs": artifact.configs,

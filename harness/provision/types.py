@@ -4,20 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Backend pairs are written visual/llm, as the users say them: "qnn/cpu" = visual on QNN,
-# LLM on CPU. Text-only models use the LLM backend alone: "qnn", "cpu".
-VL_CONFIGS: dict[str, str] = {
-    "qnn/qnn": "config_qnn.json",
-    "qnn/cpu": "config_cpu_llm_qnn_visual.json",
-    "cpu/qnn": "config_qnn_cpu_visual.json",
-    "cpu/cpu": "config.json",
-}
-TEXT_CONFIGS: dict[str, str] = {"qnn": "config_qnn.json", "cpu": "config.json"}
-
-
-def pair_uses_qnn(pair: str) -> bool:
-    """A backend pair ("qnn/cpu", "qnn") runs something on QNN/HTP."""
-    return "qnn" in pair.lower().split("/")
+# The pair -> config file table lives with the pair type; named here for older imports.
+from harness.pairs import TEXT_CONFIGS, VL_CONFIGS
 
 
 @dataclass(frozen=True)
@@ -26,7 +14,7 @@ class ProvisionedModel:
     remote_dir: str  # the export as-is on the device (config*.json, llm.mnn*, qnn/...)
     kind: str  # "mnn" | "executorch"
     model_type: str  # from llm_config.json, never the folder name
-    configs: dict[str, str] = field(default_factory=dict)  # backend pair -> config file name
+    configs: dict[str, str] = field(default_factory=dict)  # backend pair name -> config file name (harness.pairs)
     bytes_sent: int = 0
     files_sent: int = 0
 
@@ -52,3 +40,6 @@ class ProvisionedRuntime:
             # Qualcomm documents ADSP_LIBRARY_PATH as ';'-separated (docs/qnn-libraries.md#environment).
             env["ADSP_LIBRARY_PATH"] = ";".join(self.adsp_dirs)
         return env
+
+
+__all__ = ["TEXT_CONFIGS", "VL_CONFIGS", "ProvisionedModel", "ProvisionedRuntime"]

@@ -1,4 +1,5 @@
-"""adb driver: adbutils' client talking to a real adb server (local or a lab host's).
+"""adb driver: talks to a real adb server (local or a lab host's) over its host protocol
+(adb_host.py).
 
 - TCP serials (HOST:PORT) are `adb connect`ed on demand; a device the server keeps as
   `offline` (it restarted) is recovered with disconnect + connect.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
+import select
 import socket
 import stat as stat_mod
 import subprocess
@@ -23,16 +25,13 @@ import uuid
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
-from adbutils import AdbClient
-from adbutils._adb import AdbConnection
-from adbutils.errors import AdbError
-
 from harness.errors import (
     CommandOutcomeUnknown, ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
     TransportError,
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
-from harness.transport.adb_sync import SyncClient, SyncFail, SyncProtocolError, tune_socket
+from harness.transport.adb_host import AdbClient, AdbConnection, AdbError
+from harness.transport.adb_sync import ChunkHasher, SyncClient, SyncFail, SyncProtocolError, tune_socket
 from harness.transport.base import HealthReport, ProgressFn, RawExec, RemoteStat, Transport
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
@@ -70,21 +69,6 @@ class _Deadline(Exception):
     """A shell command ran past its timeout (internal)."""
 
 
-class _Connection(AdbConnection):
-    """adbutils' connection without its fallback of running `adb start-server` on the
-    default port when the configured server does not answer."""
-
-    def _safe_connect(self):  # type: ignore[no-untyped-def]
-        return self._create_socket()
-
-
-class _Client(AdbClient):
-    def make_connection(self, timeout: float | None = None) -> AdbConnection:  # type: ignore[override]
-        conn = _Connection(self.host, self.port)
-        conn.conn.settimeout(timeout)
-        return conn
-
-
 def is_tcp_serial(serial: str) -> bool:
     return _TCP_SERIAL.match(serial) is not None
 
@@ -110,13 +94,14 @@ class AdbTransport(Transport):
                                  "add the serial `adb devices` shows (HOST:PORT for a TCP device)")
         self.serial = device.serial
         self.server = device.adb_server or AdbServer()
-        self.client = _Client(self.server.host, self.server.port)
+        self.client = AdbClient(self.server.host, self.server.port)
         self.connect_wait_s = connect_wait_s
         self.adb_binary = adb_binary
         self._shell_v2_wanted = shell_v2
         self._features: frozenset[str] | None = None
         self._ready = False
         self._lock = threading.RLock()
+        self._held_sync: tuple[AdbConnection, SyncClient] | None = None  # idle sync session, reused
 
     # ---- server and device state --------------------------------------------------------
     @property
@@ -287,8 +272,13 @@ class AdbTransport(Transport):
         return "shell_v2" in self.features()
 
     def close(self) -> None:
-        # Every request uses its own server connection; nothing stays open between calls.
+        # Only the idle sync session stays open between calls (one per transport).
         self._ready = False
+        with self._lock:
+            held, self._held_sync = self._held_sync, None
+        if held is not None:
+            held[1].quit()
+            _close(held[0])
 
     # ---- commands -----------------------------------------------------------------------
     def _exec(self, command: str, timeout: float | None) -> RawExec:
@@ -365,10 +355,32 @@ class AdbTransport(Transport):
 
     # ---- files --------------------------------------------------------------------------
     def _sync(self, what: str) -> tuple[AdbConnection, SyncClient]:
+        """The idle sync session of an earlier call, else a new one: a provisioning run reads
+        the manifest, stats files and pushes a batch over one session (each new one costs a
+        server connection, a transport switch and a service open). Give it back with
+        `_sync_done`; after any error it is closed instead (never reused half-read)."""
+        with self._lock:
+            held, self._held_sync = self._held_sync, None
+        if held is not None:
+            # An idle session has nothing to say: anything readable is the server or device
+            # having closed it (restart, offline): start a new one instead.
+            if not select.select([held[0].conn], [], [], 0)[0]:
+                held[1].on_ack = None
+                return held
+            _close(held[0])
         # A stalled transfer (no byte moves for this long) is treated as a dropped link.
         conn = self._open("sync:", what, timeout=_SYNC_STALL_S)
         tune_socket(conn.conn)
         return conn, SyncClient(conn.conn)
+
+    def _sync_done(self, conn: AdbConnection, sync: SyncClient, ok: bool) -> None:
+        if ok and not sync.pending:
+            with self._lock:
+                if self._held_sync is None:
+                    self._held_sync = (conn, sync)
+                    return
+        sync.quit()
+        _close(conn)
 
     def _sync_fail(self, message: str, what: str, remote: str) -> TransportError:
         low = message.lower()
@@ -403,11 +415,17 @@ class AdbTransport(Transport):
             return 0
         return self.push_many(jobs, progress=progress)
 
+    # push_many hashes what it sends when given on_digest (harness.provision.sync asks).
+    hashes_while_pushing = True
+
     def push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
-                  on_done: Callable[[str], None] | None = None) -> int:
+                  on_done: Callable[[str], None] | None = None,
+                  on_digest: Callable[[str, str], None] | None = None) -> int:
         """All files over one sync session, replies collected as they come: no round trip per
         file. After a dropped link the retry resends only the files the device has not
-        acknowledged yet; `on_done(remote)` runs as each is acknowledged."""
+        acknowledged yet; `on_done(remote)` runs as each is acknowledged. `on_digest(remote,
+        sha256 hex)` runs (on a helper thread, before this returns or raises) for each file
+        whose bytes were all sent, hashed from the very chunks sent: the file is read once."""
         jobs = list(jobs)
         features = self.retry.run(f"{self.device.name}: features", self.features)
         if jobs and "fixed_push_mkdir" not in features:
@@ -426,11 +444,17 @@ class AdbTransport(Transport):
             conn, sync = self._sync(f"push of {len(todo)} files")
             sync.on_ack = acked
             remote = todo[0][1]
+            ok = False
+            hasher = ChunkHasher() if on_digest is not None else None
             try:
                 for local, remote, mode in todo:
-                    sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress)
+                    tap = hasher.tap() if hasher is not None else None
+                    sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress, tap)
+                    if hasher is not None and on_digest is not None:
+                        hasher.done(tap, remote, on_digest)
                     sync.wait_acks(keep=_MAX_PENDING_ACKS)
                 sync.wait_acks()
+                ok = True
             except SyncFail as exc:
                 raise self._sync_fail(str(exc), "push to", exc.remote or remote) from None
             except _LINK_ERRORS as exc:
@@ -439,8 +463,9 @@ class AdbTransport(Transport):
                 raise self._dropped(f"push of {len(jobs)} files ({len(done)}/{len(jobs)} files acknowledged)",
                                     exc) from None
             finally:
-                sync.quit()
-                _close(conn)
+                if hasher is not None:
+                    hasher.close()
+                self._sync_done(conn, sync, ok)
 
         self.retry.run(f"push of {len(jobs)} files", attempt)
         return sum(Path(local).stat().st_size for local, _, _ in jobs)
@@ -473,15 +498,17 @@ class AdbTransport(Transport):
         def once() -> T:
             use_v2 = "stat_v2" in self.features()
             conn, sync = self._sync(what)
+            ok = False
             try:
-                return work(sync, use_v2)
+                result = work(sync, use_v2)
+                ok = True
+                return result
             except SyncFail as exc:
                 raise self._sync_fail(str(exc), what, exc.remote or "?") from None
             except _LINK_ERRORS as exc:
                 raise self._dropped(what, exc) from None
             finally:
-                sync.quit()
-                _close(conn)
+                self._sync_done(conn, sync, ok)
 
         return self.retry.run(what, once)
 
@@ -564,7 +591,7 @@ class AdbTransport(Transport):
 
 
 def _close(conn: AdbConnection) -> None:
-    """Close at once: adbutils' close() sleeps 10 ms after a half-close, per connection."""
+    """Close at once (adbutils closed with a half-close and a 10 ms sleep per connection)."""
     try:
         conn.conn.close()
     except (OSError, AdbError):

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from adbutils._adb import AdbConnection
+from typing import TYPE_CHECKING
 
 from harness.inventory import DeviceSpec
 from harness.transport.adb import AdbTransport
+from harness.transport.adb_host import AdbConnection
 from harness.transport.base import Transport
 from harness.transport.retry import RetryPolicy
-from harness.transport.tunnel import SshTunnel, TunnelTarget
+
+if TYPE_CHECKING:  # paramiko (the tunnel's) costs ~0.1 s of start-up: only when a tunnel is used
+    from harness.transport.tunnel import SshTunnel
 
 
 def open_transport(device: DeviceSpec, retry: RetryPolicy | None = None) -> Transport:
     if device.transport == "adb":
         server = device.adb_server
         if server is not None and server.via_ssh is not None:
+            from harness.transport.tunnel import SshTunnel, TunnelTarget
+
             tunnel = SshTunnel(server.via_ssh, TunnelTarget(server.host, server.port), name=device.name,
                                inventory=str(device.source or "devices.yaml"))
             return AdbOverSsh(device, tunnel, retry=retry)

@@ -16,12 +16,13 @@ from harness.checks.agreement import DriftWarning
 from harness.checks.coherence import assert_coherent
 from harness.checks.quant import assert_quant_ok, check_file
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
+from harness.pairs import BackendPair
 from harness.runners.cases import default_cases
 from harness.runners.prompts import Prompt
 
 from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
 
-PAIRS = ["qnn", "cpu"]
+PAIRS = [p.name for p in BackendPair.all(visual=False)]  # "qnn", "cpu"
 CASES = ["france", "cat"]
 
 
@@ -88,12 +89,13 @@ def test_generation(matrix, judged, cases, pair: str, case_id: str, device_recor
 def test_chunked_prefill_equivalence(fits, llm_runner, provisioned_model, device_record) -> None:  # type: ignore[no-untyped-def]
     """Chunk_limits [128, 1] against one large chunk for a prompt longer than a chunk:
     teacher-forced with llm_logits_diff when the runtime has it, else the greedy texts."""
-    if "cpu" not in provisioned_model.configs:
+    pair = BackendPair.cpu_reference(visual=False).name
+    if pair not in provisioned_model.configs:
         pytest.skip("no CPU config in this export")
-    device_record.backend_pair = "cpu"
+    device_record.backend_pair = pair
     prompt = Prompt("Summarise this list: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40)),
                     id="long-text")
-    [result] = pipeline.chunked_prefill_check(llm_runner, [prompt], backend="cpu")
+    [result] = pipeline.chunked_prefill_check(llm_runner, [prompt], backend=pair)
     device_record.extras["chunked_equivalent"] = result.equal
     device_record.extras["chunked_method"] = result.method
     if result.diff is not None:

@@ -16,11 +16,12 @@ from harness.checks import mrope
 from harness.checks.agreement import DriftWarning
 from harness.checks.coherence import assert_coherent
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
+from harness.pairs import BackendPair
 from harness.runners.cases import default_cases
 
 from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
 
-PAIRS = ["qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu"]
+PAIRS = [p.name for p in BackendPair.all(visual=True)]  # "qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu"
 CASES = ["france", "cat", "image"]
 pytestmark = [pytest.mark.visual]
 
@@ -110,7 +111,7 @@ def test_chunked_prefill_equivalence(fits, llm_runner, provisioned_model, test_i
     prompt longer than a chunk, with and without an image (CPU LLM, where chunking is free)."""
     from harness.runners.prompts import Image, Prompt
 
-    pair = "cpu/cpu"
+    pair = BackendPair.cpu_reference(visual=True).name
     if pair not in provisioned_model.configs:
         pytest.skip("no CPU/CPU config in this export")
     device_record.backend_pair = pair

@@ -1,8 +1,12 @@
-"""Helpers for provisioning tests: a LocalTransport that counts what crosses the "link"."""
+"""Helpers for provisioning tests: a LocalTransport that counts what crosses the "link" and
+runs the device scripts under Android's shell and tools (mksh + toybox, virtual_lab.userland)."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import tempfile
+import weakref
 from pathlib import Path
 
 import pytest
@@ -11,7 +15,9 @@ from harness.errors import ConnectionDropped
 from harness.inventory import DeviceSpec
 from harness.provision.hashcache import HashCache
 from harness.transport.local import LocalTransport
+from harness.transport.base import RawExec
 from harness.transport.retry import NO_RETRY
+from virtual_lab.userland import find_userland
 
 
 class CountingTransport(LocalTransport):
@@ -21,6 +27,12 @@ class CountingTransport(LocalTransport):
 
     def __init__(self, device: DeviceSpec, **kw):
         super().__init__(device, retry=NO_RETRY)
+        # Android's /system/bin as the only PATH entry: `sh` is mksh, the tools are toybox's
+        # Android applets; nothing from the host's /bin.
+        self.system_bin = Path(tempfile.mkdtemp(prefix="harness-system-bin-"))
+        weakref.finalize(self, shutil.rmtree, self.system_bin, True)
+        self.userland = find_userland()
+        self.userland.populate(self.system_bin)
         self.pushed_bytes = 0
         self.pushed_files: list[str] = []
         self.shells = 0
@@ -34,7 +46,14 @@ class CountingTransport(LocalTransport):
         if self._dropped and self.fail_shells_after_drop:
             raise ConnectionDropped(f"{self.device.name}: connection lost (test)")
         self.shells += 1
-        return super()._exec(command, timeout)
+        proc = subprocess.Popen([self.userland.mksh, "-c", command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={"PATH": str(self.system_bin), "HOME": "/", "LANG": "C.UTF-8"})
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return RawExec(b"", b"", -1, timed_out=True)
+        return RawExec(out, err, proc.returncode if proc.returncode >= 0 else 128 - proc.returncode)
 
     def _push_file(self, local: Path, remote: str, mode: int, progress):
         self._pushes += 1

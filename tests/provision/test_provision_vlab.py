@@ -13,6 +13,7 @@ import pytest
 from harness.errors import ArtifactError, ConnectionDropped, ProvisionError, RemoteNoSpaceError
 from harness.provision import HashCache, NullProgress, device_status, provision_model, provision_runtime
 from harness.provision.artifacts import list_files
+from harness.provision.hashcache import FileKey, sha256_file
 from harness.transport import open_transport
 from harness.transport.retry import NO_RETRY
 
@@ -67,14 +68,27 @@ def test_first_push_unchanged_and_one_change_by_the_devices_counters(vlab_factor
         assert _delta(after, before, "send_bytes") == total
         assert _delta(after, before, "send_files") == len(_local_sizes(export))
         assert _device_tree(dev, first.remote_dir) == _local_sizes(export)
+        # A cold cache: each file was hashed from the chunks that were sent, not read twice.
+        assert cache.hashed_bytes == 0
+        shas = {rel: e["sha256"] for rel, e in json.loads(manifest.read_text())["files"].items()}
+        assert shas == {f.rel: sha256_file(f.path) for f in list_files(export)}
+        assert cache.lookup(FileKey.of(export / "llm.mnn.weight")) == shas["llm.mnn.weight"]
 
         before = _counters(dev)
         again = provision_model(t, export, cache=HashCache(tmp_path / "hashes.json"), progress=Q)
         after = _counters(dev)
         assert (again.bytes_sent, again.files_sent) == (0, 0)
         assert _delta(after, before, "send_bytes") == 0 and _delta(after, before, "send_files") == 0
-        # Answered over the file protocol alone: two sync sessions (manifest, stats), no device process.
-        assert _delta_opens(after, before, "sync") == 2
+        # Answered over the file protocol alone, in the sync session the first push left open
+        # (kept for the batch): no new session, no device process.
+        assert all(_delta_opens(after, before, svc) == 0 for svc in after["service_opens"])
+
+    with open_transport(vlab.inventory.get("oneplus13")) as t:
+        # A new process (new transport): manifest and stats share one sync session.
+        before = _counters(dev)
+        again = provision_model(t, export, cache=HashCache(tmp_path / "hashes.json"), progress=Q)
+        after = _counters(dev)
+        assert again.bytes_sent == 0 and _delta_opens(after, before, "sync") == 1
         assert all(_delta_opens(after, before, svc) == 0 for svc in after["service_opens"] if svc != "sync")
 
         cfg = export / "config_qnn.json"

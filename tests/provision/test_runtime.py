@@ -30,7 +30,7 @@ def test_mnn_bundle_from_sdk_picks_the_device_arch(tmp_path, sdk):
     b = resolve_runtime(_bare(tmp_path), "v79", qnn_sdk=sdk)
     names = {f.rel: f for f in b.files}
     assert b.runner == "llm_demo"
-    assert {"llm_demo", "libMNN.so", "libQnnHtp.so", "libQnnSystem.so", "libQnnHtpV79Stub.so",
+    assert {"llm_demo", "llm_logits_diff", "libMNN.so", "libQnnHtp.so", "libQnnSystem.so", "libQnnHtpV79Stub.so",
             "libQnnHtpV79Skel.so"} == set(names)
     assert names["libQnnHtpV79Skel.so"].path == (sdk / "lib/hexagon-v79/unsigned/libQnnHtpV79Skel.so").resolve()
     assert names["llm_demo"].mode & 0o111
@@ -111,7 +111,8 @@ def test_two_runtimes_share_qnn_blobs(tmp_path, sdk, cache):
 
 def test_cpu_only_bundle_needs_no_qnn_library(tmp_path):
     b = resolve_runtime(_bare(tmp_path), "v79", need_qnn=False, env={})
-    assert {f.rel for f in b.files} == {"llm_demo", "libMNN.so"}
+    # The virtual build puts MNN's llm_logits_diff beside llm_demo, as MNN's own build does.
+    assert {f.rel for f in b.files} == {"llm_demo", "llm_logits_diff", "libMNN.so"}
     assert not b.qnn and b.htp_arch == ""
 
 
@@ -144,7 +145,7 @@ def test_script_runner_folder_never_pushes_build_system_files(tmp_path):
     (rt / "CMakeFiles").mkdir()
     (rt / "CMakeFiles" / "llm_demo").write_text("not the runner")
     names = {f.rel for f in resolve_runtime(rt, "v79", need_qnn=False, env={}).files}
-    assert names == {"llm_demo", "libMNN.so"}
+    assert names == {"llm_demo", "llm_logits_diff", "libMNN.so"}
 
 
 def test_runner_found_in_a_subfolder_of_a_build_tree(tmp_path):

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 REAL_RUNTIME = SHARED / "runtimes" / "mnn-x86_64"
 REAL_EXPORT = SHARED / "models" / "smollm2-135m-instruct-mnn-npu16"
-RUNTIME_FILES = ("llm_demo", "libMNN.so", "libMNN_Express.so", "libllm.so")
+RUNTIME_FILES = ("llm_demo", "llm_logits_diff", "libMNN.so", "libMNN_Express.so", "libllm.so")
 
 # Build-system files a CMake build folder holds beside the binaries (small, written at test time).
 CMAKE_FILES = {"CMakeCache.txt": "CMAKE_BUILD_TYPE:STRING=Release\n", "Makefile": "all:\n\t@true\n",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness import pairs
 from harness.inventory import DeviceSpec
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.runners.llm_demo import LlmDemoRunner
@@ -21,8 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / ".." / "shared"
 FIXTURES = REPO / "fixtures" / "llm_demo"
 
-# The provisioning names of the config files (harness.provision.types) for the virtual exports.
-TEXT_CONFIGS = {"qnn": "config_qnn.json", "cpu": "config.json"}
+# The provisioning names of the config files for the virtual exports.
+TEXT_CONFIGS = dict(pairs.TEXT_CONFIGS)
 
 
 @dataclass

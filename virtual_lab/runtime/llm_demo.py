@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from harness.pairs import BackendPair
+
 from virtual_lab.runtime.devenv import (
     Output, c_div, c_fmt, device_facts, die, missing_qnn_libs, read_first_prompt,
 )
@@ -53,13 +55,17 @@ class Model:
         return self.llm_config.get(key, default)
 
     @property
+    def backend_pair(self) -> BackendPair:
+        """The config's pair, decided by harness.pairs from the config's content."""
+        return BackendPair.of_config(self.config, visual=bool(self.get("is_visual")))
+
+    @property
     def llm_on_qnn(self) -> bool:
-        # Backend pairs are written visual/llm (harness/provision/types.py, exports.backend_pair_of).
-        return self.pair.split("/")[1] == "qnn"
+        return self.backend_pair.uses_qnn_llm
 
     @property
     def visual_on_qnn(self) -> bool:
-        return bool(self.get("is_visual")) and self.pair.split("/")[0] == "qnn"
+        return self.backend_pair.uses_qnn_visual
 
     def path(self, name: str) -> str:
         return os.path.join(self.base_dir, name)
@@ -366,7 +372,7 @@ def _real_cpu_export(config_arg: str) -> bool:
     config = _read_json(config_arg) or {}
     if os.path.exists(os.path.join(base_dir, exports.BEHAVIOUR_FILE)):
         return False
-    if not exports.backend_pair_of(config).endswith("/cpu"):
+    if BackendPair.of_config(config, visual=False).uses_qnn_llm:
         return False  # a QNN LLM needs the NPU: the virtual runtime plays it
     if not os.path.isfile(os.path.join(base_dir, str(config.get("llm_model", "llm.mnn")))):
         return False
