@@ -7,7 +7,7 @@ same place through `claim_state`.
 
 Two engines: the flock folder (`harness.lab.locks.DeviceLock`), the default, enough for
 one lab host (or several sharing a folder with working flock); and labgrid's coordinator
-(`harness/lab/labgrid.py`) for a device whose devices.yaml entry names a labgrid place:
+(`harness/lab/labgrid/`) for a device whose devices.yaml entry names a labgrid place:
 the multi-host engine, where people's `labgrid-client acquire` counts too. Callers never
 name an engine.
 """
