@@ -81,7 +81,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise UsageError(f"harness push: {device.name} is the host (soc: host), it has no HTP; drop --qnn-sdk")
     # A push swaps files under whatever runs on the device: it waits for a night (or a pytest
     # session) that holds the device, and holds it while pushing.
-    claim = open_claim(device, lock_dir=claim_dir(inventory.path, None, args.lock_dir),
+    claim = open_claim(device, lock_dir=claim_dir(inventory, None, args.lock_dir),
                        run_id=f"push-{uuid.uuid4().hex[:8]}", purpose="push")
     try:
         spec = claim.acquire(args.lock_timeout, say=_say)
@@ -129,7 +129,7 @@ def cmd_lab_status(args: argparse.Namespace) -> int:
 
     inventory = _inventory(args)
     plan_dir = load_plan(args.plan).locks.dir if args.plan else None
-    lock_dir = claim_dir(inventory.path, plan_dir, args.lock_dir)
+    lock_dir = claim_dir(inventory, plan_dir, args.lock_dir)
     print(f"claims in {lock_dir}")
     print(lab_status(inventory, lock_dir))
     return 0
@@ -189,20 +189,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sigterm_is_an_interrupt() -> None:
-    """SIGTERM (a CI job cancelled) ends a command as Ctrl-C does: claims released in
-    `finally`, exit 2. A night handles both signals itself while it runs."""
-
-    def on_term(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _sigterm_is_an_interrupt()
     func: Callable[[argparse.Namespace], int] = args.func
+    # SIGTERM (a CI job cancelled) ends a command as Ctrl-C does: claims released in
+    # `finally`, exit 2. A night handles both signals itself while it runs.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return int(func(args))
     except HarnessError as exc:
@@ -215,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exc()
         print(f"harness: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return int(for_error(exc))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ def claimed_device(pytestconfig: pytest.Config, inventory: Inventory, device: De
     night or a push never runs on it at the same time. Gives up after --lock-timeout."""
     from harness.lab.claims import DeviceBusy, claim_dir, open_claim
 
-    claim = open_claim(device, lock_dir=claim_dir(inventory.path, None, _opt(pytestconfig, "--lock-dir")),
+    claim = open_claim(device, lock_dir=claim_dir(inventory, None, _opt(pytestconfig, "--lock-dir")),
                        run_id=f"pytest-{os.getpid()}", purpose="pytest")
     try:
         spec = claim.acquire(float(_opt(pytestconfig, "--lock-timeout") or 0), say=lambda m: print(m, flush=True))

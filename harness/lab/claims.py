@@ -19,8 +19,9 @@ import threading
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
-from harness.inventory import DeviceSpec
+from harness.inventory import DeviceSpec, Inventory
 from harness.lab.locks import DeviceBusy, DeviceLock, LockState, lock_state
+from harness.lab.plan import PlanError
 
 __all__ = ["DeviceBusy", "DeviceClaim", "FileClaim", "LOCK_DIR_ENV", "claim_dir", "claim_state", "open_claim"]
 
@@ -80,15 +81,23 @@ class FileClaim:
         self.release()
 
 
-def claim_dir(inventory_path: Path, plan_lock_dir: Path | None = None, cli_lock_dir: Path | str | None = None,
+def claim_dir(inventory: Inventory, plan_lock_dir: Path | None = None, cli_lock_dir: Path | str | None = None,
               *, environ: Mapping[str, str] = os.environ) -> Path:
     """The claim folder, absolute: `--lock-dir`, else $HARNESS_LOCK_DIR, else the plan's
-    `locks.dir`, else `locks/` beside devices.yaml (the file every run on a lab shares).
-    Relative CLI/env paths are taken from the current folder once, here."""
+    `locks.dir`, else devices.yaml's `locks.dir`, else `locks/` beside devices.yaml (the file
+    every run on a lab shares). Relative CLI/env paths are taken from the current folder once,
+    here. A plan whose `locks.dir` differs from devices.yaml's is refused: pushes and pytest
+    sessions, which have no plan, would claim elsewhere and never meet the night."""
+    beside = inventory.locks_dir or Path(inventory.path).resolve().parent / "locks"
+    if plan_lock_dir is not None and inventory.locks_dir is not None \
+            and Path(plan_lock_dir).expanduser().resolve() != inventory.locks_dir:
+        raise PlanError(f"the plan's locks.dir ({plan_lock_dir}) differs from {inventory.path}'s locks.dir "
+                        f"({inventory.locks_dir}); pushes and pytest runs claim devices in the latter. "
+                        "Remove `locks:` from the plan (or make both the same folder)")
     for chosen in (cli_lock_dir, environ.get(LOCK_DIR_ENV) or None, plan_lock_dir):
         if chosen is not None and str(chosen) != "":
             return Path(chosen).expanduser().resolve()
-    return Path(inventory_path).resolve().parent / "locks"
+    return beside
 
 
 def open_claim(device: DeviceSpec, *, lock_dir: Path, run_id: str, purpose: str) -> DeviceClaim:

@@ -506,7 +506,7 @@ def run_night(
     stop = stop or threading.Event()
     say = say or _default_say
     run_id = run_id or new_run_id()
-    lock_dir = claim_dir(inventory.path, plan.locks.dir, lock_dir)
+    lock_dir = claim_dir(inventory, plan.locks.dir, lock_dir)
     records_path = out_dir / "records.jsonl"
     result = NightResult(run_id=run_id, plan_name=plan.name, out_dir=out_dir, records_path=records_path,
                          started_at=time.time())

@@ -142,10 +142,15 @@ class Transport(ABC):
         if pid_file and stale:
             # Pid files of finished runs go with the next timed command: no extra round trip.
             command = f"{quote_argv(['rm', '-f', *stale])}; {command}"
+        if pid_file and not getattr(self, "_tmp_ready", False):
+            # So does making the scratch folder the first pid file goes to (a lab night opens
+            # every device at once; each round trip is a process spawn on the device).
+            command = f"{quote_argv(['mkdir', '-p', posixpath.dirname(pid_file)])}; {command}"
         started = time.monotonic()
         raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
         duration = time.monotonic() - started
         if pid_file:
+            self._tmp_ready = True
             if raw.timed_out:
                 self._kill_from_pid_file(pid_file)
                 self._exec(quote_argv(["rm", "-f", pid_file]), 30)
@@ -199,11 +204,15 @@ class Transport(ABC):
         return self._result(args, raw, time.monotonic() - started, check)
 
     def _pid_file(self) -> str:
-        return posixpath.join(self.device_tmp_dir(), f"{_PID_PREFIX}{uuid.uuid4().hex}")
+        # In device_tmp_dir(), which shell() makes on the way if it is not there yet.
+        return posixpath.join(self._tmp_path(), f"{_PID_PREFIX}{uuid.uuid4().hex}")
+
+    def _tmp_path(self) -> str:
+        return posixpath.join(self.device.work_dir, ".harness")
 
     def device_tmp_dir(self) -> str:
         """A writable scratch folder on the device (created on first use)."""
-        path = posixpath.join(self.device.work_dir, ".harness")
+        path = self._tmp_path()
         if not getattr(self, "_tmp_ready", False):
             self._exec(quote_argv(["mkdir", "-p", path]), 30)
             self._tmp_ready = True
