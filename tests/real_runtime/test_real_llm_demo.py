@@ -115,7 +115,7 @@ def test_loader_failure_is_classified_by_library_name(real) -> None:  # type: ig
 
 
 def test_missing_weight_is_an_init_error(real) -> None:  # type: ignore[no-untyped-def]
-    from harness.provision.sync import remove_set
+    from harness.provision.status import remove_set
     from harness.runners.llm_demo import LlmDemoRunner
 
     model = provision_model(real.transport, REAL_EXPORT, name="smollm2-no-weight")  # hard links: no bytes
