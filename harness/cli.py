@@ -16,7 +16,8 @@ import sys
 import traceback
 import uuid
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence
+from typing import NoReturn
+from collections.abc import Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.inventory import Inventory, load_inventory

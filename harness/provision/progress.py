@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Mapping, Protocol, TextIO
+from typing import Protocol, TextIO
+from collections.abc import Mapping
 
 
 class Progress(Protocol):
