@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import pytest
 
@@ -103,7 +104,7 @@ def claimed_device(pytestconfig: pytest.Config, inventory: Inventory, device: De
 
 
 @pytest.fixture(scope="session")
-def transport(claimed_device: DeviceSpec) -> Iterator["object"]:
+def transport(claimed_device: DeviceSpec) -> Iterator[object]:
     from harness.transport import open_transport
 
     device = claimed_device

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Callable, Mapping, Protocol
+from typing import Protocol
+from collections.abc import Callable, Mapping
 
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.locks import DeviceBusy, DeviceLock, LockState, lock_state
@@ -74,7 +75,7 @@ class FileClaim:
             return None
         return state.holder.describe() if state.holder else "another run (no holder record yet)"
 
-    def __enter__(self) -> "FileClaim":
+    def __enter__(self) -> FileClaim:
         return self
 
     def __exit__(self, *exc: object) -> None:

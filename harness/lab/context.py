@@ -32,9 +32,9 @@ class DeviceContext:
     """What a job gets for one plan entry on one device.
 
     The job yields TestRecords; the scheduler stamps device, run and retry facts and writes
-    them at once. Transport faults must propagate as TransportError (the scheduler reconnects
-    and retries); a test that fails is a record. On a stop the scheduler kills the device
-    programs of the run (`Transport.kill_stray_processes`).
+    them at once. Transport faults must propagate as TransportError (the scheduler
+    reconnects and retries); a test that fails is a record. A stop kills the programs the
+    job left running on the device (Transport.kill_stray_processes).
     """
 
     device: DeviceSpec

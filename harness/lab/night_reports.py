@@ -64,22 +64,6 @@ class NightResult:
     def records(self) -> list[TestRecord]:
         return read_records(self.records_path)
 
-    def summary(self) -> str:
-        recs = self.records()
-        counts = {s: sum(1 for r in recs if r.status == s) for s in ("passed", "failed", "error", "skipped")}
-        lines = [f"night {self.run_id} ({self.plan_name}): {len(recs)} results in {self.wall_s:.1f} s"
-                 + (" [interrupted]" if self.interrupted else "")
-                 + " - " + ", ".join(f"{v} {k}" for k, v in counts.items())]
-        for name, o in sorted(self.devices.items()):
-            extra = f": {o.reason}" if o.reason else ""
-            lines.append(f"  {name}: {o.status}, {o.records} results, {o.faults} faults, {o.wall_s:.1f} s{extra}")
-        for r in self.regressions:
-            lines.append(f"  REGRESSION {r.describe()}")
-        for key, path in sorted(self.reports.items()):
-            if ":" not in key:
-                lines.append(f"  {key}: {path}")
-        return "\n".join(lines)
-
 
 def write_night_reports(
     records: list[TestRecord],

@@ -17,6 +17,7 @@ from harness.checks.coherence import assert_coherent
 from harness.checks.quant import assert_quant_ok, check_file
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
 from harness.pairs import BackendPair
+from harness.runners.cases import default_cases
 from harness.runners.prompts import Prompt
 
 from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
@@ -27,7 +28,7 @@ CASES = ["france", "cat"]
 
 @pytest.fixture(scope="session")
 def cases() -> list[pipeline.PromptCase]:
-    return pipeline.default_cases(visual=False)
+    return default_cases(visual=False)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from harness.checks.agreement import DriftWarning
 from harness.checks.coherence import assert_coherent
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
 from harness.pairs import BackendPair
+from harness.runners.cases import default_cases
 
 from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
 
@@ -27,7 +28,7 @@ pytestmark = [pytest.mark.visual]
 
 @pytest.fixture(scope="session")
 def cases(test_image) -> list[pipeline.PromptCase]:  # type: ignore[no-untyped-def]
-    return pipeline.default_cases(visual=True, image=test_image)
+    return default_cases(visual=True, image=test_image)
 
 
 @pytest.fixture(scope="session")

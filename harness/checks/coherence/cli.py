@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.checks.coherence.rows import RowsError, Tally, load_rows
 from harness.checks.coherence.rules import judge, quote

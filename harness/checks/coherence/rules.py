@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from harness.checks import textstats as ts
 from harness.checks.coherence.measure import measure

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.checks.quant.analysis import check_file, compare_coverage
 from harness.checks.quant.report import INT_KIND_TEXT, QuantReport, fmt_params

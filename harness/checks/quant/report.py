@@ -27,7 +27,7 @@ class QuantParams:
     qmax: float
     dtype: str
 
-    def same_as(self, other: "QuantParams | None") -> bool:
+    def same_as(self, other: QuantParams | None) -> bool:
         return other is not None and self.scale == other.scale and self.zero == other.zero
 
     @property

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
 
 from harness.errors import HarnessError
 from harness.lab.labgrid.places import (HARNESS_TAGS, TAG_PID, TAG_TOKEN, PlaceResource, PlaceState, identity,

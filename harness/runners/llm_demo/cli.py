@@ -8,7 +8,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.errors import HarnessError
 from harness.runners.llm_demo.result import analyse, result_json
@@ -28,7 +28,7 @@ def _named_file(stdout: str, label: str, base: Path) -> Path | None:
     """The file a run names in its stdout (`prompt file is X`, `config path is X`), looked up
     as printed, then beside the stdout file (a kept run folder holds prompts.txt there)."""
     m = None
-    for m in re.finditer(rf"^{label} (.+)$", stdout, re.M):
+    for m in re.finditer(rf"^{label} (.+)$", stdout, re.M):  # noqa: B007 (keeps the last match)
         pass
     if m is None:
         return None

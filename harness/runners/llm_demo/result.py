@@ -4,7 +4,8 @@ result types, and their JSON."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from harness.runners.llm_demo.output import ParsedOutput, PromptOutput, parse_output
 from harness.runners.signatures import (Classification, SignatureSet, load_signatures, logcat_messages,
