@@ -17,7 +17,7 @@ from harness.inventory import DeviceSpec
 from harness.lab.claims import DeviceBusy, open_claim
 from harness.lab.context import (BUSY, INTERNAL_ERROR, INTERRUPTED, QUARANTINED, TRANSPORT_FAULT_CLASSES,
                                  DeviceContext, DeviceOutcome, JobFn, SayFn, TransportFactory)
-from harness.lab.health import check_device
+from harness.lab.health import HealthVerdict, check_device
 from harness.lab.plan import Plan, PlanEntry
 from harness.report.records import RecordWriter, TestRecord
 from harness.transport.base import Transport
@@ -169,13 +169,13 @@ class DeviceWorker:
             if night.stop.is_set():
                 self.outcome.status = INTERRUPTED
                 return
+            verdict: HealthVerdict | None
             try:
-                verdict = check_device(self._open(), night.plan.health)
+                checked = check_device(self._open(), night.plan.health)
             except HarnessError as exc:  # the link could not even be opened
-                verdict = None
-                reasons = str(exc)
+                verdict, reasons = None, str(exc)
             else:
-                reasons = "; ".join(verdict.reasons)
+                verdict, reasons = checked, "; ".join(checked.reasons)
             if verdict is None or not verdict.ok:
                 when = "before the first suite" if i == 0 else f"before {entry.id}"
                 reason = f"health check {when} failed: {reasons}"
