@@ -12,6 +12,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory, load_inventory
+from harness.outcomes import FailureClass
 from harness.pairs import uses_qnn
 from harness.report.records import RecordWriter, TestRecord
 
@@ -238,7 +239,8 @@ class _Outcome:
         rec.duration_s = round(self.duration_s, 3)
         if self.status in ("failed", "error"):
             # A check that failed before the test named a class: the assertion itself is the class.
-            rec.failure_class = rec.failure_class or ("setup-error" if self.status == "error" else "check-failed")
+            rec.failure_class = rec.failure_class or (FailureClass.SETUP_ERROR.value if self.status == "error"
+                                                      else FailureClass.CHECK_FAILED.value)
             rec.message = rec.message or self.message
         elif self.status == "skipped":
             rec.message = rec.message or self.message
