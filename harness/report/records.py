@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-STATUSES = ("passed", "failed", "error", "skipped")
+from harness.outcomes import Status
+
+STATUSES = tuple(s.value for s in Status)
 
 
 @dataclass
