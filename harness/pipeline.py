@@ -22,7 +22,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
 
 from harness.checks import mrope
 from harness.checks.agreement import Agreement, compare
@@ -275,7 +275,7 @@ class Outcome:
         return self.status == Status.FAILED
 
 
-def decide(run: PairRun, j: Judgement) -> Outcome:
+def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureClass] = ()) -> Outcome:
     """THE failure policy of a (pair, prompt); the lab (`matrix_records`) and the suites'
     `test_generation` both call it, so they give the same verdict by construction.
 
@@ -284,32 +284,39 @@ def decide(run: PairRun, j: Judgement) -> Outcome:
     text, or a wrong fluent answer (a content word of the CPU/CPU answer replaced: "France
     is France" against "France is Paris"), shown as drift with both texts whatever the
     suite's expected words, or a different answer altogether (disagree), or no text at all
-    (runtime-error). Other drift
-    (words added, dropped or reordered) passes with a warning. The first problem found
-    names the class."""
+    (runtime-error). Other drift (words added, dropped or reordered) passes with a warning.
+    The first problem found names the class.
+
+    `checked_elsewhere`: classes a front door reports in tests of their own (suites/qwen3_vl's
+    test_mrope_positions): not found here, so they cannot hide a later finding either."""
     proc = run.result.runs[j.index] if j.index < len(run.result.runs) else None
     problems: list[tuple[FailureClass, str]] = []
+
+    def add(cls: FailureClass, message: str) -> None:
+        if cls not in checked_elsewhere:
+            problems.append((cls, message))
+
     signature = ""
     cls = proc.classification if proc is not None else None
     if cls is not None and not cls.ok:
         signature = cls.signature_ids[0] if cls.signature_ids else ""
-        problems.append((FailureClass(cls.cls), "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls))
+        add(FailureClass(cls.cls), "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls)
     found = run.process_shape_findings[j.index] if j.index < len(run.process_shape_findings) else []
     shape_errors = [f for f in found if f.severity == "error"]
     if shape_errors and not problems:
-        problems.append((FailureClass.SHAPE_ERROR, shape_errors[0].explain()))
+        add(FailureClass.SHAPE_ERROR, shape_errors[0].explain())
     pos = (run.position_findings or {}).get(j.case.id)
     if pos:
-        problems.append((FailureClass.MROPE_POSITIONS, pos[0].explain(with_hint=False)))
+        add(FailureClass.MROPE_POSITIONS, pos[0].explain(with_hint=False))
     tf = j.teacher_forced
     if tf is not None:
         if tf.transport_error and not problems:
             # A link fault, not the model's: the lab reconnects and re-runs this test.
-            problems.append((FailureClass.TRANSPORT_ERROR, tf.transport_error))
+            add(FailureClass.TRANSPORT_ERROR, tf.transport_error)
         elif tf.verdict == "disagree":
-            problems.append((FailureClass.LOGITS_DISAGREE, tf.describe()))
+            add(FailureClass.LOGITS_DISAGREE, tf.describe())
         elif tf.verdict == "error" and not problems:
-            problems.append((FailureClass.LOGITS_DIFF_ERROR, tf.describe()))
+            add(FailureClass.LOGITS_DIFF_ERROR, tf.describe())
     ag = j.agreement
     # A fluent answer that only misses the suite's expected words is judged against the
     # CPU answer instead: drift with both texts, not "garbled".
@@ -318,16 +325,16 @@ def decide(run: PairRun, j: Judgement) -> Outcome:
     # A content word of the CPU answer replaced ("France is France" for "Paris") is the more
     # telling finding: it names both texts, whatever the text checker also disliked.
     if ag is not None and ag.wrong_answer and not problems:
-        problems.append((FailureClass(ag.level), ag.describe(j.pair)))
+        add(FailureClass(ag.level), ag.describe(j.pair))
     if j.verdict is not None and not j.verdict.coherent and not expectation_only and not problems:
-        problems.append((FailureClass.GARBLED, "; ".join(j.verdict.reasons)))
+        add(FailureClass.GARBLED, "; ".join(j.verdict.reasons))
     if j.text is None and not problems:
-        problems.append((FailureClass.RUNTIME_ERROR, "no text was generated (the run printed no answer)"))
+        add(FailureClass.RUNTIME_ERROR, "no text was generated (the run printed no answer)")
     warning: tuple[RecordWarning, str] | None = None
     if ag is not None:
         if ag.wrong_answer or ag.level == "disagree" or (expectation_only and ag.level != "agree"):
             if not problems:  # class "drift" or "disagree", both texts in the message
-                problems.append((FailureClass(ag.level), ag.describe(j.pair)))
+                add(FailureClass(ag.level), ag.describe(j.pair))
         elif ag.level != "agree" and not problems:
             warning = (RecordWarning.DRIFT, ag.describe(j.pair))
     if tf is not None and tf.verdict == "drift" and not problems and warning is None:
@@ -339,12 +346,13 @@ def decide(run: PairRun, j: Judgement) -> Outcome:
     return Outcome(Status.PASSED, signature=signature)
 
 
-def record_outcome(rec: TestRecord, run: PairRun, j: Judgement) -> Outcome:
+def record_outcome(rec: TestRecord, run: PairRun, j: Judgement, *,
+                   checked_elsewhere: Collection[FailureClass] = ()) -> Outcome:
     """Decide the (pair, prompt) and copy the verdict, its figures and its evidence into `rec`
     (status, class, message, signature, perf, text, coherence verdict, agreement and
     teacher-forced extras, log excerpt). Both front doors record through this."""
     proc = run.result.runs[j.index] if j.index < len(run.result.runs) else None
-    outcome = decide(run, j)
+    outcome = decide(run, j, checked_elsewhere=checked_elsewhere)
     rec.backend_pair, rec.text = j.pair, j.text or ""
     if proc is not None:
         rec.duration_s = proc.wall_s

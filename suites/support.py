@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Collection
 
 import pytest
 
 from harness import pipeline
 from harness.checks.agreement import DriftWarning
 from harness.inventory import DeviceSpec
+from harness.outcomes import FailureClass
 from harness.pairs import cpu_first, uses_qnn
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
@@ -48,11 +50,13 @@ def select_pairs(model: ProvisionedModel, wanted: list[str] | None, device: Devi
     return cpu_first(p for p in model.configs if pair_skip_reason(p, model, wanted, device, runtime) is None)
 
 
-def check_generation(rec: TestRecord, run: pipeline.PairRun, j: pipeline.Judgement) -> None:
+def check_generation(rec: TestRecord, run: pipeline.PairRun, j: pipeline.Judgement, *,
+                     checked_elsewhere: Collection[FailureClass] = ()) -> None:
     """The (pair, prompt)'s verdict from `pipeline.decide`, the function the lab's records come
-    from too, so the suite and the lab agree by construction. Its class, message and figures
-    land in the test's record before the test fails; drift that passes is a DriftWarning."""
-    outcome = pipeline.record_outcome(rec, run, j)
+    from too, so the suite and the lab agree by construction (`checked_elsewhere`: classes the
+    suite reports in tests of their own). Its class, message and figures land in the test's
+    record before the test fails; drift that passes is a DriftWarning."""
+    outcome = pipeline.record_outcome(rec, run, j, checked_elsewhere=checked_elsewhere)
     if outcome.failed:
         raise AssertionError(f"{j.pair} {j.case.id}: {outcome.failure_class}: {outcome.message}")
     if outcome.warning is not None:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import pytest
+
 from harness import pipeline
+from harness.checks import mrope
 from harness.checks.agreement import DriftWarning
 from harness.outcomes import FailureClass, RecordWarning
 from harness.report.records import TestRecord
@@ -118,3 +121,20 @@ def test_a_cell_with_no_text_fails_on_both_front_doors() -> None:
     suite, _ = _suite_front_door(runs["cpu"], j)
     assert _verdict(lab) == _verdict(suite)
     assert lab.status == "failed" and "no text was generated" in lab.message
+
+
+def test_a_position_finding_fails_the_lab_cell_and_the_suites_position_test_not_twice() -> None:
+    """suites/qwen3_vl reports positions in test_mrope_positions (per pair); its test_generation
+    leaves them out and the lab's record of the cell names them: the same finding, one place each."""
+    run = _pair("qnn", PARIS, CAT_TEXT)
+    run.position_findings = {"france": [mrope.PositionFinding("chunk_local_bug", "chunk 1 restarts at 0", chunk=1)]}
+    runs = {"cpu": _pair("cpu", PARIS, CAT_TEXT), "qnn": run}
+    judged = [j for j in pipeline.judge_matrix(runs, CASES) if j.pair == "qnn"]
+    lab = pipeline.matrix_records(runs, judged, suite="lab", device="d")
+    assert [(r.status, r.failure_class) for r in lab] == [("failed", FailureClass.MROPE_POSITIONS), ("passed", "")]
+    for j in judged:
+        rec = TestRecord(name="t", suite="s", device="d")
+        check_generation(rec, run, j, checked_elsewhere={FailureClass.MROPE_POSITIONS})  # passes
+        assert rec.status == "passed"
+    with pytest.raises(AssertionError, match="chunk_local_bug"):  # what test_mrope_positions asserts
+        mrope.assert_positions_ok(run.position_findings["france"])
