@@ -269,6 +269,7 @@ class Outcome:
     message: str = ""  # the failure's, or the warning's
     warning: RecordWarning | None = None
     signature: str = ""  # the runner's first matched failure signature, if any
+    deferred: FailureClass | None = None  # the verdict, left to the front door's own test of it
 
     @property
     def failed(self) -> bool:
@@ -288,35 +289,31 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     The first problem found names the class.
 
     `checked_elsewhere`: classes a front door reports in tests of their own (suites/qwen3_vl's
-    test_mrope_positions): not found here, so they cannot hide a later finding either."""
+    test_mrope_positions). A cell whose verdict is one of them passes here with `deferred` set:
+    its later findings are that one's consequences, as in the lab's record of the cell."""
     proc = run.result.runs[j.index] if j.index < len(run.result.runs) else None
     problems: list[tuple[FailureClass, str]] = []
-
-    def add(cls: FailureClass, message: str) -> None:
-        if cls not in checked_elsewhere:
-            problems.append((cls, message))
-
     signature = ""
     cls = proc.classification if proc is not None else None
     if cls is not None and not cls.ok:
         signature = cls.signature_ids[0] if cls.signature_ids else ""
-        add(FailureClass(cls.cls), "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls)
+        problems.append((FailureClass(cls.cls), "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls))
     found = run.process_shape_findings[j.index] if j.index < len(run.process_shape_findings) else []
     shape_errors = [f for f in found if f.severity == "error"]
     if shape_errors and not problems:
-        add(FailureClass.SHAPE_ERROR, shape_errors[0].explain())
+        problems.append((FailureClass.SHAPE_ERROR, shape_errors[0].explain()))
     pos = (run.position_findings or {}).get(j.case.id)
     if pos:
-        add(FailureClass.MROPE_POSITIONS, pos[0].explain(with_hint=False))
+        problems.append((FailureClass.MROPE_POSITIONS, pos[0].explain(with_hint=False)))
     tf = j.teacher_forced
     if tf is not None:
         if tf.transport_error and not problems:
             # A link fault, not the model's: the lab reconnects and re-runs this test.
-            add(FailureClass.TRANSPORT_ERROR, tf.transport_error)
+            problems.append((FailureClass.TRANSPORT_ERROR, tf.transport_error))
         elif tf.verdict == "disagree":
-            add(FailureClass.LOGITS_DISAGREE, tf.describe())
+            problems.append((FailureClass.LOGITS_DISAGREE, tf.describe()))
         elif tf.verdict == "error" and not problems:
-            add(FailureClass.LOGITS_DIFF_ERROR, tf.describe())
+            problems.append((FailureClass.LOGITS_DIFF_ERROR, tf.describe()))
     ag = j.agreement
     # A fluent answer that only misses the suite's expected words is judged against the
     # CPU answer instead: drift with both texts, not "garbled".
@@ -325,20 +322,22 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     # A content word of the CPU answer replaced ("France is France" for "Paris") is the more
     # telling finding: it names both texts, whatever the text checker also disliked.
     if ag is not None and ag.wrong_answer and not problems:
-        add(FailureClass(ag.level), ag.describe(j.pair))
+        problems.append((FailureClass(ag.level), ag.describe(j.pair)))
     if j.verdict is not None and not j.verdict.coherent and not expectation_only and not problems:
-        add(FailureClass.GARBLED, "; ".join(j.verdict.reasons))
+        problems.append((FailureClass.GARBLED, "; ".join(j.verdict.reasons)))
     if j.text is None and not problems:
-        add(FailureClass.RUNTIME_ERROR, "no text was generated (the run printed no answer)")
+        problems.append((FailureClass.RUNTIME_ERROR, "no text was generated (the run printed no answer)"))
     warning: tuple[RecordWarning, str] | None = None
     if ag is not None:
         if ag.wrong_answer or ag.level == "disagree" or (expectation_only and ag.level != "agree"):
             if not problems:  # class "drift" or "disagree", both texts in the message
-                add(FailureClass(ag.level), ag.describe(j.pair))
+                problems.append((FailureClass(ag.level), ag.describe(j.pair)))
         elif ag.level != "agree" and not problems:
             warning = (RecordWarning.DRIFT, ag.describe(j.pair))
     if tf is not None and tf.verdict == "drift" and not problems and warning is None:
         warning = (RecordWarning.LOGITS_DRIFT, tf.describe())
+    if problems and problems[0][0] in checked_elsewhere:
+        return Outcome(Status.PASSED, signature=signature, deferred=problems[0][0])
     if problems:
         return Outcome(Status.FAILED, problems[0][0], problems[0][1], signature=signature)
     if warning is not None:
@@ -376,6 +375,8 @@ def record_outcome(rec: TestRecord, run: PairRun, j: Judgement, *,
         rec.message = outcome.message
     if outcome.warning is not None:
         rec.extras["warning"] = outcome.warning.value
+    if outcome.deferred is not None:
+        rec.extras["checked_elsewhere"] = outcome.deferred.value
     if outcome.failed:
         rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
     return outcome

@@ -125,8 +125,9 @@ def test_a_cell_with_no_text_fails_on_both_front_doors() -> None:
 
 def test_a_position_finding_fails_the_lab_cell_and_the_suites_position_test_not_twice() -> None:
     """suites/qwen3_vl reports positions in test_mrope_positions (per pair); its test_generation
-    leaves them out and the lab's record of the cell names them: the same finding, one place each."""
-    run = _pair("qnn", PARIS, CAT_TEXT)
+    leaves them out and the lab's record of the cell names them: the same finding, one place each;
+    the teacher-forced disagreement the position bug causes stays its consequence on both."""
+    run = _pair("qnn", PARIS, CAT_TEXT, tf=[_tf("corrupted-weights"), None])
     run.position_findings = {"france": [mrope.PositionFinding("chunk_local_bug", "chunk 1 restarts at 0", chunk=1)]}
     runs = {"cpu": _pair("cpu", PARIS, CAT_TEXT), "qnn": run}
     judged = [j for j in pipeline.judge_matrix(runs, CASES) if j.pair == "qnn"]
@@ -135,6 +136,7 @@ def test_a_position_finding_fails_the_lab_cell_and_the_suites_position_test_not_
     for j in judged:
         rec = TestRecord(name="t", suite="s", device="d")
         check_generation(rec, run, j, checked_elsewhere={FailureClass.MROPE_POSITIONS})  # passes
-        assert rec.status == "passed"
+        assert rec.status == "passed" and rec.failure_class == ""
+    assert pipeline.decide(run, judged[0], checked_elsewhere={FailureClass.MROPE_POSITIONS}).deferred == "mrope-positions"
     with pytest.raises(AssertionError, match="chunk_local_bug"):  # what test_mrope_positions asserts
         mrope.assert_positions_ok(run.position_findings["france"])
