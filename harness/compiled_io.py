@@ -36,6 +36,7 @@ from typing import Any
 from harness import soc
 from harness.errors import ArtifactError
 from harness.export import SIDECAR_PATH, ExportFileError, ExportFolder, FileProblem
+from harness.mnn_graph import dump_mnn
 
 SOURCE_STUB = "stub"
 SOURCE_SDK = "qnn-context-binary-utility"
@@ -250,9 +251,7 @@ def _configs(binaries: list[ContextBinary], declared: Mapping[str, Dims], output
 def _dump_cached(path: str, size: int, mtime_ns: int) -> str:
     # The dump is ~0.5 s (a converter subprocess); suites read the same stub from several
     # tests, so it is kept per (path, size, mtime). Returned as text: callers cannot mutate it.
-    from harness.checks.quant import _dump_mnn  # the one home of the converter call
-
-    graph = _dump_mnn(Path(path))
+    graph = dump_mnn(Path(path))
     graph.pop("_harness_scale_precision", None)
     return json.dumps(graph)
 

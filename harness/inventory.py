@@ -10,7 +10,8 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import yaml
 
@@ -34,7 +35,7 @@ _LG_TAG_KEY = re.compile(r"^[a-z][a-z0-9_]+$")
 _LG_TAG_VAL = re.compile(r"^[a-z0-9_]+$")
 # The NetworkService resource a place publishes for each transport (see docs/labgrid.md).
 LABGRID_DEFAULT_RESOURCE = {"adb": "ADBServer", "ssh": "NetworkService"}
-_TOP_KEYS = {"version", "devices", "labgrid"}
+_TOP_KEYS = {"version", "devices", "labgrid", "locks"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -129,6 +130,9 @@ class Inventory:
     path: Path
     devices: dict[str, DeviceSpec] = field(default_factory=dict)
     labgrid_coordinator: str | None = None  # top-level `labgrid: {coordinator: HOST:PORT}`
+    # top-level `locks: {dir: PATH}`: the lab's claim folder for every run that reads this file
+    # (nights, pushes, pytest sessions); relative to the file. None: `locks/` beside it.
+    locks_dir: Path | None = None
 
     def get(self, name: str) -> DeviceSpec:
         try:
@@ -408,6 +412,18 @@ def _parse_top_labgrid(top: _Ctx, raw: Any) -> str | None:
     return f"{host}:{port}"
 
 
+def _parse_top_locks(top: _Ctx, raw: Any, base: Path) -> Path | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise top.fail("locks", f"must be a mapping, got {type_name(raw)}",
+                       "write `locks: {dir: PATH}` (the claim folder every run on this lab shares)")
+    check_keys(top, "locks", raw, {"dir"})
+    text = typed_get(top, raw, "dir", str, label="locks.dir", required=True,
+                     missing_fix="add `dir: PATH` under `locks:`")
+    return (base / Path(text).expanduser()).resolve()
+
+
 def parse_inventory(data: Any, path: Path) -> Inventory:
     """Validate already-parsed YAML data (as loaded from `path`)."""
     top = _Ctx(path)
@@ -420,6 +436,7 @@ def parse_inventory(data: Any, path: Path) -> Inventory:
         raise top.fail("devices", "must be a non-empty list", "list at least one device under `devices:`")
     base = path.parent
     coordinator = _parse_top_labgrid(top, data.get("labgrid"))
+    locks_dir = _parse_top_locks(top, data.get("locks"), base)
     devices: dict[str, DeviceSpec] = {}
     for i, raw in enumerate(raw_devices):
         if not isinstance(raw, dict):
@@ -435,7 +452,8 @@ def parse_inventory(data: Any, path: Path) -> Inventory:
             raise _Ctx(path, name).fail("name", f"is a duplicate (device #{i + 1})",
                                         "give every device its own name")
         devices[name] = _parse_device(_Ctx(path, name), raw, base, coordinator)
-    return Inventory(path=path, devices=devices, labgrid_coordinator=coordinator)
+    return Inventory(path=path, devices=devices, labgrid_coordinator=coordinator,
+                     locks_dir=locks_dir)
 
 
 def load_inventory(path: str | os.PathLike[str]) -> Inventory:

@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import math
 import re
-import struct
-import zlib
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Collection, Iterable, Mapping, Sequence
 
 from harness.checks import mrope
 from harness.checks.agreement import Agreement, compare
@@ -32,55 +29,12 @@ from harness.errors import HarnessError
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import reference_of
 from harness.report.records import TestRecord
+from harness.runners.cases import PromptCase
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.logits_diff import DiffResult, LogitsDiffRunner
 from harness.runners.overlay import Overlay
-from harness.runners.prompts import Image, Prompt
+from harness.runners.prompts import Prompt
 
-@dataclass(frozen=True)
-class PromptCase:
-    prompt: Prompt
-    expect_any: tuple[str, ...] = ()  # at least one of these words must appear
-
-    @property
-    def id(self) -> str:
-        return self.prompt.id or re.sub(r"\W+", "-", self.prompt.text.lower()).strip("-")[:32]
-
-
-def write_test_image(path: Path, height: int = 512, width: int = 512) -> Path:
-    """A real PNG (a red square on white) for image prompts; written once, reused."""
-    if path.exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for y in range(height):
-        inside_y = height // 4 <= y < 3 * height // 4
-        row = bytearray(b"\x00")
-        for x in range(width):
-            row += b"\xff\x00\x00" if inside_y and width // 4 <= x < 3 * width // 4 else b"\xff\xff\xff"
-        rows.append(bytes(row))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-    png += chunk(b"IDAT", zlib.compress(b"".join(rows), 6)) + chunk(b"IEND", b"")
-    path.write_bytes(png)
-    return path
-
-
-def default_cases(visual: bool, image: Path | None = None, image_hw: tuple[int, int] = (512, 512)) -> list[PromptCase]:
-    cases = [
-        PromptCase(Prompt("What is the capital of France? Answer briefly.", id="france"), ("Paris",)),
-        PromptCase(Prompt("Describe a cat in two sentences.", id="cat"), ("cat", "cats", "kitten", "feline")),
-    ]
-    if visual:
-        if image is None:
-            raise HarnessError("image prompts need an image file: pass image=Path(...)")
-        h, w = image_hw
-        cases.append(PromptCase(Prompt("Describe the image in one sentence.",
-                                       images=(Image(image, height=h, width=w),), id="image")))
-    return cases
 
 
 @dataclass

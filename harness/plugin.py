@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import pytest
 
@@ -91,7 +92,7 @@ def claimed_device(pytestconfig: pytest.Config, inventory: Inventory, device: De
     night or a push never runs on it at the same time. Gives up after --lock-timeout."""
     from harness.lab.claims import DeviceBusy, claim_dir, open_claim
 
-    claim = open_claim(device, lock_dir=claim_dir(inventory.path, None, _opt(pytestconfig, "--lock-dir")),
+    claim = open_claim(device, lock_dir=claim_dir(inventory, None, _opt(pytestconfig, "--lock-dir")),
                        run_id=f"pytest-{os.getpid()}", purpose="pytest")
     try:
         spec = claim.acquire(float(_opt(pytestconfig, "--lock-timeout") or 0), say=lambda m: print(m, flush=True))
@@ -104,7 +105,7 @@ def claimed_device(pytestconfig: pytest.Config, inventory: Inventory, device: De
 
 
 @pytest.fixture(scope="session")
-def transport(claimed_device: DeviceSpec) -> Iterator["object"]:
+def transport(claimed_device: DeviceSpec) -> Iterator[object]:
     from harness.transport import open_transport
 
     device = claimed_device

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import pytest
 
-from harness import pipeline
+from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
 
 
@@ -21,4 +21,4 @@ def llm_runner(transport, qnn_runtime, provisioned_model) -> Iterator[LlmDemoRun
 
 @pytest.fixture(scope="session")
 def test_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return pipeline.write_test_image(tmp_path_factory.mktemp("inputs") / "red-square.png")
+    return write_test_image(tmp_path_factory.mktemp("inputs") / "red-square.png")

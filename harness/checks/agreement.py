@@ -35,7 +35,7 @@ Level = Literal["agree", "drift", "disagree"]
 class DriftWarning(UserWarning):
     """A backend's answer drifted from the CPU/CPU reference. `agreement` holds both texts."""
 
-    def __init__(self, message: str, agreement: "Agreement | None" = None) -> None:
+    def __init__(self, message: str, agreement: Agreement | None = None) -> None:
         super().__init__(message)
         self.agreement = agreement
 

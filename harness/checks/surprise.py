@@ -48,7 +48,7 @@ class Surprise:
         return {"n": len(self.tokens), "over": [[i, t, round(g, 1)] for i, t, g in self.surprising(at)]}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "Surprise":
+    def from_json(cls, obj: dict[str, Any]) -> Surprise:
         """Full form (`tokens`, `gap`, optional `nll`) or sparse form (`n`, `over`)."""
         try:
             if "over" in obj:

@@ -2,7 +2,7 @@
 
 Pure functions over a string: tokenization (Latin words, numbers, punctuation,
 single CJK characters), word-frequency look-ups through `wordfreq`, repetition
-and relevance measures. No verdicts here: `coherence.py` turns numbers into rules.
+and relevance measures. No verdicts here: `checks/coherence/` turns numbers into rules.
 
 Chinese needs no extra package: wordfreq's own zh list and its
 traditional->simplified table are read directly (its tokenizer would need jieba).

@@ -35,7 +35,8 @@ import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TextIO
+from typing import Any, TextIO
+from collections.abc import Mapping, Sequence
 
 from harness.errors import HarnessError
 

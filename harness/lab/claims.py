@@ -7,7 +7,7 @@ same place through `claim_state`.
 
 Two engines: the flock folder (`harness.lab.locks.DeviceLock`), the default, enough for
 one lab host (or several sharing a folder with working flock); and labgrid's coordinator
-(`harness/lab/labgrid.py`) for a device whose devices.yaml entry names a labgrid place:
+(`harness/lab/labgrid/`) for a device whose devices.yaml entry names a labgrid place:
 the multi-host engine, where people's `labgrid-client acquire` counts too. Callers never
 name an engine.
 """
@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Callable, Mapping, Protocol
+from typing import Protocol
+from collections.abc import Callable, Mapping
 
-from harness.inventory import DeviceSpec
+from harness.inventory import DeviceSpec, Inventory
 from harness.lab.locks import DeviceBusy, DeviceLock, LockState, lock_state
+from harness.lab.plan import PlanError
 
 __all__ = ["DeviceBusy", "DeviceClaim", "FileClaim", "LOCK_DIR_ENV", "claim_dir", "claim_state", "open_claim"]
 
@@ -73,22 +75,30 @@ class FileClaim:
             return None
         return state.holder.describe() if state.holder else "another run (no holder record yet)"
 
-    def __enter__(self) -> "FileClaim":
+    def __enter__(self) -> FileClaim:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.release()
 
 
-def claim_dir(inventory_path: Path, plan_lock_dir: Path | None = None, cli_lock_dir: Path | str | None = None,
+def claim_dir(inventory: Inventory, plan_lock_dir: Path | None = None, cli_lock_dir: Path | str | None = None,
               *, environ: Mapping[str, str] = os.environ) -> Path:
     """The claim folder, absolute: `--lock-dir`, else $HARNESS_LOCK_DIR, else the plan's
-    `locks.dir`, else `locks/` beside devices.yaml (the file every run on a lab shares).
-    Relative CLI/env paths are taken from the current folder once, here."""
+    `locks.dir`, else devices.yaml's `locks.dir`, else `locks/` beside devices.yaml (the file
+    every run on a lab shares). Relative CLI/env paths are taken from the current folder once,
+    here. A plan whose `locks.dir` differs from devices.yaml's is refused: pushes and pytest
+    sessions, which have no plan, would claim elsewhere and never meet the night."""
+    beside = inventory.locks_dir or Path(inventory.path).resolve().parent / "locks"
+    if plan_lock_dir is not None and inventory.locks_dir is not None \
+            and Path(plan_lock_dir).expanduser().resolve() != inventory.locks_dir:
+        raise PlanError(f"the plan's locks.dir ({plan_lock_dir}) differs from {inventory.path}'s locks.dir "
+                        f"({inventory.locks_dir}); pushes and pytest runs claim devices in the latter. "
+                        "Remove `locks:` from the plan (or make both the same folder)")
     for chosen in (cli_lock_dir, environ.get(LOCK_DIR_ENV) or None, plan_lock_dir):
         if chosen is not None and str(chosen) != "":
             return Path(chosen).expanduser().resolve()
-    return Path(inventory_path).resolve().parent / "locks"
+    return beside
 
 
 def open_claim(device: DeviceSpec, *, lock_dir: Path, run_id: str, purpose: str) -> DeviceClaim:

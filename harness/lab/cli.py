@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from harness.inventory import Inventory
 from harness.lab.exitcodes import ExitCode, for_night

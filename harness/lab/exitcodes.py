@@ -54,7 +54,7 @@ def for_error(exc: BaseException) -> ExitCode:
     return ExitCode.INTERNAL_ERROR
 
 
-def for_night(result: "NightResult", *, fail_on_regression: bool = True) -> ExitCode:
+def for_night(result: NightResult, *, fail_on_regression: bool = True) -> ExitCode:
     """The code for a night that ran (see the table above)."""
     counts = result.counts
     if result.interrupted:

@@ -6,15 +6,16 @@ claimed device, run the backend matrix pair by pair through the shared pipeline
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from harness.errors import HarnessError
 from harness.lab.scheduler import DeviceContext
 from harness.pairs import cpu_first, is_cpu_reference, uses_qnn
-from harness.pipeline import PairRun, default_cases, judge_matrix, matrix_records, run_matrix, write_test_image
+from harness.pipeline import PairRun, judge_matrix, matrix_records, run_matrix
 from harness.provision import provision_model, provision_runtime
 from harness.report.records import TestRecord
+from harness.runners.cases import default_cases, write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
 
 
@@ -63,8 +64,8 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
     pairs = cpu_first(pairs)
     runner = LlmDemoRunner(ctx.transport, runtime, model)
     env = {str(k): str(v) for k, v in dict(options.get("env") or {}).items()}
-    kwargs = dict(max_new_tokens=int(options.get("max_new_tokens", 64)),
-                  timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)), extra_env=env or None)
+    max_new_tokens = int(options.get("max_new_tokens", 64))
+    timeout = float(options.get("timeout_s", ctx.entry.suite.timeout_s))
     # Pair by pair, so results arrive as they are made and a retry after a dropped link
     # re-runs only what was not delivered; the CPU reference is re-run when a later pair needs it.
     def done(pair: str) -> bool:
@@ -78,7 +79,8 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
             continue
         if ctx.stopping:
             return
-        runs = {**reference, **run_matrix(runner, cases, [pair], **kwargs)}
+        runs = {**reference, **run_matrix(runner, cases, [pair], max_new_tokens=max_new_tokens, timeout=timeout,
+                                          extra_env=env or None)}
         judged = [j for j in judge_matrix(runs, cases) if j.pair == pair]
         for rec in matrix_records(runs, judged, suite=ctx.entry.suite.name, device=ctx.device.name,
                                   soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label):

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import filelock
 
@@ -143,7 +143,7 @@ class DeviceLock:
             self.holder_path.unlink(missing_ok=True)
         self._lock.release(force=True)
 
-    def __enter__(self) -> "DeviceLock":
+    def __enter__(self) -> DeviceLock:
         return self
 
     def __exit__(self, *exc: object) -> None:

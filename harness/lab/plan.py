@@ -32,7 +32,8 @@ import re
 import string
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import yaml
 
@@ -86,7 +87,7 @@ class ModelSpec:
             return self.path
         return Path(str(self.path).format(htp_arch=device.htp_arch, soc=device.soc_model, device=device.name))
 
-    def for_device(self, device: DeviceSpec) -> "ModelSpec":
+    def for_device(self, device: DeviceSpec) -> ModelSpec:
         return replace(self, path=self.path_for(device)) if self.per_device else self
 
 
@@ -112,7 +113,7 @@ class PlanEntry:
     def id(self) -> str:
         return f"{self.suite.name}/{self.model.name}#{self.repeat}"
 
-    def for_device(self, device: DeviceSpec) -> "PlanEntry":
+    def for_device(self, device: DeviceSpec) -> PlanEntry:
         """This entry with the model path filled in for `device`."""
         return replace(self, model=self.model.for_device(device))
 

@@ -55,34 +55,14 @@ COMPLETED, QUARANTINED, BUSY, INTERRUPTED = "completed", "quarantined", "busy", 
 INTERNAL_ERROR = FailureClass.INTERNAL_ERROR.value
 
 
-class _Processes:
-    """Device pids a job started (spawn), so a stop can kill them. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pids: set[int] = set()
-
-    def add(self, pid: int) -> None:
-        with self._lock:
-            self._pids.add(int(pid))
-
-    def discard(self, pid: int) -> None:
-        with self._lock:
-            self._pids.discard(int(pid))
-
-    def snapshot(self) -> list[int]:
-        with self._lock:
-            return sorted(self._pids)
-
-
 @dataclass
 class DeviceContext:
     """What a job gets for one plan entry on one device.
 
-    The job yields TestRecords (or passes them to `emit`); the scheduler stamps device,
-    run and retry facts and writes them at once. Transport faults must propagate as
-    TransportError (the scheduler reconnects and retries); a test that fails is a record.
-    Long device programs should be spawned and `track`ed so a stop kills them.
+    The job yields TestRecords; the scheduler stamps device, run and retry facts and writes
+    them at once. Transport faults must propagate as TransportError (the scheduler
+    reconnects and retries); a test that fails is a record. A stop kills the programs the
+    job left running on the device (Transport.kill_stray_processes).
     """
 
     device: DeviceSpec
@@ -92,10 +72,8 @@ class DeviceContext:
     run_id: str
     out_dir: Path  # this device's folder for logs and pulled outputs
     stop: threading.Event
-    emit: Callable[[TestRecord], None]
     attempt: int = 1
     done: frozenset[str] = frozenset()  # test names already delivered for this entry (on a retry)
-    processes: _Processes = field(default_factory=_Processes)
 
     def already_done(self, test_name: str) -> bool:
         return test_name in self.done
@@ -103,12 +81,6 @@ class DeviceContext:
     @property
     def stopping(self) -> bool:
         return self.stop.is_set()
-
-    def track(self, pid: int) -> None:
-        self.processes.add(pid)
-
-    def untrack(self, pid: int) -> None:
-        self.processes.discard(pid)
 
 
 JobFn = Callable[[DeviceContext], Iterable[TestRecord]]
@@ -172,22 +144,6 @@ class NightResult:
     def records(self) -> list[TestRecord]:
         return read_records(self.records_path)
 
-    def summary(self) -> str:
-        recs = self.records()
-        counts = {s: sum(1 for r in recs if r.status == s) for s in ("passed", "failed", "error", "skipped")}
-        lines = [f"night {self.run_id} ({self.plan_name}): {len(recs)} results in {self.wall_s:.1f} s"
-                 + (" [interrupted]" if self.interrupted else "")
-                 + " - " + ", ".join(f"{v} {k}" for k, v in counts.items())]
-        for name, o in sorted(self.devices.items()):
-            extra = f": {o.reason}" if o.reason else ""
-            lines.append(f"  {name}: {o.status}, {o.records} results, {o.faults} faults, {o.wall_s:.1f} s{extra}")
-        for r in self.regressions:
-            lines.append(f"  REGRESSION {r.describe()}")
-        for key, path in sorted(self.reports.items()):
-            if ":" not in key:
-                lines.append(f"  {key}: {path}")
-        return "\n".join(lines)
-
 
 def _default_say(message: str) -> None:
     print(f"[lab] {message}", file=sys.stderr, flush=True)
@@ -241,7 +197,6 @@ class _DeviceWorker:
         self.night = night
         self.device = device
         self.outcome = DeviceOutcome(device.name)
-        self.processes = _Processes()
         self.transport: Transport | None = None
         self.last_fault = ""
         self.dir = night.out_dir / "devices" / device.name
@@ -303,7 +258,7 @@ class _DeviceWorker:
                 self._run_entries()
             finally:
                 # Leftover device processes: ours to kill (a lost device is not reachable anyway).
-                if self.outcome.status != QUARANTINED and (night.stop.is_set() or self.processes.snapshot()):
+                if self.outcome.status != QUARANTINED and night.stop.is_set():
                     self.kill_processes()
                 self._close()
                 claim.release()
@@ -365,8 +320,7 @@ class _DeviceWorker:
         while True:
             ctx = DeviceContext(
                 device=self.device, transport=self._open(), entry=entry.for_device(self.device), plan=night.plan, run_id=night.run_id,
-                out_dir=self.dir, stop=night.stop, emit=run.deliver, attempt=run.attempt,
-                done=frozenset(run.delivered), processes=self.processes,
+                out_dir=self.dir, stop=night.stop, attempt=run.attempt, done=frozenset(run.delivered),
             )
             try:
                 records = iter(night.job(ctx))
@@ -441,17 +395,15 @@ class _DeviceWorker:
                 return False, detail
 
     def kill_processes(self) -> None:
-        """Kill this run's device processes: tracked spawns and in-flight shell commands
-        (their pid files in the transport's scratch folder). The run holds the device lock,
-        so every such process is ours."""
-        pids = self.processes.snapshot()
+        """Kill this run's device processes: in-flight shell commands (their pid files in the
+        transport's scratch folder). The run holds the device lock, so every such process is
+        ours."""
         try:
             t = self.night.factory(self.device)
         except HarnessError:
             return
         try:
-            for pid in t.kill_stray_processes(pids):
-                self.processes.discard(pid)
+            t.kill_stray_processes()
         except HarnessError as exc:
             log.warning("%s: could not kill device processes: %s", self.device.name, exc)
         finally:
@@ -555,7 +507,7 @@ def run_night(
     stop = stop or threading.Event()
     say = say or _default_say
     run_id = run_id or new_run_id()
-    lock_dir = claim_dir(inventory.path, plan.locks.dir, lock_dir)
+    lock_dir = claim_dir(inventory, plan.locks.dir, lock_dir)
     records_path = out_dir / "records.jsonl"
     result = NightResult(run_id=run_id, plan_name=plan.name, out_dir=out_dir, records_path=records_path,
                          started_at=time.time())

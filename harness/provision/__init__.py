@@ -15,7 +15,9 @@ _HOME = {
     "manifest": ("FileEntry", "Manifest"),
     "progress": ("LogProgress", "NullProgress", "Progress", "TerminalProgress", "make_progress"),
     "runtime": ("RUNNERS", "RuntimeBundle", "provision_runtime", "resolve_runtime"),
-    "sync": ("SetStatus", "StatusReport", "SyncResult", "device_status", "provision_model", "remove_set", "sync_set"),
+    "model": ("provision_model",),
+    "status": ("SetStatus", "StatusReport", "device_status", "remove_set"),
+    "sync": ("SyncResult", "sync_set"),
     "types": ("TEXT_CONFIGS", "VL_CONFIGS", "ProvisionedModel", "ProvisionedRuntime"),
 }
 _MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
@@ -39,9 +41,9 @@ if TYPE_CHECKING:
     from harness.provision.artifacts import ArtifactFile, ExportTarget, ModelArtifact, check_target, load_export
     from harness.provision.hashcache import HashCache, default_cache, default_cache_path
     from harness.provision.manifest import FileEntry, Manifest
+    from harness.provision.model import provision_model
     from harness.provision.progress import LogProgress, NullProgress, Progress, TerminalProgress, make_progress
     from harness.provision.runtime import RUNNERS, RuntimeBundle, provision_runtime, resolve_runtime
-    from harness.provision.sync import (
-        SetStatus, StatusReport, SyncResult, device_status, provision_model, remove_set, sync_set,
-    )
+    from harness.provision.status import SetStatus, StatusReport, device_status, remove_set
+    from harness.provision.sync import SyncResult, sync_set
     from harness.provision.types import TEXT_CONFIGS, VL_CONFIGS, ProvisionedModel, ProvisionedRuntime

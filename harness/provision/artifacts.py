@@ -335,12 +335,13 @@ def _load_mnn(export: ExportFolder, files: list[ArtifactFile], qnn_sdk: Path | s
             base = PurePosixPath(_resolve(root, base, cfg["base_dir"], cfg_path, "base_dir"))
         need: dict[str, str] = {}
 
+        # Called only within this iteration, so the loop's current names are the ones meant.
         def want(key: str, default: str | None) -> str | None:
-            value = cfg.get(key, llm_config.get(key, default))
+            value = cfg.get(key, llm_config.get(key, default))  # noqa: B023
             if value is None:
                 return None
-            need[key] = _resolve(root, base, value, cfg_path, key)
-            return need[key]
+            need[key] = _resolve(root, base, value, cfg_path, key)  # noqa: B023
+            return need[key]  # noqa: B023
 
         llm_model = want("llm_model", "llm.mnn")
         want("llm_weight", "llm.mnn.weight")  # Llm::load checks it even for qnn/llm.mnn

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from harness.errors import ProvisionError
 
@@ -55,7 +55,7 @@ class FileKey:
     mtime_ns: int
 
     @classmethod
-    def of(cls, path: Path) -> "FileKey":
+    def of(cls, path: Path) -> FileKey:
         st = path.stat()
         return cls(str(path.resolve()), st.st_size, st.st_mtime_ns)
 

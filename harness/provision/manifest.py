@@ -77,7 +77,7 @@ class Manifest:
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str, where: str) -> "Manifest":
+    def from_json(cls, text: str, where: str) -> Manifest:
         """Parse a manifest; `where` names its location in the error message."""
         try:
             data = json.loads(text)

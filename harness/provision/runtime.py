@@ -25,8 +25,9 @@ from harness.inventory import DeviceSpec
 from harness.provision.artifacts import ArtifactFile, list_files
 from harness.provision.elf import is_elf, read_elf, system_lib_dirs
 from harness.provision.hashcache import HashCache, default_cache
+from harness.provision.layout import safe_name
 from harness.provision.progress import Progress, make_progress
-from harness.provision.sync import SyncResult, safe_name, sync_set
+from harness.provision.sync import SyncResult, sync_set
 from harness.provision.types import ProvisionedRuntime
 from harness.transport.base import Transport
 

@@ -22,7 +22,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from harness.errors import HarnessError
 from harness.report.records import TestRecord, teacher_forced_metrics
@@ -177,7 +177,7 @@ class History:
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "History":
+    def __enter__(self) -> History:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -3,18 +3,25 @@
 Sections: devices (status, quarantine reasons), regressions, the backend matrix per
 device (verdict, speed, teacher-forced agreement, an excerpt of the generated text), where
 each backend departs from the CPU reference (teacher-forced: the first disagreeing step, the
-text around it and the rows near it), failures grouped by signature, and trend plots. Every piece of text goes through `esc` (model output can hold anything,
-markup and control characters included). One self-contained file plus plots/*.png.
+text around it and the rows near it), failures grouped by signature, and trend plots.
+
+The markup is templates/report.html.j2; this module only prepares the data. Jinja2's
+autoescape escapes every value (model output can hold anything, markup included) and the
+environment's `finalize` makes control characters visible first. One self-contained file
+plus plots/*.png.
 """
 
 from __future__ import annotations
 
-import html
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from harness.outcomes import FailureClass
 from harness.report.history import History, Regression
@@ -24,15 +31,28 @@ from harness.report.records import TestRecord, by_device, teacher_forced_of
 
 _CSS = Path(__file__).with_name("style.css")
 TEXT_EXCERPT = 240
+STATUSES = ("passed", "failed", "error", "skipped")
+FAILURE_TESTS_SHOWN = 8
 
 
-def esc(value: object) -> str:
-    """Escape for HTML text and attribute values; control characters made visible."""
-    return html.escape(xml_safe(value), quote=True)
+def _visible(value: object) -> object:
+    """Every printed value, before autoescape: control characters made visible (NUL, ESC, ...)."""
+    return value if isinstance(value, Markup) else xml_safe(value)
+
+
+def _environment() -> Environment:
+    return Environment(loader=PackageLoader("harness.report", "templates"), autoescape=True,
+                       finalize=_visible, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                       keep_trailing_newline=True)
 
 
 def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "\u2026"
+
+
+def _median(values: Iterable[float]) -> float | None:
+    vals = sorted(values)
+    return vals[len(vals) // 2] if vals else None
 
 
 @dataclass
@@ -59,99 +79,129 @@ def summarize_devices(records: Sequence[TestRecord]) -> list[DeviceSummary]:
     return out
 
 
-def _cell(recs: list[TestRecord]) -> str:
+@dataclass
+class TeacherForcedCell:
+    worst: str  # agree | drift | disagree | error: the worst verdict of the cell's prompts
+    flips: int  # steps whose argmax differs, over all prompts
+    steps: int
+    kl: str  # ", KL 0.123" (median mean KL) or ""
+
+
+@dataclass
+class Cell:
+    """One (suite, model, backend pair) cell of a device's matrix."""
+
+    kind: str  # pass | flaky | fail | skip: the CSS class
+    label: str
+    speed: str = ""
+    verdicts: str = ""
+    teacher_forced: TeacherForcedCell | None = None
+    text: str = ""  # an excerpt of the generated text, or of the failure message
+    text_title: str | None = None  # the longer text on hover; None for a message
+
+
+def _cell(recs: list[TestRecord]) -> Cell:
     total = len(recs)
     bad = [r for r in recs if r.status in ("failed", "error")]
     passed = sum(1 for r in recs if r.status == "passed")
-    flaky = any(r.flaky for r in recs)
     if bad:
-        kind, label = "fail", f"FAIL {len(bad)}/{total}"
         classes = sorted({r.failure_class or r.status for r in bad})
-        label += f" ({', '.join(classes)})"
+        cell = Cell("fail", f"FAIL {len(bad)}/{total} ({', '.join(classes)})")
     elif passed:
-        kind, label = ("flaky", f"PASS {passed}/{total}, flaky") if flaky else ("pass", f"PASS {passed}/{total}")
+        flaky = any(r.flaky for r in recs)
+        cell = Cell("flaky", f"PASS {passed}/{total}, flaky") if flaky else Cell("pass", f"PASS {passed}/{total}")
     else:
-        kind, label = "skip", "SKIPPED"
-    parts = [f'<span class="badge {kind}">{esc(label)}</span>']
+        cell = Cell("skip", "SKIPPED")
     speeds = []
     for attr, name in (("decode_tps", "decode"), ("prefill_tps", "prefill")):
-        vals = sorted(getattr(r, attr) for r in recs if getattr(r, attr) is not None)
-        if vals:
-            speeds.append(f"{name} {vals[len(vals) // 2]:.1f} tok/s")
-    loads = [r.load_s for r in recs if r.load_s is not None]
-    if loads:
-        speeds.append(f"load {sorted(loads)[len(loads) // 2]:.2f} s")
-    if speeds:
-        parts.append(f'<div class="speed">{esc(" | ".join(speeds))}</div>')
-    verdicts = sorted({r.verdict for r in recs if r.verdict})
-    if verdicts:
-        parts.append(f'<div class="speed">verdict: {esc(", ".join(verdicts))}</div>')
+        tps = _median(getattr(r, attr) for r in recs if getattr(r, attr) is not None)
+        if tps is not None:
+            speeds.append(f"{name} {tps:.1f} tok/s")
+    load = _median(r.load_s for r in recs if r.load_s is not None)
+    if load is not None:
+        speeds.append(f"load {load:.2f} s")
+    cell.speed = " | ".join(speeds)
+    cell.verdicts = ", ".join(sorted({r.verdict for r in recs if r.verdict}))
     tfs = [tf for r in recs if (tf := teacher_forced_of(r)) is not None]
     if tfs:
-        flips = sum(int(tf.get("disagreements") or 0) for tf in tfs)
-        steps = sum(int(tf.get("counted_steps") or 0) for tf in tfs)
-        kls = sorted(tf["mean_kl"] for tf in tfs if tf.get("mean_kl") is not None and tf.get("kl_used"))
-        kl = f", KL {kls[len(kls) // 2]:.3f}" if kls else ""
-        worst = max((tf["verdict"] for tf in tfs), key=("agree", "drift", "disagree", "error").index)
-        parts.append(f'<div class="speed tf-{esc(worst)}">teacher-forced: {esc(worst)} '
-                     f"({flips}/{steps} steps differ{esc(kl)})</div>")
+        kl = _median(tf["mean_kl"] for tf in tfs if tf.get("mean_kl") is not None and tf.get("kl_used"))
+        cell.teacher_forced = TeacherForcedCell(
+            worst=max((tf["verdict"] for tf in tfs), key=("agree", "drift", "disagree", "error").index),
+            flips=sum(int(tf.get("disagreements") or 0) for tf in tfs),
+            steps=sum(int(tf.get("counted_steps") or 0) for tf in tfs),
+            kl=f", KL {kl:.3f}" if kl is not None else "")
     sample = next((r for r in bad if r.text), None) or next((r for r in recs if r.text), None)
     if sample is not None:
-        parts.append(f'<div class="text" title="{esc(_clip(sample.text, 2000))}">{esc(_clip(sample.text, TEXT_EXCERPT))}</div>')
+        cell.text, cell.text_title = _clip(sample.text, TEXT_EXCERPT), _clip(sample.text, 2000)
     elif bad and bad[0].message:
-        parts.append(f'<div class="text">{esc(_clip(bad[0].message, TEXT_EXCERPT))}</div>')
-    return f'<td class="{kind}">{"".join(parts)}</td>'
+        cell.text = _clip(bad[0].message, TEXT_EXCERPT)
+    return cell
 
 
-def _matrix(device: str, recs: list[TestRecord]) -> list[str]:
+@dataclass
+class MatrixRow:
+    suite: str
+    model: str
+    cells: list[Cell | None]  # per pair of the device's matrix; None: not run
+
+
+@dataclass
+class OtherResult:
+    """A record outside the matrix (no backend pair): a lab or suite-level test."""
+
+    name: str
+    kind: str
+    status: str
+    failure_class: str | None
+    message: str
+
+
+@dataclass
+class DeviceMatrix:
+    device: str
+    pairs: list[str]
+    rows: list[MatrixRow]
+    other: list[OtherResult]
+
+
+def _matrix(device: str, recs: list[TestRecord]) -> DeviceMatrix:
     cells = [r for r in recs if r.backend_pair]
-    other = [r for r in recs if not r.backend_pair]
-    out = [f"<h3>{esc(device)}</h3>"]
-    if cells:
-        pairs = sorted({r.backend_pair for r in cells})
-        rows = list(dict.fromkeys((r.suite, r.model) for r in cells))
-        out.append(f'<table class="matrix" id="matrix-{esc(device)}"><thead><tr><th>suite</th><th>model</th>'
-                   + "".join(f"<th>{esc(p)}</th>" for p in pairs) + "</tr></thead><tbody>")
-        for suite, model in rows:
-            line = [f"<tr><td>{esc(suite)}</td><td>{esc(model)}</td>"]
-            for p in pairs:
-                group = [r for r in cells if (r.suite, r.model, r.backend_pair) == (suite, model, p)]
-                line.append(_cell(group) if group else '<td class="skip">-</td>')
-            out.append("".join(line) + "</tr>")
-        out.append("</tbody></table>")
-    if other:
-        out.append('<table class="other"><thead><tr><th>test</th><th>status</th><th>class</th><th>message</th>'
-                   "</tr></thead><tbody>")
-        for r in other:
-            kind = {"passed": "pass", "skipped": "skip"}.get(r.status, "fail")
-            out.append(f'<tr><td>{esc(r.name)}</td><td class="{kind}">{esc(r.status)}</td>'
-                       f"<td>{esc(r.failure_class)}</td><td>{esc(_clip(r.message, 600))}</td></tr>")
-        out.append("</tbody></table>")
-    return out
+    pairs = sorted({r.backend_pair for r in cells})
+    rows = []
+    for suite, model in dict.fromkeys((r.suite, r.model) for r in cells):
+        groups = [[r for r in cells if (r.suite, r.model, r.backend_pair) == (suite, model, p)] for p in pairs]
+        rows.append(MatrixRow(suite, model, [_cell(g) if g else None for g in groups]))
+    other = [OtherResult(r.name, {"passed": "pass", "skipped": "skip"}.get(r.status, "fail"), r.status,
+                         r.failure_class, _clip(r.message, 600))
+             for r in recs if not r.backend_pair]
+    return DeviceMatrix(device, pairs, rows, other)
 
 
-def _departures(records: Sequence[TestRecord]) -> list[str]:
-    """Where B departs from A: one row per teacher-forced comparison that found a disagreement."""
-    rows = [(r, tf) for r in records if (tf := teacher_forced_of(r)) is not None
-            and tf.get("first_disagreement") is not None]
-    if not rows:
-        return ["<p>No teacher-forced disagreement with the CPU reference.</p>"]
-    out = ['<table class="departures"><thead><tr><th>device</th><th>test</th><th>verdict</th><th>step</th>'
-           "<th>text around it (A's tokens, [the step])</th><th>rows</th></tr></thead><tbody>"]
-    for r, tf in rows:
+@dataclass
+class Departure:
+    """Where B departs from A: one teacher-forced comparison that found a disagreement."""
+
+    device: str
+    name: str
+    verdict: str
+    step: object
+    before: str
+    token: str
+    after: str
+    note: str
+    rows_near: list[dict[str, Any]]
+
+
+def _departures(records: Sequence[TestRecord]) -> list[Departure]:
+    out = []
+    for r in records:
+        tf = teacher_forced_of(r)
+        if tf is None or tf.get("first_disagreement") is None:
+            continue
         ctx = tf.get("context") or {}
-        around = (f"{esc(ctx.get('before', ''))}<mark>{esc(ctx.get('token', ''))}</mark>{esc(ctx.get('after', ''))}")
-        near = tf.get("rows_near") or []
-        table = "".join(
-            f"<tr><td>{row['step']}</td><td>{row['tok_a']}</td><td>{row['tok_b']}</td>"
-            f"<td>{'==' if row['agree'] else 'DIFF'}</td><td>{esc(row['max_abs_diff'])}</td><td>{esc(row['text'])}</td></tr>"
-            for row in near)
-        detail = (f"<details><summary>{len(near)} rows</summary><table><tr><th>step</th><th>A</th><th>B</th><th></th>"
-                  f"<th>maxAbsDiff</th><th>text</th></tr>{table}</table></details>") if near else ""
-        note = f'<div class="speed">{esc(tf["exclusion_note"])}</div>' if tf.get("exclusion_note") else ""
-        out.append(f"<tr><td>{esc(r.device)}</td><td>{esc(r.name)}</td><td>{esc(tf['verdict'])}</td>"
-                   f"<td>{esc(tf['first_disagreement'])}</td><td>{around}{note}</td><td>{detail}</td></tr>")
-    out.append("</tbody></table>")
+        out.append(Departure(r.device, r.name, tf["verdict"], tf["first_disagreement"], ctx.get("before", ""),
+                             ctx.get("token", ""), ctx.get("after", ""), tf.get("exclusion_note") or "",
+                             list(tf.get("rows_near") or [])))
     return out
 
 
@@ -164,23 +214,27 @@ def group_failures(records: Iterable[TestRecord]) -> dict[str, list[TestRecord]]
     return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
 
 
-def _failures(records: Sequence[TestRecord]) -> list[str]:
-    groups = group_failures(records)
-    if not groups:
-        return ["<p>No failures.</p>"]
-    out = ['<table class="failures"><thead><tr><th>signature</th><th>class</th><th>count</th><th>devices</th>'
-           "<th>tests</th><th>example</th></tr></thead><tbody>"]
-    for sig, recs in groups.items():
+@dataclass
+class FailureGroup:
+    signature: str
+    failure_class: str
+    count: int
+    devices: str
+    tests: list[str]  # the first FAILURE_TESTS_SHOWN "device: test"
+    more: int  # how many tests are not listed
+    message: str
+    log_excerpt: str
+
+
+def _failures(records: Sequence[TestRecord]) -> list[FailureGroup]:
+    out = []
+    for sig, recs in group_failures(records).items():
         first = recs[0]
-        devices = sorted({r.device for r in recs})
         tests = list(dict.fromkeys(f"{r.device}: {r.name}" for r in recs))
-        shown = "<br>".join(esc(t) for t in tests[:8]) + (f"<br>... {len(tests) - 8} more" if len(tests) > 8 else "")
-        example = esc(_clip(first.message, 800))
-        if first.log_excerpt:
-            example += f"<details><summary>log excerpt</summary><pre>{esc(_clip(first.log_excerpt, 8000))}</pre></details>"
-        out.append(f"<tr><td>{esc(sig)}</td><td>{esc(first.failure_class or first.status)}</td><td>{len(recs)}</td>"
-                   f"<td>{esc(', '.join(devices))}</td><td>{shown}</td><td>{example}</td></tr>")
-    out.append("</tbody></table>")
+        out.append(FailureGroup(sig, first.failure_class or first.status, len(recs),
+                                ", ".join(sorted({r.device for r in recs})), tests[:FAILURE_TESTS_SHOWN],
+                                max(0, len(tests) - FAILURE_TESTS_SHOWN), _clip(first.message, 800),
+                                _clip(first.log_excerpt, 8000) if first.log_excerpt else ""))
     return out
 
 
@@ -189,47 +243,23 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
     """The report page. `plots`: device -> image path relative to the page."""
     records = list(records)
     counts = Counter(r.status for r in records)
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(generated_at or time.time()))
-    body = [f"<h1>{esc(title)}</h1>",
-            f'<p class="meta">generated {esc(when)} &middot; {len(records)} results: '
-            + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("passed", "failed", "error", "skipped")) + "</p>"]
-
-    body.append("<h2>Devices</h2>")
-    body.append('<table class="devices"><thead><tr><th>device</th><th>SoC</th><th>arch</th><th>status</th>'
-                "<th>passed</th><th>failed</th><th>error</th><th>skipped</th><th>reason</th></tr></thead><tbody>")
-    for s in summarize_devices(records):
-        body.append(f"<tr><td>{esc(s.device)}</td><td>{esc(s.soc)}</td><td>{esc(s.arch)}</td>"
-                    f'<td class="status-{esc(s.status)}">{esc(s.status)}</td>'
-                    + "".join(f"<td>{s.counts.get(k, 0)}</td>" for k in ("passed", "failed", "error", "skipped"))
-                    + f"<td>{esc(_clip(s.reason, 600))}</td></tr>")
-    body.append("</tbody></table>")
-
-    body.append("<h2>Regressions</h2>")
-    if regressions:
-        body.append("<ul>" + "".join(f'<li class="regression">{esc(r.describe())}</li>' for r in regressions) + "</ul>")
-    else:
-        body.append("<p>None against the recent nights.</p>")
-
-    body.append("<h2>Backend matrix</h2>")
-    for device, recs in by_device(records).items():
-        body.extend(_matrix(device, recs))
-
-    if any(teacher_forced_of(r) is not None for r in records):
-        body.append('<h2 id="departures">Where each backend departs from the CPU reference (teacher-forced)</h2>')
-        body.extend(_departures(records))
-
-    body.append("<h2>Failures by signature</h2>")
-    body.extend(_failures(records))
-
-    if plots:
-        body.append("<h2>Performance trends</h2>")
-        for device, src in sorted(plots.items()):
-            body.append(f'<h3>{esc(device)}</h3><img class="trend" src="{esc(src)}" alt="{esc(device)} speed trend">')
-
-    css = _CSS.read_text(encoding="utf-8") if _CSS.is_file() else ""
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{esc(title)}</title><style>{css}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        title=title,
+        generated=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(generated_at or time.time())),
+        total=len(records),
+        counts=[(counts.get(s, 0), s) for s in STATUSES],
+        statuses=STATUSES,
+        devices=[replace(s, reason=_clip(s.reason, 600)) for s in summarize_devices(records)],
+        regressions=[r.describe() for r in regressions],
+        matrices=[_matrix(device, recs) for device, recs in by_device(records).items()],
+        teacher_forced=any(teacher_forced_of(r) is not None for r in records),
+        departures=_departures(records),
+        failures=_failures(records),
+        plots=sorted((plots or {}).items()),
+        # Our own stylesheet, shipped with the package: trusted markup, not escaped.
+        css=Markup(_CSS.read_text(encoding="utf-8") if _CSS.is_file() else ""),
+    )
 
 
 def write_html(records: Sequence[TestRecord], out_dir: Path, *, title: str, history: History | None = None,

@@ -15,7 +15,7 @@ import re
 import socket
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from junit_xml import TestCase, TestSuite
 
@@ -86,7 +86,7 @@ def _case(rec: TestRecord) -> TestCase:
     case = TestCase(
         name=xml_safe(rec.name), classname=xml_safe(_classname(rec)), elapsed_sec=rec.duration_s,
         stdout=xml_safe(rec.text) or None,
-        timestamp=_dt.datetime.fromtimestamp(rec.started_at, _dt.timezone.utc).isoformat(),
+        timestamp=_dt.datetime.fromtimestamp(rec.started_at, _dt.UTC).isoformat(),
     )
     cls = rec.failure_class or rec.status
     message = xml_safe(f"[{cls}] {rec.message}".strip())
@@ -103,7 +103,7 @@ def suite_element(device: str, records: list[TestRecord]) -> ET.Element:
     suite = TestSuite(
         name=xml_safe(device), test_cases=[_case(r) for r in records], hostname=socket.gethostname(),
         timestamp=_dt.datetime.fromtimestamp(min((r.started_at for r in records), default=0),
-                                             _dt.timezone.utc).isoformat(),
+                                             _dt.UTC).isoformat(),
         properties=suite_properties(device, records),
     )
     elem = suite.build_xml_doc()

@@ -17,7 +17,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedRuntime

@@ -32,7 +32,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
+from collections.abc import Mapping, Sequence
 
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
@@ -392,7 +393,7 @@ class LogitsDiffRunner:
 
     @classmethod
     def if_available(cls, transport: Transport, runtime: ProvisionedRuntime,
-                     model: ProvisionedModel) -> "LogitsDiffRunner | None":
+                     model: ProvisionedModel) -> LogitsDiffRunner | None:
         """A runner when the pushed runtime holds llm_logits_diff, else None (one stat)."""
         if model.kind != "mnn":
             return None

@@ -46,7 +46,7 @@ class Prompt:
     id: str = ""
 
     @staticmethod
-    def of(item: "Prompt | str") -> "Prompt":
+    def of(item: Prompt | str) -> Prompt:
         return item if isinstance(item, Prompt) else Prompt(str(item))
 
 

@@ -1,10 +1,10 @@
 """adb driver: talks to a real adb server (local or a lab host's) over its host protocol
-(adb_host.py).
+(adb_host.py); the server's view of a device and its errors are in adb_state.py.
 
 - TCP serials (HOST:PORT) are `adb connect`ed on demand; a device the server keeps as
   `offline` (it restarted) is recovered with disconnect + connect.
-- Exit codes are real: shell v2 when the device advertises `shell_v2`, else the v1 path
-  with a per-call random exit marker (stdout and stderr are merged there; stderr is empty).
+- Exit codes are real: shell v2 when the device advertises `shell_v2`, else the v1 path with
+  a per-call random exit marker (adb_shell.py reads both off the stream this class opens).
 - Files go over our own sync client (adb_sync.py: 64 KiB chunks, like the adb CLI).
 - Link faults are raised retryable (the base retry policy re-runs the primitive);
   `unauthorized` is not retryable and says what to do on the phone.
@@ -12,74 +12,34 @@
 
 from __future__ import annotations
 
-import ipaddress
 import posixpath
-import re
 import select
-import socket
 import stat as stat_mod
 import subprocess
 import threading
 import time
-import uuid
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from harness.errors import (
-    CommandOutcomeUnknown, ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
-    TransportError,
+    CommandOutcomeUnknown, ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError,
+    RemotePathError, TransportError,
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
 from harness.transport.adb_host import AdbClient, AdbConnection, AdbError
+from harness.transport.adb_props import FACT_PROPS, parse_getprop
+from harness.transport.adb_shell import read_v1, read_v2, v1_service, v2_service
+from harness.transport.adb_state import is_loopback, is_tcp_serial, state_error, state_from_fail
 from harness.transport.adb_sync import ChunkHasher, SyncClient, SyncFail, SyncProtocolError, tune_socket
 from harness.transport.base import HealthReport, ProgressFn, RawExec, RemoteStat, Transport
-from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
 
-_SHELL_PKT_STDIN, _SHELL_PKT_STDOUT, _SHELL_PKT_STDERR, _SHELL_PKT_EXIT, _SHELL_PKT_CLOSE_STDIN = 0, 1, 2, 3, 4
 _LINK_ERRORS = (OSError, EOFError)
-_V1_MARKER = "X4EXIT-"
 _SYNC_STALL_S = 120.0
 _MAX_PENDING_ACKS = 64  # files sent ahead of their OKAY in push_tree
-_TCP_SERIAL = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
-_PROP_LINE = re.compile(r"^\[(?P<key>[^\]]+)\]: \[(?P<value>.*)\]$")
-_FACT_PROPS = {
-    "model": "ro.product.model",
-    "product": "ro.product.name",
-    "device": "ro.product.device",
-    "manufacturer": "ro.product.manufacturer",
-    "reported_soc_model": "ro.soc.model",
-    "soc_manufacturer": "ro.soc.manufacturer",
-    "board_platform": "ro.board.platform",
-    "android_release": "ro.build.version.release",
-    "sdk": "ro.build.version.sdk",
-    "abi": "ro.product.cpu.abi",
-    "serialno": "ro.serialno",
-    "hardware": "ro.hardware",
-    "bootloader": "ro.boot.bootloader",
-    "hardware_revision": "ro.boot.hardware.revision",
-    "boot_completed": "sys.boot_completed",
-}
-
-
 T = TypeVar("T")
-
-
-class _Deadline(Exception):
-    """A shell command ran past its timeout (internal)."""
-
-
-def is_tcp_serial(serial: str) -> bool:
-    return _TCP_SERIAL.match(serial) is not None
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class AdbTransport(Transport):
@@ -121,7 +81,7 @@ class AdbTransport(Transport):
 
     def _may_start_server(self) -> bool:
         """Like the adb CLI: only the default local server is started on demand."""
-        if self.server.port != DEFAULT_ADB_SERVER_PORT or not _is_loopback(self.server.host):
+        if self.server.port != DEFAULT_ADB_SERVER_PORT or not is_loopback(self.server.host):
             return False
         try:
             subprocess.run([self.adb_binary, "-P", str(self.server.port), "start-server"], timeout=30,
@@ -150,7 +110,7 @@ class AdbTransport(Transport):
         try:
             return self._host_query(f"host-serial:{self.serial}:get-state").strip() or "unknown"
         except AdbError as exc:
-            return _state_from_fail(str(exc))
+            return state_from_fail(str(exc))
 
     def _ensure_ready(self) -> None:
         """Make sure the server lists the device as `device` (connecting TCP serials on demand)."""
@@ -194,20 +154,11 @@ class AdbTransport(Transport):
 
     def _state_error(self, state: str) -> TransportError:
         self._ready = False
-        if state == "unauthorized":
-            return DeviceUnauthorizedError(
-                f"{self._label}: the device has not authorized this computer. Unlock the phone and accept "
-                "the 'Allow USB debugging?' RSA key prompt (tick 'Always allow'); if no prompt appears, use "
-                "'Revoke USB debugging authorizations' in Developer options and reconnect. Not retrying.")
-        if state == "absent":
-            hint = ("`adb connect` got no usable connection" if is_tcp_serial(self.serial)
-                    else "check the USB cable and that `adb devices` lists it")
-            return DeviceOfflineError(f"{self._label}: the adb server does not list this device; {hint}")
-        return DeviceOfflineError(f"{self._label}: the device is `{state}`; wait for it to boot or reconnect it")
+        return state_error(self._label, self.serial, state)
 
     def _fail_error(self, message: str, what: str) -> TransportError:
         """Classify a FAIL the server sent while opening a device service."""
-        state = _state_from_fail(message)
+        state = state_from_fail(message)
         if state != "unknown":
             return self._state_error(state)
         return TransportError(f"{self._label}: adb refused {what}: {message.strip()}")
@@ -288,70 +239,26 @@ class AdbTransport(Transport):
 
     def _exec_v2(self, command: str, timeout: float | None) -> RawExec:
         deadline = None if timeout is None else time.monotonic() + timeout
-        conn = self._open(f"shell,v2,raw:{command}", "a shell command", runs_once=True)
-        sock = conn.conn
-        out, err = bytearray(), bytearray()
+        conn = self._open(v2_service(command), "a shell command", runs_once=True)
         try:
-            # Close the program's stdin at once, as the CLI does (nothing is ever sent to it).
-            sock.sendall(bytes([_SHELL_PKT_CLOSE_STDIN]) + b"\0\0\0\0")
-            while True:
-                header = _recv_exact(sock, 5, deadline)
-                kind, length = header[0], int.from_bytes(header[1:5], "little")
-                payload = _recv_exact(sock, length, deadline) if length else b""
-                if kind == _SHELL_PKT_STDOUT:
-                    out += payload
-                elif kind == _SHELL_PKT_STDERR:
-                    err += payload
-                elif kind == _SHELL_PKT_EXIT:
-                    return RawExec(bytes(out), bytes(err), payload[0] if payload else 255)
-        except _Deadline:
-            # Abandon our side; the base class kills the device process by pid.
-            return RawExec(bytes(out), bytes(err), -1, timed_out=True)
+            return read_v2(conn.conn, deadline)
         except _LINK_ERRORS as exc:
             raise self._outcome_unknown("a shell command", exc) from None
         finally:
             _close(conn)
 
     def _exec_v1(self, command: str, timeout: float | None) -> RawExec:
-        """v1 `shell:` has no exit status: run the command in a child `sh`, then print a line
-        `MARKER:STATUS` with a per-call random marker. stdout and stderr arrive merged (stderr
-        stays empty). Output may follow the marker line (a background child writing late, an
-        adbd that sends stderr after stdout): it is kept as output and the stream is read to
-        its end. A stream that ends without the marker line means the command may have run."""
+        """The v1 `shell:` path (adb_shell.v1_service): a stream that ends without the exit
+        marker line means the command may have run."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        nonce = uuid.uuid4().hex
-        line = re.compile(rb"\n" + re.escape(f"{_V1_MARKER}{nonce}".encode()) + rb":(\d{1,3})\n")
-        # printf joins the marker's halves, so the whole marker never stands in a command line
-        # (`ps` output cannot fake it); its leading newline puts it on a line of its own after
-        # unterminated output; "$?" is expanded before printf runs: the command's status.
-        wrapped = (f"{quote_argv(['sh', '-c', command])}; "
-                   f"printf '\\n%s%s:%s\\n' {_V1_MARKER} {nonce} \"$?\"")
-        conn = self._open(f"shell:{wrapped}", "a shell command", runs_once=True)
-        sock = conn.conn
-        data = bytearray()
-        found: re.Match[bytes] | None = None
+        service, marker = v1_service(command)
+        conn = self._open(service, "a shell command", runs_once=True)
         try:
-            while True:
-                try:
-                    chunk = _recv_some(sock, deadline)
-                except _Deadline:
-                    if found is None:
-                        return RawExec(bytes(data), b"", -1, timed_out=True)
-                    break  # the command ended; a background child still holds the stream open
-                if not chunk:
-                    break
-                data += chunk
-                if found is None:
-                    found = line.search(data, max(0, len(data) - len(chunk) - 64))
+            return read_v1(conn.conn, deadline, marker)
         except _LINK_ERRORS as exc:
-            if found is None:
-                raise self._outcome_unknown("a shell command", exc) from None
-            # The command's status arrived; only late output of a background child is cut.
+            raise self._outcome_unknown("a shell command", exc) from None
         finally:
             _close(conn)
-        if found is None:
-            raise self._outcome_unknown("a shell command", EOFError("output ended before the exit marker"))
-        return RawExec(bytes(data[:found.start()] + data[found.end():]), b"", int(found.group(1)))
 
     # ---- files --------------------------------------------------------------------------
     def _sync(self, what: str) -> tuple[AdbConnection, SyncClient]:
@@ -450,7 +357,7 @@ class AdbTransport(Transport):
                 for local, remote, mode in todo:
                     tap = hasher.tap() if hasher is not None else None
                     sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress, tap)
-                    if hasher is not None and on_digest is not None:
+                    if hasher is not None and tap is not None and on_digest is not None:
                         hasher.done(tap, remote, on_digest)
                     sync.wait_acks(keep=_MAX_PENDING_ACKS)
                 sync.wait_acks()
@@ -537,19 +444,13 @@ class AdbTransport(Transport):
     # ---- facts and health ---------------------------------------------------------------
     def props(self) -> dict[str, str]:
         """All properties from one `getprop` call."""
-        res = self.shell(["getprop"], timeout=30)
-        props = {}
-        for line in res.stdout.splitlines():
-            m = _PROP_LINE.match(line.strip())
-            if m:
-                props[m.group("key")] = m.group("value")
-        return props
+        return parse_getprop(self.shell(["getprop"], timeout=30).stdout)
 
     def facts(self) -> dict[str, str]:
         props = self.props()
         facts = {"transport": "adb", "serial": self.serial, "adb_server": str(self.server),
                  "soc_model": self.device.soc_model}
-        for name, key in _FACT_PROPS.items():
+        for name, key in FACT_PROPS.items():
             if props.get(key):
                 facts[name] = props[key]
         facts.setdefault("model", self.serial)
@@ -592,53 +493,8 @@ class AdbTransport(Transport):
 
 def _close(conn: AdbConnection) -> None:
     """Close at once (adbutils closed with a half-close and a 10 ms sleep per connection)."""
-    try:
+    with suppress(OSError, AdbError):
         conn.conn.close()
-    except (OSError, AdbError):
-        pass
 
 
-def _state_from_fail(message: str) -> str:
-    low = message.lower()
-    for state in ("unauthorized", "offline", "authorizing", "connecting"):
-        if state in low:
-            return state
-    if "not found" in low or "no devices" in low:
-        return "absent"
-    return "unknown"
-
-
-def _remaining(deadline: float | None) -> float | None:
-    if deadline is None:
-        return None
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise _Deadline()
-    return left
-
-
-def _recv_some(sock: socket.socket, deadline: float | None, size: int = 1 << 16) -> bytes:
-    sock.settimeout(_remaining(deadline))
-    try:
-        return sock.recv(size)
-    except socket.timeout:
-        raise _Deadline() from None
-
-
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        sock.settimeout(_remaining(deadline))
-        try:
-            k = sock.recv_into(view[got:])
-        except socket.timeout:
-            raise _Deadline() from None
-        if k == 0:
-            raise EOFError(f"stream closed after {got} of {n} bytes")
-        got += k
-    return bytes(buf)
-
-
-__all__ = ["AdbTransport", "is_tcp_serial"]
+__all__ = ["AdbTransport"]

@@ -55,7 +55,7 @@ class AdbConnection:
         while len(buf) < n:
             try:
                 chunk = self.conn.recv(n - len(buf))
-            except socket.timeout:
+            except TimeoutError:
                 raise AdbError("adb read timeout") from None
             if not chunk:
                 break

@@ -21,7 +21,8 @@ import stat as stat_mod
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 SYNC_DATA_MAX = 64 * 1024  # protocol limit for one DATA chunk's payload
 # What we send per DATA: like the adb CLI, the whole message (8-byte header + payload) is
@@ -323,7 +324,7 @@ class ChunkHasher:
         self._queued_bytes = 0
         self._limit = limit
 
-    def tap(self) -> "_Tap":
+    def tap(self) -> _Tap:
         return _Tap(self)
 
     def _submit(self, fn: Callable[..., Any], *args: Any, size: int = 0) -> None:
@@ -334,7 +335,7 @@ class ChunkHasher:
             fut.result()  # re-raises a hashing error here, in the sender
             self._queued_bytes -= n
 
-    def done(self, tap: "_Tap", name: str, on_digest: Callable[[str, str], None]) -> None:
+    def done(self, tap: _Tap, name: str, on_digest: Callable[[str, str], None]) -> None:
         self._submit(lambda: on_digest(name, tap.sha.hexdigest()))
 
     def close(self) -> None:

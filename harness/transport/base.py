@@ -14,7 +14,8 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable, Mapping, Sequence
+from typing import ClassVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
 from harness.inventory import DeviceSpec
@@ -46,7 +47,7 @@ class CommandResult:
         """Signal number when the shell reported 128+N (139 = SIGSEGV, 134 = SIGABRT)."""
         return self.exit_code - 128 if 128 < self.exit_code < 160 else None
 
-    def check(self, device: str = "device") -> "CommandResult":
+    def check(self, device: str = "device") -> CommandResult:
         if not self.ok:
             tail = (self.stderr or self.stdout).strip().splitlines()[-3:]
             raise CommandFailed(f"{device}: `{quote_argv(self.args)}` exited {self.exit_code}: {' | '.join(tail)}")
@@ -121,7 +122,7 @@ class Transport(ABC):
     @abstractmethod
     def stat(self, remote: str) -> RemoteStat | None: ...
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook: a transport without connections has nothing to do)
         """Release connections; the transport may be reopened by the next call."""
 
     # ---- commands -----------------------------------------------------------------------
@@ -142,10 +143,15 @@ class Transport(ABC):
         if pid_file and stale:
             # Pid files of finished runs go with the next timed command: no extra round trip.
             command = f"{quote_argv(['rm', '-f', *stale])}; {command}"
+        if pid_file and not getattr(self, "_tmp_ready", False):
+            # So does making the scratch folder the first pid file goes to (a lab night opens
+            # every device at once; each round trip is a process spawn on the device).
+            command = f"{quote_argv(['mkdir', '-p', posixpath.dirname(pid_file)])}; {command}"
         started = time.monotonic()
         raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
         duration = time.monotonic() - started
         if pid_file:
+            self._tmp_ready = True
             if raw.timed_out:
                 self._kill_from_pid_file(pid_file)
                 self._exec(quote_argv(["rm", "-f", pid_file]), 30)
@@ -198,15 +204,16 @@ class Transport(ABC):
         raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
         return self._result(args, raw, time.monotonic() - started, check)
 
-    def shell_text(self, args: Sequence[str], timeout: float | None = 60) -> str:
-        return self.shell(args, timeout=timeout, check=True).stdout
-
     def _pid_file(self) -> str:
-        return posixpath.join(self.device_tmp_dir(), f"{_PID_PREFIX}{uuid.uuid4().hex}")
+        # In device_tmp_dir(), which shell() makes on the way if it is not there yet.
+        return posixpath.join(self._tmp_path(), f"{_PID_PREFIX}{uuid.uuid4().hex}")
+
+    def _tmp_path(self) -> str:
+        return posixpath.join(self.device.work_dir, ".harness")
 
     def device_tmp_dir(self) -> str:
         """A writable scratch folder on the device (created on first use)."""
-        path = posixpath.join(self.device.work_dir, ".harness")
+        path = self._tmp_path()
         if not getattr(self, "_tmp_ready", False):
             self._exec(quote_argv(["mkdir", "-p", path]), 30)
             self._tmp_ready = True
@@ -416,7 +423,7 @@ class Transport(ABC):
             except TransportError:
                 pass
 
-    def __enter__(self) -> "Transport":
+    def __enter__(self) -> Transport:
         return self
 
     def __exit__(self, *exc: object) -> None:

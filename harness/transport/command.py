@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from harness.errors import UnsendableText
 

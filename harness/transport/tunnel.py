@@ -56,7 +56,7 @@ class SshTunnel:
         return f"ssh tunnel to {self.target} via {self.ssh}"
 
     # ---- lifecycle ----------------------------------------------------------------------
-    def start(self) -> "SshTunnel":
+    def start(self) -> SshTunnel:
         """Log in now (a bad host key or key fails here, with its own message), then listen."""
         self._ssh_transport()
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -97,7 +97,7 @@ class SshTunnel:
             self._accept_thread.join(5)
             self._accept_thread = None
 
-    def __enter__(self) -> "SshTunnel":
+    def __enter__(self) -> SshTunnel:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

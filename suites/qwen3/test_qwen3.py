@@ -14,6 +14,7 @@ from harness import pipeline
 from harness.checks.quant import assert_quant_ok, check_file
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
 from harness.pairs import BackendPair
+from harness.runners.cases import default_cases
 from harness.runners.prompts import Prompt
 
 from suites.support import check_generation, pair_skip_reason, require_model_type, select_pairs
@@ -24,7 +25,7 @@ CASES = ["france", "cat"]
 
 @pytest.fixture(scope="session")
 def cases() -> list[pipeline.PromptCase]:
-    return pipeline.default_cases(visual=False)
+    return default_cases(visual=False)
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from harness.checks import mrope
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
+from harness.runners.cases import default_cases
 
 from suites.support import check_generation, pair_skip_reason, require_model_type, select_pairs
 
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.visual]
 
 @pytest.fixture(scope="session")
 def cases(test_image) -> list[pipeline.PromptCase]:  # type: ignore[no-untyped-def]
-    return pipeline.default_cases(visual=True, image=test_image)
+    return default_cases(visual=True, image=test_image)
 
 
 @pytest.fixture(scope="session")

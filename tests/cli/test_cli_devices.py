@@ -25,11 +25,11 @@ def test_devices_lists_resolved_facts() -> None:
     assert "SM8750" in op13 and " 69 " in op13 and "v79" in op13 and "8MB" in op13
 
 
-def test_devices_bad_file_exits_2_with_message(tmp_path: Path) -> None:
+def test_devices_bad_file_exits_4_with_message(tmp_path: Path) -> None:
     bad = tmp_path / "devices.yaml"
     bad.write_text("devices:\n  - name: phone\n    transport: adb\n    soc: SM8750\n")
     res = run("devices", "--file", str(bad))
-    assert res.returncode == 2
+    assert res.returncode == 4  # inventory error (harness/lab/exitcodes.py)
     assert res.stdout == ""
     assert "Traceback" not in res.stderr
     assert f"{bad}: device 'phone', key 'serial'" in res.stderr

@@ -91,7 +91,9 @@ def test_stop_event_cancels_the_wait(tmp_path):
 def test_claim_dir_is_resolved_once_and_absolute(tmp_path, monkeypatch):
     from harness.lab.claims import claim_dir
 
-    inv = tmp_path / "devices.yaml"
+    from harness.inventory import Inventory
+
+    inv = Inventory(path=tmp_path / "devices.yaml")
     assert claim_dir(inv, environ={}) == tmp_path.resolve() / "locks"
     assert claim_dir(inv, tmp_path / "plan-locks", environ={}) == (tmp_path / "plan-locks").resolve()
     # The env var and --lock-dir are explicit choices; a relative one is taken from the cwd, once.
@@ -100,3 +102,22 @@ def test_claim_dir_is_resolved_once_and_absolute(tmp_path, monkeypatch):
     assert claim_dir(inv, tmp_path / "plan-locks", environ=env) == tmp_path.resolve() / "env-locks"
     assert claim_dir(inv, tmp_path / "plan-locks", "cli-locks", environ=env) == tmp_path.resolve() / "cli-locks"
     assert claim_dir(inv, None, None, environ={"HARNESS_LOCK_DIR": ""}) == tmp_path.resolve() / "locks"
+
+
+def test_devices_yaml_names_the_lab_claim_folder_and_a_plan_may_not_move_it(tmp_path):
+    """Pushes and pytest sessions have no plan: devices.yaml's `locks.dir` is where every run
+    on the lab meets; a plan pointing elsewhere would let a push swap a model under a night."""
+    from harness.inventory import load_inventory
+    from harness.lab.claims import claim_dir
+    from harness.lab.plan import PlanError
+
+    (tmp_path / "devices.yaml").write_text(
+        "locks: {dir: shared/claims}\ndevices:\n  - {name: host, transport: local, work_dir: /tmp/x}\n")
+    inv = load_inventory(tmp_path / "devices.yaml")
+    assert claim_dir(inv, environ={}) == (tmp_path / "shared/claims").resolve()
+    assert claim_dir(inv, tmp_path / "shared/claims", environ={}) == (tmp_path / "shared/claims").resolve()
+    with pytest.raises(PlanError, match="differs from .*devices.yaml's locks.dir"):
+        claim_dir(inv, tmp_path / "elsewhere", environ={})
+    (tmp_path / "bad.yaml").write_text("locks: /x\ndevices:\n  - {name: host, transport: local, work_dir: /tmp/x}\n")
+    with pytest.raises(Exception, match="locks"):
+        load_inventory(tmp_path / "bad.yaml")

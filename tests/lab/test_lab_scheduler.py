@@ -40,7 +40,6 @@ def test_night_fans_out_over_every_device_and_writes_reports(lab4, make_plan):
     assert len(ET.parse(night.reports["junit"]).getroot().findall("testsuite")) == 4
     meta = json.loads((root / "out" / "night.json").read_text())
     assert meta["outcomes"]["dev0"]["status"] == "completed" and meta["reports"]["html"]
-    assert "dev0" in night.summary()
 
 
 def test_test_failure_is_a_record_and_not_retried(lab4, make_plan):

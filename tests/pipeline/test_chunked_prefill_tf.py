@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness import pipeline
+from harness.runners.cases import write_test_image
 from harness.runners.prompts import Image, Prompt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
@@ -42,7 +43,7 @@ def test_chunk_local_positions_disagree_right_after_the_image_while_the_text_hid
     behaviour["prompts"]["<img>"]["cpu/cpu"] = {"posdbg": "chunk_local_bug"}
     transport = local_device(tmp_path / "device")
     s = install(transport, tmp_path / "h", visual=True, behaviour=behaviour)
-    image = pipeline.write_test_image(tmp_path / "red.png")
+    image = write_test_image(tmp_path / "red.png")
     prompt = Prompt("Describe the image.", images=(Image(image, height=512, width=512),), id="image")
     [res] = pipeline.chunked_prefill_check(s.runner(), [prompt], backend="cpu/cpu", max_new_tokens=12,
                                            extra_env=SM8750_ENV)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness import pipeline
 from harness.checks import mrope
+from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.prompts import Image, Prompt
 from virtual_lab import mrope_sim
@@ -24,7 +25,7 @@ def _result(prompt: Prompt, posdbg: list[str], n: int) -> LlmDemoResult:
 
 
 def _image_prompt(tmp_path: Path, hw: bool = True) -> Prompt:
-    img = pipeline.write_test_image(tmp_path / "img.png")
+    img = write_test_image(tmp_path / "img.png")
     image = Image(img, height=512, width=512) if hw else Image(img)
     return Prompt("Describe the image.", images=(image,), id="image")
 

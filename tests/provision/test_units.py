@@ -12,7 +12,7 @@ from harness.errors import ProvisionError
 from harness.provision.hashcache import HashCache, sha256_file
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
 from harness.provision.progress import LogProgress, TerminalProgress, make_progress
-from harness.provision.sync import parse_stat_lines, split_sections
+from harness.provision.scripts import parse_stat_lines, split_sections
 
 
 def test_hash_cache_hits_until_size_or_mtime_change(tmp_path: Path):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.real_runtime.realrt import make_build_tree, real_runtime_or_skip
+from tests.real_runtime.realrt import RUNTIME_FILES, make_build_tree, real_runtime_or_skip
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,17 +27,17 @@ def test_push_real_build_tree_then_unchanged_repush_sends_nothing(vlab_factory, 
     tree = make_build_tree(tmp_path / "build")
     first = harness("--file", str(vlab.devices_yaml), "push", "--device", "oneplus13", "--runtime", str(tree))
     assert first.returncode == 0, first.stderr
-    assert ": 4 files," in first.stdout and "CPU only" in first.stdout and "harness push --qnn-sdk" in first.stdout
+    assert f": {len(RUNTIME_FILES)} files," in first.stdout and "CPU only" in first.stdout and "harness push --qnn-sdk" in first.stdout
     again = harness("--file", str(vlab.devices_yaml), "push", "--device", "oneplus13", "--runtime", str(tree))
     assert again.returncode == 0 and ": 0 files, 0 bytes sent" in again.stdout, again.stdout + again.stderr
     status = harness("--file", str(vlab.devices_yaml), "status", "--device", "oneplus13")
     assert status.returncode == 0, status.stderr
     line = next(ln for ln in status.stdout.splitlines() if "llm_demo-cpu" in ln)
-    assert line.split()[0] == "runtime" and "4 files" in line and "llm_demo cpu-only" in line
+    assert line.split()[0] == "runtime" and f"{len(RUNTIME_FILES)} files" in line and "llm_demo cpu-only" in line
     # Nothing but the runner and the libraries it needs went to the device.
     device = vlab.adb_device("oneplus13")
     pushed = sorted(p.name for p in Path(device.host_path("/data/local/tmp/harness/runtimes/llm_demo-cpu")).iterdir())
-    assert pushed == ["libMNN.so", "libMNN_Express.so", "libllm.so", "llm_demo"]
+    assert pushed == sorted(RUNTIME_FILES)
 
 
 def test_push_runtime_with_qnn_sdk_and_its_errors(vlab_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

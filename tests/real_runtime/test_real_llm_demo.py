@@ -14,6 +14,7 @@ import pytest
 from harness import pipeline
 from harness.errors import ArtifactError
 from harness.provision import provision_model, provision_runtime, resolve_runtime
+from harness.runners.cases import default_cases
 from harness.runners.llm_demo import OUTPUT_FILES
 from harness.runners.overlay import Overlay
 from harness.runners.prompts import Prompt
@@ -61,7 +62,7 @@ def test_missing_library_refused_before_a_byte_moves(real, tmp_path) -> None:  #
 @pytest.fixture(scope="session")
 def cpu_matrix(real):  # type: ignore[no-untyped-def]
     runner = real.runner()
-    cases = pipeline.default_cases(visual=False)
+    cases = default_cases(visual=False)
     runs = pipeline.run_matrix(runner, cases, ["cpu"], max_new_tokens=64)
     judged = pipeline.judge_matrix(runs, cases)
     records = pipeline.matrix_records(runs, judged, suite="real", device=real.device.name,
@@ -114,7 +115,7 @@ def test_loader_failure_is_classified_by_library_name(real) -> None:  # type: ig
 
 
 def test_missing_weight_is_an_init_error(real) -> None:  # type: ignore[no-untyped-def]
-    from harness.provision.sync import remove_set
+    from harness.provision.status import remove_set
     from harness.runners.llm_demo import LlmDemoRunner
 
     model = provision_model(real.transport, REAL_EXPORT, name="smollm2-no-weight")  # hard links: no bytes

@@ -1,12 +1,11 @@
 import os
 import re
 import shutil
-import struct
 import subprocess
-import zlib
 from pathlib import Path
 
 import pytest
+from PIL import Image as PILImage
 
 from harness.report.history import History
 from harness.report.html import group_failures, render_html, write_html
@@ -16,11 +15,26 @@ from reportkit import HOSTILE, night_records
 
 def test_hostile_text_is_escaped_everywhere():
     page = render_html(night_records(), title="night <b>1</b>")
-    assert "<script>" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert "<script>" not in page and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
     assert "<b>1</b>" not in page and "night &lt;b&gt;1&lt;/b&gt;" in page
     assert "\x00" not in page and "\x1b" not in page and "#x1B[31mred" in page
     assert "Segmentation fault &lt;core dumped&gt; &amp; more" in page
     assert HOSTILE not in page
+
+
+def test_hostile_text_is_escaped_in_departures_failures_and_plots():
+    recs = night_records()
+    tf = recs[0]
+    tf.extras["teacher_forced"] = {
+        "verdict": "disagree", "disagreements": 1, "counted_steps": 9, "first_disagreement": HOSTILE,
+        "context": {"before": HOSTILE, "token": HOSTILE, "after": HOSTILE}, "exclusion_note": HOSTILE,
+        "rows_near": [{"step": HOSTILE, "tok_a": HOSTILE, "tok_b": 2, "agree": False, "max_abs_diff": HOSTILE,
+                       "text": HOSTILE}]}
+    recs[3].signature, recs[3].status, recs[3].log_excerpt = HOSTILE, "failed", HOSTILE
+    page = render_html(recs, title="t", plots={HOSTILE: HOSTILE})
+    assert 'id="departures"' in page and page.count("<mark>") == 1 and "<pre>" in page
+    assert "<script>" not in page and "\x00" not in page and "\x1b" not in page and HOSTILE not in page
+    assert page.count("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") >= 12
 
 
 def test_matrix_failures_and_devices():
@@ -35,45 +49,10 @@ def test_matrix_failures_and_devices():
 
 
 def _png_is_blank(path: Path) -> bool:
-    """Decode a (8-bit RGB/RGBA, non-interlaced) PNG and say whether every pixel is the same."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, width, height, color = 8, b"", 0, 0, 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, color = struct.unpack(">IIBB", chunk[:10])
-            assert depth == 8
-        elif kind == b"IDAT":
-            idat += chunk
-        pos += 12 + length
-    bpp = {2: 3, 6: 4}[color]
-    raw = zlib.decompress(idat)
-    stride = width * bpp
-    prev = bytearray(stride)
-    seen = set()
-    for y in range(height):
-        f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for x in range(stride):
-            a = line[x - bpp] if x >= bpp else 0
-            b = prev[x]
-            c = prev[x - bpp] if x >= bpp else 0
-            if f == 1:
-                line[x] = (line[x] + a) & 255
-            elif f == 2:
-                line[x] = (line[x] + b) & 255
-            elif f == 3:
-                line[x] = (line[x] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        for x in range(0, stride, bpp * 7):
-            seen.add(bytes(line[x:x + 3]))
-        prev = line
-    return len(seen) <= 1
+    """Whether every pixel of the PNG is the same colour."""
+    with PILImage.open(path) as image:
+        assert image.format == "PNG"
+        return image.convert("RGB").getcolors(maxcolors=1) is not None  # None: more colours than that
 
 
 def test_trend_plots_are_written(tmp_path):

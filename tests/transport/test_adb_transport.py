@@ -13,7 +13,8 @@ import pytest
 from harness.errors import (
     ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
 )
-from harness.transport.adb import AdbTransport, is_tcp_serial
+from harness.transport.adb import AdbTransport
+from harness.transport.adb_state import is_tcp_serial
 from harness.transport.retry import RetryPolicy
 
 WORK = "/data/local/tmp/harness"

@@ -1,36 +1,15 @@
-"""Activation-quantization metadata of an MNN NPU export (`llm.mnn.json` / `extraTensorDescribe`).
-
-MNN's smooth/omni quantizer annotates each calibrated op's input and output, then
-`_propagate_quant_info` fills the rest by copying ranges between neighbours. Two faults
-come out of that on real exports (docs/mnn-export-layout.md#activation-quantization):
-
-- the MLP product `gate x up` (a BinaryOp MUL) is never calibrated: it gets the range of
-  one operand, bit for bit, although the product's range is unrelated to either; and the
-  down_proj conv input (the `pre_convert` tensor, calibrated) then disagrees with it;
-- integer tensors (Shape/Rank/Size outputs, Gather indices, `position_ids`, Reshape shape
-  inputs, int constants and ints computed from those) receive activation quantization.
-
-`analyze(graph)` returns a `QuantReport` with those findings, the coverage numbers (so a fix
-that silently drops quantization shows up) and, for each MLP Mul, the safe fallback scale
-`s_a * s_b * qmax` (the product of the operands' extreme values over qmax).
-
-CLI: `python -m harness.checks.quant FILE [--json] [--baseline FILE]`
-(FILE: llm.mnn.json, llm.mnn.json.gz or llm.mnn). Exit 0 passed, 1 findings, 2 bad input.
-"""
+"""The checks on a parsed graph: integer tensors, MLP Mul ranges, coverage (see the package doc)."""
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
 import re
-import subprocess
-import sys
-import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
+from harness.mnn_graph import load_graph_json
+from harness.checks.quant.report import (INT_KIND_TEXT, INTEGER_KINDS, Finding, Hop, IntegerKindCount,
+                                         MulCheck, QuantParams, QuantReport, fmt_params)
 from harness.errors import ArtifactError
 
 # Ops whose output is the same tensor data (layout/shape only): the down_proj walk crosses them.
@@ -44,222 +23,6 @@ _INT_IF_ALL = ("Concat", "Pack", "BinaryOp", "Eltwise")
 _INT_DTYPES = frozenset({"DT_INT32", "DT_INT64", "DT_INT16", "DT_INT8", "DT_UINT8", "DT_BOOL"})
 _LAYER_RE = re.compile(r"(?:blocks|layers)\.(\d+)/")
 
-# Kinds of integer tensors, in report order. The first five are the ones the NPU export
-# bugs are usually described with; `int_derived` catches ints computed from them.
-INTEGER_KINDS = ("shape_output", "rank_output", "size_output", "gather_index", "int_input",
-                 "reshape_shape", "int_const", "int_derived")
-_INT_KIND_TEXT = {
-    "shape_output": "Shape outputs", "rank_output": "Rank outputs", "size_output": "Size outputs",
-    "gather_index": "Gather index inputs", "int_input": "integer graph inputs (position_ids...)",
-    "reshape_shape": "Reshape shape inputs", "int_const": "integer constants",
-    "int_derived": "other integer tensors (computed from the above)",
-}
-
-
-@dataclass(frozen=True)
-class QuantParams:
-    """One `quantInfo`: real = (q + zero) * scale for the 16-bit NPU encoding."""
-
-    scale: float
-    zero: float
-    qmin: float
-    qmax: float
-    dtype: str
-
-    def same_as(self, other: "QuantParams | None") -> bool:
-        return other is not None and self.scale == other.scale and self.zero == other.zero
-
-    @property
-    def span(self) -> float:
-        """2^bits - 1 (max - min + 1 with the exporter's symmetric min/max fields)."""
-        return self.qmax - self.qmin + 1
-
-    def real_range(self) -> tuple[float, float]:
-        """Real values the encoding covers: the exporter sets scale = (max - min) / (2^bits - 1) and
-        zero = round(min / scale), QNN reads code q in [0, 2^bits - 1] as (q + zero) * scale."""
-        return self.zero * self.scale, (self.zero + self.span) * self.scale
-
-
-@dataclass(frozen=True)
-class Hop:
-    """A tensor on the way from the MLP Mul output to the down_proj conv input."""
-
-    tensor: str
-    producer: str            # op type that wrote the tensor
-    params: QuantParams | None
-
-
-@dataclass(frozen=True)
-class MulCheck:
-    """One MLP `gate x up` multiply and what its quantization looks like."""
-
-    layer: int | None
-    op: str
-    output: str
-    inputs: tuple[str, ...]
-    output_params: QuantParams | None
-    input_params: tuple[QuantParams | None, ...]
-    inherited_from: str | None   # operand whose (scale, zero) the output copies exactly
-    fallback_scale: float | None  # s_a * s_b * qmax: the quick range for an uncalibrated product
-    derived_min: float | None     # product of the operands' real ranges (interval arithmetic)...
-    derived_max: float | None
-    derived_scale: float | None   # ...encoded like the exporter: (max - min) / (2^bits - 1)
-    derived_zero: float | None    # round(min / scale), the generate_for_npu 16-bit convention
-    down_proj: str | None         # conv the product feeds
-    hops: tuple[Hop, ...]         # Mul output ... conv input
-    down_proj_agrees: bool | None  # None when no down_proj was found
-
-    @property
-    def has_params(self) -> bool:
-        return self.output_params is not None
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: str        # mlp_mul_inherited, mlp_mul_missing, down_proj_mismatch, integer_quantized,
-                     # rope_mul_missing, no_quant_info, coverage_drop, low_precision (warning)
-    severity: str    # "error" fails the check, "warning" does not
-    message: str
-    tensor: str | None = None
-    layer: int | None = None
-
-
-@dataclass(frozen=True)
-class IntegerKindCount:
-    total: int
-    quantized: int
-    examples: tuple[str, ...]   # a few quantized tensor names
-
-
-@dataclass
-class QuantReport:
-    source: str
-    total_tensors: int
-    quantized_tensors: int
-    float_tensors: int
-    float_tensors_quantized: int
-    mlp_muls: list[MulCheck]
-    rope_mul_total: int
-    rope_mul_with_params: int
-    integer_tensors_total: int
-    integer_tensors_quantized: int
-    integer_by_kind: dict[str, IntegerKindCount]
-    findings: list[Finding] = field(default_factory=list)
-    scale_precision: str = "exact"   # "6 decimals" when read back through mnnconvert
-
-    @property
-    def mlp_mul_total(self) -> int:
-        return len(self.mlp_muls)
-
-    @property
-    def mlp_mul_with_params(self) -> int:
-        return sum(m.has_params for m in self.mlp_muls)
-
-    @property
-    def mlp_mul_inherited(self) -> int:
-        return sum(m.inherited_from is not None for m in self.mlp_muls)
-
-    @property
-    def mlp_mul_missing(self) -> int:
-        return sum(not m.has_params for m in self.mlp_muls)
-
-    @property
-    def down_proj_mismatch(self) -> int:
-        return sum(m.down_proj_agrees is False for m in self.mlp_muls)
-
-    @property
-    def passed(self) -> bool:
-        return not any(f.severity == "error" for f in self.findings)
-
-    def mul_for_layer(self, layer: int) -> MulCheck | None:
-        return next((m for m in self.mlp_muls if m.layer == layer), None)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "passed": self.passed,
-            "total_tensors": self.total_tensors,
-            "quantized_tensors": self.quantized_tensors,
-            "mlp_mul_total": self.mlp_mul_total,
-            "mlp_mul_inherited": self.mlp_mul_inherited,
-            "mlp_mul_missing": self.mlp_mul_missing,
-            "mlp_mul_with_params": self.mlp_mul_with_params,
-            "down_proj_mismatch": self.down_proj_mismatch,
-            "integer_tensors_total": self.integer_tensors_total,
-            "integer_tensors_quantized": self.integer_tensors_quantized,
-            "integer_by_kind": {k: asdict(v) for k, v in self.integer_by_kind.items()},
-            "coverage": {
-                "quantized_tensors": self.quantized_tensors,
-                "total_tensors": self.total_tensors,
-                "float_tensors_quantized": self.float_tensors_quantized,
-                "float_tensors": self.float_tensors,
-                "mlp_mul_with_params": self.mlp_mul_with_params,
-                "mlp_mul_total": self.mlp_mul_total,
-                "rope_mul_with_params": self.rope_mul_with_params,
-                "rope_mul_total": self.rope_mul_total,
-            },
-            "scale_precision": self.scale_precision,
-            "mlp_muls": [asdict(m) for m in self.mlp_muls],
-            "findings": [asdict(f) for f in self.findings],
-        }
-
-
-# ----------------------------------------------------------------------------- loading
-
-def load_graph_json(path: Path | str) -> dict[str, Any]:
-    """Read an MNN graph as JSON: `.json`, `.json.gz`, or `.mnn` (dumped with the mnn
-    package's converter). Raises ArtifactError naming the file on any problem."""
-    path = Path(path)
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "no such file"
-        raise ArtifactError(f"{path}: {what} (expected llm.mnn.json, llm.mnn.json.gz or llm.mnn)")
-    if path.suffix == ".mnn":
-        return _dump_mnn(path)
-    try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        graph = json.loads(raw)
-    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArtifactError(f"{path}: not a readable MNN graph JSON ({exc}); regenerate it with "
-                            f"`mnnconvert -f MNN --modelFile llm.mnn --JsonFile llm.mnn.json`") from None
-    _validate(graph, path)
-    return graph
-
-
-def _dump_mnn(path: Path) -> dict[str, Any]:
-    # The converter is called through `_tools` directly: the `mnnconvert` console script's
-    # wrapper pip-installs a telemetry SDK (aliyun-log) on first use.
-    script = "import sys, _tools; _tools.mnnconvert(['mnnconvert', '-f', 'MNN', '--modelFile', sys.argv[1], '--JsonFile', sys.argv[2]])"
-    with tempfile.TemporaryDirectory(prefix="quant-json-") as tmp:
-        out = Path(tmp) / "llm.mnn.json"
-        try:
-            proc = subprocess.run([sys.executable, "-c", script, str(path), str(out)],
-                                  capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            raise ArtifactError(f"{path}: dumping it to JSON took over 300 s; dump it yourself with "
-                                f"`mnnconvert -f MNN --modelFile {path} --JsonFile llm.mnn.json`") from None
-        if "No module named '_tools'" in proc.stderr:
-            raise ArtifactError(f"{path}: reading an .mnn file needs the converter from the `mnn` "
-                                f"package (pip install 'harness[mnn]'), or pass llm.mnn.json instead")
-        try:   # the converter exits 0 even when it fails, and may leave an empty file
-            graph = json.loads(out.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            detail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-            raise ArtifactError(f"{path}: mnnconvert could not dump it to JSON ({detail[0]}); "
-                                f"is it an MNN model file?") from None
-    _validate(graph, path)
-    graph["_harness_scale_precision"] = "6 decimals"   # the dump prints floats with %f
-    return graph
-
-
-def _validate(graph: Any, path: Path) -> None:
-    if not isinstance(graph, dict) or not isinstance(graph.get("oplists"), list) \
-            or not isinstance(graph.get("tensorName"), list):
-        raise ArtifactError(f"{path}: JSON has no `oplists`/`tensorName`: not an MNN graph dump")
-
-
-# ----------------------------------------------------------------------------- analysis
 
 @dataclass
 class _Graph:
@@ -422,10 +185,6 @@ def _is_rope_mul(g: _Graph, op: dict[str, Any]) -> bool:
     return _layer(text) is not None and ("/self_attn/" in text or "/attn/" in text)
 
 
-def _fmt(p: QuantParams | None) -> str:
-    return "none" if p is None else f"scale {p.scale!r}, zero {p.zero:g}"
-
-
 def analyze(graph: dict[str, Any], source: str = "<graph>") -> QuantReport:
     """Check one parsed MNN graph JSON. Never raises for a graph `load_graph_json` accepted."""
     g = _index(graph)
@@ -451,15 +210,15 @@ def analyze(graph: dict[str, Any], source: str = "<graph>") -> QuantReport:
                                     f"it and nothing propagated{fb}", m.output, m.layer))
         elif m.inherited_from is not None:
             findings.append(Finding("mlp_mul_inherited", "error",
-                                    f"{where}: MLP Mul output {m.output} ({_fmt(m.output_params)}) is bit-identical to "
+                                    f"{where}: MLP Mul output {m.output} ({fmt_params(m.output_params)}) is bit-identical to "
                                     f"its input {m.inherited_from}: copied from an operand, not calibrated{fb}",
                                     m.output, m.layer))
         if m.down_proj_agrees is False and m.output_params is not None:
             bad = next(h for h in m.hops[1:] if not m.output_params.same_as(h.params))
             findings.append(Finding("down_proj_mismatch", "error",
                                     f"{where}: {m.down_proj} input disagrees with the Mul output {m.output} "
-                                    f"({_fmt(m.output_params)}): {bad.tensor} after {bad.producer} has "
-                                    f"{_fmt(bad.params)}", bad.tensor, m.layer))
+                                    f"({fmt_params(m.output_params)}): {bad.tensor} after {bad.producer} has "
+                                    f"{fmt_params(bad.params)}", bad.tensor, m.layer))
 
         calibrated = m.hops[-1].params if m.down_proj is not None else None
         if m.fallback_scale is not None and m.derived_scale is not None and calibrated is not None \
@@ -486,7 +245,7 @@ def analyze(graph: dict[str, Any], source: str = "<graph>") -> QuantReport:
         by_kind[k] = IntegerKindCount(len(kinds[k]), len(q), tuple(g.name(i) for i in q[:3]))
         if q:
             findings.append(Finding("integer_quantized", "error",
-                                    f"{len(q)} of {len(kinds[k])} {_INT_KIND_TEXT[k]} carry activation "
+                                    f"{len(q)} of {len(kinds[k])} {INT_KIND_TEXT[k]} carry activation "
                                     f"quantization (e.g. {', '.join(g.name(i) for i in q[:3])}): integer "
                                     f"tensors must stay unquantized", g.name(q[0])))
     all_int = set().union(*kinds.values())
@@ -549,64 +308,3 @@ def check_file(path: Path | str) -> QuantReport:
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ArtifactError(f"{path}: malformed MNN graph JSON ({type(exc).__name__}: {exc}); "
                             f"regenerate it from llm.mnn with mnnconvert") from None
-
-
-# ----------------------------------------------------------------------------- CLI
-
-def render(report: QuantReport) -> str:
-    lines = [f"quantization metadata: {report.source}",
-             f"  tensors with quantInfo: {report.quantized_tensors} of {report.total_tensors} "
-             f"(float: {report.float_tensors_quantized} of {report.float_tensors})",
-             f"  MLP Mul (gate x up): {report.mlp_mul_total} found, {report.mlp_mul_with_params} with quantInfo, "
-             f"{report.mlp_mul_inherited} inherited from an operand, {report.down_proj_mismatch} disagree with "
-             f"their down_proj input",
-             f"  RoPE multiplies with quantInfo: {report.rope_mul_with_params} of {report.rope_mul_total}",
-             f"  integer tensors quantized: {report.integer_tensors_quantized} of {report.integer_tensors_total}"]
-    for k, c in report.integer_by_kind.items():
-        if c.total:
-            lines.append(f"    {_INT_KIND_TEXT[k]}: {c.quantized} of {c.total}")
-    example = next((m for m in report.mlp_muls if m.inherited_from or m.down_proj_agrees is False), None)
-    if example is not None:
-        lines.append(f"  example, layer {example.layer}: {example.output} {_fmt(example.output_params)}"
-                     + (f" = {example.inherited_from}" if example.inherited_from else ""))
-        for h in example.hops[1:]:
-            lines.append(f"    -> {h.tensor} ({h.producer}) {_fmt(h.params)}")
-        if example.fallback_scale is not None:
-            lines.append(f"    fallback s_a*s_b*qmax = {example.fallback_scale!r}; operand ranges give "
-                         f"[{example.derived_min:.4g}, {example.derived_max:.4g}] -> scale {example.derived_scale!r}")
-    errors = [f for f in report.findings if f.severity == "error"]
-    warnings = [f for f in report.findings if f.severity != "error"]
-    for f in warnings:
-        lines.append(f"  warning: {f.message}")
-    if errors:
-        lines.append(f"FAILED: {len(errors)} finding(s)")
-        lines += [f"  - [{f.kind}] {f.message}" for f in errors]
-    else:
-        lines.append("PASSED")
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m harness.checks.quant",
-        description="Check the activation-quantization metadata (extraTensorDescribe) of an MNN NPU export.")
-    parser.add_argument("file", type=Path, help="llm.mnn.json, llm.mnn.json.gz or llm.mnn")
-    parser.add_argument("--json", action="store_true", help="print one JSON object and nothing else")
-    parser.add_argument("--baseline", type=Path, help="another graph to compare coverage with (e.g. before a fix)")
-    args = parser.parse_args(argv)
-    try:
-        report = check_file(args.file)
-        if args.baseline is not None:
-            report.findings.extend(compare_coverage(report, check_file(args.baseline)))
-    except ArtifactError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(report.to_json()))
-    else:
-        print(render(report))
-    return 0 if report.passed else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,7 @@
+"""`python -m harness.checks.shapes`: see cli.py."""
+
+import sys
+
+from harness.checks.shapes.cli import main
+
+sys.exit(main())

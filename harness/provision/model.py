@@ -1,0 +1,51 @@
+"""Provisioning an exported model: validated against the device, then synced as one set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.provision.artifacts import ModelArtifact, check_target, load_export
+from harness.provision.hashcache import HashCache, default_cache
+from harness.provision.manifest import write_local_manifest
+from harness.provision.progress import Progress, make_progress
+from harness.provision.sync import sync_set
+from harness.provision.types import ProvisionedModel
+from harness.transport.base import Transport
+
+
+def provision_model(
+    transport: Transport,
+    model_dir: Path | str,
+    *,
+    artifact: ModelArtifact | None = None,
+    name: str | None = None,
+    cache: HashCache | None = None,
+    progress: Progress | None = None,
+    verify: str = "size",
+    allow_unknown_target: bool = False,
+    follow_external_links: bool = False,
+) -> ProvisionedModel:
+    """Validate an export against the device, then push it incrementally to
+    `<work_dir>/models/<name>` (default name: the folder's name). Nothing moves when the
+    export is incomplete or compiled for another SoC/arch. Symlinks leaving the export are
+    refused unless `follow_external_links` (artifacts.py states the rule). `artifact`: the export
+    when the caller already read it (load_export), so it is not read twice."""
+    if artifact is None:
+        artifact = load_export(model_dir, follow_external_links=follow_external_links)
+    check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
+    target = artifact.target
+    meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type, "configs": artifact.configs,
+                            "source": str(artifact.root)}
+    if target is not None:
+        meta.update({k: v for k, v in (("soc_id", target.soc_id), ("htp_arch", target.htp_arch)) if v is not None})
+    result = sync_set(transport, artifact.files, kind="model", name=name or artifact.root.name, meta=meta,
+                      cache=cache if cache is not None else default_cache(), progress=progress or make_progress(),
+                      verify=verify)
+    write_local_manifest(artifact.root, result.manifest)
+    return ProvisionedModel(device=transport.device.name, remote_dir=result.remote_dir, kind=artifact.kind,
+                            model_type=artifact.model_type, configs=dict(artifact.configs),
+                            bytes_sent=result.bytes_sent, files_sent=result.files_sent)
+
+
+__all__ = ["provision_model"]

@@ -1,0 +1,150 @@
+"""llm_demo's stdout -> generated text per prompt (docs/llm-demo-output.md): the text region
+between `prompt file is ...` and the summary block, MNN log lines removed, split per prompt
+(see the package doc for when a split is exact)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from collections.abc import Sequence
+
+from harness.runners.summary import Summary, find_summary, parse_summary_lines
+
+# MNN log lines that can land inside the generated text on stdout (non-logcat builds).
+# Searched anywhere in a line: after a max-token stop the next line is glued to the text.
+_LOG_LINE = re.compile(
+    r"(?:\[Error\]: |\[MNN:LLM\] |\[POSDBG\]|Error: (?:Response )?[Gg]eneration failed|MNN_QNN: |QNN: |"
+    r"Error in file \S+, line \d+|Broad cast error, |Compute Shape Error for |code=\d+ in \w+, \d+|"
+    r"Omni Can't open image|Qwen-VL smart resize|Warning: module need new clone|"
+    r"Could not create system context handle|Can't find mask from qnn model)[^\n]*\n?"
+)
+# Lines that end the current prompt: it failed and printed no EOS newline.
+_PROMPT_END = re.compile(r"\[Error\]: LLM in error state|Error: (?:Response )?[Gg]eneration failed")
+_PROMPT_FILE_LINE = re.compile(r"^prompt file is [^\n]*\n", re.M)
+
+
+@dataclass
+class PromptOutput:
+    prompt: str
+    text: str | None  # generated text without the EOS newline; None: did not run or poisoned
+    stopped_on_eos: bool | None = None  # False: stopped at the token limit
+    errors: list[str] = field(default_factory=list)  # MNN error lines printed during this prompt
+    valid: bool = True  # False when the prompt failed, was poisoned or could not be attributed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "text": self.text, "stopped_on_eos": self.stopped_on_eos,
+                "errors": self.errors, "valid": self.valid}
+
+
+@dataclass
+class ParsedOutput:
+    prompts: list[PromptOutput]
+    summary: Summary | None
+    summary_source: str | None  # stdout | logcat
+    raw_text: str  # the generated-text region with MNN log lines removed
+    split_exact: bool
+    log_lines: list[str] = field(default_factory=list)  # MNN lines removed from the text region
+
+    @property
+    def texts(self) -> list[str | None]:
+        return [p.text for p in self.prompts]
+
+
+def _text_region(stdout: str) -> tuple[str, Summary | None]:
+    matches = list(_PROMPT_FILE_LINE.finditer(stdout))
+    summary = find_summary(stdout)
+    if not matches:
+        return "", summary
+    start = matches[-1].end()
+    end = summary.start if summary is not None and summary.start >= start else len(stdout)
+    return stdout[start:end], summary
+
+
+def parse_output(stdout: str, prompts: Sequence[str] | int | None = None,
+                 logcat: Sequence[str] = (), token_limit: int | None = None) -> ParsedOutput:
+    """Split one process's stdout into per-prompt texts and find its summary block.
+
+    `prompts`: the prompt texts (or just their number) of this process; None = unknown,
+    then every EOS-terminated piece counts as one prompt. `logcat`: message texts of the run.
+    `token_limit`: the decode limit of the run (max_token_number or max_new_tokens); a prompt
+    whose decode count reached it stopped at the limit even when its last token was a newline.
+    """
+    names: list[str] | None
+    if isinstance(prompts, int):
+        names = [""] * prompts
+    else:
+        names = list(prompts) if prompts is not None else None
+    region, summary = _text_region(stdout)
+    source = "stdout" if summary else None
+    if summary is None and logcat:
+        summary = parse_summary_lines(list(logcat))
+        source = "logcat" if summary else None
+
+    pieces: list[tuple[str, str]] = []
+    pos = 0
+    for m in _LOG_LINE.finditer(region):
+        if m.start() > pos:
+            pieces.append(("text", region[pos:m.start()]))
+        pieces.append(("log", m.group().rstrip("\n")))
+        pos = m.end()
+    if pos < len(region):
+        pieces.append(("text", region[pos:]))
+    raw_text = "".join(s for k, s in pieces if k == "text")
+    log_lines = [s for k, s in pieces if k == "log"]
+
+    if names is not None and len(names) == 1:
+        # One prompt per process: exact.
+        failed = any(_PROMPT_END.search(s) for s in log_lines)
+        eos = raw_text.endswith("\n")
+        decoded = summary.decode_tokens if summary is not None else None
+        at_limit = token_limit is not None and decoded is not None and decoded >= token_limit
+        text = raw_text[:-1] if eos else raw_text
+        ran = bool(region) or bool(log_lines)
+        out = PromptOutput(names[0], text if ran and not (failed and not text) else None,
+                           (eos and not at_limit) if ran and not failed else None, list(log_lines),
+                           valid=ran and not failed)
+        return ParsedOutput([out], summary, source, raw_text, True, log_lines)
+
+    outs: list[PromptOutput] = []
+    cur_text, cur_err = "", []
+
+    def close(eos: bool | None, failed: bool) -> None:
+        nonlocal cur_text, cur_err
+        outs.append(PromptOutput("", None if failed and not cur_text else cur_text, None if failed else eos,
+                                 cur_err, valid=not failed))
+        cur_text, cur_err = "", []
+
+    for kind, s in pieces:
+        if kind == "log":
+            cur_err.append(s)
+            if _PROMPT_END.search(s):
+                close(None, True)
+            continue
+        parts = s.split("\n")
+        for part in parts[:-1]:
+            cur_text += part
+            close(True, False)
+        cur_text += parts[-1]
+    if cur_text or cur_err:
+        close(False, False)  # stopped at the token limit: no newline
+
+    # After the first failure every later prompt of the process is poisoned.
+    poisoned = False
+    for o in outs:
+        if poisoned:
+            o.valid = False
+        if not o.valid:
+            poisoned = True
+
+    exact = names is None or len(outs) == len(names)
+    if names is not None:
+        if len(outs) < len(names) and outs and not outs[-1].valid:
+            # The run stopped (rc 255) or later prompts printed nothing: not run.
+            outs += [PromptOutput("", None, None, [], valid=False) for _ in range(len(names) - len(outs))]
+            exact = True
+        if len(outs) != len(names):
+            outs = [PromptOutput(n, None, None, [], valid=False) for n in names]
+        for o, n in zip(outs, names):
+            o.prompt = n
+    return ParsedOutput(outs, summary, source, raw_text, exact, log_lines)

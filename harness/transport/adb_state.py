@@ -1,0 +1,52 @@
+"""A device as the adb server sees it: its serial (USB or HOST:PORT), its state (device |
+offline | unauthorized | authorizing | connecting | absent) read from the server's FAIL
+messages, and the error that tells the user what to do about a state."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from harness.errors import DeviceOfflineError, DeviceUnauthorizedError, TransportError
+
+_TCP_SERIAL = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
+
+
+def is_tcp_serial(serial: str) -> bool:
+    return _TCP_SERIAL.match(serial) is not None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def state_from_fail(message: str) -> str:
+    low = message.lower()
+    for state in ("unauthorized", "offline", "authorizing", "connecting"):
+        if state in low:
+            return state
+    if "not found" in low or "no devices" in low:
+        return "absent"
+    return "unknown"
+
+
+def state_error(label: str, serial: str, state: str) -> TransportError:
+    """The error for a device that is not in the `device` state; `label` names it."""
+    if state == "unauthorized":
+        return DeviceUnauthorizedError(
+            f"{label}: the device has not authorized this computer. Unlock the phone and accept "
+            "the 'Allow USB debugging?' RSA key prompt (tick 'Always allow'); if no prompt appears, use "
+            "'Revoke USB debugging authorizations' in Developer options and reconnect. Not retrying.")
+    if state == "absent":
+        hint = ("`adb connect` got no usable connection" if is_tcp_serial(serial)
+                else "check the USB cable and that `adb devices` lists it")
+        return DeviceOfflineError(f"{label}: the adb server does not list this device; {hint}")
+    return DeviceOfflineError(f"{label}: the device is `{state}`; wait for it to boot or reconnect it")
+
+
+__all__ = ["is_loopback", "is_tcp_serial", "state_error", "state_from_fail"]

@@ -1,0 +1,160 @@
+"""The house's floors, guarded: `harness` never imports `virtual_lab`, a lower layer never
+imports a higher one, and no two modules import each other in a circle.
+
+Layers (lowest first), as docs/ARCHITECTURE.md draws them:
+    errors, outcomes -> soc/validation/pairs -> export, mnn_graph -> compiled_io -> inventory, checks, report,
+    hostrt -> transport -> provision -> runners -> pipeline -> lab -> plugin -> cli
+Imports inside a package (harness.lab.* -> harness.lab.*) are free; imports under
+`if TYPE_CHECKING:` count too: a type that must come from above is a sign the code sits low.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS = REPO / "harness"
+assert HARNESS.is_dir(), HARNESS
+
+# Rank of each top-level room of `harness`; a module may import only lower ranks (or its own room).
+LAYERS: dict[str, int] = {
+    "harness.errors": 0, "harness.outcomes": 0,
+    "harness": 1, "harness.soc": 1, "harness.validation": 1, "harness.pairs": 1,
+    "harness.export": 2, "harness.mnn_graph": 2,
+    "harness.compiled_io": 3,
+    "harness.inventory": 4, "harness.checks": 4, "harness.report": 4, "harness.hostrt": 4,
+    "harness.transport": 5,
+    "harness.provision": 6,
+    "harness.runners": 7,
+    "harness.pipeline": 8,
+    "harness.lab": 9,
+    "harness.plugin": 10,
+    "harness.cli": 11,
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file names in an import statement (top level, in functions, under TYPE_CHECKING)."""
+    found: set[str] = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = _module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else _module_name(path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: resolve against the file's package
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.add(name)
+            # `from harness import soc` names the module harness.soc
+            found.update(f"{name}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    for n in (2, 1):
+        key = ".".join(parts[:n])
+        if key in LAYERS:
+            return key
+    return None
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in HARNESS.rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for target in _imports(path):
+            if target in modules and target != name:
+                graph[name].add(target)
+    for name in modules:
+        graph.setdefault(name, set())
+    return graph
+
+
+def test_every_room_has_a_layer() -> None:
+    unknown = sorted(m for m in _graph() if _room(m) is None)
+    assert not unknown, f"modules outside the layer table (add them to LAYERS and docs/ARCHITECTURE.md): {unknown}"
+
+
+def test_harness_never_imports_virtual_lab() -> None:
+    offenders = sorted(
+        f"{_module_name(p)} imports {t}"
+        for p in HARNESS.rglob("*.py") for t in _imports(p) if t == "virtual_lab" or t.startswith("virtual_lab.")
+    )
+    assert not offenders, offenders
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    upward = []
+    for source, targets in _graph().items():
+        src_room = _room(source)
+        for target in targets:
+            dst_room = _room(target)
+            if src_room is None or dst_room is None or src_room == dst_room or dst_room == "harness":
+                continue
+            if LAYERS[dst_room] >= LAYERS[src_room]:
+                upward.append(f"{source} (layer {LAYERS[src_room]}) imports {target} (layer {LAYERS[dst_room]})")
+    assert not upward, "imports that run up or across a floor:\n" + "\n".join(sorted(upward))
+
+
+def test_no_circles() -> None:
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    counter = 0
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        nonlocal counter
+        index[node] = low[node] = counter
+        counter += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert not circles, f"modules that import each other in a circle: {circles}"
+
+
+@pytest.mark.parametrize("limit", [500])
+def test_no_room_over_the_line_limit(limit: int) -> None:
+    big = sorted(
+        (len(p.read_text(encoding="utf-8").splitlines()), str(p.relative_to(REPO)))
+        for p in HARNESS.rglob("*.py")
+    )
+    over = [f"{name}: {n} lines" for n, name in big if n > limit]
+    assert not over, f"files in harness/ over {limit} lines (one job per file): {over}"
