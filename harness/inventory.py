@@ -291,9 +291,8 @@ def _parse_labgrid(ctx: _Ctx, raw: Any, transport: str, coordinator: str | None)
                        prio=float(prio))
 
 
-def _parse_device(ctx: _Ctx, raw: dict, base: Path, coordinator: str | None = None) -> DeviceSpec:
+def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str | None = None) -> DeviceSpec:
     check_keys(ctx, "", raw, _DEVICE_KEYS)
-    name = ctx.device
     transport = _want(ctx, raw, "transport", str, required=True)
     if transport not in TRANSPORTS:
         raise ctx.fail("transport", f"{transport!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
@@ -451,7 +450,7 @@ def parse_inventory(data: Any, path: Path) -> Inventory:
         if name in devices:
             raise _Ctx(path, name).fail("name", f"is a duplicate (device #{i + 1})",
                                         "give every device its own name")
-        devices[name] = _parse_device(_Ctx(path, name), raw, base, coordinator)
+        devices[name] = _parse_device(_Ctx(path, name), name, raw, base, coordinator)
     return Inventory(path=path, devices=devices, labgrid_coordinator=coordinator,
                      locks_dir=locks_dir)
 

@@ -167,7 +167,7 @@ def model_export(pytestconfig: pytest.Config) -> ModelArtifact | None:
 
 
 @pytest.fixture(scope="session")
-def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, backends,  # type: ignore[no-untyped-def]
+def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, backends,
                 model_export: ModelArtifact | None):
     """The runner and its libraries (plus the QNN libraries for this device's HTP arch when a
     QNN pair will run), pushed once per session. The CPU pair needs no QNN library."""
@@ -186,7 +186,7 @@ def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, back
 
 
 @pytest.fixture(scope="session")
-def provisioned_model(transport, model_dir: Path, model_export: ModelArtifact | None):  # type: ignore[no-untyped-def]
+def provisioned_model(transport, model_dir: Path, model_export: ModelArtifact | None):
     """The exported model on the device, validated against it and pushed incrementally."""
     from harness.provision import provision_model
 
@@ -208,7 +208,7 @@ def record_writer(pytestconfig: pytest.Config) -> Iterator[RecordWriter | None]:
 
 
 @pytest.fixture
-def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceSpec):  # type: ignore[no-untyped-def]
+def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceSpec):
     """A TestRecord for this test: fields set by the test become JUnit properties and, with
     --harness-records, a JSON line. Status and (when the test set none) the duration, the
     failure class and the message come from the test's own outcome; a test_generation cell
@@ -257,7 +257,7 @@ def _report_message(report: pytest.TestReport) -> str:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):

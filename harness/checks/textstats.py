@@ -16,6 +16,7 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -302,7 +303,7 @@ def line_repeats(text: str) -> LineRepeats:
     return LineRepeats(len(norm), run, run_line, dups)
 
 
-def dense_ngram(seq: list[str], n: int, window: int, known: set[str] = frozenset()) -> tuple[int, str]:
+def dense_ngram(seq: list[str], n: int, window: int, known: AbstractSet[str] = frozenset()) -> tuple[int, str]:
     """Most (non-overlapping) copies of one n-gram (two content words, not all `known`) within
     `window` units."""
     best, best_text = 0, ""

@@ -13,6 +13,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
+from elftools.elf.segments import InterpSegment
 
 from harness.errors import ArtifactError
 
@@ -51,12 +52,14 @@ def read_elf(path: Path) -> ElfInfo:
             elf = ELFFile(fh)
             interp = None
             for seg in elf.iter_segments():
-                if seg["p_type"] == "PT_INTERP":
+                if isinstance(seg, InterpSegment):   # what iter_segments yields for PT_INTERP
                     interp = seg.get_interp_name()
             needed: list[str] = []
             for sec in elf.iter_sections():
                 if isinstance(sec, DynamicSection):
-                    needed += [t.needed for t in sec.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+                    # pyelftools sets `needed` on DT_NEEDED tags with setattr; its stubs miss it.
+                    needed += [t.needed for t in sec.iter_tags()  # type: ignore[attr-defined]
+                               if t.entry.d_tag == "DT_NEEDED"]
             return ElfInfo(path, str(elf["e_machine"]), elf.elfclass, interp, tuple(needed))
     except (ELFError, OSError, ValueError) as exc:
         raise ArtifactError(f"{path}: cannot read its ELF headers ({exc}); is the file truncated? "

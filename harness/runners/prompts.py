@@ -11,6 +11,7 @@ runner pushes each image into the run folder under the name written in the tag.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,14 +79,14 @@ def render_prompt(prompt: Prompt, index: int = 0) -> str:
     return line
 
 
-def render_prompt_file(prompts: list[Prompt | str]) -> str:
+def render_prompt_file(prompts: Sequence[Prompt | str]) -> str:
     if not prompts:
         raise HarnessError("no prompts given; llm_demo exits 1 on an empty prompt file")
     lines = [render_prompt(Prompt.of(p), i) for i, p in enumerate(prompts)]
     return "\n".join(lines) + "\n"
 
 
-def images_of(prompts: list[Prompt | str]) -> dict[str, Path]:
+def images_of(prompts: Sequence[Prompt | str]) -> dict[str, Path]:
     """remote name -> host file for every image of the prompts (checked to exist)."""
     out: dict[str, Path] = {}
     for i, item in enumerate(prompts):

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import RemoteNoSpaceError, RemotePathError
@@ -53,7 +54,7 @@ class LocalTransport(Transport):
             return None
         return RemoteStat(remote, st.st_size, st.st_mode, int(st.st_mtime), st.st_ino)
 
-    def read_small_files(self, remotes, max_bytes: int = 4 << 20):  # type: ignore[no-untyped-def]
+    def read_small_files(self, remotes: Sequence[str], max_bytes: int = 4 << 20) -> dict[str, bytes | None]:
         out: dict[str, bytes | None] = {}
         for remote in remotes:
             try:

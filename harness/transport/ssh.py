@@ -335,8 +335,12 @@ class SshTransport(Transport):
         client = self._connected()
         with self._lock:
             if self._sftp is None:
+                transport = client.get_transport()
+                if transport is None:   # the connection closed under us
+                    raise ConnectionDropped(f"{self.device.name}: ssh connection to {self._where} closed before "
+                                            "SFTP could open; run again")
                 try:
-                    self._sftp = paramiko.SFTPClient.from_transport(client.get_transport(), window_size=_WINDOW)
+                    self._sftp = paramiko.SFTPClient.from_transport(transport, window_size=_WINDOW)
                 except (OSError, EOFError, paramiko.SSHException) as exc:
                     raise self._dropped("opening SFTP (is `Subsystem sftp` enabled in sshd_config?)", exc) from None
                 if self._sftp is None:

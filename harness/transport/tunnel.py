@@ -172,7 +172,8 @@ class SshTunnel:
     def _pump(self, sock: socket.socket, chan: paramiko.Channel) -> None:
         while not self._closing.is_set():
             try:
-                ready, _, _ = select.select([sock, chan], [], [], 1.0)
+                waitables: list[socket.socket | paramiko.Channel] = [sock, chan]
+                ready, _, _ = select.select(waitables, [], [], 1.0)
                 if sock in ready:
                     data = sock.recv(_BUF)
                     if not data:

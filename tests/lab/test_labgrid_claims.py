@@ -95,6 +95,9 @@ def test_a_person_holding_a_place_is_waited_for_and_named(lg, coordinators):
         with pytest.raises(DeviceBusy, match=r"in use by [^ ]+/alice.*skipped after waiting"):
             LabgridClaim(device, run_id="night-2", coordinators=coordinators).acquire(1, say=lambda m: None)
         assert _place(lg, "phone2").acquired.endswith("/alice")  # untouched
+        # DeviceClaim makes `say` optional; a labgrid claim waits without one too.
+        with pytest.raises(DeviceBusy, match=r"in use by [^ ]+/alice.*skipped after waiting"):
+            LabgridClaim(device, run_id="night-2", coordinators=coordinators).acquire(1)
 
         said: list[str] = []
         claim = LabgridClaim(device, run_id="night-3", coordinators=coordinators)

@@ -80,7 +80,8 @@ def _integer_tensors_indexed(g: _Graph) -> dict[str, set[int]]:
         t = op.get("type")
         ins = list(op.get("inputIndexes") or [])
         outs = list(op.get("outputIndexes") or [])
-        main = op.get("main") if isinstance(op.get("main"), dict) else {}
+        raw_main = op.get("main")
+        main: dict[str, Any] = raw_main if isinstance(raw_main, dict) else {}
         if t in ("Shape", "Rank", "Size"):
             kinds[f"{t.lower()}_output"].update(outs)
             is_int.update(outs)
@@ -144,8 +145,8 @@ def _check_mul(g: _Graph, op: dict[str, Any]) -> MulCheck:
     if out_p is not None:
         inherited = next((g.name(i) for i, p in zip(ins, in_p) if out_p.same_as(p)), None)
     fallback = d_min = d_max = d_scale = d_zero = None
-    if len(in_p) == 2 and in_p[0] is not None and in_p[1] is not None:
-        a, b = in_p
+    a, b = in_p if len(in_p) == 2 else (None, None)
+    if a is not None and b is not None:
         fallback = a.scale * b.scale * max(abs(a.qmax), abs(b.qmax))
         (a0, a1), (b0, b1) = a.real_range(), b.real_range()
         corners = (a0 * b0, a0 * b1, a1 * b0, a1 * b1)

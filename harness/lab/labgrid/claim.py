@@ -81,7 +81,8 @@ class LabgridClaim:
         return f"{self.device.name}: {self.spec.describe()}"
 
     # ---- acquire ------------------------------------------------------------------------
-    def acquire(self, wait_s: float, *, say: SayFn, cancel: threading.Event | None = None) -> DeviceSpec:
+    def acquire(self, wait_s: float, *, say: SayFn | None = None,
+                cancel: threading.Event | None = None) -> DeviceSpec:
         c = self._coordinator()
         c.release_dead_runs(say)
         deadline = time.monotonic() + wait_s
@@ -102,7 +103,7 @@ class LabgridClaim:
             self.release()
             raise
 
-    def _acquire_named(self, c: Coordinator, name: str, deadline: float, wait_s: float, say: SayFn,
+    def _acquire_named(self, c: Coordinator, name: str, deadline: float, wait_s: float, say: SayFn | None,
                        cancel: threading.Event | None) -> str:
         told = False
         while True:
@@ -134,12 +135,12 @@ class LabgridClaim:
                 raise DeviceBusy(f"{self._where()}: in use by {who}; skipped after waiting {wait_s:.0f} s. "
                                  "Wait for them to release it (`labgrid-client -p "
                                  f"{name} release`) or raise `locks.wait_s` in the plan")
-            if not told:
+            if not told and say is not None:
                 say(f"{self._where()}: in use by {who}; waiting up to {wait_s:.0f} s")
                 told = True
             _sleep(cancel, _POLL_S)
 
-    def _acquire_reserved(self, c: Coordinator, deadline: float, wait_s: float, say: SayFn,
+    def _acquire_reserved(self, c: Coordinator, deadline: float, wait_s: float, say: SayFn | None,
                           cancel: threading.Event | None) -> str:
         tags = dict(self.spec.tags)
         self._token = c.create_reservation(tags, self.spec.prio)
@@ -167,7 +168,7 @@ class LabgridClaim:
                 if time.monotonic() >= deadline:
                     raise DeviceBusy(f"{self._where()}: every matching place is in use ({who}); skipped after "
                                      f"waiting {wait_s:.0f} s. Raise `locks.wait_s` in the plan to wait longer")
-                if not told:
+                if not told and say is not None:
                     say(f"{self._where()}: waiting up to {wait_s:.0f} s for reservation {self._token} ({who})")
                     told = True
                 _sleep(cancel, _POLL_S)

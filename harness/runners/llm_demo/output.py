@@ -107,7 +107,8 @@ def parse_output(stdout: str, prompts: Sequence[str] | int | None = None,
         return ParsedOutput([out], summary, source, raw_text, True, log_lines)
 
     outs: list[PromptOutput] = []
-    cur_text, cur_err = "", []
+    cur_text = ""
+    cur_err: list[str] = []
 
     def close(eos: bool | None, failed: bool) -> None:
         nonlocal cur_text, cur_err
