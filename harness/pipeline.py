@@ -67,12 +67,12 @@ def position_findings_of(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dic
             continue
         if not dumps:
             continue
-        sized = [i for i in case.prompt.images if i.height is not None and i.width is not None]
-        images = [mrope.image_llm_grid(i.height, i.width) for i in sized]
+        images = [mrope.image_llm_grid(h, w) for i in case.prompt.images
+                  if (h := i.height) is not None and (w := i.width) is not None]
         prompt_len = proc.parsed.summary.prompt_tokens if proc.parsed.summary is not None else None
         # An image without <hw> has a grid only the device's resize knows: no reference then.
         ref = (mrope.reference_from_first_chunk(dumps, images, prompt_len=prompt_len)
-               if len(sized) == len(case.prompt.images) else None)
+               if len(images) == len(case.prompt.images) else None)
         if ref is None:
             found[case.id] = [mrope.PositionFinding(
                 "no_reference", "the first prefill call cannot anchor a reference (print the full [POSDBG] "
