@@ -10,32 +10,31 @@ When the pushed runtime holds MNN's `llm_logits_diff`, run_matrix also compares 
 other than the CPU reference with it, teacher-forced (A = CPU reference, B = the pair), per
 prompt; the verdict is a failure on `disagree` (docs/logits-diff.md).
 
-The pytest suites assert on `PairRun`/`Judgement`; the lab scheduler calls `llm_matrix_job`.
+Both front doors decide a (pair, prompt) with `decide` (the suites' `test_generation`, and
+`matrix_records` for the lab job in harness/lab/jobs.py): the same verdict by construction.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Sequence
 
 from harness.checks import mrope
 from harness.checks.agreement import Agreement, compare
 from harness.checks.coherence import Verdict, judge
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
 from harness.errors import HarnessError
-from harness.pairs import cpu_first, is_cpu_reference, reference_of, uses_qnn
+from harness.outcomes import FailureClass, RecordWarning, Status
+from harness.pairs import reference_of
 from harness.report.records import TestRecord
-from harness.runners.cases import PromptCase, default_cases, write_test_image
+from harness.runners.cases import PromptCase
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.logits_diff import DiffResult, LogitsDiffRunner
 from harness.runners.overlay import Overlay
 from harness.runners.prompts import Prompt
 
-if TYPE_CHECKING:
-    from harness.lab.scheduler import DeviceContext
 
 
 @dataclass
@@ -68,12 +67,12 @@ def position_findings_of(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dic
             continue
         if not dumps:
             continue
-        sized = [i for i in case.prompt.images if i.height is not None and i.width is not None]
-        images = [mrope.image_llm_grid(i.height, i.width) for i in sized]
+        images = [mrope.image_llm_grid(h, w) for i in case.prompt.images
+                  if (h := i.height) is not None and (w := i.width) is not None]
         prompt_len = proc.parsed.summary.prompt_tokens if proc.parsed.summary is not None else None
         # An image without <hw> has a grid only the device's resize knows: no reference then.
         ref = (mrope.reference_from_first_chunk(dumps, images, prompt_len=prompt_len)
-               if len(sized) == len(case.prompt.images) else None)
+               if len(images) == len(case.prompt.images) else None)
         if ref is None:
             found[case.id] = [mrope.PositionFinding(
                 "no_reference", "the first prefill call cannot anchor a reference (print the full [POSDBG] "
@@ -215,77 +214,136 @@ def finite(x: float | None) -> float | None:
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """The verdict on one (pair, prompt): passed (maybe with a warning) or failed with a class."""
+
+    status: Status
+    failure_class: FailureClass | None = None
+    message: str = ""  # the failure's, or the warning's
+    warning: RecordWarning | None = None
+    signature: str = ""  # the runner's first matched failure signature, if any
+    deferred: FailureClass | None = None  # the verdict, left to the front door's own test of it
+
+    @property
+    def failed(self) -> bool:
+        return self.status == Status.FAILED
+
+
+def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureClass] = ()) -> Outcome:
+    """THE failure policy of a (pair, prompt); the lab (`matrix_records`) and the suites'
+    `test_generation` both call it, so they give the same verdict by construction.
+
+    Failed on a runner failure, a shape error, a position error, a teacher-forced
+    disagreement with the CPU reference (or a comparison that compared nothing), garbled
+    text, or a wrong fluent answer (a content word of the CPU/CPU answer replaced: "France
+    is France" against "France is Paris"), shown as drift with both texts whatever the
+    suite's expected words, or a different answer altogether (disagree), or no text at all
+    (runtime-error). Other drift (words added, dropped or reordered) passes with a warning.
+    The first problem found names the class.
+
+    `checked_elsewhere`: classes a front door reports in tests of their own (suites/qwen3_vl's
+    test_mrope_positions). A cell whose verdict is one of them passes here with `deferred` set:
+    its later findings are that one's consequences, as in the lab's record of the cell."""
+    proc = run.result.runs[j.index] if j.index < len(run.result.runs) else None
+    problems: list[tuple[FailureClass, str]] = []
+    signature = ""
+    cls = proc.classification if proc is not None else None
+    if cls is not None and not cls.ok:
+        signature = cls.signature_ids[0] if cls.signature_ids else ""
+        problems.append((FailureClass(cls.cls), "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls))
+    found = run.process_shape_findings[j.index] if j.index < len(run.process_shape_findings) else []
+    shape_errors = [f for f in found if f.severity == "error"]
+    if shape_errors and not problems:
+        problems.append((FailureClass.SHAPE_ERROR, shape_errors[0].explain()))
+    pos = (run.position_findings or {}).get(j.case.id)
+    if pos:
+        problems.append((FailureClass.MROPE_POSITIONS, pos[0].explain(with_hint=False)))
+    tf = j.teacher_forced
+    if tf is not None:
+        if tf.transport_error and not problems:
+            # A link fault, not the model's: the lab reconnects and re-runs this test.
+            problems.append((FailureClass.TRANSPORT_ERROR, tf.transport_error))
+        elif tf.verdict == "disagree":
+            problems.append((FailureClass.LOGITS_DISAGREE, tf.describe()))
+        elif tf.verdict == "error" and not problems:
+            problems.append((FailureClass.LOGITS_DIFF_ERROR, tf.describe()))
+    ag = j.agreement
+    # A fluent answer that only misses the suite's expected words is judged against the
+    # CPU answer instead: drift with both texts, not "garbled".
+    expectation_only = (j.verdict is not None and not j.verdict.coherent and ag is not None
+                        and all(r.startswith("expectation:") for r in j.verdict.reasons))
+    # A content word of the CPU answer replaced ("France is France" for "Paris") is the more
+    # telling finding: it names both texts, whatever the text checker also disliked.
+    if ag is not None and ag.wrong_answer and not problems:
+        problems.append((FailureClass(ag.level), ag.describe(j.pair)))
+    if j.verdict is not None and not j.verdict.coherent and not expectation_only and not problems:
+        problems.append((FailureClass.GARBLED, "; ".join(j.verdict.reasons)))
+    if j.text is None and not problems:
+        problems.append((FailureClass.RUNTIME_ERROR, "no text was generated (the run printed no answer)"))
+    warning: tuple[RecordWarning, str] | None = None
+    if ag is not None:
+        if ag.wrong_answer or ag.level == "disagree" or (expectation_only and ag.level != "agree"):
+            if not problems:  # class "drift" or "disagree", both texts in the message
+                problems.append((FailureClass(ag.level), ag.describe(j.pair)))
+        elif ag.level != "agree" and not problems:
+            warning = (RecordWarning.DRIFT, ag.describe(j.pair))
+    if tf is not None and tf.verdict == "drift" and not problems and warning is None:
+        warning = (RecordWarning.LOGITS_DRIFT, tf.describe())
+    if problems and problems[0][0] in checked_elsewhere:
+        return Outcome(Status.PASSED, signature=signature, deferred=problems[0][0])
+    if problems:
+        return Outcome(Status.FAILED, problems[0][0], problems[0][1], signature=signature)
+    if warning is not None:
+        return Outcome(Status.PASSED, None, warning[1], warning=warning[0], signature=signature)
+    return Outcome(Status.PASSED, signature=signature)
+
+
+def record_outcome(rec: TestRecord, run: PairRun, j: Judgement, *,
+                   checked_elsewhere: Collection[FailureClass] = ()) -> Outcome:
+    """Decide the (pair, prompt) and copy the verdict, its figures and its evidence into `rec`
+    (status, class, message, signature, perf, text, coherence verdict, agreement and
+    teacher-forced extras, log excerpt). Both front doors record through this."""
+    proc = run.result.runs[j.index] if j.index < len(run.result.runs) else None
+    outcome = decide(run, j, checked_elsewhere=checked_elsewhere)
+    rec.backend_pair, rec.text = j.pair, j.text or ""
+    if proc is not None:
+        rec.duration_s = proc.wall_s
+        summary = proc.parsed.summary
+        if summary is not None:
+            rec.prefill_tps = finite(summary.get("prefill_speed_tok_s"))
+            rec.decode_tps = finite(summary.get("decode_speed_tok_s"))
+    if j.teacher_forced is not None:
+        rec.extras["teacher_forced"] = j.teacher_forced.record_extras()
+    if j.verdict is not None:
+        rec.verdict = j.verdict.verdict
+    ag = j.agreement
+    if ag is not None:
+        rec.extras["agreement"] = {"similarity": round(ag.similarity, 3), "level": ag.level,
+                                   "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}
+    rec.signature = outcome.signature
+    rec.status = outcome.status.value
+    if outcome.failure_class is not None:
+        rec.failure_class = outcome.failure_class.value
+    if outcome.message:
+        rec.message = outcome.message
+    if outcome.warning is not None:
+        rec.extras["warning"] = outcome.warning.value
+    if outcome.deferred is not None:
+        rec.extras["checked_elsewhere"] = outcome.deferred.value
+    if outcome.failed:
+        rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
+    return outcome
+
+
 def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, suite: str, device: str,
                    soc_model: str = "", htp_arch: str = "", model: str = "") -> list[TestRecord]:
-    """One record per (pair, prompt): failed on a runner failure, a shape error, a position
-    error, a teacher-forced disagreement with the CPU reference (or a comparison that compared
-    nothing), garbled text, or a wrong fluent answer (a content word of the CPU/CPU answer
-    replaced: "France is France" against "France is Paris"), shown as drift with both texts
-    whatever the suite's expected words, or a different answer altogether (disagree). Other
-    drift (words added, dropped or reordered) passes with a warning."""
+    """One record per (pair, prompt), its verdict from `decide`."""
     records = []
     for j in judged:
-        run = runs[j.pair]
-        proc = run.result.runs[j.index] if j.index < len(run.result.runs) else None
         rec = TestRecord(name=f"{suite}::{j.pair}::{j.case.id}", suite=suite, device=device, soc_model=soc_model,
                          htp_arch=htp_arch, model=model, backend_pair=j.pair, text=j.text or "")
-        if proc is not None:
-            rec.duration_s = proc.wall_s
-            summary = proc.parsed.summary
-            if summary is not None:
-                rec.prefill_tps = finite(summary.get("prefill_speed_tok_s"))
-                rec.decode_tps = finite(summary.get("decode_speed_tok_s"))
-        problems: list[tuple[str, str]] = []
-        cls = proc.classification if proc is not None else None
-        if cls is not None and not cls.ok:
-            rec.signature = cls.signature_ids[0] if cls.signature_ids else ""
-            problems.append((cls.cls, "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls))
-        found = run.process_shape_findings[j.index] if j.index < len(run.process_shape_findings) else []
-        shape_errors = [f for f in found if f.severity == "error"]
-        if shape_errors and not problems:
-            problems.append(("shape-error", shape_errors[0].explain()))
-        pos = (run.position_findings or {}).get(j.case.id)
-        if pos:
-            problems.append(("mrope-positions", pos[0].explain(with_hint=False)))
-        tf = j.teacher_forced
-        if tf is not None:
-            rec.extras["teacher_forced"] = tf.record_extras()
-            if tf.transport_error and not problems:
-                # A link fault, not the model's: the lab reconnects and re-runs this test.
-                problems.append(("transport-error", tf.transport_error))
-            elif tf.verdict == "disagree":
-                problems.append(("logits-disagree", tf.describe()))
-            elif tf.verdict == "error" and not problems:
-                problems.append(("logits-diff-error", tf.describe()))
-        ag = j.agreement
-        # A fluent answer that only misses the suite's expected words is judged against the
-        # CPU answer instead: drift with both texts, not "garbled".
-        expectation_only = (j.verdict is not None and not j.verdict.coherent and ag is not None
-                            and all(r.startswith("expectation:") for r in j.verdict.reasons))
-        # A content word of the CPU answer replaced ("France is France" for "Paris") is the more
-        # telling finding: it names both texts, whatever the text checker also disliked.
-        if ag is not None and ag.wrong_answer and not problems:
-            problems.append((ag.level, ag.describe(j.pair)))
-        if j.verdict is not None and not j.verdict.coherent and not expectation_only and not problems:
-            problems.append(("garbled", "; ".join(j.verdict.reasons)))
-        if j.verdict is not None:
-            rec.verdict = j.verdict.verdict
-        if ag is not None:
-            rec.extras["agreement"] = {"similarity": round(ag.similarity, 3), "level": ag.level,
-                                       "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}
-            if ag.wrong_answer or ag.level == "disagree" or (expectation_only and ag.level != "agree"):
-                if not problems:  # class "drift" or "disagree", both texts in the message
-                    problems.append((ag.level, ag.describe(j.pair)))
-            elif ag.level != "agree" and not problems:
-                rec.message = ag.describe(j.pair)
-                rec.extras["warning"] = "drift"
-        if tf is not None and tf.verdict == "drift" and not problems and "warning" not in rec.extras:
-            rec.message = tf.describe()
-            rec.extras["warning"] = "logits-drift"
-        if problems:
-            rec.status = "failed"
-            rec.failure_class, rec.message = problems[0]
-            rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
+        record_outcome(rec, runs[j.pair], j)
         records.append(rec)
     return records
 
@@ -293,78 +351,3 @@ def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, sui
 def _excerpt(log: str, lines: int = 12) -> str:
     interesting = [ln for ln in log.splitlines() if re.search(r"error|fail|fault|signal|段错误|Status", ln, re.I)]
     return "\n".join((interesting or log.splitlines())[-lines:])
-
-
-# ---- the lab's job ---------------------------------------------------------------------------
-
-def _device_path(template: str, ctx: "DeviceContext") -> Path:
-    return Path(template.format(htp_arch=ctx.device.htp_arch, soc=ctx.device.soc_model, device=ctx.device.name))
-
-
-def llm_matrix_job(ctx: "DeviceContext") -> Iterator[TestRecord]:
-    """Provision the entry's model and runtime, run the backend matrix, check, emit records.
-
-    Plan options used: `runtime_dir` (may contain {htp_arch}, {soc}, {device}), `qnn_sdk`,
-    `max_new_tokens`, `timeout_s`, `env` (extra environment for the runner); the suite's
-    `backends` select pairs."""
-    from harness.provision import provision_model, provision_runtime
-
-    options = {**ctx.plan.options, **ctx.entry.model.options, **ctx.entry.suite.options}
-    if "runtime_dir" not in options:
-        raise HarnessError(f"plan {ctx.plan.name!r}: options.runtime_dir is missing; point it at the folder "
-                           "with llm_demo and its libraries (it may use {htp_arch})")
-    model = provision_model(ctx.transport, ctx.entry.model.path)
-    visual = any("/" in p for p in model.configs) and "qnn/qnn" in model.configs
-    image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if visual else None
-    cases = default_cases(visual, image)
-    pairs = [p for p in (ctx.entry.suite.backends or tuple(model.configs)) if p in model.configs]
-    if not pairs:
-        raise HarnessError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r} asks for backends "
-                           f"{', '.join(ctx.entry.suite.backends)} but {ctx.entry.model.name} has configs for "
-                           f"{', '.join(model.configs) or 'none'}; fix `backends:` (visual/llm pairs for VL models)")
-    label = f"{ctx.entry.model.name} ({model.model_type})"
-    if not ctx.device.has_htp:
-        # The host runs the CPU pairs; its QNN cells are skipped with the reason.
-        for pair in [p for p in pairs if uses_qnn(p)]:
-            for c in cases:
-                name = f"{ctx.entry.suite.name}::{pair}::{c.id}"
-                if not ctx.already_done(name):
-                    yield TestRecord(name=name, suite=ctx.entry.suite.name, device=ctx.device.name, status="skipped",
-                                     soc_model=ctx.device.soc_model, model=label, backend_pair=pair,
-                                     message=f"{ctx.device.name} is the host (soc: host): no QNN/HTP backend")
-        pairs = [p for p in pairs if not uses_qnn(p)]
-        if not pairs:
-            return
-    # The CPU pairs need no QNN library: they are required only when a QNN pair runs.
-    runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
-                                qnn_sdk=_device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None,
-                                need_qnn=any(uses_qnn(p) for p in pairs),
-                                qnn_sdk_option=f"options.qnn_sdk in {ctx.plan.path}")
-    # CPU/CPU first: the reference every other pair is compared with.
-    pairs = cpu_first(pairs)
-    runner = LlmDemoRunner(ctx.transport, runtime, model)
-    env = {str(k): str(v) for k, v in dict(options.get("env") or {}).items()}
-    kwargs = dict(max_new_tokens=int(options.get("max_new_tokens", 64)),
-                  timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)), extra_env=env or None)
-    # Pair by pair, so results arrive as they are made and a retry after a dropped link
-    # re-runs only what was not delivered; the CPU reference is re-run when a later pair needs it.
-    def done(pair: str) -> bool:
-        return all(ctx.already_done(f"{ctx.entry.suite.name}::{pair}::{c.id}") for c in cases)
-
-    reference: dict[str, PairRun] = {}
-    for i, pair in enumerate(pairs):
-        is_reference = is_cpu_reference(pair)
-        needed_as_reference = is_reference and not all(done(p) for p in pairs[i + 1:])
-        if done(pair) and not needed_as_reference:
-            continue
-        if ctx.stopping:
-            return
-        runs = {**reference, **run_matrix(runner, cases, [pair], **kwargs)}
-        judged = [j for j in judge_matrix(runs, cases) if j.pair == pair]
-        for rec in matrix_records(runs, judged, suite=ctx.entry.suite.name, device=ctx.device.name,
-                                  soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label):
-            if not ctx.already_done(rec.name):
-                yield rec
-        if is_reference:
-            reference = {pair: runs[pair]}
-    runner.cleanup()

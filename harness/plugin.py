@@ -13,6 +13,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory, load_inventory
+from harness.outcomes import FailureClass
 from harness.pairs import uses_qnn
 from harness.report.records import RecordWriter, TestRecord
 
@@ -209,8 +210,9 @@ def record_writer(pytestconfig: pytest.Config) -> Iterator[RecordWriter | None]:
 @pytest.fixture
 def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceSpec):
     """A TestRecord for this test: fields set by the test become JUnit properties and, with
-    --harness-records, a JSON line. Status, duration and (when the test set none) the
-    failure class and message come from the test's own outcome."""
+    --harness-records, a JSON line. Status and (when the test set none) the duration, the
+    failure class and the message come from the test's own outcome; a test_generation cell
+    records its llm_demo process's time, as the lab's record of that cell does."""
     rec = TestRecord(name=request.node.nodeid, suite=request.node.module.__name__, device=device.name,
                      soc_model=device.soc_model, htp_arch=device.htp_arch)
     yield rec
@@ -236,10 +238,12 @@ class _Outcome:
 
     def apply(self, rec: TestRecord) -> None:
         rec.status = self.status
-        rec.duration_s = round(self.duration_s, 3)
+        # A test that timed its own work (a matrix cell: its process) keeps that figure.
+        rec.duration_s = rec.duration_s or round(self.duration_s, 3)
         if self.status in ("failed", "error"):
             # A check that failed before the test named a class: the assertion itself is the class.
-            rec.failure_class = rec.failure_class or ("setup-error" if self.status == "error" else "check-failed")
+            rec.failure_class = rec.failure_class or (FailureClass.SETUP_ERROR.value if self.status == "error"
+                                                      else FailureClass.CHECK_FAILED.value)
             rec.message = rec.message or self.message
         elif self.status == "skipped":
             rec.message = rec.message or self.message

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Collection
+
 import pytest
 
 from harness import pipeline
+from harness.checks.agreement import DriftWarning
 from harness.inventory import DeviceSpec
+from harness.outcomes import FailureClass
 from harness.pairs import cpu_first, uses_qnn
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
@@ -45,25 +50,14 @@ def select_pairs(model: ProvisionedModel, wanted: list[str] | None, device: Devi
     return cpu_first(p for p in model.configs if pair_skip_reason(p, model, wanted, device, runtime) is None)
 
 
-def record_run(rec: TestRecord, run: pipeline.PairRun, index: int) -> None:
-    """Copy a run's figures into the test's record (JUnit properties): perf, the class of the
-    runner's result, and the text with its coherence verdict, before any assertion."""
-    proc = run.result.runs[index]
-    rec.backend_pair = run.pair
-    if proc.parsed.summary is not None:
-        rec.prefill_tps = pipeline.finite(proc.parsed.summary.get("prefill_speed_tok_s"))
-        rec.decode_tps = pipeline.finite(proc.parsed.summary.get("decode_speed_tok_s"))
-    cls = proc.classification
-    if not cls.ok:
-        rec.failure_class = cls.cls
-        rec.signature = cls.signature_ids[0] if cls.signature_ids else ""
-        rec.message = cls.reason
-
-
-def record_judgement(rec: TestRecord, j: pipeline.Judgement) -> None:
-    rec.text = j.text or ""
-    if j.verdict is not None:
-        rec.verdict = j.verdict.verdict
-        if not j.verdict.coherent and not rec.failure_class:
-            rec.failure_class = "garbled"
-            rec.message = "; ".join(j.verdict.reasons)
+def check_generation(rec: TestRecord, run: pipeline.PairRun, j: pipeline.Judgement, *,
+                     checked_elsewhere: Collection[FailureClass] = ()) -> None:
+    """The (pair, prompt)'s verdict from `pipeline.decide`, the function the lab's records come
+    from too, so the suite and the lab agree by construction (`checked_elsewhere`: classes the
+    suite reports in tests of their own). Its class, message and figures land in the test's
+    record before the test fails; drift that passes is a DriftWarning."""
+    outcome = pipeline.record_outcome(rec, run, j, checked_elsewhere=checked_elsewhere)
+    if outcome.failed:
+        raise AssertionError(f"{j.pair} {j.case.id}: {outcome.failure_class}: {outcome.message}")
+    if outcome.warning is not None:
+        warnings.warn(DriftWarning(outcome.message, j.agreement))

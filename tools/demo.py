@@ -155,7 +155,7 @@ def run_lab_night(out_dir: Path, say: Callable[[str], None] = print) -> bool:
     """The nightly job over the default virtual lab; True when every device completed and passed."""
     import yaml
 
-    from harness import pipeline
+    from harness.lab import jobs
     from harness.lab.plan import load_plan
     from harness.lab.scheduler import run_night
     from virtual_lab.exports import make_qwen3_vl_export
@@ -180,7 +180,7 @@ def run_lab_night(out_dir: Path, say: Callable[[str], None] = print) -> bool:
         }, sort_keys=False))
         for d in inventory.devices.values():
             lab.runtime_dir(d.htp_arch)
-        night = run_night(load_plan(plan_path), inventory, out_dir / "night", pipeline.llm_matrix_job, say=lambda _m: None)
+        night = run_night(load_plan(plan_path), inventory, out_dir / "night", jobs.llm_matrix_job, say=lambda _m: None)
     ok = True
     for name, outcome in sorted(night.devices.items()):
         recs = [r for r in night.records() if r.device == name]

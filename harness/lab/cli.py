@@ -15,7 +15,7 @@ from harness.report.records import TestRecord
 def plan_job(ctx: DeviceContext) -> Iterable[TestRecord]:
     """The job for one plan entry, chosen by the suite's runner."""
     if ctx.entry.suite.runner == "llm_demo":
-        from harness.pipeline import llm_matrix_job
+        from harness.lab.jobs import llm_matrix_job
 
         return llm_matrix_job(ctx)
     raise PlanError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r}: runner {ctx.entry.suite.runner!r} has no lab "

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan, PlanEntry
+from harness.outcomes import FailureClass
 from harness.report.records import TestRecord
 from harness.transport.base import Transport
 
@@ -19,12 +20,12 @@ SayFn = Callable[[str], None]
 
 # Runners that swallow a link fault report it as a record of this class; for the lab that is
 # a device fault (reconnect, retry once, quarantine), never a test failure.
-TRANSPORT_FAULT_CLASSES = frozenset({"transport-error"})
+TRANSPORT_FAULT_CLASSES = frozenset({FailureClass.TRANSPORT_ERROR.value})
 
 # Outcome of one device for the night.
 COMPLETED, QUARANTINED, BUSY, INTERRUPTED = "completed", "quarantined", "busy", "interrupted"
 # Failure class of a result that is a harness bug, not a device's or model's (exit code 3).
-INTERNAL_ERROR = "internal-error"
+INTERNAL_ERROR = FailureClass.INTERNAL_ERROR.value
 
 
 @dataclass

@@ -57,7 +57,7 @@ _RECOVERY_KEYS = {"reconnect_s", "max_faults"}
 _HISTORY_KEYS = {"db", "nights", "perf_drop_pct", "min_nights"}
 # Lab jobs that exist (harness/lab/cli.py picks the job by runner).
 RUNNERS = ("llm_demo",)
-# Options the llm_demo job reads (harness/pipeline.py llm_matrix_job); others pass through as-is.
+# Options the llm_demo job reads (harness/lab/jobs.py llm_matrix_job); others pass through as-is.
 _PATH_OPTIONS = ("runtime_dir", "qnn_sdk")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # POSIX shell variable names
 _ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")

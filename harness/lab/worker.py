@@ -19,6 +19,7 @@ from harness.lab.context import (BUSY, INTERNAL_ERROR, INTERRUPTED, QUARANTINED,
                                  DeviceContext, DeviceOutcome, JobFn, SayFn, TransportFactory)
 from harness.lab.health import HealthVerdict, check_device
 from harness.lab.plan import Plan, PlanEntry
+from harness.outcomes import FailureClass
 from harness.report.records import RecordWriter, TestRecord
 from harness.transport.base import Transport
 
@@ -63,7 +64,7 @@ class EntryRun:
                 self.interrupted_pending = False
         if w.night.stop.is_set() and rec.status in ("failed", "error"):
             # A result cut short by our own stop is not the model's fault.
-            rec.status, rec.failure_class = "error", "interrupted"
+            rec.status, rec.failure_class = "error", FailureClass.INTERRUPTED.value
             rec.message = f"interrupted by a stop request: {rec.message}"
         w.write(rec, self.entry)
 
@@ -111,7 +112,7 @@ class DeviceWorker:
     def _quarantine(self, reason: str, remaining: list[PlanEntry]) -> None:
         self.outcome.status, self.outcome.reason = QUARANTINED, reason
         self.night.say(f"{self.device.name}: quarantined for the night: {reason}")
-        self._skip_rest(remaining, "quarantined", f"device quarantined: {reason}")
+        self._skip_rest(remaining, FailureClass.QUARANTINED.value, f"device quarantined: {reason}")
 
     # ---- the worker ----------------------------------------------------------------------
     def run(self) -> None:
@@ -128,7 +129,7 @@ class DeviceWorker:
                     return
                 self.outcome.status, self.outcome.reason = BUSY, str(exc)
                 night.say(str(exc))
-                self._skip_rest(night.entries, "busy", str(exc))
+                self._skip_rest(night.entries, FailureClass.BUSY.value, str(exc))
                 return
             try:
                 self._run_entries()
@@ -179,13 +180,14 @@ class DeviceWorker:
             if verdict is None or not verdict.ok:
                 when = "before the first suite" if i == 0 else f"before {entry.id}"
                 reason = f"health check {when} failed: {reasons}"
-                self._lab_record("lab::health", "error", "quarantined", reason, None, signature="lab:health",
+                self._lab_record("lab::health", "error", FailureClass.QUARANTINED.value, reason, None,
+                                 signature="lab:health",
                                  extras={"facts": verdict.facts if verdict else {}})
                 self._quarantine(reason, entries[i:])
                 return
             if not self._run_entry(entry):
                 if self.outcome.status == QUARANTINED:
-                    self._skip_rest(entries[i + 1:], "quarantined",
+                    self._skip_rest(entries[i + 1:], FailureClass.QUARANTINED.value,
                                     f"device quarantined: {self.outcome.reason}")
                 return
 
@@ -234,7 +236,7 @@ class DeviceWorker:
                     if not back:
                         why = f"did not come back within {night.plan.recovery.reconnect_s:.0f} s after {exc} ({detail})"
                 if why is not None:
-                    self._lab_record(f"{entry.id}::interrupted", "error", "quarantined",
+                    self._lab_record(f"{entry.id}::interrupted", "error", FailureClass.QUARANTINED.value,
                                      f"device lost: {why}", entry, signature="lab:device-lost",
                                      log_excerpt=self.last_fault, extras={"attempt": run.attempt})
                     self.outcome.status, self.outcome.reason = QUARANTINED, why

@@ -23,6 +23,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from harness.outcomes import FailureClass
 from harness.report.history import History, Regression
 from harness.report.junit import xml_safe
 from harness.report.plots import plot_trends
@@ -69,10 +70,10 @@ def summarize_devices(records: Sequence[TestRecord]) -> list[DeviceSummary]:
     for device, recs in by_device(records).items():
         s = DeviceSummary(device, recs[0].soc_model, recs[0].htp_arch)
         s.counts = Counter(r.status for r in recs)
-        lab = [r for r in recs if r.failure_class == "quarantined" and r.status == "error"]
+        lab = [r for r in recs if r.failure_class == FailureClass.QUARANTINED and r.status == "error"]
         if lab:
             s.status, s.reason = "quarantined", lab[0].message
-        elif recs and all(r.status == "skipped" and r.failure_class == "busy" for r in recs):
+        elif recs and all(r.status == "skipped" and r.failure_class == FailureClass.BUSY for r in recs):
             s.status, s.reason = "busy", recs[0].message
         out.append(s)
     return out

@@ -12,9 +12,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
+from collections.abc import Iterable, Iterator
 
-STATUSES = ("passed", "failed", "error", "skipped")
+from harness.outcomes import Status
+
+STATUSES = tuple(s.value for s in Status)
 
 
 @dataclass
@@ -55,7 +58,7 @@ class TestRecord:
         return json.dumps({k: clean(v) for k, v in asdict(self).items()}, ensure_ascii=False, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TestRecord":
+    def from_dict(cls, data: dict[str, Any]) -> TestRecord:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -80,7 +83,7 @@ class RecordWriter:
         with self._lock:
             self._fh.close()
 
-    def __enter__(self) -> "RecordWriter":
+    def __enter__(self) -> RecordWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

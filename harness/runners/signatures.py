@@ -12,15 +12,17 @@ import signal as signal_mod
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import yaml
 
 from harness.errors import HarnessError
+from harness.outcomes import SIGNATURE_WARNING, FailureClass
 
 DEFAULT_PATH = Path(__file__).with_name("signatures.yaml")
-WARNING = "warning"
-OK = "ok"
+WARNING = SIGNATURE_WARNING
+OK = FailureClass.OK.value
 
 
 @dataclass(frozen=True)
@@ -159,25 +161,25 @@ class SignatureSet:
         found = {m.signature.cls for m in matches} - {WARNING}
 
         if transport_error:
-            return Classification("transport-error", transport_error, matches, [transport_error] + errors)
+            return Classification(FailureClass.TRANSPORT_ERROR.value, transport_error, matches, [transport_error] + errors)
         if timed_out:
-            return Classification("timeout", "the run exceeded its timeout and was killed on the device",
+            return Classification(FailureClass.TIMEOUT.value, "the run exceeded its timeout and was killed on the device",
                                   matches, errors)
         sig = signal_of(exit_code)
         if sig is not None:
             name = signal_name(sig)
-            return Classification("crash", f"killed by {name}", matches, errors + [f"process killed by {name}"])
+            return Classification(FailureClass.CRASH.value, f"killed by {name}", matches, errors + [f"process killed by {name}"])
         if found:
             cls = self.worst(found)
             first = next(m for m in matches if m.signature.cls == cls)
             return Classification(cls, f"{first.signature.id}: {first.description}", matches, errors)
         if exit_code not in (0, None):
-            return Classification("runtime-error", f"exit code {exit_code} and no known error line",
+            return Classification(FailureClass.RUNTIME_ERROR.value, f"exit code {exit_code} and no known error line",
                                   matches, errors + [f"exit code {exit_code}"])
         if expect_summary and not summary_found:
             msg = ("no summary block in stdout or logcat (a logcat-only build with no logcat captured, "
                    "or the run stopped early)")
-            return Classification("runtime-error", msg, matches, errors + [msg])
+            return Classification(FailureClass.RUNTIME_ERROR.value, msg, matches, errors + [msg])
         return Classification(OK, "", matches, errors)
 
 
@@ -246,6 +248,11 @@ def _load(path: Path) -> SignatureSet:
             data.get("signatures"), list):
         raise HarnessError(f"{path}: needs a `classes:` list and a `signatures:` list")
     classes = tuple(str(c) for c in data["classes"])
+    unknown = [c for c in classes if c not in set(FailureClass)]
+    if unknown:
+        # One spelling per class: a class a record may carry is named in harness/outcomes.py.
+        raise HarnessError(f"{path}: classes {', '.join(map(repr, unknown))} are not failure classes of "
+                           "harness/outcomes.py FailureClass; fix the spelling or add the class there")
     allowed = set(classes) | {WARNING}
     sigs: list[Signature] = []
     seen: set[str] = set()

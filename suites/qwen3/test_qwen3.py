@@ -6,21 +6,18 @@ the QNN and CPU LLM backends with coherence and agreement, and chunked-prefill e
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
 
 from harness import pipeline
-from harness.checks.agreement import DriftWarning
-from harness.checks.coherence import assert_coherent
 from harness.checks.quant import assert_quant_ok, check_file
 from harness.checks.shapes import assert_shapes_ok, check_export_shapes
 from harness.pairs import BackendPair
 from harness.runners.cases import default_cases
 from harness.runners.prompts import Prompt
 
-from suites.support import pair_skip_reason, record_judgement, record_run, require_model_type, select_pairs
+from suites.support import check_generation, pair_skip_reason, require_model_type, select_pairs
 
 PAIRS = [p.name for p in BackendPair.all(visual=False)]  # "qnn", "cpu"
 CASES = ["france", "cat"]
@@ -71,19 +68,7 @@ def test_generation(matrix, judged, cases, pair: str, case_id: str, device_recor
     if pair not in matrix:
         pytest.skip(pair_skip_reason(pair, provisioned_model, backends, device, qnn_runtime)
                     or f"backend {pair} did not run")
-    run = matrix[pair]
-    index = [c.id for c in cases].index(case_id)
-    record_run(device_record, run, index)
-    j = judged[(pair, case_id)]
-    record_judgement(device_record, j)  # verdict and class land in the record before any assertion
-    cls = run.result.runs[index].classification
-    assert cls.ok, f"{pair} {case_id}: llm_demo failed ({cls.cls}): {cls.reason}\n" + "\n".join(cls.errors[:5])
-    assert_shapes_ok(run.shape_findings)
-    assert j.text is not None, f"{pair} {case_id}: no text was generated"
-    assert_coherent(j.text, prompt=j.case.prompt.text, expect_any=j.case.expect_any,
-                    reference=j.agreement.reference if j.agreement else None)
-    if j.agreement is not None and j.agreement.level != "agree":
-        warnings.warn(DriftWarning(j.agreement.describe(pair)))
+    check_generation(device_record, matrix[pair], judged[(pair, case_id)])
 
 
 def test_chunked_prefill_equivalence(fits, llm_runner, provisioned_model, device_record) -> None:  # type: ignore[no-untyped-def]

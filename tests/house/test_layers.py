@@ -2,7 +2,7 @@
 imports a higher one, and no two modules import each other in a circle.
 
 Layers (lowest first), as docs/ARCHITECTURE.md draws them:
-    errors -> soc/validation/pairs -> export, mnn_graph -> compiled_io -> inventory, checks, report,
+    errors, outcomes -> soc/validation/pairs -> export, mnn_graph -> compiled_io -> inventory, checks, report,
     hostrt -> transport -> provision -> runners -> pipeline -> lab -> plugin -> cli
 Imports inside a package (harness.lab.* -> harness.lab.*) are free; imports under
 `if TYPE_CHECKING:` count too: a type that must come from above is a sign the code sits low.
@@ -22,7 +22,7 @@ assert HARNESS.is_dir(), HARNESS
 
 # Rank of each top-level room of `harness`; a module may import only lower ranks (or its own room).
 LAYERS: dict[str, int] = {
-    "harness.errors": 0,
+    "harness.errors": 0, "harness.outcomes": 0,
     "harness": 1, "harness.soc": 1, "harness.validation": 1, "harness.pairs": 1,
     "harness.export": 2, "harness.mnn_graph": 2,
     "harness.compiled_io": 3,

@@ -179,13 +179,13 @@ def test_2_interrupted(lab, signum):
 
 def test_3_internal_error(lab):
     """A harness bug inside a job (here: the real llm_demo job, then a Python exception)."""
-    from harness import pipeline
+    from harness.lab import jobs
     from harness.lab.exitcodes import for_night
     from harness.lab.plan import load_plan
     from harness.lab.scheduler import run_night
 
     def buggy_job(ctx):
-        yield from pipeline.llm_matrix_job(ctx)
+        yield from jobs.llm_matrix_job(ctx)
         raise KeyError("a harness bug")
 
     night = run_night(load_plan(lab.plan("buggy")), lab.vlab.inventory, lab.root / "buggy", buggy_job,

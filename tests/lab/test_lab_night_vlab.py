@@ -11,7 +11,7 @@ import pytest
 import yaml
 from junitparser import Failure, JUnitXml
 
-from harness import pipeline
+from harness.lab import jobs
 from harness.lab.locks import lock_state
 from harness.lab.plan import load_plan
 from harness.lab.scheduler import run_night
@@ -109,7 +109,7 @@ def test_night_on_a_virtual_lab(vlab_factory, tmp_path):
     plan = load_plan(plan_path)
     unplug = Unplug(lab)
     said = []
-    night = run_night(plan, inv, tmp_path / "out", pipeline.llm_matrix_job, transport_factory=unplug,
+    night = run_night(plan, inv, tmp_path / "out", jobs.llm_matrix_job, transport_factory=unplug,
                       say=said.append)
     outcomes = {n: o.status for n, o in night.devices.items()}
     assert unplug.fired.is_set()

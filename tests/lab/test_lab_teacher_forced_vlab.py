@@ -10,7 +10,7 @@ import pytest
 import yaml
 from junitparser import JUnitXml
 
-from harness import pipeline
+from harness.lab import jobs
 from harness.lab.plan import load_plan
 from harness.lab.scheduler import run_night
 from harness.report.history import History
@@ -40,7 +40,7 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
         "locks": {"dir": "locks", "wait_s": 5},
         "recovery": {"reconnect_s": 2, "max_faults": 2},
     }))
-    night = run_night(load_plan(plan_path), inv, tmp_path / "out", pipeline.llm_matrix_job)
+    night = run_night(load_plan(plan_path), inv, tmp_path / "out", jobs.llm_matrix_job)
     recs = {(r.device, r.backend_pair, r.name.rsplit("::", 1)[-1]): r for r in night.records()}
     details = [(k, r.status, r.failure_class, r.message[:300]) for k, r in recs.items()]
 

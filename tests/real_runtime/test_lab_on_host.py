@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import pipeline
+from harness.lab import jobs
 from harness.inventory import load_inventory
 from harness.lab.plan import load_plan
 from harness.lab.scheduler import run_night
@@ -28,7 +28,7 @@ def test_night_on_the_host_runs_the_cpu_pair(tmp_path: Path) -> None:
         "options": {"runtime_dir": str(tree), "max_new_tokens": 64, "timeout_s": 300},
         "health": {"min_free_mb": 16},
     }))
-    night = run_night(load_plan(plan), load_inventory(devices), tmp_path / "out", pipeline.llm_matrix_job,
+    night = run_night(load_plan(plan), load_inventory(devices), tmp_path / "out", jobs.llm_matrix_job,
                       lock_dir=tmp_path / "locks", reports=False)
     recs = {r.name: r for r in night.records()}
     assert set(recs) == {"matrix::cpu::france", "matrix::cpu::cat"}, [(r.name, r.status, r.message) for r in recs.values()]

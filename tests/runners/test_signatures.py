@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import HarnessError
+from harness.outcomes import FailureClass
 from harness.runners.signatures import load_signatures, logcat_messages, signal_of
 
 SIGS = load_signatures()
@@ -98,6 +99,16 @@ def test_bad_signature_file_is_a_clear_error(tmp_path):
         load_signatures(bad)
     with pytest.raises(HarnessError, match="not found"):
         load_signatures(tmp_path / "missing.yaml")
+
+
+def test_classes_are_spelled_as_harness_outcomes_spells_them(tmp_path):
+    """A class a record may carry has one spelling (harness/outcomes.py); a file with another is refused."""
+    assert {FailureClass(c) for c in SIGS.classes} <= set(FailureClass)
+    bad = tmp_path / "sigs.yaml"
+    bad.write_text("version: 1\nclasses: [transport_error, ok]\nsignatures:\n"
+                   "  - {id: x, class: ok, regex: 'x', description: d, hint: h}\n")
+    with pytest.raises(HarnessError, match=r"sigs.yaml: classes 'transport_error' are not failure classes"):
+        load_signatures(bad)
 
 
 # Loader failures: the runner never started; the class and its text name the library.

@@ -1,0 +1,66 @@
+"""The one spelling of every test status, failure class and warning the harness writes.
+
+str-valued enums: a member *is* its string, so records, JUnit properties, SQLite rows and
+the HTML report keep the exact strings they always had (`"transport-error"`, ...), and a
+string read back from any of them compares equal to its member. Bottom layer: imports
+nothing from the harness.
+
+A record's `failure_class` may also hold a class this module does not own: an exception's
+type name for a lab entry whose setup raised (harness/lab/scheduler.py).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """A record's status (harness/report/records.py)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+
+class FailureClass(StrEnum):
+    """Why a record did not pass; the classes of harness/runners/signatures.yaml are a subset."""
+
+    # A runner's process, classified from its output (harness/runners/signatures.yaml; the
+    # order of severity lives there, not here).
+    TRANSPORT_ERROR = "transport-error"  # a link fault, not the model's: the lab reconnects and re-runs
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    LIBRARY_MISSING = "library-missing"
+    QNN_LIBRARY_MISSING = "qnn-library-missing"
+    BINARY_MISMATCH = "binary-mismatch"
+    SHAPE_ERROR = "shape-error"
+    INIT_ERROR = "init-error"
+    RUNTIME_ERROR = "runtime-error"
+    OK = "ok"  # the runner's "no failure" class
+    # The checks of a (pair, prompt) (harness/pipeline.py `decide`).
+    MROPE_POSITIONS = "mrope-positions"
+    LOGITS_DISAGREE = "logits-disagree"
+    LOGITS_DIFF_ERROR = "logits-diff-error"
+    GARBLED = "garbled"
+    DRIFT = "drift"  # a content word of the CPU answer replaced
+    DISAGREE = "disagree"  # a different answer altogether
+    # The pytest plugin, when the test itself named no class.
+    CHECK_FAILED = "check-failed"
+    SETUP_ERROR = "setup-error"
+    # The lab (harness/lab/scheduler.py).
+    QUARANTINED = "quarantined"
+    BUSY = "busy"
+    INTERRUPTED = "interrupted"
+    INTERNAL_ERROR = "internal-error"
+
+
+class RecordWarning(StrEnum):
+    """A passing record's `extras["warning"]`: recorded, never a failure."""
+
+    DRIFT = "drift"  # words added, dropped or reordered against the CPU answer
+    LOGITS_DRIFT = "logits-drift"  # teacher-forced: drift, not disagreement
+
+
+# The class a signature may carry that is never a failure (harness/runners/signatures.yaml).
+SIGNATURE_WARNING = "warning"

@@ -1,0 +1,142 @@
+"""The lab and the suites give the same verdict on a (pair, prompt) by construction: one
+judged matrix (every kind of finding the policy knows) goes through the lab's code path
+(`pipeline.matrix_records`) and the suites' (`suites.support.check_generation`, what
+`test_generation` calls) and every record ends with the same status, class, message and
+warning."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from harness import pipeline
+from harness.checks import mrope
+from harness.checks.agreement import DriftWarning
+from harness.outcomes import FailureClass, RecordWarning
+from harness.report.records import TestRecord
+from harness.runners import logits_diff as ld
+from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
+from harness.runners.prompts import Prompt
+from suites.support import check_generation
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "logits_diff"
+SUMMARY = ("\n#################################\nprompt tokens num = 18\ndecode tokens num = 8\n"
+           "prefill time = 0.10 s\n decode time = 0.10 s\nprefill speed = 180.00 tok/s\n"
+           " decode speed = 80.00 tok/s\n##################################\n")
+FRANCE = pipeline.PromptCase(Prompt("What is the capital of France? Answer briefly.", id="france"), ("Paris",))
+CAT = pipeline.PromptCase(Prompt("Describe a cat in two sentences.", id="cat"), ("cat", "cats"))
+CASES = [FRANCE, CAT]
+PARIS = "The capital of France is Paris."
+CAT_TEXT = "A cat is a small furry animal with whiskers. Cats like to sleep in warm places."
+
+
+def _tf(name: str) -> ld.DiffResult:
+    res = ld.analyse((FIX / f"{name}.stdout").read_text())
+    res.label_a, res.label_b = "cpu", "qnn"
+    return res
+
+
+def _proc(case: pipeline.PromptCase, text: str, *, log: str = "") -> ProcessRun:
+    stdout = f"config path is c.json\nprompt file is prompts.txt\n{log}{text}\n{SUMMARY}"
+    parsed, cls = analyse(stdout, "", exit_code=0, prompts=[case.prompt.text])
+    return ProcessRun(["llm_demo"], [case.prompt.text], stdout, "", None, 0, False, 0.2, parsed, cls)
+
+
+def _pair(pair: str, france: str, cat: str, *, tf: list[ld.DiffResult | None] | None = None,
+          log: str = "") -> pipeline.PairRun:
+    procs = [_proc(FRANCE, france, log=log), _proc(CAT, cat)]
+    return pipeline.PairRun(pair, LlmDemoResult(procs, [p.parsed.prompts[0] for p in procs]),
+                            teacher_forced=tf or [])
+
+
+def _matrix() -> dict[str, pipeline.PairRun]:
+    """CPU reference plus one pair per finding (the pair names only have to differ)."""
+    transport = ld.analyse("", "", exit_code=None)  # what LogitsDiffRunner.run makes of a lost link
+    transport.transport_error = "link to the device lost during llm_logits_diff"
+    return {
+        "cpu": _pair("cpu", PARIS, CAT_TEXT),
+        "same": _pair("same", PARIS, CAT_TEXT),
+        "wrong-answer": _pair("wrong-answer", "The capital of France is France.", CAT_TEXT),
+        "other-answer": _pair("other-answer", "Cats sleep for most of the day and love warm places to rest.",
+                              "Cats are independent pets that hunt mice and groom themselves for hours each day."),
+        "garbled": _pair("garbled", PARIS, "the the the the the the the the the the the the the the the the"),
+        "reworded": _pair("reworded", "Paris is the capital of France.", CAT_TEXT),
+        "logits": _pair("logits", PARIS, CAT_TEXT, tf=[_tf("corrupted-weights"), _tf("one-token-chunks-cat")]),
+        "link": _pair("link", PARIS, CAT_TEXT, tf=[transport, None]),
+        "init": _pair("init", "", CAT_TEXT, log="LLM init error\n"),
+    }
+
+
+def _suite_front_door(run: pipeline.PairRun, j: pipeline.Judgement) -> tuple[TestRecord, bool]:
+    """What `test_generation` and the plugin make of it: the record, and whether a DriftWarning came."""
+    rec = TestRecord(name=f"test_generation[{j.pair}-{j.case.id}]", suite="suite", device="d")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            check_generation(rec, run, j)
+            status = "passed"
+        except AssertionError as exc:
+            status = "failed"
+            assert j.pair in str(exc) and rec.message in str(exc)
+    rec.status = status  # the plugin's outcome (harness/plugin.py _Outcome.apply)
+    return rec, any(issubclass(w.category, DriftWarning) for w in caught)
+
+
+def _verdict(rec: TestRecord) -> tuple[str, str, str, str]:
+    return rec.status, rec.failure_class, rec.message, str(rec.extras.get("warning", ""))
+
+
+def test_the_lab_and_the_suites_give_the_same_verdict_on_every_cell() -> None:
+    runs = _matrix()
+    judged = pipeline.judge_matrix(runs, CASES)
+    lab = {(r.backend_pair, r.name.rsplit("::", 1)[1]): r
+           for r in pipeline.matrix_records(runs, judged, suite="lab", device="d")}
+    assert len(lab) == len(judged) == 2 * len(runs)
+    for j in judged:
+        suite, warned = _suite_front_door(runs[j.pair], j)
+        assert _verdict(suite) == _verdict(lab[(j.pair, j.case.id)]), (j.pair, j.case.id)
+        assert warned == bool(suite.extras.get("warning")), (j.pair, j.case.id)
+        assert suite.signature == lab[(j.pair, j.case.id)].signature
+
+    # The matrix covers what the policy decides, so the comparison above is not vacuous.
+    classes = {(p, c): _verdict(r)[1] or _verdict(r)[3] or "passed" for (p, c), r in lab.items()}
+    assert classes[("same", "france")] == classes[("cpu", "cat")] == "passed"
+    assert classes[("wrong-answer", "france")] == FailureClass.DRIFT
+    assert classes[("other-answer", "france")] == FailureClass.GARBLED  # misses "Paris", off the prompt
+    assert classes[("other-answer", "cat")] == FailureClass.DISAGREE  # fluent, a different answer altogether
+    assert classes[("garbled", "cat")] == FailureClass.GARBLED
+    assert classes[("reworded", "france")] == RecordWarning.DRIFT
+    assert classes[("logits", "france")] == FailureClass.LOGITS_DISAGREE
+    assert classes[("logits", "cat")] == RecordWarning.LOGITS_DRIFT
+    assert classes[("link", "france")] == FailureClass.TRANSPORT_ERROR
+    assert classes[("init", "france")] == FailureClass.INIT_ERROR
+
+
+def test_a_cell_with_no_text_fails_on_both_front_doors() -> None:
+    runs = {"cpu": _pair("cpu", PARIS, CAT_TEXT)}
+    j = pipeline.Judgement("cpu", FRANCE, 0, None, None, None)
+    lab = pipeline.matrix_records(runs, [j], suite="lab", device="d")[0]
+    suite, _ = _suite_front_door(runs["cpu"], j)
+    assert _verdict(lab) == _verdict(suite)
+    assert lab.status == "failed" and "no text was generated" in lab.message
+
+
+def test_a_position_finding_fails_the_lab_cell_and_the_suites_position_test_not_twice() -> None:
+    """suites/qwen3_vl reports positions in test_mrope_positions (per pair); its test_generation
+    leaves them out and the lab's record of the cell names them: the same finding, one place each;
+    the teacher-forced disagreement the position bug causes stays its consequence on both."""
+    run = _pair("qnn", PARIS, CAT_TEXT, tf=[_tf("corrupted-weights"), None])
+    run.position_findings = {"france": [mrope.PositionFinding("chunk_local_bug", "chunk 1 restarts at 0", chunk=1)]}
+    runs = {"cpu": _pair("cpu", PARIS, CAT_TEXT), "qnn": run}
+    judged = [j for j in pipeline.judge_matrix(runs, CASES) if j.pair == "qnn"]
+    lab = pipeline.matrix_records(runs, judged, suite="lab", device="d")
+    assert [(r.status, r.failure_class) for r in lab] == [("failed", FailureClass.MROPE_POSITIONS), ("passed", "")]
+    for j in judged:
+        rec = TestRecord(name="t", suite="s", device="d")
+        check_generation(rec, run, j, checked_elsewhere={FailureClass.MROPE_POSITIONS})  # passes
+        assert rec.status == "passed" and rec.failure_class == ""
+    assert pipeline.decide(run, judged[0], checked_elsewhere={FailureClass.MROPE_POSITIONS}).deferred == "mrope-positions"
+    with pytest.raises(AssertionError, match="chunk_local_bug"):  # what test_mrope_positions asserts
+        mrope.assert_positions_ok(run.position_findings["france"])
