@@ -4,7 +4,7 @@ PYTHON ?= python3
 APT_PACKAGES := adb openssh-server bubblewrap chromium mksh toybox original-awk
 STAMP := .make/installed
 
-.PHONY: demo test install system-deps python-deps clean
+.PHONY: demo test lint install system-deps python-deps clean
 
 install: system-deps python-deps
 
@@ -33,8 +33,13 @@ $(STAMP): pyproject.toml
 demo: install
 	$(PYTHON) -m tools.demo
 
-test: install
+test: install lint
 	$(PYTHON) -m pytest tests -q -p no:cacheprovider
+
+# The house's floors (the import rules are a test: tests/house/test_layers.py).
+lint: install
+	$(PYTHON) -m ruff check harness
+	$(PYTHON) -m mypy
 
 clean:
 	rm -rf .make build *.egg-info .pytest_cache
