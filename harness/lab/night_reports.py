@@ -62,7 +62,9 @@ class NightResult:
     counts: NightCounts = field(default_factory=NightCounts)
 
     def records(self) -> list[TestRecord]:
-        return read_records(self.records_path)
+        """This night's records. records.jsonl is appended to (an --out folder reused night after
+        night keeps every night's lines), so the run id tells this night's apart."""
+        return [r for r in read_records(self.records_path) if r.extras.get("run_id") == self.run_id]
 
 
 def write_night_reports(

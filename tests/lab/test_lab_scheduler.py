@@ -213,3 +213,18 @@ def test_a_record_classed_transport_error_counts_as_a_device_fault(lab4, make_pl
     assert [(r.name, r.status, r.flaky, r.attempts) for r in dev0] == [
         ("tiny[qnn]", "passed", True, 2), ("tiny[cpu]", "passed", False, 2)]
     assert night.devices["dev0"].faults == 1 and night.devices["dev0"].status == "completed"
+
+
+def test_a_reused_out_folder_reports_only_this_nights_records(lab4, make_plan):
+    """--out reused night after night: records.jsonl keeps every night's lines, but the counts,
+    JUnit and history of a night are its own (an old failure must not fail tonight's CI)."""
+    inv, root = lab4
+    plan = make_plan(repeats=1)
+    first = run_night(plan, inv, root / "out", ShellJob(), transport_factory=faulty_factory(Switch()), say=lambda m: None)
+    second = run_night(plan, inv, root / "out", ShellJob(), transport_factory=faulty_factory(Switch()), say=lambda m: None)
+    assert first.run_id != second.run_id
+    assert len(read_records(root / "out" / "records.jsonl")) == 2 * len(second.records())
+    assert {r.extras["run_id"] for r in second.records()} == {second.run_id}
+    assert second.counts.passed == len(second.records()) == len(first.records())
+    suites = ET.parse(root / "out" / "junit.xml").getroot()
+    assert sum(int(s.get("tests")) for s in suites.iter("testsuite")) == len(second.records())
