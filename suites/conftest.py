@@ -1,5 +1,6 @@
 """Shared fixtures for the device suites: the backend matrix is run once per session and
-every test asserts on its part of it (one llm_demo process per prompt and pair)."""
+every test asserts on its part of it (one llm_demo process per prompt and pair). A suite
+gives its own `cases` (the prompts) and `fits` (skips another model type)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import Iterator
 
 import pytest
 
+from harness import pipeline
 from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
+from suites.support import select_pairs
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +25,14 @@ def llm_runner(transport, qnn_runtime, provisioned_model) -> Iterator[LlmDemoRun
 @pytest.fixture(scope="session")
 def test_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_test_image(tmp_path_factory.mktemp("inputs") / "red-square.png")
+
+
+@pytest.fixture(scope="session")
+def matrix(fits, llm_runner, provisioned_model, backends, cases, device,  # type: ignore[no-untyped-def]
+           qnn_runtime) -> dict[str, pipeline.PairRun]:
+    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends, device, qnn_runtime))
+
+
+@pytest.fixture(scope="session")
+def judged(matrix, cases) -> dict[tuple[str, str], pipeline.Judgement]:  # type: ignore[no-untyped-def]
+    return {(j.pair, j.case.id): j for j in pipeline.judge_matrix(matrix, cases)}

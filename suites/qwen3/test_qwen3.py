@@ -17,7 +17,7 @@ from harness.pairs import BackendPair
 from harness.runners.cases import default_cases
 from harness.runners.prompts import Prompt
 
-from suites.support import check_generation, pair_skip_reason, require_model_type, select_pairs
+from suites.support import check_generation, pair_skip_reason, require_model_type
 
 PAIRS = [p.name for p in BackendPair.all(visual=False)]  # "qnn", "cpu"
 CASES = ["france", "cat"]
@@ -32,17 +32,6 @@ def cases() -> list[pipeline.PromptCase]:
 def fits(provisioned_model) -> None:  # type: ignore[no-untyped-def]
     """Every device test of this suite skips, with the reason, for another model type."""
     require_model_type(provisioned_model, "qwen3")
-
-
-@pytest.fixture(scope="session")
-def matrix(fits, llm_runner, provisioned_model, backends, cases, device,  # type: ignore[no-untyped-def]
-           qnn_runtime) -> dict[str, pipeline.PairRun]:
-    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends, device, qnn_runtime))
-
-
-@pytest.fixture(scope="session")
-def judged(matrix, cases) -> dict[tuple[str, str], pipeline.Judgement]:  # type: ignore[no-untyped-def]
-    return {(j.pair, j.case.id): j for j in pipeline.judge_matrix(matrix, cases)}
 
 
 def test_export_shapes(model_dir: Path, device_record) -> None:  # type: ignore[no-untyped-def]

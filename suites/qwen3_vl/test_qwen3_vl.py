@@ -17,7 +17,7 @@ from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
 from harness.runners.cases import default_cases
 
-from suites.support import check_generation, pair_skip_reason, require_model_type, select_pairs
+from suites.support import check_generation, pair_skip_reason, require_model_type
 
 PAIRS = [p.name for p in BackendPair.all(visual=True)]  # "qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu"
 CASES = ["france", "cat", "image"]
@@ -33,17 +33,6 @@ def cases(test_image) -> list[pipeline.PromptCase]:  # type: ignore[no-untyped-d
 def fits(provisioned_model) -> None:  # type: ignore[no-untyped-def]
     """Every device test of this suite skips, with the reason, for another model type."""
     require_model_type(provisioned_model, "qwen3_vl")
-
-
-@pytest.fixture(scope="session")
-def matrix(fits, llm_runner, provisioned_model, backends, cases, device,  # type: ignore[no-untyped-def]
-           qnn_runtime) -> dict[str, pipeline.PairRun]:
-    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends, device, qnn_runtime))
-
-
-@pytest.fixture(scope="session")
-def judged(matrix, cases) -> dict[tuple[str, str], pipeline.Judgement]:  # type: ignore[no-untyped-def]
-    return {(j.pair, j.case.id): j for j in pipeline.judge_matrix(matrix, cases)}
 
 
 def _run(matrix: dict[str, pipeline.PairRun], pair: str, request: pytest.FixtureRequest) -> pipeline.PairRun:
