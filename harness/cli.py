@@ -99,7 +99,7 @@ def cmd_push(args: argparse.Namespace) -> int:
                 print(f"{device.name}: {rt.remote_dir}: {rt.files_sent} files, {rt.bytes_sent} bytes sent "
                       f"({posixpath.basename(rt.runner)}, {what})")
             if args.model_dir:
-                result = provision_model(transport, Path(args.model_dir))
+                result = provision_model(transport, Path(args.model_dir), qnn_sdk=args.qnn_sdk)
                 print(f"{device.name}: {result.remote_dir}: {result.files_sent} files, {result.bytes_sent} bytes sent")
     finally:
         claim.release()
@@ -163,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", metavar="DIR", help="runtime folder (llm_demo or qnn_llama_runner and its libraries; "
                    "a build tree is fine: libraries are found by the runner's ELF NEEDED entries)")
     p.add_argument("--qnn-sdk", metavar="SDK", help="QNN SDK root: push the QNN libraries for the device's HTP arch "
-                   "(needed only for QNN backends)")
+                   "(needed only for QNN backends), and read the export's compiled soc_id/arch from its "
+                   "context binaries (qnn-context-binary-utility)")
     p.add_argument("model_dir", nargs="?", help="exported model folder")
     p.set_defaults(func=cmd_push)
 

@@ -161,7 +161,8 @@ def model_export(pytestconfig: pytest.Config) -> ModelArtifact | None:
 
     raw = _opt(pytestconfig, "--model-dir")
     try:
-        return load_export(Path(raw)) if raw else None
+        sdk = _opt(pytestconfig, "--qnn-sdk")  # the context binaries then tell the compiled target
+        return load_export(Path(raw), qnn_sdk=Path(sdk) if sdk else None) if raw else None
     except HarnessError:
         return None
 

@@ -33,7 +33,8 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
     if "runtime_dir" not in options:
         raise HarnessError(f"plan {ctx.plan.name!r}: options.runtime_dir is missing; point it at the folder "
                            "with llm_demo and its libraries (it may use {htp_arch})")
-    model = provision_model(ctx.transport, ctx.entry.model.path)
+    sdk = _device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None
+    model = provision_model(ctx.transport, ctx.entry.model.path, qnn_sdk=sdk)
     visual = any("/" in p for p in model.configs) and "qnn/qnn" in model.configs
     image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if visual else None
     cases = default_cases(visual, image)
@@ -57,7 +58,7 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
             return
     # The CPU pairs need no QNN library: they are required only when a QNN pair runs.
     runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
-                                qnn_sdk=_device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None,
+                                qnn_sdk=sdk,
                                 need_qnn=any(uses_qnn(p) for p in pairs),
                                 qnn_sdk_option=f"options.qnn_sdk in {ctx.plan.path}")
     # CPU/CPU first: the reference every other pair is compared with.

@@ -25,14 +25,17 @@ def provision_model(
     verify: str = "size",
     allow_unknown_target: bool = False,
     follow_external_links: bool = False,
+    qnn_sdk: Path | str | None = None,
 ) -> ProvisionedModel:
     """Validate an export against the device, then push it incrementally to
     `<work_dir>/models/<name>` (default name: the folder's name). Nothing moves when the
     export is incomplete or compiled for another SoC/arch. Symlinks leaving the export are
     refused unless `follow_external_links` (artifacts.py states the rule). `artifact`: the export
-    when the caller already read it (load_export), so it is not read twice."""
+    when the caller already read it (load_export), so it is not read twice. `qnn_sdk`: a QNN SDK
+    root; the context binaries then tell the soc_id/HTP arch the export was compiled for
+    (docs/qnn-export-artifacts.md), where no sidecar records it."""
     if artifact is None:
-        artifact = load_export(model_dir, follow_external_links=follow_external_links)
+        artifact = load_export(model_dir, qnn_sdk=qnn_sdk, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
     target = artifact.target
     meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type, "configs": artifact.configs,

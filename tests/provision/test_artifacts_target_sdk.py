@@ -41,3 +41,17 @@ def test_binaries_and_a_stale_sidecar_disagree(tmp_path: Path, sdk: Path) -> Non
     assert load_export(tmp_path / "m").target.soc_id == 69  # the sidecar alone
     with pytest.raises(ArtifactError, match="disagrees with itself"):
         load_export(tmp_path / "m", qnn_sdk=sdk)
+
+
+def test_provisioning_reads_the_target_from_the_binaries_before_a_byte_moves(tmp_path: Path, sdk: Path) -> None:
+    """The front doors pass --qnn-sdk / options.qnn_sdk on to provision_model: a v75 export
+    without a sidecar is refused on a v79 device by what its context binaries say."""
+    from harness.provision import provision_model
+    from harness.transport.local import LocalTransport
+
+    make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=3, sidecar=False, soc_id=57, dsp_arch="v75")
+    device = local_device(tmp_path)  # SM8750, v79
+    with LocalTransport(device) as t:
+        with pytest.raises(ArtifactError, match=r"HTP v75.*--dsp_arch v79"):
+            provision_model(t, tmp_path / "m", qnn_sdk=sdk)
+        assert not t.exists(f"{device.work_dir}/models/m")
