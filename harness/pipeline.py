@@ -27,7 +27,9 @@ from harness.checks.coherence import Verdict, judge
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
 from harness.errors import HarnessError
 from harness.outcomes import FailureClass, RecordWarning, Status
-from harness.pairs import reference_of
+from harness.inventory import DeviceSpec
+from harness.pairs import cpu_first, reference_of, uses_qnn
+from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
 from harness.runners.cases import PromptCase
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
@@ -142,6 +144,27 @@ def chunked_prefill_check(runner: LlmDemoRunner, prompts: Sequence[Prompt], *, b
                                           f"{whole.failure_class}")
         out.append(ChunkedPrefill(p.id or p.text[:32], "text", res.equal, text=res))
     return out
+
+
+def pair_skip_reason(pair: str, model: ProvisionedModel, wanted: list[str] | None,
+                     device: DeviceSpec | None = None, runtime: ProvisionedRuntime | None = None) -> str | None:
+    """Why a backend pair does not run in this session or night (None: it runs); the suites
+    skip with it and the lab job records it, so both front doors give the same reason."""
+    if wanted is not None and pair not in wanted:
+        return f"backend {pair} not selected (--backends {','.join(wanted)})"
+    if pair not in model.configs:
+        return f"backend {pair} has no config in this export (have: {', '.join(model.configs) or 'none'})"
+    if uses_qnn(pair):
+        if device is not None and not device.has_htp:
+            return f"backend {pair} needs a QNN/HTP device; {device.name} is the host (soc: host)"
+        if runtime is not None and not runtime.qnn:
+            return f"backend {pair}: the runtime was pushed without QNN libraries (pass --qnn-sdk)"
+    return None
+
+
+def select_pairs(model: ProvisionedModel, wanted: list[str] | None, device: DeviceSpec | None = None,
+                 runtime: ProvisionedRuntime | None = None) -> list[str]:
+    return cpu_first(p for p in model.configs if pair_skip_reason(p, model, wanted, device, runtime) is None)
 
 
 def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterable[str], *,

@@ -12,7 +12,6 @@ import pytest
 from harness import pipeline
 from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
-from suites.support import select_pairs
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +29,7 @@ def test_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def matrix(fits, llm_runner, provisioned_model, backends, cases, device,  # type: ignore[no-untyped-def]
            qnn_runtime) -> dict[str, pipeline.PairRun]:
-    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends, device, qnn_runtime))
+    return pipeline.run_matrix(llm_runner, cases, pipeline.select_pairs(provisioned_model, backends, device, qnn_runtime))
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,8 @@ import pytest
 
 from harness import pipeline
 from harness.checks.agreement import DriftWarning
-from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
-from harness.pairs import cpu_first, uses_qnn
-from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+from harness.provision.types import ProvisionedModel
 from harness.report.records import TestRecord
 
 # Which suite fits which export (model_type from llm_config.json; README "Suites").
@@ -28,26 +26,6 @@ def require_model_type(model: ProvisionedModel, suite: str) -> None:
     where = f"; run {other} for it" if other else ""
     pytest.skip(f"model type is {model.model_type!r} (llm_config.json), not {' or '.join(fits)}: "
                 f"suites/{suite} does not fit this export{where}")
-
-
-def pair_skip_reason(pair: str, model: ProvisionedModel, wanted: list[str] | None,
-                     device: DeviceSpec | None = None, runtime: ProvisionedRuntime | None = None) -> str | None:
-    """Why a backend pair does not run in this session (None: it runs)."""
-    if wanted is not None and pair not in wanted:
-        return f"backend {pair} not selected (--backends {','.join(wanted)})"
-    if pair not in model.configs:
-        return f"backend {pair} has no config in this export (have: {', '.join(model.configs) or 'none'})"
-    if uses_qnn(pair):
-        if device is not None and not device.has_htp:
-            return f"backend {pair} needs a QNN/HTP device; {device.name} is the host (soc: host)"
-        if runtime is not None and not runtime.qnn:
-            return f"backend {pair}: the runtime was pushed without QNN libraries (pass --qnn-sdk)"
-    return None
-
-
-def select_pairs(model: ProvisionedModel, wanted: list[str] | None, device: DeviceSpec | None = None,
-                 runtime: ProvisionedRuntime | None = None) -> list[str]:
-    return cpu_first(p for p in model.configs if pair_skip_reason(p, model, wanted, device, runtime) is None)
 
 
 def check_generation(rec: TestRecord, run: pipeline.PairRun, j: pipeline.Judgement, *,

@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.lab.scheduler import DeviceContext
 from harness.pairs import cpu_first, is_cpu_reference, uses_qnn
-from harness.pipeline import PairRun, judge_matrix, matrix_records, run_matrix
+from harness.pipeline import PairRun, judge_matrix, matrix_records, pair_skip_reason, run_matrix
 from harness.provision import provision_model, provision_runtime
 from harness.report.records import TestRecord
 from harness.runners.cases import default_cases, write_test_image
@@ -44,18 +44,17 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
                            f"{', '.join(ctx.entry.suite.backends)} but {ctx.entry.model.name} has configs for "
                            f"{', '.join(model.configs) or 'none'}; fix `backends:` (visual/llm pairs for VL models)")
     label = f"{ctx.entry.model.name} ({model.model_type})"
-    if not ctx.device.has_htp:
-        # The host runs the CPU pairs; its QNN cells are skipped with the reason.
-        for pair in [p for p in pairs if uses_qnn(p)]:
-            for c in cases:
-                name = f"{ctx.entry.suite.name}::{pair}::{c.id}"
-                if not ctx.already_done(name):
-                    yield TestRecord(name=name, suite=ctx.entry.suite.name, device=ctx.device.name, status="skipped",
-                                     soc_model=ctx.device.soc_model, model=label, backend_pair=pair,
-                                     message=f"{ctx.device.name} is the host (soc: host): no QNN/HTP backend")
-        pairs = [p for p in pairs if not uses_qnn(p)]
-        if not pairs:
-            return
+    # The host runs the CPU pairs; its QNN cells are skipped with the reason the suites give.
+    skipped = {p: why for p in pairs if (why := pair_skip_reason(p, model, None, ctx.device)) is not None}
+    for pair, why in skipped.items():
+        for c in cases:
+            name = f"{ctx.entry.suite.name}::{pair}::{c.id}"
+            if not ctx.already_done(name):
+                yield TestRecord(name=name, suite=ctx.entry.suite.name, device=ctx.device.name, status="skipped",
+                                 soc_model=ctx.device.soc_model, model=label, backend_pair=pair, message=why)
+    pairs = [p for p in pairs if p not in skipped]
+    if not pairs:
+        return
     # The CPU pairs need no QNN library: they are required only when a QNN pair runs.
     runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
                                 qnn_sdk=sdk,

@@ -17,7 +17,7 @@ from harness.pairs import BackendPair
 from harness.runners.cases import default_cases
 from harness.runners.prompts import Prompt
 
-from suites.support import check_generation, pair_skip_reason, require_model_type
+from suites.support import check_generation, require_model_type
 
 PAIRS = [p.name for p in BackendPair.all(visual=False)]  # "qnn", "cpu"
 CASES = ["france", "cat"]
@@ -55,7 +55,7 @@ def test_quant_metadata(model_dir: Path, device_record) -> None:  # type: ignore
 def test_generation(matrix, judged, cases, pair: str, case_id: str, device_record, provisioned_model,  # type: ignore[no-untyped-def]
                     backends, device, qnn_runtime) -> None:
     if pair not in matrix:
-        pytest.skip(pair_skip_reason(pair, provisioned_model, backends, device, qnn_runtime)
+        pytest.skip(pipeline.pair_skip_reason(pair, provisioned_model, backends, device, qnn_runtime)
                     or f"backend {pair} did not run")
     check_generation(device_record, matrix[pair], judged[(pair, case_id)])
 

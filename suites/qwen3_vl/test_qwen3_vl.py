@@ -17,7 +17,7 @@ from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
 from harness.runners.cases import default_cases
 
-from suites.support import check_generation, pair_skip_reason, require_model_type
+from suites.support import check_generation, require_model_type
 
 PAIRS = [p.name for p in BackendPair.all(visual=True)]  # "qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu"
 CASES = ["france", "cat", "image"]
@@ -38,7 +38,7 @@ def fits(provisioned_model) -> None:  # type: ignore[no-untyped-def]
 def _run(matrix: dict[str, pipeline.PairRun], pair: str, request: pytest.FixtureRequest) -> pipeline.PairRun:
     if pair not in matrix:
         get = request.getfixturevalue
-        pytest.skip(pair_skip_reason(pair, get("provisioned_model"), get("backends"), get("device"),
+        pytest.skip(pipeline.pair_skip_reason(pair, get("provisioned_model"), get("backends"), get("device"),
                                      get("qnn_runtime")) or f"backend pair {pair} did not run")
     return matrix[pair]
 
