@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,14 +13,7 @@ import yaml
 
 from harness.inventory import load_inventory
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def harness(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("harness")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "harness.cli", *args]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "CI": "true"})
+from tests.cli.clikit import REPO, harness
 
 
 def test_virtual_lab_up_writes_a_working_inventory(tmp_path: Path) -> None:

@@ -3,22 +3,10 @@ validation and incremental push as a model; an unchanged re-push sends nothing."
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.cli.clikit import harness
 from tests.real_runtime.realrt import RUNTIME_FILES, make_build_tree, real_runtime_or_skip
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def harness(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("harness")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "harness.cli", *args]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "CI": "true"})
 
 
 def test_push_real_build_tree_then_unchanged_repush_sends_nothing(vlab_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
