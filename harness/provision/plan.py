@@ -66,4 +66,14 @@ def make_plan(items: list[Item], probe: Probe, cache: HashCache, hasher: ThreadP
     return plan
 
 
-__all__ = ["Item", "Plan", "make_plan"]
+def moved_sources(plan: Plan, set_dir: str) -> list[str]:
+    """Link sources of this set whose own name is about to get other content (a push placed
+    over it, or another link): they must be saved before anything is placed, or the link
+    would take the new content (a swap of two names, or a content moving to a new name while
+    its old name gets a new one)."""
+    prefix = set_dir.rstrip("/") + "/"
+    replaced = {prefix + it.file.rel for it in plan.push} | {prefix + it.file.rel for it, _ in plan.link}
+    return sorted({placed.path for _, placed in plan.link if placed.path in replaced})
+
+
+__all__ = ["Item", "Plan", "make_plan", "moved_sources"]

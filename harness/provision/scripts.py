@@ -91,6 +91,20 @@ find "$R" -type f -exec rm -f {} + 2>/dev/null
 echo @@placed
 """
 
+# args: folder to keep them in, then (source, saved name) pairs. Keeps a hard link (a copy
+# where links fail) to contents that move to another name of the set while their own name
+# gets new content: placing or linking over that name first would lose them. The folder is
+# "<run dir>.src", removed with the run dir. Only when a sync moves contents like that.
+SAVE_SCRIPT = r"""
+S=$1; shift
+mkdir -p "$S" || { echo "FAIL cannot make $S"; exit 1; }
+while [ $# -gt 1 ]; do
+  ln -f -- "$1" "$2" 2>/dev/null || cp -p -- "$1" "$2" || { printf 'FAIL save %s\n' "$1"; exit 1; }
+  shift 2
+done
+echo @@saved
+"""
+
 # args: set dir, manifests dir, manifest path, MANIFEST (json or ""), journal, run dir,
 # NL, NC, then NL pairs (source path, rel), NC pairs (octal mode, rel), then stale rels.
 # Links contents found elsewhere on the device (possibly a file of this set about to go:
@@ -114,18 +128,18 @@ find . -depth -mindepth 1 -type d -empty -exec rmdir {} + 2>/dev/null
 echo @@stat
 find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
 if [ -n "$MANIFEST" ]; then
-  printf '%s\n' "$MANIFEST" > "$M.tmp$$" && mv -f "$M.tmp$$" "$M" && rm -rf "$J" "$R" && echo @@published
+  printf '%s\n' "$MANIFEST" > "$M.tmp$$" && mv -f "$M.tmp$$" "$M" && rm -rf "$J" "$R" "$R.src" && echo @@published
 fi
 """
 
 # args: tmp manifest, manifest, journal, run dir
 PUBLISH_SCRIPT = r"""
-mv -f "$1" "$2" && rm -rf "$3" "$4"
+mv -f "$1" "$2" && rm -rf "$3" "$4" "$4.src"
 """
 
 # args: manifest, its text, journal, run dir
 PUBLISH_INLINE_SCRIPT = r"""
-mkdir -p "${1%/*}" && printf '%s\n' "$2" > "$1.tmp$$" && mv -f "$1.tmp$$" "$1" && rm -rf "$3" "$4"
+mkdir -p "${1%/*}" && printf '%s\n' "$2" > "$1.tmp$$" && mv -f "$1.tmp$$" "$1" && rm -rf "$3" "$4" "$4.src"
 """
 
 # args: work dir. What `harness status` reads: every manifest, the resume journals, the stat
@@ -193,5 +207,5 @@ def parse_manifest_lines(lines: Sequence[str], where: str) -> list[tuple[str, Ma
 
 __all__ = [
     "COMMIT_SCRIPT", "PLACE_SCRIPT", "PREPARE_SCRIPT", "PROBE_SCRIPT", "PUBLISH_INLINE_SCRIPT", "PUBLISH_SCRIPT",
-    "STATUS_SCRIPT", "RemoteStatLine", "parse_manifest_lines", "parse_stat_lines", "script_argv", "split_sections",
+    "SAVE_SCRIPT", "STATUS_SCRIPT", "RemoteStatLine", "parse_manifest_lines", "parse_stat_lines", "script_argv", "split_sections",
 ]

@@ -32,7 +32,7 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from harness.provision.artifacts import ArtifactFile
 from harness.provision.hashcache import FileKey, HashCache
 from harness.provision.layout import KIND_DIRS, DeviceLayout, safe_name
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
-from harness.provision.plan import Item, Plan, make_plan
+from harness.provision.plan import Item, Plan, make_plan, moved_sources
 from harness.provision.probe import Probe, parse_probe
 from harness.provision.progress import NullProgress, Progress, human_bytes
 from harness.provision.scripts import (
@@ -52,6 +52,7 @@ from harness.provision.scripts import (
     PROBE_SCRIPT,
     PUBLISH_INLINE_SCRIPT,
     PUBLISH_SCRIPT,
+    SAVE_SCRIPT,
     parse_stat_lines,
     script_argv,
     split_sections,
@@ -176,6 +177,7 @@ def sync_set(
     try:
         probe = s.probe(items)
         plan = make_plan(items, probe, cache, hasher, layout.set_dir)
+        _save_moved(s, plan)
         pushed = _push_all(s, plan, hasher) if plan.push else 0
     finally:
         # After a failure, do not go on hashing gigabytes nobody will push; keep what was hashed.
@@ -239,6 +241,22 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
                 or st.size != it.file.size or it.file.mode & ~st.mode & 0o7777):
             return None
     return SyncResult(remote_dir=L.set_dir, manifest=manifest)
+
+
+def _save_moved(s: _Session, plan: Plan) -> None:
+    """Keep contents that move between names of the set (see moved_sources) under the run's
+    `.src` folder and link from there; the stamp stays (a hard link is the same inode)."""
+    moved = moved_sources(plan, s.layout.set_dir)
+    if not moved:
+        return
+    keep_dir = s.run_dir + ".src"
+    saved = {path: posixpath.join(keep_dir, str(i)) for i, path in enumerate(moved)}
+    pairs = [x for path in moved for x in (path, saved[path])]
+    for start in range(0, len(pairs), 512):  # 256 pairs of device paths stay well under MAX_COMMAND
+        s.script(SAVE_SCRIPT, [keep_dir, *pairs[start:start + 512]],
+                 what=f"keeping contents that move within {s.layout.set_dir}")
+    plan.link = [(it, replace(placed, path=saved[placed.path]) if placed.path in saved else placed)
+                 for it, placed in plan.link]
 
 
 def _push_all(s: _Session, plan: Plan, hasher: ThreadPoolExecutor) -> int:
