@@ -323,6 +323,19 @@ def dense_ngram(seq: list[str], n: int, window: int, known: AbstractSet[str] = f
     return best, best_text
 
 
+_TEMPLATE_RE = re.compile(
+    r"<\|(?:im_start|im_end|endoftext|eot_id|begin_of_text|start_header_id|end_header_id|system|user|assistant)\|>"
+    r"|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>"
+    r"|\byou are (?:a|an) (?:[\w-]+ ){0,3}(?:AI )?assistant\b", re.I)
+
+
+def template_leaks(text: str) -> list[str]:
+    """Chat-template text in an answer: role markers (<|im_start|>, [INST]) or the system
+    prompt's own wording ('You are a helpful AI assistant named SmolLM'): the model is
+    reading back its context, not answering."""
+    return [m.group() for m in _TEMPLATE_RE.finditer(text)]
+
+
 def unpossessive(word: str) -> str:
     return word[:-2] if word.endswith("'s") else word
 

@@ -132,6 +132,30 @@ def test_answer_that_only_repeats_the_prompt_is_garbled():
     assert v.verdict == "garbled" and "only repeats the prompt" in _reasons(v)
 
 
+def test_prompt_said_again_with_nothing_added_is_garbled():
+    # tune row: block-3 saturation answers with the question and an empty lead-in.
+    v = judge("Why do birds migrate?\n\nThe answer is:\n", prompt="Why do birds migrate?")
+    assert v.verdict == "garbled" and "repeats the prompt and adds no word" in _reasons(v)
+    # Restating the question before answering it is fine.
+    assert judge("Why do birds migrate? Birds fly south in winter to find food and warmer weather.",
+                 prompt="Why do birds migrate?").coherent
+
+
+@pytest.mark.parametrize("text", [
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face. A river is water.",
+    "A river is a stream of water.<|im_end|>\n<|im_start|>user\nWhat is a lake?",
+    "[INST] What is a river? [/INST] A river is a stream of water.",
+])
+def test_chat_template_or_system_prompt_in_the_answer_is_garbled(text):
+    v = judge(text, prompt="What is a river?")
+    assert v.verdict == "garbled" and "chat template or system prompt" in _reasons(v)
+
+
+def test_an_answer_about_assistants_is_not_a_template_leak():
+    assert judge("A virtual assistant is a program that answers questions. You can ask it "
+                 "about the weather.", prompt="What is a virtual assistant?").coherent
+
+
 def test_doubled_small_word_with_a_short_echo():
     v = judge("Electricity is a a child.\n", prompt="Explain what electricity is to a child.")
     assert v.verdict == "garbled" and "doubled words: a" in _reasons(v)

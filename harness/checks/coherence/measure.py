@@ -222,6 +222,11 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "weak_end": _weak_end(body),
         "surprising": surprising_tokens(surprise, th.surprise_gap),
         "parrot": bool(prompt) and _norm(body) == _norm(prompt or "") and bool(_norm(body)),
+        # The prompt said again inside the answer, and nothing added ("Why do birds migrate?
+        # The answer is:"): an answer-shaped echo.
+        "echo_prompt": bool(prompt) and bool(_norm(prompt or "")) and _norm(prompt or "") in _norm(body)
+        and not (text_stems - prompt_stems - instr),
+        "template_leaks": ts.template_leaks(body),
         "double_commas": len(re.findall(r"[,;]\s*[,;]", _CODE_RE.sub(" ", body))),
         # llm_demo prints end_with ("\n") only when the model stopped on its own (EOS).
         "comma_close": bool(re.search(r"[,;]\s*\n\s*$", body)),

@@ -68,6 +68,11 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         decisive.append(f"control characters: {len(m['controls'])} ({shown})")
     if m["parrot"]:
         decisive.append("echo: the answer only repeats the prompt")
+    elif m["echo_prompt"]:
+        decisive.append("echo: the answer repeats the prompt and adds no word of its own")
+    if m["template_leaks"]:
+        decisive.append("chat template or system prompt in the answer: "
+                        + ", ".join(quote(t, 40) for t in m["template_leaks"][:3]))
     if m["fffd"]:
         decisive.append(f"U+FFFD replacement characters: {m['fffd']} (broken byte decoding)")
 
