@@ -39,6 +39,9 @@ from harness.checks.surprise import Surprise  # noqa: E402
 
 DEFAULT_FILE = ROOT / ".." / "shared" / "corpus" / "coherence-dev.jsonl"
 NEW_FILE = ROOT / "fixtures" / "coherence" / "new-prompts-mnn.jsonl"
+# The system prompt SmolLM2's chat template adds before every prompt (the export's
+# llm_config.json `chat_template`; docs/coherence.md): an answer copying it is a leak.
+SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
 GRID = {
     "garbled_at": [0.8, 0.9, 1.0, 1.1, 1.25],
@@ -119,7 +122,7 @@ def new_prompt_figures(path: Path) -> None:
             rows = [(n, r) for n, r in part if not with_model or n in surprise]
             for n, r in rows:
                 m = measure(r["text"], r.get("prompt"), r.get("reference") if with_ref else None, th,
-                            surprise.get(n) if with_model else None)
+                            surprise.get(n) if with_model else None, system=SYSTEM)
                 tally.add(r["label"], decide(m, th).verdict)
             note = f" [{len(rows)} rows scored by the model]" if with_model else ""
             print(f"  {name:8s} ({n_prompts} prompts) {how:20s}: {tally.summary()}{note}")
@@ -137,7 +140,7 @@ def main() -> int:
         return 2
     rows = load(args.file)
     th = Thresholds()
-    ms = [measure(r["text"], r.get("prompt"), r.get("reference"), th) for r in rows]
+    ms = [measure(r["text"], r.get("prompt"), r.get("reference"), th, system=SYSTEM) for r in rows]
 
     tally, margin = evaluate(ms, rows, th)
     print(f"defaults on {args.file.name}: {tally.summary()}  (margin {margin:.2f})")

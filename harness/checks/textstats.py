@@ -336,6 +336,22 @@ def template_leaks(text: str) -> list[str]:
     return [m.group() for m in _TEMPLATE_RE.finditer(text)]
 
 
+def shared_run(text: str, source: str) -> str:
+    """The longest run of words `text` copies from `source`, in order ('' when none)."""
+    a, b = words(text), words(source)
+    best, end = 0, 0
+    prev = [0] * (len(b) + 1)
+    for i in range(1, len(a) + 1):
+        cur = [0] * (len(b) + 1)
+        for j in range(1, len(b) + 1):
+            if a[i - 1] == b[j - 1]:
+                cur[j] = prev[j - 1] + 1
+                if cur[j] > best:
+                    best, end = cur[j], i
+        prev = cur
+    return " ".join(a[end - best:end])
+
+
 def unpossessive(word: str) -> str:
     return word[:-2] if word.endswith("'s") else word
 

@@ -151,6 +151,35 @@ def test_chat_template_or_system_prompt_in_the_answer_is_garbled(text):
     assert v.verdict == "garbled" and "chat template or system prompt" in _reasons(v)
 
 
+SMOLLM_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def test_an_answer_copying_the_system_prompt_is_garbled():
+    text = "I am a helpful AI assistant named SmolLM. A river is a stream of water."
+    v = judge(text, prompt="What is a river?", system=SMOLLM_SYSTEM)
+    assert v.verdict == "garbled" and "system prompt in the answer" in _reasons(v)
+    assert judge(text, prompt="What is a river?").coherent   # no system prompt given: no such rule
+    # Four words in common is not a copy.
+    assert judge("A river is a helpful AI assistant to farmers: it brings water.",
+                 prompt="What is a river?", system=SMOLLM_SYSTEM).coherent
+
+
+def test_cli_takes_the_system_prompt_from_the_row_or_the_option(tmp_path):
+    f = tmp_path / "rows.jsonl"
+    rows = [{"prompt": "What is a river?", "text": "I am a helpful AI assistant named SmolLM. Rivers flow."},
+            {"prompt": "What is a river?", "text": "I am a helpful AI assistant named SmolLM. Rivers flow.",
+             "system": SMOLLM_SYSTEM}]
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+
+    def verdicts(*extra):
+        out = subprocess.run([sys.executable, "-m", "harness.checks.coherence", str(f), "--json", *extra],
+                             capture_output=True, text=True, check=True).stdout
+        return [json.loads(line)["verdict"] for line in out.splitlines()]
+
+    assert verdicts() == ["coherent", "garbled"]
+    assert verdicts("--system-prompt", SMOLLM_SYSTEM) == ["garbled", "garbled"]
+
+
 def test_an_answer_about_assistants_is_not_a_template_leak():
     assert judge("A virtual assistant is a program that answers questions. You can ask it "
                  "about the weather.", prompt="What is a virtual assistant?").coherent

@@ -118,8 +118,11 @@ def surprising_tokens(surprise: Surprise | None, gap: float) -> list[tuple[int, 
 
 
 def measure(text: str, prompt: str | None = None, reference: str | None = None,
-            th: Thresholds | None = None, surprise: Surprise | None = None) -> dict[str, Any]:
-    """All raw measurements of one text (numbers plus a few examples for messages)."""
+            th: Thresholds | None = None, surprise: Surprise | None = None,
+            system: str | None = None) -> dict[str, Any]:
+    """All raw measurements of one text (numbers plus a few examples for messages).
+
+    `system`: the system prompt the export's chat template puts before every prompt, when known."""
     th = th or Thresholds()
     body = text
     # A U+FFFD at the very end is a multi-byte character cut by the token cap, not a fault.
@@ -227,6 +230,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "echo_prompt": bool(prompt) and bool(_norm(prompt or "")) and _norm(prompt or "") in _norm(body)
         and not (text_stems - prompt_stems - instr),
         "template_leaks": ts.template_leaks(body),
+        "system_leak": ts.shared_run(body, system) if system else "",
         "double_commas": len(re.findall(r"[,;]\s*[,;]", _CODE_RE.sub(" ", body))),
         # llm_demo prints end_with ("\n") only when the model stopped on its own (EOS).
         "comma_close": bool(re.search(r"[,;]\s*\n\s*$", body)),

@@ -31,6 +31,7 @@ class Thresholds:
     dense_window: int = 12             # ...three times within this many words
     phrase_min_count: int = 3          # ...said this many times anywhere in the text
     loop_min_repeats: float = 3.0
+    system_leak_words: int = 5         # words in a row copied from the system prompt
     offtopic_min_content: int = 8      # content words (text and reference) before "shares nothing" is decisive
     # suspicious (weights add up; >= garbled_at is garbled)
     offtopic_weight: float = 0.7       # at relevance 0; falls linearly to 0 at offtopic_clear_at
