@@ -10,12 +10,13 @@ Prints
    prompts are judged with them. Leave-one-prompt-out and leave-N-prompts-out are both run.
 3. new prompts (fixtures/coherence/new-prompts-mnn.jsonl): real llm_demo outputs of the SmolLM2
    export with the activation-saturation fault made for real (benchmarks/coherence_generate.py),
-   on 48 prompts outside the dev corpus, judged with the shipped defaults, with and without the
+   on 96 prompts outside the dev corpus, judged with the shipped defaults, with and without the
    CPU reference, and with the reference model's per-token surprise where the sidecar
    new-prompts-mnn.surprise.jsonl has it, per split: `tune` (batch 1: rules were revised after
    looking at these), `heldout` (batch 2: first judged with the checker frozen, then 3 false
-   alarms fixed) and `fresh` (batch 3: judged once, nothing changed after; see
-   docs/coherence.md for every first-sight figure).
+   alarms fixed), `fresh` (batch 3: judged once, then 2 false alarms fixed) and `first-sight`
+   (batch 4: labels committed, then judged once by the frozen checker; see docs/coherence.md
+   for every first-sight figure).
 The rules themselves were written looking at every dev prompt; the CV measures how much
 the *thresholds* depend on which prompts they were fit on.
 """

@@ -1,10 +1,10 @@
 """Coherence on prompts outside the dev corpus: the saturation fault's fluent outputs, short loops.
 
-fixtures/coherence/new-prompts-mnn.jsonl holds 360 real `llm_demo` outputs of the SmolLM2 export
+fixtures/coherence/new-prompts-mnn.jsonl holds 672 real `llm_demo` outputs of the SmolLM2 export
 (the fault made for real by benchmarks/coherence_generate.py), labelled by the rule in
-docs/coherence.md. `tune` rows were looked at while the rules were written; `heldout` rows were
-labelled before the checker ever ran on them (3 false alarms found there were then fixed);
-`fresh` rows were judged once, with nothing changed afterwards.
+docs/coherence.md. `tune` rows were looked at while the rules were written; `heldout` and `fresh`
+rows were labelled before the checker ran on them (their first-sight false alarms were then
+fixed); `first-sight` rows were labelled and committed, then judged once by the frozen checker.
 """
 
 from __future__ import annotations
@@ -223,7 +223,8 @@ def _tally(rows: list[dict], with_reference: bool) -> tuple[Tally, list[str], li
     for r in rows:
         if r["label"] not in ("coherent", "garbled"):
             continue
-        v = judge(r["text"], prompt=r["prompt"], reference=r.get("reference") if with_reference else None)
+        v = judge(r["text"], prompt=r["prompt"], reference=r.get("reference") if with_reference else None,
+                  system=SMOLLM_SYSTEM)
         tally.add(r["label"], v.verdict)
         if r["label"] == "coherent" and not v.coherent:
             false_alarms.append(f"{r['text'][:80]!r}: {v.reasons}")
@@ -234,14 +235,15 @@ def _tally(rows: list[dict], with_reference: bool) -> tuple[Tally, list[str], li
 
 def test_new_prompt_fixture_is_outside_the_dev_corpus_and_well_formed():
     rows = _rows(NEW)
-    assert len(rows) == 504 and {r["split"] for r in rows} == {"tune", "heldout", "fresh"}
+    splits = ("tune", "heldout", "fresh", "first-sight")
+    assert len(rows) == 672 and {r["split"] for r in rows} == set(splits)
     dev = {r["prompt"] for r in _rows(DEV_SUBSET)}
     if SHARED_DEV.exists():
         dev |= {r["prompt"] for r in _rows(SHARED_DEV)}
     assert not {r["prompt"] for r in rows} & dev
-    by_split = [{r["prompt"] for r in rows if r["split"] == s} for s in ("tune", "heldout", "fresh")]
-    assert [len(p) for p in by_split] == [24, 24, 24]
-    assert not (by_split[0] & by_split[1] or by_split[0] & by_split[2] or by_split[1] & by_split[2])
+    by_split = [{r["prompt"] for r in rows if r["split"] == s} for s in splits]
+    assert [len(p) for p in by_split] == [24, 24, 24, 24]
+    assert sum(len(p) for p in by_split) == len(set().union(*by_split))   # no prompt in two splits
     assert all(r["label"] in ("coherent", "garbled", "unknown") for r in rows)
 
 
@@ -263,6 +265,18 @@ def test_unseen_splits_no_false_alarm_and_caught_floor(split, with_reference):
     assert tally.caught / tally.garbled >= 0.76, (tally.summary(), missed)
 
 
+@pytest.mark.parametrize("with_reference", [True, False], ids=["cpu-reference", "no-reference"])
+def test_first_sight_split_as_judged_once(with_reference):
+    """Batch 4 was labelled and committed before the checker (frozen) ever ran on it; this pins
+    that one judgement (docs/coherence.md): 1 false alarm, 64/79 caught. The false alarm is a
+    known limit of the small-words-skipped loop rule, kept as found."""
+    rows = [r for r in _rows(NEW) if r["split"] == "first-sight"]
+    tally, false_alarms, missed = _tally(rows, with_reference)
+    assert len(false_alarms) <= 1 and all("'black fur' x4" in f for f in false_alarms), \
+        false_alarms
+    assert tally.caught >= 64, (tally.summary(), missed)
+
+
 def test_sentence_end_breaks_a_run_and_the_prompts_own_phrase_may_recur():
     assert judge("In simple terms, it's about buoyancy and buoyancy.\n\nBuoyancy refers to the force "
                  "that holds a boat up.", prompt="How does a boat float?").coherent
@@ -274,5 +288,5 @@ def test_cli_json_on_the_new_fixture_is_one_object_per_row_in_order():
     out = subprocess.run([sys.executable, "-m", "harness.checks.coherence", str(NEW), "--json"],
                          capture_output=True, text=True, cwd=REPO, timeout=300, check=True)
     objs = [json.loads(line) for line in out.stdout.splitlines()]
-    assert [o["line"] for o in objs] == list(range(1, 505))
+    assert [o["line"] for o in objs] == list(range(1, 673))
     assert all(o["verdict"] in ("coherent", "garbled") and isinstance(o["reasons"], list) for o in objs)
