@@ -326,7 +326,10 @@ def dense_ngram(seq: list[str], n: int, window: int, known: AbstractSet[str] = f
 _TEMPLATE_RE = re.compile(
     r"<\|(?:im_start|im_end|endoftext|eot_id|begin_of_text|start_header_id|end_header_id|system|user|assistant)\|>"
     r"|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>"
-    r"|\byou are (?:a|an) (?:[\w-]+ ){0,3}(?:AI )?assistant\b", re.I)
+    # "You are a helpful AI assistant", "You're a helpful AI named", "You are an AI, designed...":
+    # the system prompt's way of talking to the model, not an answer to the user.
+    r"|\byou(?: are|'re|’re) (?:a|an) (?:[\w-]+ ){0,3}(?:AI|assistant)"
+    r"(?: (?:assistant|system|model))?(?=[,.;:!]| (?:named|designed|trained|created|built|here)\b)", re.I)
 
 
 def template_leaks(text: str) -> list[str]:
@@ -375,13 +378,17 @@ def longest_run(candidates: list[str], seq: list[str]) -> tuple[int, str]:
     return best, best_tok
 
 
-def most_frequent_ngram(seq: list[str], n: int) -> tuple[int, str]:
-    """How often the most frequent n-gram occurs (non-overlapping), and its text."""
+def most_frequent_ngram(seq: list[str], n: int, known: AbstractSet[str] = frozenset()) -> tuple[int, str]:
+    """How often the most frequent n-gram occurs (non-overlapping), and its text. An n-gram whose
+    content words all come from `known` (the prompt: 'a bird singing in a tree') may recur."""
     last: dict[tuple[str, ...], int] = {}
     counts: Counter[tuple[str, ...]] = Counter()
     for i in range(len(seq) - n + 1):
         gram = tuple(seq[i:i + n])
         if not any(any(c.isalnum() for c in t) for t in gram):
+            continue
+        content = [t for t in gram if t not in FUNCTION_WORDS and t.isalpha()]
+        if content and all(t in known for t in content):
             continue
         if gram not in last or i - last[gram] >= n:
             counts[gram] += 1

@@ -180,6 +180,40 @@ def test_cli_takes_the_system_prompt_from_the_row_or_the_option(tmp_path):
     assert verdicts("--system-prompt", SMOLLM_SYSTEM) == ["garbled", "garbled"]
 
 
+def test_echo_without_the_prompts_task_word_and_a_question_back_are_garbled():
+    # first-sight rows: the prompt's question said back without "Name", or asked back.
+    v = judge("The answer is: Two animals that can fly.\n", prompt="Name two animals that can fly.")
+    assert v.verdict == "garbled" and "repeats the prompt and adds no word" in _reasons(v)
+    v = judge("So what do they eat?\n", prompt="What do squirrels eat?")
+    assert v.verdict == "garbled" and "only a question" in _reasons(v)
+    assert judge("Squirrels eat nuts, seeds and fruit. Do you want to know more?",
+                 prompt="What do squirrels eat?").coherent
+
+
+def test_the_assistants_own_name_from_the_system_prompt_is_a_leak():
+    v = judge("A helpful AI system named SmolLM.\n", prompt="What do horses eat?", system=SMOLLM_SYSTEM)
+    assert v.verdict == "garbled" and "the assistant's name smollm" in _reasons(v)
+    # Asked about it by name, the model may say it.
+    assert judge("SmolLM is a small language model that answers questions.",
+                 prompt="What is SmolLM?", system=SMOLLM_SYSTEM).coherent
+    for text in ("You're a helpful AI named Max, and you answer questions.",
+                 "You are an AI, designed with honesty and kindness."):
+        assert "chat template or system prompt" in _reasons(judge(text, prompt="How do you tie a shoelace?"))
+    assert judge("If you are an AI researcher, you know how models learn.", prompt="What is AI?").coherent
+
+
+def test_a_short_clause_turned_three_times_is_a_loop():
+    v = judge("People celebrate holidays because they are reminded of life, love, family, tradition, and are "
+              "happy, they are happy, they are happy.\n", prompt="Why do people celebrate holidays?")
+    assert v.verdict == "garbled" and "a short clause" in _reasons(v)
+
+
+def test_the_prompts_own_phrase_may_recur_in_a_five_word_phrase():
+    assert judge("Here's a possible sentence about a bird singing in a tree:\n\nSentenced Sentence\nA sentence "
+                 "about a bird singing in a tree:\nA bird singing in a tree.\n",
+                 prompt="Write a sentence about a bird singing in a tree.").coherent
+
+
 def test_an_answer_about_assistants_is_not_a_template_leak():
     assert judge("A virtual assistant is a program that answers questions. You can ask it "
                  "about the weather.", prompt="What is a virtual assistant?").coherent
@@ -235,14 +269,14 @@ def _tally(rows: list[dict], with_reference: bool) -> tuple[Tally, list[str], li
 
 def test_new_prompt_fixture_is_outside_the_dev_corpus_and_well_formed():
     rows = _rows(NEW)
-    splits = ("tune", "heldout", "fresh", "first-sight")
-    assert len(rows) == 672 and {r["split"] for r in rows} == set(splits)
+    splits = ("tune", "heldout", "fresh", "first-sight", "first-sight-2")
+    assert len(rows) == 840 and {r["split"] for r in rows} == set(splits)
     dev = {r["prompt"] for r in _rows(DEV_SUBSET)}
     if SHARED_DEV.exists():
         dev |= {r["prompt"] for r in _rows(SHARED_DEV)}
     assert not {r["prompt"] for r in rows} & dev
     by_split = [{r["prompt"] for r in rows if r["split"] == s} for s in splits]
-    assert [len(p) for p in by_split] == [24, 24, 24, 24]
+    assert [len(p) for p in by_split] == [24, 24, 24, 24, 24]
     assert sum(len(p) for p in by_split) == len(set().union(*by_split))   # no prompt in two splits
     assert all(r["label"] in ("coherent", "garbled", "unknown") for r in rows)
 
@@ -288,5 +322,5 @@ def test_cli_json_on_the_new_fixture_is_one_object_per_row_in_order():
     out = subprocess.run([sys.executable, "-m", "harness.checks.coherence", str(NEW), "--json"],
                          capture_output=True, text=True, cwd=REPO, timeout=300, check=True)
     objs = [json.loads(line) for line in out.stdout.splitlines()]
-    assert [o["line"] for o in objs] == list(range(1, 673))
+    assert [o["line"] for o in objs] == list(range(1, 841))
     assert all(o["verdict"] in ("coherent", "garbled") and isinstance(o["reasons"], list) for o in objs)

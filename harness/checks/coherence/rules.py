@@ -74,6 +74,8 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         decisive.append("echo: the answer repeats the prompt and adds no word of its own")
     if len(m["system_leak"].split()) >= th.system_leak_words:
         decisive.append(f"system prompt in the answer: {quote(m['system_leak'], 60)}")
+    elif m["system_names"]:
+        decisive.append(f"system prompt in the answer: the assistant's name {', '.join(m['system_names'])}")
     if m["template_leaks"]:
         decisive.append("chat template or system prompt in the answer: "
                         + ", ".join(quote(t, 40) for t in m["template_leaks"][:3]))
@@ -112,6 +114,11 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
     if (cl and cl.repeats >= th.content_loop_repeats + (cl.period == 1) and not looped):
         decisive.append(f"repetition loop (small words and punctuation skipped): "
                         f"{quote(cl.pattern, 60)} x{cl.repeats:.0f}")
+    wl = m["word_loop"]
+    looped = any(r.startswith("repetition loop") for r in decisive)
+    if (wl and wl.repeats >= th.clause_loop_repeats and wl.period >= 2 and wl.span >= th.clause_loop_span
+            and any(t not in ts.FUNCTION_WORDS for t in wl.pattern.split()) and not looped):
+        decisive.append(f"repetition loop (a short clause): {quote(wl.pattern, 60)} x{wl.repeats:.1f}")
     tr = m["tight_run"]
     if tr[0] >= th.tight_run and not any(r.startswith("repetition loop") for r in decisive):
         decisive.append(f"repetition loop: {quote(tr[1], 30)} x{tr[0]} (only commas, 'and', 'or' between)")
@@ -180,6 +187,8 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         suspicious.append((th.echo_weight, "echo: the answer adds no word to the prompt's"))
         if m["weak_end"]:
             suspicious.append((th.weak_end_weight, f"the answer stops on {m['weak_end']!r}"))
+        if m["asks_back"]:
+            suspicious.append((th.asks_back_weight, "the answer is only a question"))
     if m["double_commas"]:
         suspicious.append((th.double_comma_weight, f"doubled commas: {m['double_commas']}"))
     if m["comma_close"]:

@@ -26,6 +26,8 @@ class Thresholds:
     word_run: int = 4                  # one word this many times in a row ("very very very very")
     content_loop_repeats: float = 3.0  # a content-word pattern back to back, small words and commas skipped
     phrase_n: int = 5                  # a phrase of this many words...
+    clause_loop_repeats: float = 2.5  # a clause of 2+ words (one a content word) back to back, punctuation
+    clause_loop_span: int = 8          # ...left out, covering this many words ("they are happy" x3)
     tight_run: int = 3                 # a word this many times with only commas/and/or between
     dense_n: int = 3                   # a phrase of this many words (one a content word)...
     dense_window: int = 12             # ...three times within this many words
@@ -62,6 +64,7 @@ class Thresholds:
     broken_end_weight: float = 0.7     # a sentence that stops on an article ("The fruit of yellow is a.")
     echo_max_words: int = 12           # a short answer...
     echo_weight: float = 0.5           # ...that adds no content word to the prompt's
+    asks_back_weight: float = 0.5      # ...that is only a question back ("So what do they eat?")
     weak_end_weight: float = 0.5       # a short answer closed on 'of', 'does', 'to' ("A doctor does.")
     double_comma_weight: float = 0.6   # ",," or ", ," in prose: no writer's slip
     comma_close_weight: float = 0.5    # the model closed its answer (EOS) right after a comma
