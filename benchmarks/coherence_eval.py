@@ -109,7 +109,7 @@ def new_prompt_figures(path: Path) -> None:
     raw = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     surprise = load_surprise(path.with_suffix(".surprise.jsonl"))
     th = Thresholds()
-    splits = sorted({r["split"] for r in raw}, key=["tune", "heldout", "fresh", "first-sight", "first-sight-2"].index)
+    splits = sorted({r["split"] for r in raw}, key=["tune", "heldout", "fresh", "first-sight", "first-sight-2", "first-sight-3"].index)
     for split in [*splits, None]:
         part = [(n, r) for n, r in enumerate(raw, 1) if r["label"] in ("coherent", "garbled")
                 and (split is None or r["split"] == split)]
