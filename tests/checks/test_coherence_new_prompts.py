@@ -202,10 +202,13 @@ def test_the_assistants_own_name_from_the_system_prompt_is_a_leak():
     assert judge("If you are an AI researcher, you know how models learn.", prompt="What is AI?").coherent
 
 
-def test_a_short_clause_turned_three_times_is_a_loop():
-    v = judge("People celebrate holidays because they are reminded of life, love, family, tradition, and are "
-              "happy, they are happy, they are happy.\n", prompt="Why do people celebrate holidays?")
-    assert v.verdict == "garbled" and "a short clause" in _reasons(v)
+def test_three_copies_of_a_clause_with_its_first_copy_cut_are_not_a_loop():
+    # A rule for "are happy, they are happy, they are happy" (2.5 copies, words only) caught one
+    # row it was written on and, at first sight on batch 6, called this coherent answer garbled:
+    # dropped. Kept as a guard against bringing it back.
+    assert judge("The elephants are herbivores, and they are omnivores. They are omnivores, meaning they "
+                 "consume a wide variety of food sources. They are carnivorous, and they are carnivorous, "
+                 "and they are omnivores.", prompt="What do elephants eat?").coherent
 
 
 def test_the_prompts_own_phrase_may_recur_in_a_five_word_phrase():
@@ -269,14 +272,14 @@ def _tally(rows: list[dict], with_reference: bool) -> tuple[Tally, list[str], li
 
 def test_new_prompt_fixture_is_outside_the_dev_corpus_and_well_formed():
     rows = _rows(NEW)
-    splits = ("tune", "heldout", "fresh", "first-sight", "first-sight-2")
-    assert len(rows) == 840 and {r["split"] for r in rows} == set(splits)
+    splits = ("tune", "heldout", "fresh", "first-sight", "first-sight-2", "first-sight-3")
+    assert len(rows) == 1008 and {r["split"] for r in rows} == set(splits)
     dev = {r["prompt"] for r in _rows(DEV_SUBSET)}
     if SHARED_DEV.exists():
         dev |= {r["prompt"] for r in _rows(SHARED_DEV)}
     assert not {r["prompt"] for r in rows} & dev
     by_split = [{r["prompt"] for r in rows if r["split"] == s} for s in splits]
-    assert [len(p) for p in by_split] == [24, 24, 24, 24, 24]
+    assert [len(p) for p in by_split] == [24] * 6
     assert sum(len(p) for p in by_split) == len(set().union(*by_split))   # no prompt in two splits
     assert all(r["label"] in ("coherent", "garbled", "unknown") for r in rows)
 
@@ -299,16 +302,25 @@ def test_unseen_splits_no_false_alarm_and_caught_floor(split, with_reference):
     assert tally.caught / tally.garbled >= 0.76, (tally.summary(), missed)
 
 
+# Batches 4-6: labels committed before the checker ran on them, then judged once (the first-sight
+# figures are in docs/coherence.md). Pinned here as they stand now: the false alarms each still
+# has (known limits, kept as found: labelled coherent, judged garbled) and today's catch count.
+FIRST_SIGHT = {
+    "first-sight": (["'black fur' x4"], 65),
+    "first-sight-2": (["off-topic: none of its 11 content words"], 71),
+    "first-sight-3": (["off-topic: 0% of its content words"], 66),
+}
+
+
+@pytest.mark.parametrize("split", sorted(FIRST_SIGHT))
 @pytest.mark.parametrize("with_reference", [True, False], ids=["cpu-reference", "no-reference"])
-def test_first_sight_split_as_judged_once(with_reference):
-    """Batch 4 was labelled and committed before the checker (frozen) ever ran on it; this pins
-    that one judgement (docs/coherence.md): 1 false alarm, 64/79 caught. The false alarm is a
-    known limit of the small-words-skipped loop rule, kept as found."""
-    rows = [r for r in _rows(NEW) if r["split"] == "first-sight"]
+def test_first_sight_splits_known_false_alarms_and_caught_floor(split, with_reference):
+    known, caught = FIRST_SIGHT[split]
+    rows = [r for r in _rows(NEW) if r["split"] == split]
     tally, false_alarms, missed = _tally(rows, with_reference)
-    assert len(false_alarms) <= 1 and all("'black fur' x4" in f for f in false_alarms), \
-        false_alarms
-    assert tally.caught >= 64, (tally.summary(), missed)
+    assert all(any(k in f for k in known) for f in false_alarms), false_alarms
+    assert len(false_alarms) <= len(known), false_alarms
+    assert tally.caught >= caught, (tally.summary(), missed)
 
 
 def test_sentence_end_breaks_a_run_and_the_prompts_own_phrase_may_recur():
@@ -322,5 +334,5 @@ def test_cli_json_on_the_new_fixture_is_one_object_per_row_in_order():
     out = subprocess.run([sys.executable, "-m", "harness.checks.coherence", str(NEW), "--json"],
                          capture_output=True, text=True, cwd=REPO, timeout=300, check=True)
     objs = [json.loads(line) for line in out.stdout.splitlines()]
-    assert [o["line"] for o in objs] == list(range(1, 841))
+    assert [o["line"] for o in objs] == list(range(1, 1009))
     assert all(o["verdict"] in ("coherent", "garbled") and isinstance(o["reasons"], list) for o in objs)

@@ -167,9 +167,6 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
     # "light, light, light, and light"; "medical professionals, ..., and medical professionals".
     content_seq = [u for u in lex if u not in ts.FUNCTION_WORDS]
     content_loop = ts.longest_loop(content_seq, most_repeats=True)
-    # Words only, punctuation left out: "and are happy, they are happy, they are happy." is one
-    # short clause turned three times, though the commas and the first copy differ a little.
-    word_loop = ts.longest_loop(lex, most_repeats=True)
     phrase_count, phrase = ts.most_frequent_ngram(lex, th.phrase_n, known=set(ts.words(prompt or "")))
     # The prompt's own phrase may come back often ("The fastest animal is not the fastest animal").
     dense_count, dense_phrase = ts.dense_ngram(lex, th.dense_n, th.dense_window,
@@ -224,7 +221,6 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "loop": loop,
         "lines": line_rep,
         "content_loop": content_loop,
-        "word_loop": word_loop,
         "word_run": ts.longest_run([u.text for u in unit_list if u.kind == "word"], seq),
         "phrase_count": phrase_count,
         "dense_count": dense_count,

@@ -114,11 +114,6 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
     if (cl and cl.repeats >= th.content_loop_repeats + (cl.period == 1) and not looped):
         decisive.append(f"repetition loop (small words and punctuation skipped): "
                         f"{quote(cl.pattern, 60)} x{cl.repeats:.0f}")
-    wl = m["word_loop"]
-    looped = any(r.startswith("repetition loop") for r in decisive)
-    if (wl and wl.repeats >= th.clause_loop_repeats and wl.period >= 2 and wl.span >= th.clause_loop_span
-            and any(t not in ts.FUNCTION_WORDS for t in wl.pattern.split()) and not looped):
-        decisive.append(f"repetition loop (a short clause): {quote(wl.pattern, 60)} x{wl.repeats:.1f}")
     tr = m["tight_run"]
     if tr[0] >= th.tight_run and not any(r.startswith("repetition loop") for r in decisive):
         decisive.append(f"repetition loop: {quote(tr[1], 30)} x{tr[0]} (only commas, 'and', 'or' between)")

@@ -26,8 +26,6 @@ class Thresholds:
     word_run: int = 4                  # one word this many times in a row ("very very very very")
     content_loop_repeats: float = 3.0  # a content-word pattern back to back, small words and commas skipped
     phrase_n: int = 5                  # a phrase of this many words...
-    clause_loop_repeats: float = 2.5  # a clause of 2+ words (one a content word) back to back, punctuation
-    clause_loop_span: int = 8          # ...left out, covering this many words ("they are happy" x3)
     tight_run: int = 3                 # a word this many times with only commas/and/or between
     dense_n: int = 3                   # a phrase of this many words (one a content word)...
     dense_window: int = 12             # ...three times within this many words
