@@ -43,7 +43,8 @@ def read_context_header(path: Path) -> dict:
 def context_binary_utility_json(path: Path) -> dict:
     """What `qnn-context-binary-utility --json_file` writes for a virtual-lab context binary:
     {"info": {"graphs": [{"info": {"graphName", "graphInputs": [{"info": {"name", "dimensions"}}],
-    "graphOutputs": [...]}}], "socModel": N, "dspArch": N}} (the keys harness.compiled_io reads).
+    "graphOutputs": [...]}}], "socModel": N, "contextMetadata": {"info": {"dspArch": N}}}}, the
+    layout of the real tool's dump (docs/qnn-export-artifacts.md).
     Raises ValueError for a file that is no virtual context binary."""
     head = read_context_header(path)
     graphs = []
@@ -55,8 +56,8 @@ def context_binary_utility_json(path: Path) -> dict:
             "graphOutputs": [{"info": {"name": f"o{k}", "dimensions": d}} for k, d in enumerate(io["outputs"])],
         }})
     arch = str(head.get("dsp_arch", "")).lstrip("v")
-    return {"info": {"graphs": graphs, "socModel": head.get("soc_id"),
-                     "dspArch": int(arch) if arch.isdigit() else None}}
+    return {"info": {"graphs": graphs, "socModel": head.get("soc_id"), "numGraphs": len(graphs),
+                     "contextMetadata": {"info": {"dspArch": int(arch) if arch.isdigit() else None}}}}
 
 
 def write_sdk_tool(bin_dir: Path) -> Path:
