@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,22 @@ class ExportFileError(ArtifactError):
         self.path = path
         self.problem = problem
         self.detail = detail
+
+
+# A system turn written out literally in a chat template (ChatML, Llama 3): only plain text is
+# taken, never anything built from template variables.
+_SYSTEM_TURNS = (re.compile(r"<\|im_start\|>system\s*\n(.*?)<\|im_end\|>", re.S),
+                 re.compile(r"<\|start_header_id\|>system<\|end_header_id\|>\s*(.*?)<\|eot_id\|>", re.S))
+
+
+def default_system_turn(template: str) -> str:
+    """The literal system prompt a chat template inserts when the conversation has none, or ""."""
+    for pattern in _SYSTEM_TURNS:
+        for m in pattern.finditer(template):
+            text = m.group(1).strip()
+            if text and not any(mark in text for mark in ("{{", "{%", "}}", "%}", "' +", "+ '")):
+                return text
+    return ""
 
 
 def read_json_object(path: Path, what: str) -> dict[str, Any]:
@@ -124,6 +141,23 @@ class ExportFolder:
     @property
     def is_visual(self) -> bool:
         return bool(self.llm_config.get("is_visual"))
+
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt every answer is generated under, "" when none: the runtime key
+        `system_prompt` (config.json, else llm_config.json), else the literal system turn the
+        chat template adds when a conversation has none (SmolLM2's "You are a helpful AI
+        assistant named SmolLM, ..."; docs/mnn-export-layout.md#system-prompt). The coherence
+        check uses it to see an answer reading back its own context."""
+        if not self.has_llm_config:
+            return ""
+        primary = self.root / "config.json"
+        for data in ((read_json_object(primary, primary.name) if primary.is_file() else {}), self.llm_config):
+            if isinstance(data.get("system_prompt"), str) and data["system_prompt"].strip():
+                return str(data["system_prompt"]).strip()
+        jinja = self.llm_config.get("jinja")
+        template = jinja.get("chat_template") if isinstance(jinja, dict) else None
+        return default_system_turn(template) if isinstance(template, str) else ""
 
     @functools.cached_property
     def config_names(self) -> tuple[str, ...]:

@@ -217,7 +217,9 @@ class Judgement:
     teacher_forced: DiffResult | None = None  # llm_logits_diff against the CPU reference
 
 
-def judge_matrix(runs: dict[str, PairRun], cases: Sequence[PromptCase]) -> list[Judgement]:
+def judge_matrix(runs: dict[str, PairRun], cases: Sequence[PromptCase], *, system: str = "") -> list[Judgement]:
+    """Coherence of every text (with the export's system prompt, `system`, when it has one:
+    an answer reading it back is garbled) and its agreement with the CPU reference."""
     ref_pair = reference_of(runs)
     ref_texts = runs[ref_pair].result.texts if ref_pair and runs[ref_pair].result.ok else None
     judged = []
@@ -226,7 +228,7 @@ def judge_matrix(runs: dict[str, PairRun], cases: Sequence[PromptCase]) -> list[
             text = run.result.texts[i] if i < len(run.result.texts) else None
             reference = ref_texts[i] if ref_texts and i < len(ref_texts) and pair != ref_pair else None
             verdict = judge(text, prompt=case.prompt.text, reference=reference,
-                            expect_any=case.expect_any) if text is not None else None
+                            expect_any=case.expect_any, system=system or None) if text is not None else None
             agreement = compare(text, reference) if text and reference else None
             tf = run.teacher_forced[i] if i < len(run.teacher_forced) else None
             judged.append(Judgement(pair, case, i, text, verdict, agreement, tf))

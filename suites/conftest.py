@@ -33,5 +33,6 @@ def matrix(fits, llm_runner, provisioned_model, backends, cases, device,  # type
 
 
 @pytest.fixture(scope="session")
-def judged(matrix, cases) -> dict[tuple[str, str], pipeline.Judgement]:  # type: ignore[no-untyped-def]
-    return {(j.pair, j.case.id): j for j in pipeline.judge_matrix(matrix, cases)}
+def judged(matrix, cases, provisioned_model) -> dict[tuple[str, str], pipeline.Judgement]:  # type: ignore[no-untyped-def]
+    return {(j.pair, j.case.id): j
+            for j in pipeline.judge_matrix(matrix, cases, system=provisioned_model.system_prompt)}

@@ -81,7 +81,7 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
             return
         runs = {**reference, **run_matrix(runner, cases, [pair], max_new_tokens=max_new_tokens, timeout=timeout,
                                           extra_env=env or None)}
-        judged = [j for j in judge_matrix(runs, cases) if j.pair == pair]
+        judged = [j for j in judge_matrix(runs, cases, system=model.system_prompt) if j.pair == pair]
         for rec in matrix_records(runs, judged, suite=ctx.entry.suite.name, device=ctx.device.name,
                                   soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label):
             if not ctx.already_done(rec.name):

@@ -86,6 +86,7 @@ class ModelArtifact:
     target: ExportTarget | None = None
     uses_qnn: bool = False
     is_visual: bool = False
+    system_prompt: str = ""  # harness.export.ExportFolder.system_prompt
 
     @property
     def total_bytes(self) -> int:
@@ -367,7 +368,7 @@ def _load_mnn(export: ExportFolder, files: list[ArtifactFile], qnn_sdk: Path | s
         uses_qnn = True
     return ModelArtifact(root=root, kind="mnn", model_type=model_type, files=tuple(files),
                          configs=configs, target=read_target(root, files, qnn_sdk if uses_qnn else None, export),
-                         uses_qnn=uses_qnn, is_visual=is_visual)
+                         uses_qnn=uses_qnn, is_visual=is_visual, system_prompt=export.system_prompt)
 
 
 # ---- ExecuTorch -----------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def provision_model(
     return ProvisionedModel(device=transport.device.name, remote_dir=result.remote_dir, kind=artifact.kind,
                             model_type=artifact.model_type, configs=dict(artifact.configs),
                             bytes_sent=result.bytes_sent, files_sent=result.files_sent,
-                            visual=artifact.is_visual)
+                            visual=artifact.is_visual, system_prompt=artifact.system_prompt)
 
 
 __all__ = ["provision_model"]

@@ -18,6 +18,7 @@ class ProvisionedModel:
     bytes_sent: int = 0
     files_sent: int = 0
     visual: bool = False  # llm_config.json's is_visual (harness.export.ExportFolder.is_visual)
+    system_prompt: str = ""  # what answers are generated under (ExportFolder.system_prompt)
 
 
 @dataclass(frozen=True)

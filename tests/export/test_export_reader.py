@@ -72,3 +72,38 @@ def test_program_model_type_from_sidecar_then_llm_config(tmp_path: Path) -> None
     assert open_export(tmp_path).program_model_type == "qwen3"
     _write(tmp_path, "export_manifest.json", {"decoder_model_version": "qwen3-0_6b"})
     assert open_export(tmp_path).program_model_type == "qwen3-0_6b"
+
+
+def test_system_prompt_from_the_key_else_the_templates_literal_system_turn(tmp_path):
+    import json
+
+    from harness.export import ExportFolder, default_system_turn
+
+    chatml = ("{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are "
+              "a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}")
+    assert default_system_turn(chatml) == "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    # Built from variables (Qwen3's template): no literal text to take.
+    assert default_system_turn("{{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}") == ""
+    llama3 = "{{ '<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>' }}"
+    assert default_system_turn(llama3) == "Be brief."
+
+    root = tmp_path / "e"
+    root.mkdir()
+    (root / "llm_config.json").write_text(json.dumps({"model_type": "llama", "jinja": {"chat_template": chatml}}))
+    assert ExportFolder(root).system_prompt.startswith("You are a helpful AI assistant named SmolLM")
+    (root / "config.json").write_text(json.dumps({"llm_model": "llm.mnn", "system_prompt": "Answer in French."}))
+    assert ExportFolder(root).system_prompt == "Answer in French."
+    (root / "llm_config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    (root / "config.json").write_text(json.dumps({"llm_model": "llm.mnn"}))
+    assert ExportFolder(root).system_prompt == ""
+
+
+def test_the_real_smollm2_exports_system_prompt():
+    from pathlib import Path
+
+    from harness.export import ExportFolder
+
+    real = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "smollm2-135m-instruct-mnn-npu16"
+    if not (real / "llm_config.json").is_file():
+        pytest.skip(f"the real SmolLM2 export is absent ({real}); it comes with ../shared")
+    assert ExportFolder(real).system_prompt == "You are a helpful AI assistant named SmolLM, trained by Hugging Face"

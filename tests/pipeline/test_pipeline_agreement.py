@@ -95,3 +95,17 @@ def test_a_different_answer_altogether_fails_as_disagree_with_both_texts():
     rec = _records("Cats sleep for most of the day and love warm places to rest.", ())["qnn"]
     assert rec.status == "failed" and rec.failure_class == "disagree"
     assert "The capital of France is Paris." in rec.message and "Cats sleep" in rec.message
+
+
+def test_an_answer_reading_back_the_exports_system_prompt_is_garbled_only_when_it_is_known():
+    system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    runs = {"cpu": _run("cpu", "The capital of France is Paris."),
+            "qnn": _run("qnn", "Paris is the capital. I am an assistant named SmolLM, trained by Hugging Face.")}
+    cases = [pipeline.PromptCase(FRANCE, ("Paris",))]
+    with_system = {j.pair: j for j in pipeline.judge_matrix(runs, cases, system=system)}
+    assert not with_system["qnn"].verdict.coherent, with_system["qnn"].verdict.reasons
+    assert with_system["cpu"].verdict.coherent
+    # A run without the export's system prompt is still judged (by the other rules).
+    assert {j.pair for j in pipeline.judge_matrix(runs, cases)} == {"cpu", "qnn"}
+    without = {j.pair: j for j in pipeline.judge_matrix(runs, cases)}
+    assert without["qnn"].verdict.coherent  # the leak is seen only through the system prompt
