@@ -27,9 +27,8 @@ device (one bubblewrap bind of a host folder is one mount); `cp -al` is toybox a
 
 from __future__ import annotations
 
+import os
 import posixpath
-import tempfile
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -94,7 +93,7 @@ class _Session:
         self.placed_stamps: dict[str, DeviceStamp] = {}
         self.df_free: int | None = None
         self.prepared = False  # run folder tree made, SoC checked, df read (by the probe)
-        self.run_dir = posixpath.join(layout.incoming, uuid.uuid4().hex[:12])
+        self.run_dir = posixpath.join(layout.incoming, os.urandom(6).hex())
 
     def script(self, script: str, args: Sequence[str], *, what: str, check: bool = True) -> str:
         # No timeout: these scripts only stat/link/rename, and the base shell() pays an extra
@@ -471,6 +470,8 @@ def _publish(s: _Session, manifest: Manifest) -> None:
         s.script(PUBLISH_INLINE_SCRIPT, [L.manifest, text, L.journal, s.run_dir], what="writing the manifest")
         return
     tmp_remote = f"{L.manifest}.{posixpath.basename(s.run_dir)}.tmp"
+    import tempfile  # only for manifests over 64 KiB
+
     with tempfile.TemporaryDirectory(prefix="harness-manifest-") as d:
         local = Path(d) / "manifest.json"
         local.write_text(text, encoding="utf-8")
