@@ -165,7 +165,7 @@ def sync_set(
     progress = progress or NullProgress()
     layout = DeviceLayout(transport.device.work_dir, kind, safe_name(name))
     s = _Session(transport, layout, cache, progress, verify)
-    items = [Item(f, FileKey.of(f.path)) for f in files]
+    items = [Item(f, key) for f, key in zip(files, FileKey.of_many([f.path for f in files]))]
     hashed_before = cache.hashed_bytes
     fast = _unchanged_by_file_protocol(s, items, meta or {})
     if fast is not None:
@@ -209,8 +209,12 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
     Any doubt (journal, other meta, a changed or unknown stamp) returns None: the full probe
     decides then."""
     L = s.layout
+    local = {it.file.rel: it for it in items}
+    remote = {rel: posixpath.join(L.set_dir, rel) for rel in local}
     try:
-        blobs = s.t.read_small_files([L.manifest, L.journal])
+        # The set's files are stat'ed in the same round trip as the manifest is found: most
+        # nights nothing changed and every one of those stats is needed.
+        blobs, stats = s.t.read_and_stat([L.manifest, L.journal], list(remote.values()))
     except TransportError:
         return None
     raw = blobs.get(L.manifest)
@@ -220,7 +224,6 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
         manifest = Manifest.from_json(raw.decode("utf-8"), L.manifest)
     except (ProvisionError, ValueError):
         return None
-    local = {it.file.rel: it for it in items}
     if manifest.meta != meta or manifest.remote_dir != L.set_dir or set(manifest.files) != set(local):
         return None
     for rel, it in local.items():
@@ -230,12 +233,8 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
         it.sha = s.cache.lookup(it.key) or s.cache.digest(it.file.path)
         if it.sha != entry.sha256:
             return None
-    try:
-        stats = s.t.stat_many([posixpath.join(L.set_dir, rel) for rel in local])
-    except TransportError:
-        return None
     for rel, it in local.items():
-        st, stamp = stats.get(posixpath.join(L.set_dir, rel)), manifest.device[rel]
+        st, stamp = stats.get(remote[rel]), manifest.device[rel]
         if (st is None or not st.inode or st.inode != stamp.inode or st.mtime != stamp.mtime
                 or st.size != it.file.size or it.file.mode & ~st.mode & 0o7777):
             return None

@@ -15,6 +15,7 @@ import collections
 import errno
 import hashlib
 import os
+import posixpath
 import select
 import socket
 import stat as stat_mod
@@ -34,7 +35,19 @@ SOCKET_BUFFER = 4 * 1024 * 1024
 _ID_LEN = struct.Struct("<4sI")
 _STAT_V1 = struct.Struct("<4sIII")  # "STAT", mode, size, mtime
 _STAT_V2 = struct.Struct("<IQQIIIIQqqq")  # error, dev, ino, mode, nlink, uid, gid, size, atime, mtime, ctime
+_DENT_V2 = struct.Struct("<4sIQQIIIIQqqqI")  # "DNT2"/"DONE", the STA2 fields, name length (then the name)
 _BATCH_CHUNKS = 16  # DATA chunks per readv/sendall  # chunks between checks for an early FAIL while sending
+
+
+def _requests(ident: bytes, paths: Sequence[str]) -> bytearray:
+    """Sync requests for `paths`, to go out in one write (the device answers them in order)."""
+    req = bytearray()
+    for path in paths:
+        raw = path.encode("utf-8")
+        if len(raw) > MAX_PATH:
+            raise SyncFail(f"path too long ({len(raw)} bytes, adb allows {MAX_PATH}): {path}", path)
+        req += _ID_LEN.pack(ident, len(raw)) + raw
+    return req
 
 
 class SyncFail(Exception):
@@ -138,27 +151,71 @@ class SyncClient:
         out: list[SyncStat | None] = []
         for start in range(0, len(paths), window):
             batch = paths[start:start + window]
-            req = bytearray()
-            for path in batch:
-                raw = path.encode("utf-8")
-                if len(raw) > MAX_PATH:
-                    raise SyncFail(f"path too long ({len(raw)} bytes, adb allows {MAX_PATH}): {path}", path)
-                req += _ID_LEN.pack(b"STA2", len(raw)) + raw
-            self.sock.sendall(req)
-            for path in batch:
-                _quickack(self.sock)  # the server writes each small reply as it comes: ack at once
-                ident = self._recv(4)
-                if ident != b"STA2":
-                    raise SyncProtocolError(f"expected STA2 reply, got {ident!r}")
-                err, _dev, ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime = _STAT_V2.unpack(
-                    self._recv(_STAT_V2.size))
-                if err in (errno.ENOENT, errno.ENOTDIR):
-                    out.append(None)
-                elif err:
-                    raise SyncFail(f"stat failed: {errno.errorcode.get(err, err)}", path)
-                else:
-                    out.append(SyncStat(mode, size, mtime, ino))
+            self.sock.sendall(_requests(b"STA2", batch))
+            out += [self._sta2_reply(path) for path in batch]
         return out
+
+    def _sta2_reply(self, path: str) -> SyncStat | None:
+        _quickack(self.sock)  # the server writes each small reply as it comes: ack at once
+        ident = self._recv(4)
+        if ident != b"STA2":
+            raise SyncProtocolError(f"expected STA2 reply, got {ident!r}")
+        err, _dev, ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime = _STAT_V2.unpack(
+            self._recv(_STAT_V2.size))
+        if err in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        if err:
+            raise SyncFail(f"stat failed: {errno.errorcode.get(err, err)}", path)
+        return SyncStat(mode, size, mtime, ino)
+
+    def stats(self, paths: Sequence[str], *, use_v2: bool, use_listing: bool) -> list[SyncStat | None]:
+        """stat (following links) of each path. With `use_listing` (ls_v2), files are found in
+        a LIS2 listing of their folder: one request per folder instead of one per file (each
+        STA2 reply is its own adb packet, acknowledged by the server before the next one: 0.15
+        ms a file on the virtual lab); the folders' own STA2 go in the same round trip and say
+        when an absent folder means absent files. Anything a listing cannot settle (a link,
+        an unlistable folder) gets its own STA2."""
+        if not use_v2:
+            return [self.stat(p) for p in paths]
+        folders = sorted({posixpath.dirname(p) for p in paths}) if use_listing else []
+        if not folders or len(folders) * 3 > len(paths) or len(folders) > 64:
+            return self.stat_v2_many(paths)
+        self.sock.sendall(_requests(b"LIS2", folders) + _requests(b"STA2", folders))
+        listings = [self._listing() for _ in folders]
+        by_folder = {folder: (listing, self._sta2_reply(folder)) for folder, listing in zip(folders, listings)}
+        out: list[SyncStat | None] = [None] * len(paths)
+        ask: list[int] = []
+        for i, path in enumerate(paths):
+            folder, name = posixpath.split(path)
+            listing, folder_st = by_folder[folder]
+            if name in (".", "..", ""):
+                ask.append(i)
+            elif "." in listing:  # the folder was read: a name it lacks is absent
+                st = listing.get(name)
+                if name in listing and (st is None or stat_mod.S_ISLNK(st.mode)):
+                    ask.append(i)  # STA2 follows the link (or reports the error)
+                else:
+                    out[i] = st
+            elif folder_st is not None:
+                ask.append(i)  # a folder that could not be listed
+            # else: no such folder (ENOENT/ENOTDIR), so no such file
+        for i, st in zip(ask, self.stat_v2_many([paths[i] for i in ask]) if ask else []):
+            out[i] = st
+        return out
+
+    def _listing(self) -> dict[str, SyncStat | None]:
+        """One LIS2 reply: name -> lstat (None where the device could not stat it)."""
+        out: dict[str, SyncStat | None] = {}
+        while True:
+            _quickack(self.sock)
+            (ident, err, _dev, ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime,
+             namelen) = _DENT_V2.unpack(self._recv(_DENT_V2.size))
+            if ident == b"DONE":
+                return out
+            if ident != b"DNT2" or namelen > MAX_PATH:
+                raise SyncProtocolError(f"expected DNT2/DONE in a LIS2 reply, got {ident!r}")
+            name = self._recv(namelen).decode("utf-8", "surrogateescape")
+            out[name] = None if err else SyncStat(mode, size, mtime, ino)
 
     # ---- send (push) --------------------------------------------------------------------
     def send_file(self, local: Path, remote: str, mode: int, mtime: int,

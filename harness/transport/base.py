@@ -320,9 +320,9 @@ class Transport(ABC):
 
     def read_small_files(self, remotes: Sequence[str], max_bytes: int = 4 << 20) -> dict[str, bytes | None]:
         """Contents of small device files (manifests, journals); None where a file is absent."""
-        out: dict[str, bytes | None] = {}
         import tempfile  # rarely needed: shutil/lzma/random are ~10 ms of start-up
 
+        out: dict[str, bytes | None] = {}
         with tempfile.TemporaryDirectory(prefix="harness-read-") as tmp:
             for i, remote in enumerate(remotes):
                 st = self.stat(remote)
@@ -336,6 +336,12 @@ class Transport(ABC):
                 self.pull(remote, local)
                 out[remote] = local.read_bytes()
         return out
+
+    def read_and_stat(self, reads: Sequence[str], stats: Sequence[str], max_bytes: int = 4 << 20
+                      ) -> tuple[dict[str, bytes | None], dict[str, RemoteStat | None]]:
+        """read_small_files(reads) and stat_many(stats) at once; drivers with a file protocol
+        pipeline both in one session (a provisioning check that nothing changed)."""
+        return self.read_small_files(reads, max_bytes), self.stat_many(stats)
 
     def exists(self, remote: str) -> bool:
         return self.stat(remote) is not None
