@@ -24,11 +24,16 @@ system-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-python-deps: $(STAMP)
-
-$(STAMP): pyproject.toml
-	$(PYTHON) -m pip install -q -e '.[dev]'
-	@mkdir -p .make && touch $(STAMP)
+# pip only when pyproject.toml changed or `harness` is not this checkout's (a moved or second
+# clone, or another checkout installed since: its console script would import that code).
+# Checked from / so the current folder does not shadow what is installed.
+python-deps:
+	@if [ ! -f $(STAMP) ] || [ pyproject.toml -nt $(STAMP) ] || ! (cd / && $(PYTHON) -c \
+	    "import harness, os, sys; sys.exit(os.path.dirname(os.path.realpath(harness.__file__)) != sys.argv[1])" \
+	    "$$(realpath '$(CURDIR)/harness')") 2>/dev/null; then \
+	  echo "pip install -e '.[dev]' ($(CURDIR))"; \
+	  $(PYTHON) -m pip install -q -e '.[dev]' && mkdir -p .make && touch $(STAMP); \
+	fi
 
 demo: install
 	$(PYTHON) -m tools.demo

@@ -55,10 +55,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
         else:
             facts = ("-", "-", "-")  # the host: no Qualcomm SoC
         rows.append((d.name, d.transport, address, d.soc_model, *facts, d.work_dir, ",".join(d.tags)))
-    # Plain padded columns, not rich.table: this is 3 lines, a rich Table more, and ~29 ms of import.
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    from harness.report.table import text_table
+
+    print(text_table(rows))
     return 0
 
 

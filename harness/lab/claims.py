@@ -3,7 +3,7 @@
 `lab run` (one claim per device per night), `harness push`, and a pytest `--device`
 session all go through `open_claim`, with the claim folder resolved once by `claim_dir`,
 so every run on a lab meets every other run in the same place. `lab status` reads the
-same place through `claim_state`.
+same places through `claim_states` and `unclaimed_address`.
 
 Two engines: the flock folder (`harness.lab.locks.DeviceLock`), the default, enough for
 one lab host (or several sharing a folder with working flock); and labgrid's coordinator
@@ -18,12 +18,13 @@ import os
 import threading
 from pathlib import Path
 from typing import Protocol
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from harness.inventory import DeviceSpec, Inventory
-from harness.lab.locks import DeviceBusy, DeviceLock, LockState, lock_state
+from harness.lab.locks import DeviceBusy, DeviceLock, lock_state
 
-__all__ = ["DeviceBusy", "DeviceClaim", "FileClaim", "LOCK_DIR_ENV", "claim_dir", "claim_state", "open_claim"]
+__all__ = ["DeviceBusy", "DeviceClaim", "FileClaim", "LOCK_DIR_ENV", "claim_dir", "claim_states", "open_claim",
+           "unclaimed_address"]
 
 SayFn = Callable[[str], None]
 
@@ -112,6 +113,23 @@ def open_claim(device: DeviceSpec, *, lock_dir: Path, run_id: str, purpose: str)
     return FileClaim(device, lock_dir, run_id, purpose)
 
 
-def claim_state(device: DeviceSpec, *, lock_dir: Path) -> LockState:
-    """Who holds `device` now, for `harness lab status`."""
-    return lock_state(Path(lock_dir), device.name)
+def claim_states(devices: Sequence[DeviceSpec], *, lock_dir: Path) -> dict[str, str]:
+    """Who holds each device now, in words, for `harness lab status`: its labgrid place's
+    holder (a person's `labgrid-client acquire` included) or the flock folder's."""
+    out = {d.name: lock_state(Path(lock_dir), d.name).describe() for d in devices if d.labgrid is None}
+    placed = [d for d in devices if d.labgrid is not None]
+    if placed:
+        from harness.lab.labgrid import labgrid_holders  # labgrid is an optional extra
+
+        out.update(labgrid_holders(placed))
+    return out
+
+
+def unclaimed_address(device: DeviceSpec) -> DeviceSpec:
+    """Where `device` answers, without claiming it (`lab status`'s read-only health check):
+    the address its labgrid place publishes, else the inventory's."""
+    if device.labgrid is None:
+        return device
+    from harness.lab.labgrid import LabgridClaim
+
+    return LabgridClaim(device, run_id="status").peek_address()

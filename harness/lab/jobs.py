@@ -35,9 +35,9 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
                            "with llm_demo and its libraries (it may use {htp_arch})")
     sdk = _device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None
     model = provision_model(ctx.transport, ctx.entry.model.path, qnn_sdk=sdk)
-    visual = any("/" in p for p in model.configs) and "qnn/qnn" in model.configs
-    image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if visual else None
-    cases = default_cases(visual, image)
+    # The export says whether it has a visual model (one rule, harness.export), not its pair names.
+    image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if model.visual else None
+    cases = default_cases(model.visual, image)
     pairs = [p for p in (ctx.entry.suite.backends or tuple(model.configs)) if p in model.configs]
     if not pairs:
         raise HarnessError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r} asks for backends "

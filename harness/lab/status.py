@@ -11,8 +11,8 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy, HealthVerdict, check_device
-from harness.lab.claims import claim_state
-from harness.lab.locks import LockState
+from harness.lab.claims import claim_states, unclaimed_address
+from harness.report.table import text_table
 from harness.lab.context import TransportFactory
 from harness.transport.factory import open_transport
 
@@ -20,10 +20,9 @@ from harness.transport.factory import open_transport
 @dataclass
 class DeviceStatus:
     device: DeviceSpec
-    lock: LockState
+    claim: str  # who holds it, in words (its labgrid place's holder, or the flock folder's)
     health: HealthVerdict | None = None  # None: not checked
     health_note: str = ""  # e.g. "no answer within 20 s"
-    labgrid: str = ""  # who holds its labgrid place (devices with one)
 
     def health_text(self) -> str:
         if self.health is None:
@@ -33,10 +32,7 @@ class DeviceStatus:
 
 def _check(device: DeviceSpec, policy: HealthPolicy, factory: TransportFactory, out: dict, key: str) -> None:
     try:
-        if device.labgrid is not None:
-            from harness.lab.labgrid import LabgridClaim
-
-            device = LabgridClaim(device, run_id="status").peek_address()  # where its place says it is
+        device = unclaimed_address(device)
         transport = factory(device)
     except HarnessError as exc:
         out[key] = HealthVerdict(device.name, ok=False, reasons=[str(exc)], state="unreachable")
@@ -55,13 +51,8 @@ def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
                    transport_factory: TransportFactory = open_transport) -> list[DeviceStatus]:
     """Status of every device; health checks run in parallel, each bounded by timeout_s."""
     devices = list(inventory.devices.values())
-    statuses = [DeviceStatus(d, claim_state(d, lock_dir=Path(lock_dir))) for d in devices]
-    if any(d.labgrid is not None for d in devices):
-        from harness.lab.labgrid import labgrid_holders
-
-        holders = labgrid_holders(devices)
-        for s in statuses:
-            s.labgrid = holders.get(s.device.name, "")
+    holders = claim_states(devices, lock_dir=Path(lock_dir))
+    statuses = [DeviceStatus(d, holders.get(d.name, "unknown")) for d in devices]
     if health:
         results: dict[str, HealthVerdict] = {}
         # A reservation's device has no address until a place is allocated to a claim.
@@ -91,12 +82,8 @@ def format_status(statuses: list[DeviceStatus]) -> str:
             + s.health_text()
         if d.labgrid is not None:  # the address is the place's: name the resource that gives it
             where = (f"adb {d.serial} @ " if d.transport == "adb" else "ssh @ ") + d.labgrid.resource
-        rows.append((d.name, where, f"{d.soc_model} {d.htp_arch}", health, s.labgrid or s.lock.describe()))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = []
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
-    return "\n".join(lines)
+        rows.append((d.name, where, f"{d.soc_model} {d.htp_arch}", health, s.claim))
+    return text_table(rows)
 
 
 def lab_status(inventory: Inventory, lock_dir: Path, *, health: bool = True, policy: HealthPolicy | None = None,

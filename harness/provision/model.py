@@ -48,7 +48,8 @@ def provision_model(
     write_local_manifest(artifact.root, result.manifest)
     return ProvisionedModel(device=transport.device.name, remote_dir=result.remote_dir, kind=artifact.kind,
                             model_type=artifact.model_type, configs=dict(artifact.configs),
-                            bytes_sent=result.bytes_sent, files_sent=result.files_sent)
+                            bytes_sent=result.bytes_sent, files_sent=result.files_sent,
+                            visual=artifact.is_visual)
 
 
 __all__ = ["provision_model"]

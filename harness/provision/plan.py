@@ -4,6 +4,7 @@ the set's files go."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -66,14 +67,32 @@ def make_plan(items: list[Item], probe: Probe, cache: HashCache, hasher: ThreadP
     return plan
 
 
-def moved_sources(plan: Plan, set_dir: str) -> list[str]:
+def blocking_rels(plan: Plan, items: list[Item]) -> list[str]:
+    """Stale names in the way of the new tree: a file where a folder must now be (`a` then
+    `a/b`), or a folder where a file must now be (`a/b` then `a`). They are cleared before
+    anything is placed; nothing but stale names of this set is ever cleared."""
+    new = {it.file.rel for it in items}
+    new_dirs = {rel[:i] for rel in new for i, ch in enumerate(rel) if ch == "/"}
+    out = set()
+    for rel in plan.stale:
+        if rel in new_dirs:
+            out.add(rel)
+        out.update(rel[:i] for i, ch in enumerate(rel) if ch == "/" and rel[:i] in new)
+    return sorted(out)
+
+
+def moved_sources(plan: Plan, set_dir: str, cleared: Sequence[str] = ()) -> list[str]:
     """Link sources of this set whose own name is about to get other content (a push placed
-    over it, or another link): they must be saved before anything is placed, or the link
-    would take the new content (a swap of two names, or a content moving to a new name while
-    its old name gets a new one)."""
+    over it, or another link) or to be cleared (blocking_rels): they must be saved before
+    anything is placed, or the link would take the new content or nothing (a swap of two
+    names; a content moving to a new name while its old name gets a new one; `a` moving
+    to `a/b`)."""
     prefix = set_dir.rstrip("/") + "/"
     replaced = {prefix + it.file.rel for it in plan.push} | {prefix + it.file.rel for it, _ in plan.link}
-    return sorted({placed.path for _, placed in plan.link if placed.path in replaced})
+    gone = tuple(prefix + rel for rel in cleared)
+    under = tuple(g + "/" for g in gone)
+    return sorted({placed.path for _, placed in plan.link
+                   if placed.path in replaced or placed.path in gone or placed.path.startswith(under)})
 
 
-__all__ = ["Item", "Plan", "make_plan", "moved_sources"]
+__all__ = ["Item", "Plan", "blocking_rels", "make_plan", "moved_sources"]

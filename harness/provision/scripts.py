@@ -91,18 +91,24 @@ find "$R" -type f -exec rm -f {} + 2>/dev/null
 echo @@placed
 """
 
-# args: folder to keep them in, then (source, saved name) pairs. Keeps a hard link (a copy
-# where links fail) to contents that move to another name of the set while their own name
-# gets new content: placing or linking over that name first would lose them. The folder is
-# "<run dir>.src", removed with the run dir. Only when a sync moves contents like that.
-SAVE_SCRIPT = r"""
-S=$1; shift
+# args: folder to keep them in, set dir, N, then N (source, saved name) pairs, then stale rels
+# to clear. Run only when a sync reshapes its set, before anything is placed. Keeps a hard
+# link (a copy where links fail) to contents that move to another name of the set while their
+# own name gets new content or is cleared; then clears stale names in the way of the new tree
+# (a file where a folder goes, or a folder where a file goes). The keep folder is
+# "<run dir>.src", removed with the run dir.
+MAKE_ROOM_SCRIPT = r"""
+S=$1; D=$2; N=$3; shift 3
 mkdir -p "$S" || { echo "FAIL cannot make $S"; exit 1; }
-while [ $# -gt 1 ]; do
+while [ "$N" -gt 0 ]; do
   ln -f -- "$1" "$2" 2>/dev/null || cp -p -- "$1" "$2" || { printf 'FAIL save %s\n' "$1"; exit 1; }
-  shift 2
+  shift 2; N=$((N - 1))
 done
-echo @@saved
+if [ $# -gt 0 ]; then
+  cd "$D" || { echo "FAIL cannot enter the set folder"; exit 1; }
+  for rel in "$@"; do rm -rf -- "./$rel" || { printf 'FAIL clear %s\n' "$rel"; exit 1; }; done
+fi
+echo @@room
 """
 
 # args: set dir, manifests dir, manifest path, MANIFEST (json or ""), journal, run dir,
@@ -207,5 +213,5 @@ def parse_manifest_lines(lines: Sequence[str], where: str) -> list[tuple[str, Ma
 
 __all__ = [
     "COMMIT_SCRIPT", "PLACE_SCRIPT", "PREPARE_SCRIPT", "PROBE_SCRIPT", "PUBLISH_INLINE_SCRIPT", "PUBLISH_SCRIPT",
-    "SAVE_SCRIPT", "STATUS_SCRIPT", "RemoteStatLine", "parse_manifest_lines", "parse_stat_lines", "script_argv", "split_sections",
+    "MAKE_ROOM_SCRIPT", "STATUS_SCRIPT", "RemoteStatLine", "parse_manifest_lines", "parse_stat_lines", "script_argv", "split_sections",
 ]

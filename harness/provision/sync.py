@@ -41,17 +41,17 @@ from harness.provision.artifacts import ArtifactFile
 from harness.provision.hashcache import FileKey, HashCache
 from harness.provision.layout import KIND_DIRS, DeviceLayout, safe_name
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
-from harness.provision.plan import Item, Plan, make_plan, moved_sources
+from harness.provision.plan import Item, Plan, blocking_rels, make_plan, moved_sources
 from harness.provision.probe import Probe, parse_probe
 from harness.provision.progress import NullProgress, Progress, human_bytes
 from harness.provision.scripts import (
     COMMIT_SCRIPT,
+    MAKE_ROOM_SCRIPT,
     PLACE_SCRIPT,
     PREPARE_SCRIPT,
     PROBE_SCRIPT,
     PUBLISH_INLINE_SCRIPT,
     PUBLISH_SCRIPT,
-    SAVE_SCRIPT,
     parse_stat_lines,
     script_argv,
     split_sections,
@@ -176,7 +176,7 @@ def sync_set(
     try:
         probe = s.probe(items)
         plan = make_plan(items, probe, cache, hasher, layout.set_dir)
-        _save_moved(s, plan)
+        _make_room(s, plan, items)
         pushed = _push_all(s, plan, hasher) if plan.push else 0
     finally:
         # After a failure, do not go on hashing gigabytes nobody will push; keep what was hashed.
@@ -241,18 +241,27 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
     return SyncResult(remote_dir=L.set_dir, manifest=manifest)
 
 
-def _save_moved(s: _Session, plan: Plan) -> None:
-    """Keep contents that move between names of the set (see moved_sources) under the run's
-    `.src` folder and link from there; the stamp stays (a hard link is the same inode)."""
-    moved = moved_sources(plan, s.layout.set_dir)
-    if not moved:
+def _make_room(s: _Session, plan: Plan, items: list[Item]) -> None:
+    """When the sync reshapes the set: keep contents that move between its names (see
+    moved_sources) under the run's `.src` folder and link from there (the stamp stays: a
+    hard link is the same inode), then clear stale names in the new tree's way."""
+    cleared = blocking_rels(plan, items)
+    moved = moved_sources(plan, s.layout.set_dir, cleared)
+    if not moved and not cleared:
         return
     keep_dir = s.run_dir + ".src"
     saved = {path: posixpath.join(keep_dir, str(i)) for i, path in enumerate(moved)}
-    pairs = [x for path in moved for x in (path, saved[path])]
-    for start in range(0, len(pairs), 512):  # 256 pairs of device paths stay well under MAX_COMMAND
-        s.script(SAVE_SCRIPT, [keep_dir, *pairs[start:start + 512]],
-                 what=f"keeping contents that move within {s.layout.set_dir}")
+    pairs = [(path, saved[path]) for path in moved]
+    # Chunks of 256 pairs / 512 names of device paths stay well under MAX_COMMAND.
+    for start in range(0, max(len(pairs), 1), 256):
+        chunk = pairs[start:start + 256]
+        last = start + 256 >= len(pairs)
+        s.script(MAKE_ROOM_SCRIPT, [keep_dir, s.layout.set_dir, str(len(chunk)), *[x for p in chunk for x in p],
+                                    *(cleared[:512] if last else [])],
+                 what=f"reshaping {s.layout.set_dir}")
+    for start in range(512, len(cleared), 512):
+        s.script(MAKE_ROOM_SCRIPT, [keep_dir, s.layout.set_dir, "0", *cleared[start:start + 512]],
+                 what=f"reshaping {s.layout.set_dir}")
     plan.link = [(it, replace(placed, path=saved[placed.path]) if placed.path in saved else placed)
                  for it, placed in plan.link]
 

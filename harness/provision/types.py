@@ -17,6 +17,7 @@ class ProvisionedModel:
     configs: dict[str, str] = field(default_factory=dict)  # backend pair name -> config file name (harness.pairs)
     bytes_sent: int = 0
     files_sent: int = 0
+    visual: bool = False  # llm_config.json's is_visual (harness.export.ExportFolder.is_visual)
 
 
 @dataclass(frozen=True)

@@ -22,5 +22,5 @@ def test_status_shows_devices_health_and_lock_holders(lab4):
     assert "FAIL:" in lines["dev1"] and "battery at 2%" in lines["dev1"] and lines["dev1"].endswith("free")
     assert "FAIL:" in lines["dev3"] and "offline" in lines["dev3"]
     assert "SM8650 v75" in lines["dev1"]
-    assert statuses["dev0"].lock.held and statuses["dev0"].health is None
+    assert "run night-42" in statuses["dev0"].claim and statuses["dev0"].health is None
     assert statuses["dev0"].health_text() == "not checked"

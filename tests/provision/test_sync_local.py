@@ -258,3 +258,14 @@ def test_renamed_file_is_linked_from_its_old_name(transport, qwen3_export, cache
     res = sync_set(transport, list_files(qwen3_export), kind="model", name="qwen3-0.6b", cache=cache, progress=Q)
     assert res.files_sent == 0 and res.files_linked == 1 and res.files_removed == 1
     assert _tree(Path(res.remote_dir)) == _tree(qwen3_export)
+
+
+def test_the_provisioned_model_says_visual_from_the_export_not_from_its_pair_names(
+        transport: CountingTransport, qwen3_vl_export: Path, qwen3_export: Path, cache: HashCache):
+    # A VL export made for the CPU only (llmexport without the NPU step): no qnn/qnn config,
+    # yet its image prompts must still run (the lab job once keyed them on "qnn/qnn").
+    for name in ("config_qnn.json", "config_qnn_cpu_visual.json", "config_cpu_llm_qnn_visual.json"):
+        (qwen3_vl_export / name).unlink()
+    vl = provision_model(transport, qwen3_vl_export, cache=cache, progress=Q)
+    assert list(vl.configs) == ["cpu/cpu"] and vl.visual
+    assert not provision_model(transport, qwen3_export, cache=cache, progress=Q).visual

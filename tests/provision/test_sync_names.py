@@ -25,9 +25,10 @@ NAMES = st.lists(st.sampled_from(PIECES), min_size=1, max_size=4).map("".join).f
 # Every name also exists once with blanks at both ends and once with a leading dash.
 NAME = st.one_of(NAMES, NAMES.map(lambda n: f"  {n} "), NAMES.map(lambda n: f"-{n}")).filter(
     lambda n: not n.endswith(".d"))
-# Folder names never equal file names: a path that is a file in one state and a folder in the
-# next is a different limitation (see the report of issue 14), not a naming one.
-REL = st.one_of(NAME, st.tuples(NAME, NAME).map(lambda p: f"{p[0]}.d/{p[1]}"))
+# Folder names mostly end in ".d" so hostile names stay files; a small alphabet of plain
+# names makes a path a file in one state and a folder in the next ("a" then "a/b").
+REL = st.one_of(NAME, st.tuples(NAME, NAME).map(lambda p: f"{p[0]}.d/{p[1]}"),
+                st.sampled_from(["a", "b", "a/b", "b/a", "a/c", "a/b/c", "-a", "-a/ b "]))
 # One state of the export: name -> (content id, executable?). Contents repeat on purpose:
 # equal contents are hard-linked on the device, and a rename is a link plus a removal.
 STATE = st.dictionaries(REL, st.tuples(st.integers(0, 3), st.booleans()), min_size=1, max_size=5)
@@ -64,6 +65,9 @@ def _executables(root: Path) -> set[str]:
 # A three-way rotation, one of them also pushed anew.
 @example(states=[{"a": (0, False), "b": (1, False), "c": (2, False)},
                  {"a": (1, False), "b": (2, False), "c": (3, False), "d": (0, False)}])
+# A file becomes a folder (its content moving inside it), and back; then a new content there.
+@example(states=[{"a": (0, False)}, {"a/b": (0, False)}, {"a": (0, True)}, {"a/b/c": (1, False)}])
+@example(states=[{"-a/ b ": (2, False), "b": (1, False)}, {"-a": (2, False), "b/a": (1, False)}])
 def test_hostile_names_survive_push_repush_chmod_rename_remove(states):
     with tempfile.TemporaryDirectory(prefix="harness-names-") as d:
         local, device = Path(d, "export"), Path(d, "device")
