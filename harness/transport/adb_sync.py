@@ -380,8 +380,9 @@ class ChunkHasher:
     then waits for the hasher). 256 MiB (one provisioning batch, sync.FLUSH_BYTES):
     with 32 MiB the sender waited on the hasher and a cold 1 GiB first push cost 1.5x the
     transport alone instead of 1.3x (benchmarks/provision.py, 2 shared cores; measured when
-    each 64 KiB chunk was copied and handed over alone, which doubled the hasher's CPU). `done(name, on_digest)` reports a file's digest
-    after all its chunks, in order; `close()` waits until every digest was reported."""
+    each 64 KiB chunk was copied and handed over alone, which doubled the hasher's CPU).
+    `done(name, on_digest)` reports a file's digest after all its chunks, in order; `close()`
+    waits until every digest was reported."""
 
     def __init__(self, limit: int = 256 << 20):
         from concurrent.futures import ThreadPoolExecutor
