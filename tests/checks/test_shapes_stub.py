@@ -219,3 +219,25 @@ def test_visual_sizes_without_sidecar_check_patch_counts(tmp_path: Path) -> None
     assert "[768]" in found[0].expected and "784 patches" in found[0].found
     # the stub cannot tell 384x512 from 512x384 (same patch count): only the sidecar can
     assert check_export_shapes(info.path, "config_qnn.json", image_sizes="384x512") == []
+
+
+def test_context_dump_in_the_sdk_tools_layout() -> None:
+    """The layout public users of `qnn-context-binary-utility --json_file` read (see
+    docs/qnn-export-artifacts.md): socModel under info, dspArch under
+    info.contextMetadata.info, graphs with graphBlobInfo beside their tensors."""
+    dump = {"info": {
+        "backendId": 6, "buildId": "v2.34.0.250424", "socModel": 69, "numGraphs": 1,
+        "contextMetadata": {"info": {"dspArch": 79}},
+        "graphs": [{"info": {
+            "graphName": "graph0",
+            "graphInputs": [{"info": {"name": "t0", "dimensions": [1, 128], "dataType": "QNN_DATATYPE_INT_32"}}],
+            "graphOutputs": [{"info": {"name": "t9", "dimensions": [1, 128, 151936]}}],
+            "graphBlobInfo": {"info": {"vtcmSize": 8, "optimizationLevel": 3}},
+        }}]}}
+    binary = compiled_io.parse_context_dump(dump, "qnn/graph0.bin", None)
+    assert (binary.soc_id, binary.dsp_arch) == (69, "v79")
+    assert binary.graphs[0].name == "graph0" and binary.graphs[0].inputs == {"t0": (1, 128)}
+    # No target keys at all: unknown, never guessed.
+    del dump["info"]["socModel"], dump["info"]["contextMetadata"]
+    assert (compiled_io.parse_context_dump(dump, "b", None).soc_id,
+            compiled_io.parse_context_dump(dump, "b", None).dsp_arch) == (None, None)

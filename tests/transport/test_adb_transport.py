@@ -426,9 +426,12 @@ def test_v1_link_lost_mid_command_is_not_resent(fresh_phone, adb_entry, make_spe
             t.shell(["sh", "-c", f"echo run >> {counter}; head -c 200000 /dev/zero; sleep 0.2"])
         assert not info.value.retryable
         assert fresh_phone.faults.counters.drops_fired == 1
+        assert retry_log() == []  # nothing re-sent the cut command
         assert t.shell(["echo", "next"]).stdout == "next\n"  # the link itself comes back
     assert _runs(fresh_phone, counter) == 1
-    assert retry_log() == []
+    # Reconnecting for the next command may meet the adb server before it lists the device
+    # again (seen under load): a retry of a command that never started is allowed, only that.
+    assert all(": echo (" in line for line in retry_log()), retry_log()
 
 
 def test_v2_link_lost_mid_command_is_not_resent(fresh_phone, adb_entry, make_spec, fast_retry, retry_log):

@@ -307,7 +307,7 @@ def test_sdk_tool_stand_in(tmp_path: Path, vl) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     data = _load(out)
-    assert (data["info"]["socModel"], data["info"]["dspArch"]) == (69, 79)
+    assert (data["info"]["socModel"], data["info"]["contextMetadata"]["info"]["dspArch"]) == (69, 79)
     prefill = data["info"]["graphs"][0]["info"]
     assert prefill["graphName"] == "graphllm1"
     assert [t["info"]["dimensions"] for t in prefill["graphInputs"]] == [[1, 128, 2048], [3, 128, 2048]]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 BUILD_PROP = "/system/etc/vlab/build.prop"
-LOGCAT_FILE = "/data/misc/logcat.log"  # virtual_lab.device.LOGCAT_DEVICE_PATH
+LOGCAT_FILE = "/data/misc/logcat.log"  # virtual_lab.device.layout.LOGCAT_DEVICE_PATH
 # Where bionic's linker looks after LD_LIBRARY_PATH, and FastRPC's default Skel folders.
 DEFAULT_LIB_DIRS = ("/vendor/lib64", "/system/lib64")
 DEFAULT_ADSP_DIRS = ("/vendor/lib/rfsa/adsp", "/vendor/dsp", "/system/lib/rfsa/adsp", "/dsp")

@@ -3,7 +3,7 @@
 docs/qnn-libraries.md).
 
 What it answers comes from the model folder's `virtual_behaviour.json`
-(format: virtual_lab.exports, resolved per prompt and backend pair). What it checks itself:
+(format: virtual_lab.exports.behaviour, resolved per prompt and backend pair). What it checks itself:
 the files the config names, the QNN libraries for the device's HTP arch through
 LD_LIBRARY_PATH/ADSP_LIBRARY_PATH, the context binaries' soc/arch, and the prefill chunk
 sizes against the sizes the QNN graphs were compiled for (`chunk_limits`).
@@ -202,7 +202,7 @@ def _chunk_limits(model: Model, out: Output) -> list[int] | None:
 
 # ---- generation -------------------------------------------------------------------------
 def prompt_tokens(prompt: str, llm_config: Mapping[str, Any]) -> int:
-    """The virtual lab's token count (virtual_lab.exports.virtual_prompt_segments)."""
+    """The virtual lab's token count (virtual_lab.exports.segments.virtual_prompt_segments)."""
     try:
         from virtual_lab.exports import virtual_prompt_segments
 

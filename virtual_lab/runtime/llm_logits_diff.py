@@ -6,7 +6,7 @@ observations in docs/logits-diff.md).
 
 A's scripted answer (virtual_behaviour.json, resolved for A's pair) is the teacher: one row per
 token, then the `<|im_end|>` stop row. How B's logits differ from A's comes from each answer's
-`logits` mode (virtual_lab.exports): the worse of A's and B's decides the rows ("exact" rows are
+`logits` mode (virtual_lab.exports.behaviour): the worse of A's and B's decides the rows ("exact" rows are
 bit-identical; "close" small differences; "saturated" most steps flip; "null" B's forward
 returns nothing). Numbers are drawn from a generator seeded by the prompt and both pairs, so a
 run is repeatable. As the real tool: when the prompt is longer than a config's prefill chunk,
