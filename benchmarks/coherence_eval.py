@@ -10,12 +10,13 @@ Prints
    prompts are judged with them. Leave-one-prompt-out and leave-N-prompts-out are both run.
 3. new prompts (fixtures/coherence/new-prompts-mnn.jsonl): real llm_demo outputs of the SmolLM2
    export with the activation-saturation fault made for real (benchmarks/coherence_generate.py),
-   on 48 prompts outside the dev corpus, judged with the shipped defaults, with and without the
+   on 96 prompts outside the dev corpus, judged with the shipped defaults, with and without the
    CPU reference, and with the reference model's per-token surprise where the sidecar
    new-prompts-mnn.surprise.jsonl has it, per split: `tune` (batch 1: rules were revised after
    looking at these), `heldout` (batch 2: first judged with the checker frozen, then 3 false
-   alarms fixed) and `fresh` (batch 3: judged once, nothing changed after; see
-   docs/coherence.md for every first-sight figure).
+   alarms fixed), `fresh` (batch 3: judged once, then 2 false alarms fixed) and `first-sight`
+   (batch 4: labels committed, then judged once by the frozen checker; see docs/coherence.md
+   for every first-sight figure).
 The rules themselves were written looking at every dev prompt; the CV measures how much
 the *thresholds* depend on which prompts they were fit on.
 """
@@ -39,6 +40,9 @@ from harness.checks.surprise import Surprise  # noqa: E402
 
 DEFAULT_FILE = ROOT / ".." / "shared" / "corpus" / "coherence-dev.jsonl"
 NEW_FILE = ROOT / "fixtures" / "coherence" / "new-prompts-mnn.jsonl"
+# The system prompt SmolLM2's chat template adds before every prompt (the export's
+# llm_config.json `chat_template`; docs/coherence.md): an answer copying it is a leak.
+SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
 GRID = {
     "garbled_at": [0.8, 0.9, 1.0, 1.1, 1.25],
@@ -105,7 +109,7 @@ def new_prompt_figures(path: Path) -> None:
     raw = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     surprise = load_surprise(path.with_suffix(".surprise.jsonl"))
     th = Thresholds()
-    splits = sorted({r["split"] for r in raw}, key=["tune", "heldout", "fresh"].index)
+    splits = sorted({r["split"] for r in raw}, key=["tune", "heldout", "fresh", "first-sight", "first-sight-2", "first-sight-3"].index)
     for split in [*splits, None]:
         part = [(n, r) for n, r in enumerate(raw, 1) if r["label"] in ("coherent", "garbled")
                 and (split is None or r["split"] == split)]
@@ -119,7 +123,7 @@ def new_prompt_figures(path: Path) -> None:
             rows = [(n, r) for n, r in part if not with_model or n in surprise]
             for n, r in rows:
                 m = measure(r["text"], r.get("prompt"), r.get("reference") if with_ref else None, th,
-                            surprise.get(n) if with_model else None)
+                            surprise.get(n) if with_model else None, system=SYSTEM)
                 tally.add(r["label"], decide(m, th).verdict)
             note = f" [{len(rows)} rows scored by the model]" if with_model else ""
             print(f"  {name:8s} ({n_prompts} prompts) {how:20s}: {tally.summary()}{note}")
@@ -137,7 +141,7 @@ def main() -> int:
         return 2
     rows = load(args.file)
     th = Thresholds()
-    ms = [measure(r["text"], r.get("prompt"), r.get("reference"), th) for r in rows]
+    ms = [measure(r["text"], r.get("prompt"), r.get("reference"), th, system=SYSTEM) for r in rows]
 
     tally, margin = evaluate(ms, rows, th)
     print(f"defaults on {args.file.name}: {tally.summary()}  (margin {margin:.2f})")

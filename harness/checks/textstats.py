@@ -323,6 +323,38 @@ def dense_ngram(seq: list[str], n: int, window: int, known: AbstractSet[str] = f
     return best, best_text
 
 
+_TEMPLATE_RE = re.compile(
+    r"<\|(?:im_start|im_end|endoftext|eot_id|begin_of_text|start_header_id|end_header_id|system|user|assistant)\|>"
+    r"|\[/?INST\]|<</?SYS>>|<(?:start|end)_of_turn>"
+    # "You are a helpful AI assistant", "You're a helpful AI named", "You are an AI, designed...":
+    # the system prompt's way of talking to the model, not an answer to the user.
+    r"|\byou(?: are|'re|’re) (?:a|an) (?:[\w-]+ ){0,3}(?:AI|assistant)"
+    r"(?: (?:assistant|system|model))?(?=[,.;:!]| (?:named|designed|trained|created|built|here)\b)", re.I)
+
+
+def template_leaks(text: str) -> list[str]:
+    """Chat-template text in an answer: role markers (<|im_start|>, [INST]) or the system
+    prompt's own wording ('You are a helpful AI assistant named SmolLM'): the model is
+    reading back its context, not answering."""
+    return [m.group() for m in _TEMPLATE_RE.finditer(text)]
+
+
+def shared_run(text: str, source: str) -> str:
+    """The longest run of words `text` copies from `source`, in order ('' when none)."""
+    a, b = words(text), words(source)
+    best, end = 0, 0
+    prev = [0] * (len(b) + 1)
+    for i in range(1, len(a) + 1):
+        cur = [0] * (len(b) + 1)
+        for j in range(1, len(b) + 1):
+            if a[i - 1] == b[j - 1]:
+                cur[j] = prev[j - 1] + 1
+                if cur[j] > best:
+                    best, end = cur[j], i
+        prev = cur
+    return " ".join(a[end - best:end])
+
+
 def unpossessive(word: str) -> str:
     return word[:-2] if word.endswith("'s") else word
 
@@ -346,13 +378,17 @@ def longest_run(candidates: list[str], seq: list[str]) -> tuple[int, str]:
     return best, best_tok
 
 
-def most_frequent_ngram(seq: list[str], n: int) -> tuple[int, str]:
-    """How often the most frequent n-gram occurs (non-overlapping), and its text."""
+def most_frequent_ngram(seq: list[str], n: int, known: AbstractSet[str] = frozenset()) -> tuple[int, str]:
+    """How often the most frequent n-gram occurs (non-overlapping), and its text. An n-gram whose
+    content words all come from `known` (the prompt: 'a bird singing in a tree') may recur."""
     last: dict[tuple[str, ...], int] = {}
     counts: Counter[tuple[str, ...]] = Counter()
     for i in range(len(seq) - n + 1):
         gram = tuple(seq[i:i + n])
         if not any(any(c.isalnum() for c in t) for t in gram):
+            continue
+        content = [t for t in gram if t not in FUNCTION_WORDS and t.isalpha()]
+        if content and all(t in known for t in content):
             continue
         if gram not in last or i - last[gram] >= n:
             counts[gram] += 1

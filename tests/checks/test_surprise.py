@@ -138,7 +138,7 @@ def test_reference_model_scores_of_the_fixture_add_no_false_alarm_and_lose_no_ca
     rows = [json.loads(line) for line in fixture.read_text().splitlines()]
     sidecar = fixture.with_suffix(".surprise.jsonl")
     scores = {o["line"]: Surprise.from_json(o) for o in map(json.loads, sidecar.read_text().splitlines())}
-    assert len(scores) >= 390
+    assert len(scores) >= 560
     gained = 0
     for line, s in scores.items():
         r = rows[line - 1]
@@ -146,8 +146,8 @@ def test_reference_model_scores_of_the_fixture_add_no_false_alarm_and_lose_no_ca
             continue
         plain = judge(r["text"], prompt=r["prompt"], reference=r.get("reference"))
         with_model = judge(r["text"], prompt=r["prompt"], reference=r.get("reference"), surprise=s)
-        if r["label"] == "coherent":
-            assert with_model.coherent, (r["text"][:80], with_model.reasons)
+        if r["label"] == "coherent":   # the model adds no false alarm of its own
+            assert with_model.coherent or not plain.coherent, (r["text"][:80], with_model.reasons)
         elif plain.verdict == "garbled":
             assert with_model.verdict == "garbled"
         else:

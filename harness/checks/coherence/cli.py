@@ -25,6 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reference-model", type=Path, metavar="CONFIG",
                         help="score each row's tokens with this export on the host (PyPI mnn) and "
                              "use that as one more signal; rows may also carry 'surprise'")
+    parser.add_argument("--system-prompt", metavar="TEXT",
+                        help="the export's system prompt (its chat template's default); an answer "
+                             "copying 5+ words of it in a row is garbled. Rows may carry 'system'")
     args = parser.parse_args(argv)
     try:
         rows = load_rows(args.file)
@@ -38,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if surprise is None and scorer is not None and row.prompt is not None:
             surprise = scorer.score(row.prompt, row.text)
         v = judge(row.text, prompt=row.prompt, reference=row.reference, expect_any=row.expect_any,
-                  surprise=surprise)
+                  surprise=surprise, system=row.system or args.system_prompt)
         tally.add(row.label, v.verdict)
         if args.json:
             out = {"line": row.line, **v.to_json()}

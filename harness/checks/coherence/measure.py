@@ -89,6 +89,16 @@ def _norm(text: str) -> str:
     return " ".join(u.text for u in ts.units(text) if u.kind != "other")
 
 
+def _question(prompt: str) -> str:
+    """The prompt without its leading task words: 'Name two animals that can fly' -> 'two animals
+    that can fly' (an echo often drops them)."""
+    ws = _norm(prompt).split()
+    k = 0
+    while k < len(ws) and ws[k] in ts.INSTRUCTION_WORDS:
+        k += 1
+    return " ".join(ws[k:]) if len(ws) - k >= 3 else " ".join(ws)
+
+
 _PUNCT_RUN_RE = re.compile(r"[,_;](?:\s*[,_;]){11,}")
 _BROKEN_END_RE = re.compile(r"(?:^|\s)(?:a|an|the)\s*[.!](?=\s|$)", re.I)
 
@@ -118,8 +128,11 @@ def surprising_tokens(surprise: Surprise | None, gap: float) -> list[tuple[int, 
 
 
 def measure(text: str, prompt: str | None = None, reference: str | None = None,
-            th: Thresholds | None = None, surprise: Surprise | None = None) -> dict[str, Any]:
-    """All raw measurements of one text (numbers plus a few examples for messages)."""
+            th: Thresholds | None = None, surprise: Surprise | None = None,
+            system: str | None = None) -> dict[str, Any]:
+    """All raw measurements of one text (numbers plus a few examples for messages).
+
+    `system`: the system prompt the export's chat template puts before every prompt, when known."""
     th = th or Thresholds()
     body = text
     # A U+FFFD at the very end is a multi-byte character cut by the token cap, not a fault.
@@ -154,7 +167,7 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
     # "light, light, light, and light"; "medical professionals, ..., and medical professionals".
     content_seq = [u for u in lex if u not in ts.FUNCTION_WORDS]
     content_loop = ts.longest_loop(content_seq, most_repeats=True)
-    phrase_count, phrase = ts.most_frequent_ngram(lex, th.phrase_n)
+    phrase_count, phrase = ts.most_frequent_ngram(lex, th.phrase_n, known=set(ts.words(prompt or "")))
     # The prompt's own phrase may come back often ("The fastest animal is not the fastest animal").
     dense_count, dense_phrase = ts.dense_ngram(lex, th.dense_n, th.dense_window,
                                                known=set(ts.words(prompt or "")))
@@ -220,8 +233,20 @@ def measure(text: str, prompt: str | None = None, reference: str | None = None,
         "broken_ends": _broken_ends(body),
         "new_content": len(text_stems - prompt_stems - instr),
         "weak_end": _weak_end(body),
+        # The whole answer is one short question back ("So what do they eat?").
+        "asks_back": bool(re.fullmatch(r"[^.!?\n]{1,120}\?\s*", body.strip() + " ")),
         "surprising": surprising_tokens(surprise, th.surprise_gap),
         "parrot": bool(prompt) and _norm(body) == _norm(prompt or "") and bool(_norm(body)),
+        # The prompt said again inside the answer, and nothing added ("Why do birds migrate?
+        # The answer is:"): an answer-shaped echo.
+        "echo_prompt": bool(prompt) and bool(_question(prompt or ""))
+        and f" {_question(prompt or '')} " in f" {_norm(body)} " and not (text_stems - prompt_stems - instr),
+        "template_leaks": ts.template_leaks(body),
+        "system_leak": ts.shared_run(body, system) if system else "",
+        # A word of the system prompt no word list knows is the assistant's own name ('SmolLM'):
+        # in an answer to a prompt that does not name it, the model is reading its context.
+        "system_names": sorted({w for w in words if system and w in ts.words(system)
+                                and ts.zipf_en(w) < th.invented_zipf and w not in ts.words(prompt or "")}),
         "double_commas": len(re.findall(r"[,;]\s*[,;]", _CODE_RE.sub(" ", body))),
         # llm_demo prints end_with ("\n") only when the model stopped on its own (EOS).
         "comma_close": bool(re.search(r"[,;]\s*\n\s*$", body)),

@@ -23,6 +23,7 @@ class Row:
     label: str | None
     expect_any: tuple[str, ...]
     surprise: Surprise | None = None
+    system: str | None = None
 
 
 def load_rows(path: Path) -> list[Row]:
@@ -48,7 +49,7 @@ def load_rows(path: Path) -> list[Row]:
         if not isinstance(obj.get("text"), str):
             raise RowsError(f"{path}:{n}: key 'text' (the generated text, a string) is missing "
                             "or not a string")
-        for key in ("prompt", "reference", "label"):
+        for key in ("prompt", "reference", "label", "system"):
             if obj.get(key) is not None and not isinstance(obj[key], str):
                 raise RowsError(f"{path}:{n}: key '{key}' must be a string")
         label = obj.get("label")
@@ -66,7 +67,7 @@ def load_rows(path: Path) -> list[Row]:
             except HarnessError as exc:
                 raise RowsError(f"{path}:{n}: key 'surprise': {exc}") from None
         rows.append(Row(n, obj.get("prompt"), obj["text"], obj.get("reference"), label, tuple(expect),
-                        surprise))
+                        surprise, obj.get("system")))
     if not rows:
         raise RowsError(f"{path}: no rows (expected one JSON object per line)")
     return rows

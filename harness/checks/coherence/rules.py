@@ -35,15 +35,17 @@ def _expect_found(text: str, expect_any: Sequence[str]) -> bool:
 
 def judge(text: str, prompt: str | None = None, reference: str | None = None,
           expect_any: Sequence[str] = (), thresholds: Thresholds | None = None,
-          surprise: Surprise | None = None) -> Verdict:
+          surprise: Surprise | None = None, system: str | None = None) -> Verdict:
     """Verdict on one generated text; `reasons` names every rule that fired.
 
     `surprise`: the reference model's per-token scores of `text` (surprise.Scorer), optional.
+    `system`: the export's system prompt (its chat template's default), optional: an answer
+    that copies a run of it is reading back its context.
     """
     if not isinstance(text, str):
         raise TypeError(f"judge() needs the generated text as str, got {type(text).__name__}")
     th = thresholds or Thresholds()
-    verdict = decide(measure(text, prompt, reference, th, surprise), th)
+    verdict = decide(measure(text, prompt, reference, th, surprise, system), th)
     if expect_any and not _expect_found(text, expect_any):
         verdict.reasons.append(f"expectation: none of {list(expect_any)} appear")
         verdict.verdict = "garbled"
@@ -68,6 +70,15 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         decisive.append(f"control characters: {len(m['controls'])} ({shown})")
     if m["parrot"]:
         decisive.append("echo: the answer only repeats the prompt")
+    elif m["echo_prompt"]:
+        decisive.append("echo: the answer repeats the prompt and adds no word of its own")
+    if len(m["system_leak"].split()) >= th.system_leak_words:
+        decisive.append(f"system prompt in the answer: {quote(m['system_leak'], 60)}")
+    elif m["system_names"]:
+        decisive.append(f"system prompt in the answer: the assistant's name {', '.join(m['system_names'])}")
+    if m["template_leaks"]:
+        decisive.append("chat template or system prompt in the answer: "
+                        + ", ".join(quote(t, 40) for t in m["template_leaks"][:3]))
     if m["fffd"]:
         decisive.append(f"U+FFFD replacement characters: {m['fffd']} (broken byte decoding)")
 
@@ -171,6 +182,8 @@ def decide(m: dict[str, Any], th: Thresholds) -> Verdict:
         suspicious.append((th.echo_weight, "echo: the answer adds no word to the prompt's"))
         if m["weak_end"]:
             suspicious.append((th.weak_end_weight, f"the answer stops on {m['weak_end']!r}"))
+        if m["asks_back"]:
+            suspicious.append((th.asks_back_weight, "the answer is only a question"))
     if m["double_commas"]:
         suspicious.append((th.double_comma_weight, f"doubled commas: {m['double_commas']}"))
     if m["comma_close"]:

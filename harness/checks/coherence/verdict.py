@@ -31,6 +31,7 @@ class Thresholds:
     dense_window: int = 12             # ...three times within this many words
     phrase_min_count: int = 3          # ...said this many times anywhere in the text
     loop_min_repeats: float = 3.0
+    system_leak_words: int = 5         # words in a row copied from the system prompt
     offtopic_min_content: int = 8      # content words (text and reference) before "shares nothing" is decisive
     # suspicious (weights add up; >= garbled_at is garbled)
     offtopic_weight: float = 0.7       # at relevance 0; falls linearly to 0 at offtopic_clear_at
@@ -61,6 +62,7 @@ class Thresholds:
     broken_end_weight: float = 0.7     # a sentence that stops on an article ("The fruit of yellow is a.")
     echo_max_words: int = 12           # a short answer...
     echo_weight: float = 0.5           # ...that adds no content word to the prompt's
+    asks_back_weight: float = 0.5      # ...that is only a question back ("So what do they eat?")
     weak_end_weight: float = 0.5       # a short answer closed on 'of', 'does', 'to' ("A doctor does.")
     double_comma_weight: float = 0.6   # ",," or ", ," in prose: no writer's slip
     comma_close_weight: float = 0.5    # the model closed its answer (EOS) right after a comma
