@@ -11,6 +11,9 @@ Prints median ratios (one run, no arguments needed):
 written), so it includes hashing. "Unchanged" is a second provision with the cache warm, as a
 test session's fixture would run it; `adb push --sync` runs against a folder it pushed before.
 
+The CLI runs from compiled bytecode, as a pip install leaves it (an informational row shows
+the same run compiling from source, as with PYTHONDONTWRITEBYTECODE=1 and no cache).
+
 Each ratio compares runs measured back to back (ours, then the baseline, per repetition), so
 a machine shared with other work slows both sides alike. Where a target is missed, the
 profile of one more `harness push` CLI run (cProfile, cumulative) says where the time goes.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -42,13 +46,23 @@ DEVICE = "oneplus13"
 BENCH_DIR = "/data/local/tmp/bench"
 
 
-def _timed(fn) -> float:
+def _cpu() -> float:
+    """CPU seconds of this process (every thread) and of its finished children (the CLI runs)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
+def _timed(fn, flush: bool = True) -> tuple[float, float]:
+    """(wall seconds, harness-side CPU seconds): the CPU figure is what this side spends,
+    which other work on a shared machine barely changes (the adb server's and the device's
+    CPU are not in it; the adb CLI's own is ~0)."""
     # The device's storage is a host folder: flush the previous step's gigabyte first, so no
     # measurement pays for another's write-back (benchmarks/push.py does the same).
-    os.sync()
-    t0 = time.perf_counter()
+    if flush:
+        os.sync()
+    c0, t0 = _cpu(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, _cpu() - c0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,19 +125,31 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:  # type: ignore[n
     cli_argv = [sys.executable, "-m", "harness.cli", "--file", str(root / "devices.yaml"), "push",
                 "--device", DEVICE, str(cli)]
 
-    def harness_cli(extra: list[str] | None = None) -> str:
+    # As installed (pip compiles every module), the CLI runs from bytecode: it is compiled once
+    # into a private cache, whatever PYTHONDONTWRITEBYTECODE says; the "from source" row
+    # measures the same run compiling every harness module (that variable set, no cache).
+    pycache = root / "pycache"
+    installed = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    installed["PYTHONPYCACHEPREFIX"] = str(pycache)
+    from_source = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    from_source["PYTHONDONTWRITEBYTECODE"] = "1"
+
+    def harness_cli(extra: list[str] | None = None, env: dict[str, str] = installed) -> str:
         cache_dir = tempfile.mkdtemp(prefix="bench-cache-", dir=root)  # cold: a first push
         argv = cli_argv if extra is None else [sys.executable, *extra, *cli_argv[1:]]
         return subprocess.run(argv, check=True, cwd=str(repo), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, env={**os.environ, "HARNESS_CACHE_DIR": cache_dir,
-                                              "PYTHONPATH": str(repo)}).stderr
+                              text=True, env={**env, "HARNESS_CACHE_DIR": cache_dir, "PYTHONPATH": str(repo)}).stderr
 
-    cli_ours, cli_adb = [], []
+    wipe()
+    harness_cli()  # compiles the bytecode (untimed)
+    cli_ours, cli_adb, cli_source = [], [], []
     for _ in range(args.reps):
         wipe()
         cli_ours.append(_timed(harness_cli))
         wipe()
         cli_adb.append(_timed(lambda: adb("push", str(cli), f"{BENCH_DIR}/adb")))
+        wipe()
+        cli_source.append(_timed(lambda: harness_cli(env=from_source)))
 
     # ---- first push vs adb push (cold cache: just exported; warm: hashed before) --------
     warm = HashCache()  # filled by an untimed provision before the first warm run
@@ -156,36 +182,43 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:  # type: ignore[n
     sent = 0
     for _ in range(args.reps * 3):
         adb_sync.append(_timed(lambda: adb("push", "--sync", str(big), f"{BENCH_DIR}/sync")))
-        t0 = time.perf_counter()
-        sent += provision(big, warm).bytes_sent
-        unchanged_big.append(time.perf_counter() - t0)
+        result: list = []
+        unchanged_big.append(_timed(lambda: result.append(provision(big, warm)), flush=False))  # noqa: B023
+        sent += result[0].bytes_sent
         unchanged_small.append(_timed(lambda: provision(small, warm)))
 
-    med = statistics.median
+    def med(runs: list[tuple[float, float]], i: int = 0) -> float:
+        return statistics.median(r[i] for r in runs)
+
     rows = [
-        (f"harness push CLI {args.cli_mb} MiB (new process, cold cache) / adb push", med(cli_ours), med(cli_adb),
+        (f"harness push CLI {args.cli_mb} MiB (new process, cold cache) / adb push", cli_ours, cli_adb,
          1.3),
-        (f"first push {args.size_mb} MiB, cold hash cache / adb push", med(first_cold), med(adb_push), 1.05),
-        (f"first push {args.size_mb} MiB, warm hash cache / adb push", med(first_warm), med(adb_push), 1.05),
-        ("  (transport alone: a transport.push per file / adb push)", med(raw), med(adb_push), None),
-        ("  (provisioning overhead: warm first push / transport alone)", med(first_warm), med(raw), None),
-        ("unchanged re-provision / adb push --sync", med(unchanged_big), med(adb_sync), 0.2),
-        (f"unchanged {args.size_mb} MiB / {args.small_mb} MiB", med(unchanged_big), med(unchanged_small), 1.3),
+        ("  (the same CLI compiling from source: no bytecode cache)", cli_source, cli_adb, None),
+        (f"first push {args.size_mb} MiB, cold hash cache / adb push", first_cold, adb_push, 1.05),
+        (f"first push {args.size_mb} MiB, warm hash cache / adb push", first_warm, adb_push, 1.05),
+        ("  (transport alone: a transport.push per file / adb push)", raw, adb_push, None),
+        ("  (provisioning overhead: warm first push / transport alone)", first_warm, raw, None),
+        ("unchanged re-provision / adb push --sync", unchanged_big, adb_sync, 0.2),
+        (f"unchanged {args.size_mb} MiB / {args.small_mb} MiB", unchanged_big, unchanged_small, 1.3),
     ]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nmachine: {os.cpu_count()} cores, load average now {load} (shared: other work slows both sides "
           "of each ratio, measured back to back)")
     print(f"medians over {args.reps} (first push) and {args.reps * 3} (unchanged) runs; "
           f"bytes sent by the unchanged re-provisions: {sent}")
-    print(f"{'':<60} {'ours s':>8} {'base s':>8} {'ratio':>7} {'target':>7}  met")
+    print("(cpu: median CPU seconds spent on the harness side of `ours`: this process's threads or the CLI "
+          "process; not the adb server's or the device's)")
+    print(f"{'':<60} {'ours s':>8} {'base s':>8} {'ratio':>7} {'target':>7}  met {'ours cpu':>9}")
     ok_all = True
-    for label, ours, base, target in rows:
+    for label, ours_runs, base_runs, target in rows:
+        ours, base, cpu = med(ours_runs), med(base_runs), med(ours_runs, 1)
         ratio = ours / base
         if target is None:
-            print(f"{label:<60} {ours:8.3f} {base:8.3f} {ratio:7.3f}")
+            print(f"{label:<60} {ours:8.3f} {base:8.3f} {ratio:7.3f} {'':>7}  {'':>3} {cpu:9.3f}")
             continue
         ok_all &= ratio <= target
-        print(f"{label:<60} {ours:8.3f} {base:8.3f} {ratio:7.3f} {target:7.2f}  {'yes' if ratio <= target else 'NO'}")
+        print(f"{label:<60} {ours:8.3f} {base:8.3f} {ratio:7.3f} {target:7.2f}  {'yes' if ratio <= target else 'NO':>3} "
+              f"{cpu:9.3f}")
     if not ok_all:
         wipe()
         _profile(harness_cli, wipe, root)

@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.locks import DeviceBusy, DeviceLock, lock_state
-from harness.lab.plan import PlanError
 
 __all__ = ["DeviceBusy", "DeviceClaim", "FileClaim", "LOCK_DIR_ENV", "claim_dir", "claim_states", "open_claim",
            "unclaimed_address"]
@@ -93,6 +92,8 @@ def claim_dir(inventory: Inventory, plan_lock_dir: Path | None = None, cli_lock_
     beside = inventory.locks_dir or Path(inventory.path).resolve().parent / "locks"
     if plan_lock_dir is not None and inventory.locks_dir is not None \
             and Path(plan_lock_dir).expanduser().resolve() != inventory.locks_dir:
+        from harness.lab.plan import PlanError  # the plan reader (yaml schema, pairs): only here
+
         raise PlanError(f"the plan's locks.dir ({plan_lock_dir}) differs from {inventory.path}'s locks.dir "
                         f"({inventory.locks_dir}); pushes and pytest runs claim devices in the latter. "
                         "Remove `locks:` from the plan (or make both the same folder)")

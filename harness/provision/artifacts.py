@@ -31,7 +31,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness import soc
-from harness.compiled_io import read_binary_target
 from harness.errors import ArtifactError
 from harness.export import LLM_CONFIG, SIDECAR_NAMES, ExportFolder, read_json_object
 from harness.inventory import DeviceSpec
@@ -215,7 +214,12 @@ def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | Non
     """Every record of the export's target that exists, checked to agree with each other.
     With qnn_sdk the context binaries are read too (the one record a real export always has)."""
     found: list[ExportTarget] = []
-    from_bins = read_binary_target(root, qnn_sdk) if qnn_sdk else None
+    from_bins = None
+    if qnn_sdk:
+        # Only with an SDK: compiled_io (subprocess, threads, MNN graph reading) is ~25 ms of imports.
+        from harness.compiled_io import read_binary_target
+
+        from_bins = read_binary_target(root, qnn_sdk)
     if from_bins is not None:
         bins, rels = from_bins
         found.append(ExportTarget(soc_id=bins.soc_id, htp_arch=bins.dsp_arch, source=f"{bins.source} ({rels})"))

@@ -27,9 +27,8 @@ device (one bubblewrap bind of a host folder is one mount); `cp -al` is toybox a
 
 from __future__ import annotations
 
+import os
 import posixpath
-import tempfile
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -94,7 +93,7 @@ class _Session:
         self.placed_stamps: dict[str, DeviceStamp] = {}
         self.df_free: int | None = None
         self.prepared = False  # run folder tree made, SoC checked, df read (by the probe)
-        self.run_dir = posixpath.join(layout.incoming, uuid.uuid4().hex[:12])
+        self.run_dir = posixpath.join(layout.incoming, os.urandom(6).hex())
 
     def script(self, script: str, args: Sequence[str], *, what: str, check: bool = True) -> str:
         # No timeout: these scripts only stat/link/rename, and the base shell() pays an extra
@@ -166,7 +165,7 @@ def sync_set(
     progress = progress or NullProgress()
     layout = DeviceLayout(transport.device.work_dir, kind, safe_name(name))
     s = _Session(transport, layout, cache, progress, verify)
-    items = [Item(f, FileKey.of(f.path)) for f in files]
+    items = [Item(f, key) for f, key in zip(files, FileKey.of_many([f.path for f in files]))]
     hashed_before = cache.hashed_bytes
     fast = _unchanged_by_file_protocol(s, items, meta or {})
     if fast is not None:
@@ -210,8 +209,12 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
     Any doubt (journal, other meta, a changed or unknown stamp) returns None: the full probe
     decides then."""
     L = s.layout
+    local = {it.file.rel: it for it in items}
+    remote = {rel: posixpath.join(L.set_dir, rel) for rel in local}
     try:
-        blobs = s.t.read_small_files([L.manifest, L.journal])
+        # The set's files are stat'ed in the same round trip as the manifest is found: most
+        # nights nothing changed and every one of those stats is needed.
+        blobs, stats = s.t.read_and_stat([L.manifest, L.journal], list(remote.values()))
     except TransportError:
         return None
     raw = blobs.get(L.manifest)
@@ -221,7 +224,6 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
         manifest = Manifest.from_json(raw.decode("utf-8"), L.manifest)
     except (ProvisionError, ValueError):
         return None
-    local = {it.file.rel: it for it in items}
     if manifest.meta != meta or manifest.remote_dir != L.set_dir or set(manifest.files) != set(local):
         return None
     for rel, it in local.items():
@@ -231,12 +233,8 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
         it.sha = s.cache.lookup(it.key) or s.cache.digest(it.file.path)
         if it.sha != entry.sha256:
             return None
-    try:
-        stats = s.t.stat_many([posixpath.join(L.set_dir, rel) for rel in local])
-    except TransportError:
-        return None
     for rel, it in local.items():
-        st, stamp = stats.get(posixpath.join(L.set_dir, rel)), manifest.device[rel]
+        st, stamp = stats.get(remote[rel]), manifest.device[rel]
         if (st is None or not st.inode or st.inode != stamp.inode or st.mtime != stamp.mtime
                 or st.size != it.file.size or it.file.mode & ~st.mode & 0o7777):
             return None
@@ -480,6 +478,8 @@ def _publish(s: _Session, manifest: Manifest) -> None:
         s.script(PUBLISH_INLINE_SCRIPT, [L.manifest, text, L.journal, s.run_dir], what="writing the manifest")
         return
     tmp_remote = f"{L.manifest}.{posixpath.basename(s.run_dir)}.tmp"
+    import tempfile  # only for manifests over 64 KiB
+
     with tempfile.TemporaryDirectory(prefix="harness-manifest-") as d:
         local = Path(d) / "manifest.json"
         local.write_text(text, encoding="utf-8")

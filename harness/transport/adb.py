@@ -399,15 +399,14 @@ class AdbTransport(Transport):
     def stat(self, remote: str) -> RemoteStat | None:
         return self.stat_many([remote])[remote]
 
-    def _sync_session(self, what: str, work: Callable[[SyncClient, bool], T]) -> T:
-        """Run `work(sync, has_stat_v2)` in one sync session, with the link-fault mapping and
-        the retry policy every small file operation shares."""
+    def _sync_session(self, what: str, work: Callable[[SyncClient, frozenset[str]], T]) -> T:
+        """`work(sync, features)` in one sync session, with the link-fault mapping and retries."""
         def once() -> T:
-            use_v2 = "stat_v2" in self.features()
+            features = self.features()
             conn, sync = self._sync(what)
             ok = False
             try:
-                result = work(sync, use_v2)
+                result = work(sync, features)
                 ok = True
                 return result
             except SyncFail as exc:
@@ -421,25 +420,24 @@ class AdbTransport(Transport):
 
     def stat_many(self, remotes: Sequence[str]) -> dict[str, RemoteStat | None]:
         """All stats over one sync session, pipelined: no device process, about one round trip."""
-        def work(sync: SyncClient, use_v2: bool) -> dict[str, RemoteStat | None]:
-            stats = sync.stat_v2_many(list(remotes)) if use_v2 else [sync.stat(r) for r in remotes]
-            return {r: None if st is None else RemoteStat(r, st.size, st.mode, st.mtime, st.inode)
-                    for r, st in zip(remotes, stats)}
-
         what = f"stat of {remotes[0]}" if len(remotes) == 1 else f"stat of {len(remotes)} files"
-        return self._sync_session(what, work)
+        return self._sync_session(what, lambda sync, features: dict(zip(remotes, _stats(sync, features, remotes))))
 
     def read_small_files(self, remotes: Sequence[str], max_bytes: int = 4 << 20) -> dict[str, bytes | None]:
         """Small files (manifests, configs) read over one sync session; None where absent."""
-        def work(sync: SyncClient, use_v2: bool) -> dict[str, bytes | None]:
-            out: dict[str, bytes | None] = {}
-            for remote in remotes:
-                st = sync.stat_v2(remote) if use_v2 else sync.stat(remote)
-                out[remote] = sync.recv_bytes(remote, max_bytes) if st is not None and stat_mod.S_ISREG(st.mode) \
-                    else None
-            return out
+        return self.read_and_stat(remotes, [], max_bytes)[0]
 
-        return self._sync_session(f"read of {len(remotes)} small files", work)
+    def read_and_stat(self, reads: Sequence[str], stats: Sequence[str], max_bytes: int = 4 << 20
+                      ) -> tuple[dict[str, bytes | None], dict[str, RemoteStat | None]]:
+        """One sync session: every stat in one round trip (the files to read too: a RECV of
+        an absent file ends adbd's sync session), then each read."""
+        def work(sync: SyncClient, features: frozenset[str]) -> tuple[dict[str, bytes | None], dict[str, RemoteStat | None]]:
+            got = _stats(sync, features, [*reads, *stats])
+            blobs = {r: sync.recv_bytes(r, max_bytes) if st is not None and st.is_file else None
+                     for r, st in zip(reads, got)}
+            return blobs, dict(zip(stats, got[len(reads):]))
+
+        return self._sync_session(f"read of {len(reads)} small files" + (f" and stat of {len(stats)}" if stats else ""), work)
 
     # ---- facts and health ---------------------------------------------------------------
     def props(self) -> dict[str, str]:
@@ -450,9 +448,7 @@ class AdbTransport(Transport):
         props = self.props()
         facts = {"transport": "adb", "serial": self.serial, "adb_server": str(self.server),
                  "soc_model": self.device.soc_model}
-        for name, key in FACT_PROPS.items():
-            if props.get(key):
-                facts[name] = props[key]
+        facts.update({name: props[key] for name, key in FACT_PROPS.items() if props.get(key)})
         facts.setdefault("model", self.serial)
         return facts
 
@@ -480,8 +476,7 @@ class AdbTransport(Transport):
         report = super().health()
         if report.device_facts.boot_completed is False:
             # The harness's own refusal (pytest plugin), whatever a lab plan's policy says.
-            report.problems.append(f"{self.device.name}: sys.boot_completed is not 1; the device has not "
-                                   "finished booting")
+            report.problems.append(f"{self.device.name}: sys.boot_completed is not 1; the device has not finished booting")
         return report
 
     def _safe_state(self) -> str:
@@ -489,6 +484,11 @@ class AdbTransport(Transport):
             return self.adb_state()
         except TransportError:
             return "unreachable"
+
+
+def _stats(sync: SyncClient, features: frozenset[str], remotes: Sequence[str]) -> list[RemoteStat | None]:
+    got = sync.stats(list(remotes), use_v2="stat_v2" in features, use_listing="ls_v2" in features)
+    return [None if st is None else RemoteStat(r, st.size, st.mode, st.mtime, st.inode) for r, st in zip(remotes, got)]
 
 
 def _close(conn: AdbConnection) -> None:

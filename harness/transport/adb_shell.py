@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import socket
+import os
 import time
-import uuid
 
 from harness.transport.base import RawExec
 from harness.transport.command import quote_argv
@@ -53,7 +53,7 @@ def read_v2(sock: socket.socket, deadline: float | None) -> RawExec:
 def v1_service(command: str) -> tuple[str, re.Pattern[bytes]]:
     """v1 `shell:` has no exit status: run the command in a child `sh`, then print a line
     `MARKER:STATUS` with a per-call random marker. Returns the service and the marker line."""
-    nonce = uuid.uuid4().hex
+    nonce = os.urandom(16).hex()  # uuid4's randomness, without uuid's import cost
     line = re.compile(rb"\n" + re.escape(f"{V1_MARKER}{nonce}".encode()) + rb":(\d{1,3})\n")
     # printf joins the marker's halves, so the whole marker never stands in a command line
     # (`ps` output cannot fake it); its leading newline puts it on a line of its own after

@@ -15,6 +15,7 @@ import collections
 import errno
 import hashlib
 import os
+import posixpath
 import select
 import socket
 import stat as stat_mod
@@ -34,7 +35,19 @@ SOCKET_BUFFER = 4 * 1024 * 1024
 _ID_LEN = struct.Struct("<4sI")
 _STAT_V1 = struct.Struct("<4sIII")  # "STAT", mode, size, mtime
 _STAT_V2 = struct.Struct("<IQQIIIIQqqq")  # error, dev, ino, mode, nlink, uid, gid, size, atime, mtime, ctime
+_DENT_V2 = struct.Struct("<4sIQQIIIIQqqqI")  # "DNT2"/"DONE", the STA2 fields, name length (then the name)
 _BATCH_CHUNKS = 16  # DATA chunks per readv/sendall  # chunks between checks for an early FAIL while sending
+
+
+def _requests(ident: bytes, paths: Sequence[str]) -> bytearray:
+    """Sync requests for `paths`, to go out in one write (the device answers them in order)."""
+    req = bytearray()
+    for path in paths:
+        raw = path.encode("utf-8")
+        if len(raw) > MAX_PATH:
+            raise SyncFail(f"path too long ({len(raw)} bytes, adb allows {MAX_PATH}): {path}", path)
+        req += _ID_LEN.pack(ident, len(raw)) + raw
+    return req
 
 
 class SyncFail(Exception):
@@ -138,27 +151,71 @@ class SyncClient:
         out: list[SyncStat | None] = []
         for start in range(0, len(paths), window):
             batch = paths[start:start + window]
-            req = bytearray()
-            for path in batch:
-                raw = path.encode("utf-8")
-                if len(raw) > MAX_PATH:
-                    raise SyncFail(f"path too long ({len(raw)} bytes, adb allows {MAX_PATH}): {path}", path)
-                req += _ID_LEN.pack(b"STA2", len(raw)) + raw
-            self.sock.sendall(req)
-            for path in batch:
-                _quickack(self.sock)  # the server writes each small reply as it comes: ack at once
-                ident = self._recv(4)
-                if ident != b"STA2":
-                    raise SyncProtocolError(f"expected STA2 reply, got {ident!r}")
-                err, _dev, ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime = _STAT_V2.unpack(
-                    self._recv(_STAT_V2.size))
-                if err in (errno.ENOENT, errno.ENOTDIR):
-                    out.append(None)
-                elif err:
-                    raise SyncFail(f"stat failed: {errno.errorcode.get(err, err)}", path)
-                else:
-                    out.append(SyncStat(mode, size, mtime, ino))
+            self.sock.sendall(_requests(b"STA2", batch))
+            out += [self._sta2_reply(path) for path in batch]
         return out
+
+    def _sta2_reply(self, path: str) -> SyncStat | None:
+        _quickack(self.sock)  # the server writes each small reply as it comes: ack at once
+        ident = self._recv(4)
+        if ident != b"STA2":
+            raise SyncProtocolError(f"expected STA2 reply, got {ident!r}")
+        err, _dev, ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime = _STAT_V2.unpack(
+            self._recv(_STAT_V2.size))
+        if err in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        if err:
+            raise SyncFail(f"stat failed: {errno.errorcode.get(err, err)}", path)
+        return SyncStat(mode, size, mtime, ino)
+
+    def stats(self, paths: Sequence[str], *, use_v2: bool, use_listing: bool) -> list[SyncStat | None]:
+        """stat (following links) of each path. With `use_listing` (ls_v2), files are found in
+        a LIS2 listing of their folder: one request per folder instead of one per file (each
+        STA2 reply is its own adb packet, acknowledged by the server before the next one: 0.15
+        ms a file on the virtual lab); the folders' own STA2 go in the same round trip and say
+        when an absent folder means absent files. Anything a listing cannot settle (a link,
+        an unlistable folder) gets its own STA2."""
+        if not use_v2:
+            return [self.stat(p) for p in paths]
+        folders = sorted({posixpath.dirname(p) for p in paths}) if use_listing else []
+        if not folders or len(folders) * 3 > len(paths) or len(folders) > 64:
+            return self.stat_v2_many(paths)
+        self.sock.sendall(_requests(b"LIS2", folders) + _requests(b"STA2", folders))
+        listings = [self._listing() for _ in folders]
+        by_folder = {folder: (listing, self._sta2_reply(folder)) for folder, listing in zip(folders, listings)}
+        out: list[SyncStat | None] = [None] * len(paths)
+        ask: list[int] = []
+        for i, path in enumerate(paths):
+            folder, name = posixpath.split(path)
+            listing, folder_st = by_folder[folder]
+            if name in (".", "..", ""):
+                ask.append(i)
+            elif "." in listing:  # the folder was read: a name it lacks is absent
+                st = listing.get(name)
+                if name in listing and (st is None or stat_mod.S_ISLNK(st.mode)):
+                    ask.append(i)  # STA2 follows the link (or reports the error)
+                else:
+                    out[i] = st
+            elif folder_st is not None:
+                ask.append(i)  # a folder that could not be listed
+            # else: no such folder (ENOENT/ENOTDIR), so no such file
+        for i, st in zip(ask, self.stat_v2_many([paths[i] for i in ask]) if ask else []):
+            out[i] = st
+        return out
+
+    def _listing(self) -> dict[str, SyncStat | None]:
+        """One LIS2 reply: name -> lstat (None where the device could not stat it)."""
+        out: dict[str, SyncStat | None] = {}
+        while True:
+            _quickack(self.sock)
+            (ident, err, _dev, ino, mode, _nlink, _uid, _gid, size, _atime, mtime, _ctime,
+             namelen) = _DENT_V2.unpack(self._recv(_DENT_V2.size))
+            if ident == b"DONE":
+                return out
+            if ident != b"DNT2" or namelen > MAX_PATH:
+                raise SyncProtocolError(f"expected DNT2/DONE in a LIS2 reply, got {ident!r}")
+            name = self._recv(namelen).decode("utf-8", "surrogateescape")
+            out[name] = None if err else SyncStat(mode, size, mtime, ino)
 
     # ---- send (push) --------------------------------------------------------------------
     def send_file(self, local: Path, remote: str, mode: int, mtime: int,
@@ -192,16 +249,21 @@ class SyncClient:
         """DATA chunks of the file, a batch at a time: one readv fills the payload slots of a
         reused [header|payload|header|payload|...] buffer (64 KiB per message), headers are
         packed in place and the whole batch leaves in one sendall. Per MiB that is two syscalls and no extra copies,
-        which keeps the client's CPU near the adb CLI's (64 KiB read + write per chunk in C)."""
+        which keeps the client's CPU near the adb CLI's (64 KiB read + write per chunk in C).
+        A `digest` that lends buffers (a ChunkHasher tap) gets each sent batch's payloads as
+        they are, in a buffer of its own that it hashes and hands back: no copy either."""
         slot = _ID_LEN.size + SEND_PAYLOAD
-        buf = self._batch
-        view = memoryview(buf)
-        payloads = [view[i * slot + _ID_LEN.size:(i + 1) * slot] for i in range(_BATCH_CHUNKS)]
+        lend = getattr(digest, "batch_buffer", None)
         fd = fin.fileno()
         total = 0
         while True:
+            buf = lend(len(self._batch)) if lend is not None else self._batch
+            view = memoryview(buf)
+            payloads = [view[i * slot + _ID_LEN.size:(i + 1) * slot] for i in range(_BATCH_CHUNKS)]
             n = os.readv(fd, payloads)
             if n == 0:
+                if lend is not None:
+                    digest.give_back(buf)
                 return total
             full, rest = divmod(n, SEND_PAYLOAD)
             for i in range(full):
@@ -212,10 +274,12 @@ class SyncClient:
                 end += _ID_LEN.size + rest
             self.sock.sendall(view[:end])
             if digest is not None:  # after the send: the device's disk works while we hash
-                for i in range(full):
-                    digest.update(payloads[i])
-                if rest:
-                    digest.update(payloads[full][:rest])
+                parts = payloads[:full] + ([payloads[full][:rest]] if rest else [])
+                if lend is not None:
+                    digest.update_views(buf, parts)  # one hand-off per batch, not per 64 KiB chunk
+                else:
+                    for part in parts:
+                        digest.update(part)
             total += n
             if progress:
                 for _ in range(full):
@@ -309,12 +373,16 @@ __all__ = ["ChunkHasher", "SEND_PAYLOAD", "SYNC_DATA_MAX", "SyncClient", "SyncFa
 
 class ChunkHasher:
     """sha256 of each file from the chunks the sender sends, on one helper thread: the file is
-    read once (by the sender) and the push does not wait for the hashing. Chunks are views
-    into the sender's reused buffer, so each is copied; at most `limit` bytes of copies wait
-    (the sender then waits for the hasher). 256 MiB (one provisioning batch, sync.FLUSH_BYTES):
+    read once (by the sender) and the push does not wait for the hashing. The sender reads
+    each batch into a buffer lent by this hasher, which hashes it after the send and lends it
+    again: no copy (a 1 MiB copy per batch cost a quarter of sha256's CPU, page faults on
+    fresh memory included). At most `limit` bytes of buffers wait for hashing (the sender
+    then waits for the hasher). 256 MiB (one provisioning batch, sync.FLUSH_BYTES):
     with 32 MiB the sender waited on the hasher and a cold 1 GiB first push cost 1.5x the
-    transport alone instead of 1.3x (benchmarks/provision.py, 2 shared cores). `done(name, on_digest)` reports a file's digest
-    after all its chunks, in order; `close()` waits until every digest was reported."""
+    transport alone instead of 1.3x (benchmarks/provision.py, 2 shared cores; measured when
+    each 64 KiB chunk was copied and handed over alone, which doubled the hasher's CPU).
+    `done(name, on_digest)` reports a file's digest after all its chunks, in order; `close()`
+    waits until every digest was reported."""
 
     def __init__(self, limit: int = 256 << 20):
         from concurrent.futures import ThreadPoolExecutor
@@ -323,6 +391,23 @@ class ChunkHasher:
         self._queued: collections.deque[tuple[Any, int]] = collections.deque()
         self._queued_bytes = 0
         self._limit = limit
+        self._free: collections.deque[bytearray] = collections.deque()  # hashed, ready to lend again
+        self._made = 0
+
+    def _lend(self, size: int) -> bytearray:
+        while not self._free:
+            if (self._made + 1) * size <= self._limit or not self._queued:
+                self._made += 1
+                return bytearray(size)
+            fut, n = self._queued.popleft()  # wait for the oldest batch: it gives its buffer back
+            fut.result()
+            self._queued_bytes -= n
+        return self._free.pop()
+
+    def _hash_views(self, sha: Any, buf: bytearray, parts: list[memoryview]) -> None:
+        for part in parts:
+            sha.update(part)  # hashlib lets go of the GIL for large buffers
+        self._free.append(buf)
 
     def tap(self) -> _Tap:
         return _Tap(self)
@@ -355,5 +440,16 @@ class _Tap:
         self.sha = hashlib.sha256()
 
     def update(self, chunk: Any) -> None:
-        data = bytes(chunk)
+        data = bytes(chunk)  # a copy: the caller may reuse its buffer
         self._hasher._submit(self.sha.update, data, size=len(data))
+
+    def batch_buffer(self, size: int) -> bytearray:
+        """A buffer for the sender to read a batch into (then update_views or give_back)."""
+        return self._hasher._lend(size)
+
+    def update_views(self, buf: bytearray, parts: list[memoryview]) -> None:
+        """Hash `parts` (views into `buf`) in order; `buf` is lent again once hashed."""
+        self._hasher._submit(self._hasher._hash_views, self.sha, buf, parts)
+
+    def give_back(self, buf: bytearray) -> None:
+        self._hasher._free.append(buf)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import posixpath
 import stat as stat_mod
-import tempfile
+import os
 import time
-import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,7 +205,7 @@ class Transport(ABC):
 
     def _pid_file(self) -> str:
         # In device_tmp_dir(), which shell() makes on the way if it is not there yet.
-        return posixpath.join(self._tmp_path(), f"{_PID_PREFIX}{uuid.uuid4().hex}")
+        return posixpath.join(self._tmp_path(), f"{_PID_PREFIX}{os.urandom(16).hex()}")
 
     def _tmp_path(self) -> str:
         return posixpath.join(self.device.work_dir, ".harness")
@@ -321,6 +320,8 @@ class Transport(ABC):
 
     def read_small_files(self, remotes: Sequence[str], max_bytes: int = 4 << 20) -> dict[str, bytes | None]:
         """Contents of small device files (manifests, journals); None where a file is absent."""
+        import tempfile  # rarely needed: shutil/lzma/random are ~10 ms of start-up
+
         out: dict[str, bytes | None] = {}
         with tempfile.TemporaryDirectory(prefix="harness-read-") as tmp:
             for i, remote in enumerate(remotes):
@@ -335,6 +336,12 @@ class Transport(ABC):
                 self.pull(remote, local)
                 out[remote] = local.read_bytes()
         return out
+
+    def read_and_stat(self, reads: Sequence[str], stats: Sequence[str], max_bytes: int = 4 << 20
+                      ) -> tuple[dict[str, bytes | None], dict[str, RemoteStat | None]]:
+        """read_small_files(reads) and stat_many(stats) at once; drivers with a file protocol
+        pipeline both in one session (a provisioning check that nothing changed)."""
+        return self.read_small_files(reads, max_bytes), self.stat_many(stats)
 
     def exists(self, remote: str) -> bool:
         return self.stat(remote) is not None

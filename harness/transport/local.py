@@ -50,7 +50,7 @@ class LocalTransport(Transport):
     def stat(self, remote: str) -> RemoteStat | None:
         try:
             st = os.stat(remote)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # "a/b" where a is a file: absent, as adb's STA2 says
             return None
         return RemoteStat(remote, st.st_size, st.st_mode, int(st.st_mtime), st.st_ino)
 

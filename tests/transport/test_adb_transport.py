@@ -127,6 +127,33 @@ def test_stat_exists_rename_remove_free(adb, tmp_path):
     assert adb.free_bytes(WORK) > 0
 
 
+def test_stat_many_by_folder_listing_agrees_with_one_stat_per_path(adb, phone):
+    """Many files in few folders are found in a LIS2 listing of each folder; every answer
+    (file, link followed, dangling link, absent name, absent folder, a file as a folder,
+    odd names) must be what a STA2 of that one path says."""
+    base = f"{WORK}/lst"
+    adb.shell(["rm", "-rf", base], check=True)
+    adb.makedirs(f"{base}/sub")
+    host = phone.host_path(base)
+    for name in ("a", " b ", "c'q", "-d", "sub/e", "sub/f"):
+        (host / name).write_text(name)
+    os.chmod(host / "a", 0o755)
+    os.symlink("a", host / "link")
+    os.symlink("nowhere", host / "dangling")
+    os.symlink("sub", host / "subdir-link")
+    names = ["a", " b ", "c'q", "-d", "link", "dangling", "absent", "sub", "sub/e", "sub/f", "sub/absent",
+             "subdir-link/e", "nofolder/x", "nofolder/y", "a/z", "."]
+    paths = [f"{base}/{n}" for n in names]
+    before = dict(phone.counters.snapshot()["sync_requests"])
+    many = adb.stat_many(paths)
+    after = phone.counters.snapshot()["sync_requests"]
+    assert after.get("LIS2", 0) > before.get("LIS2", 0)  # the listing path was taken
+    one = {p: adb.stat(p) for p in paths}
+    assert many == one
+    assert one[f"{base}/link"].is_file and one[f"{base}/dangling"] is None and one[f"{base}/nofolder/x"] is None
+    assert one[f"{base}/a"].mode & 0o777 == 0o755 and one[f"{base}/sub"].is_dir
+
+
 def test_pull_missing_is_a_path_error(adb, tmp_path):
     with pytest.raises(RemotePathError, match=f"op13-virtual.*{WORK}/missing"):
         adb.pull(f"{WORK}/missing", tmp_path / "missing")

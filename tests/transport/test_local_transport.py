@@ -134,3 +134,13 @@ def test_device_facts_from_the_host(host):
     assert (facts.battery_pct, facts.battery_temp_c) == (expected.pct, expected.temp_c)
     report = host.health()
     assert report.device_facts.free_path == host.device.work_dir and report.device_facts.free_bytes > 0
+
+
+def test_stat_under_a_file_is_absent_as_on_adb(host, tmp_path):
+    # "a/b" where a is a file: adb's STA2 answers ENOTDIR (absent); so does this driver, and
+    # read_and_stat with it (an export whose file became a folder asks exactly that).
+    (tmp_path / "a").write_text("x")
+    assert host.stat(str(tmp_path / "a" / "b")) is None
+    blobs, stats = host.read_and_stat([str(tmp_path / "a" / "m")], [str(tmp_path / "a" / "b"), str(tmp_path / "a")])
+    assert blobs == {str(tmp_path / "a" / "m"): None}
+    assert stats[str(tmp_path / "a" / "b")] is None and stats[str(tmp_path / "a")].is_file
