@@ -4,7 +4,7 @@ the set's files go."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -67,14 +67,15 @@ def make_plan(items: list[Item], probe: Probe, cache: HashCache, hasher: ThreadP
     return plan
 
 
-def blocking_rels(plan: Plan, items: list[Item]) -> list[str]:
-    """Stale names in the way of the new tree: a file where a folder must now be (`a` then
-    `a/b`), or a folder where a file must now be (`a/b` then `a`). They are cleared before
-    anything is placed; nothing but stale names of this set is ever cleared."""
+def blocking_rels(plan: Plan, items: list[Item], on_device: Iterable[str] = ()) -> list[str]:
+    """Names in the way of the new tree: a file where a folder must now be (`a` then `a/b`),
+    or a folder where a file must now be (`a/b` then `a`). From this set's stale names and
+    from `on_device` (every file the probe saw in the set folder, tracked or not: a stray file
+    blocks the same). Cleared before anything is placed; never a name of the new tree."""
     new = {it.file.rel for it in items}
     new_dirs = {rel[:i] for rel in new for i, ch in enumerate(rel) if ch == "/"}
     out = set()
-    for rel in plan.stale:
+    for rel in {*plan.stale, *on_device} - new:
         if rel in new_dirs:
             out.add(rel)
         out.update(rel[:i] for i, ch in enumerate(rel) if ch == "/" and rel[:i] in new)

@@ -133,7 +133,8 @@ while [ "$NC" -gt 0 ]; do
   shift 2; NC=$((NC - 1))
 done
 for rel in "$@"; do rm -f -- "./$rel"; done
-find . -depth -mindepth 1 -type d -empty -exec rmdir {} + 2>/dev/null
+# -delete, not -exec rmdir {} +: a folder emptied by removing its empty child goes too (a/b/c).
+find . -depth -mindepth 1 -type d -empty -delete 2>/dev/null
 echo @@stat
 find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
 if [ -n "$MANIFEST" ]; then

@@ -176,7 +176,7 @@ def sync_set(
     try:
         probe = s.probe(items)
         plan = make_plan(items, probe, cache, hasher, layout.set_dir)
-        _make_room(s, plan, items)
+        _make_room(s, plan, items, probe)
         pushed = _push_all(s, plan, hasher) if plan.push else 0
     finally:
         # After a failure, do not go on hashing gigabytes nobody will push; keep what was hashed.
@@ -241,11 +241,12 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
     return SyncResult(remote_dir=L.set_dir, manifest=manifest)
 
 
-def _make_room(s: _Session, plan: Plan, items: list[Item]) -> None:
+def _make_room(s: _Session, plan: Plan, items: list[Item], probe: Probe) -> None:
     """When the sync reshapes the set: keep contents that move between its names (see
     moved_sources) under the run's `.src` folder and link from there (the stamp stays: a
-    hard link is the same inode), then clear stale names in the new tree's way."""
-    cleared = blocking_rels(plan, items)
+    hard link is the same inode), then clear what stands in the new tree's way."""
+    prefix = s.layout.set_dir.rstrip("/") + "/"
+    cleared = blocking_rels(plan, items, (p[len(prefix):] for p in probe.files if p.startswith(prefix)))
     moved = moved_sources(plan, s.layout.set_dir, cleared)
     if not moved and not cleared:
         return

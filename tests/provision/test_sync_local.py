@@ -269,3 +269,22 @@ def test_the_provisioned_model_says_visual_from_the_export_not_from_its_pair_nam
     vl = provision_model(transport, qwen3_vl_export, cache=cache, progress=Q)
     assert list(vl.configs) == ["cpu/cpu"] and vl.visual
     assert not provision_model(transport, qwen3_export, cache=cache, progress=Q).visual
+
+
+def test_a_stray_file_in_the_way_of_the_new_tree_is_cleared(transport: CountingTransport, tmp_path: Path,
+                                                              cache: HashCache):
+    """Something not in any manifest (a person's copy, an older tool) under a name the export
+    now needs as a file, or as a folder, does not stop the push."""
+    local = tmp_path / "export"
+    local.mkdir()
+    (local / "keep.bin").write_bytes(b"k" * 10)
+    first = sync_set(transport, list_files(local), kind="model", name="stray", cache=cache, progress=Q)
+    remote = Path(first.remote_dir)
+    (remote / "a").mkdir()
+    (remote / "a" / "junk").write_bytes(b"j")  # a folder where the file a goes
+    (remote / "b").write_bytes(b"x")  # a file where the folder b goes
+    (local / "a").write_bytes(b"a" * 11)
+    (local / "b").mkdir()
+    (local / "b" / "c").write_bytes(b"c" * 12)
+    sync_set(transport, list_files(local), kind="model", name="stray", cache=cache, progress=Q)
+    assert _tree(remote) == _tree(local)
