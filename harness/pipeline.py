@@ -147,11 +147,13 @@ def chunked_prefill_check(runner: LlmDemoRunner, prompts: Sequence[Prompt], *, b
 
 
 def pair_skip_reason(pair: str, model: ProvisionedModel, wanted: list[str] | None,
-                     device: DeviceSpec | None = None, runtime: ProvisionedRuntime | None = None) -> str | None:
+                     device: DeviceSpec | None = None, runtime: ProvisionedRuntime | None = None, *,
+                     selection: str = "--backends") -> str | None:
     """Why a backend pair does not run in this session or night (None: it runs); the suites
-    skip with it and the lab job records it, so both front doors give the same reason."""
+    skip with it and the lab job records it, so both front doors give the same reason
+    (`selection`: where `wanted` came from, --backends or the plan's `backends:`)."""
     if wanted is not None and pair not in wanted:
-        return f"backend {pair} not selected (--backends {','.join(wanted)})"
+        return f"backend {pair} not selected ({selection} {','.join(wanted)})"
     if pair not in model.configs:
         return f"backend {pair} has no config in this export (have: {', '.join(model.configs) or 'none'})"
     if uses_qnn(pair):
