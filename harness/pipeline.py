@@ -10,8 +10,10 @@ When the pushed runtime holds MNN's `llm_logits_diff`, run_matrix also compares 
 other than the CPU reference with it, teacher-forced (A = CPU reference, B = the pair), per
 prompt; the verdict is a failure on `disagree` (docs/logits-diff.md).
 
-Both front doors decide a (pair, prompt) with `decide` (the suites' `test_generation`, and
-`matrix_records` for the lab job in harness/lab/jobs.py): the same verdict by construction.
+Both front doors decide a (pair, prompt) with `decide`, through the suites' generation check
+(harness/suite/checks.py, run by suites/support.py and harness/lab/jobs.py): the same verdict
+by construction. `matrix_records` is the same decision over a whole judged matrix, for callers
+outside the suites.
 """
 
 from __future__ import annotations
@@ -258,8 +260,8 @@ class Outcome:
 
 
 def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureClass] = ()) -> Outcome:
-    """THE failure policy of a (pair, prompt); the lab (`matrix_records`) and the suites'
-    `test_generation` both call it, so they give the same verdict by construction.
+    """THE failure policy of a (pair, prompt); both doors call it through the suites' generation
+    check (harness/suite/checks.py), so they give the same verdict by construction.
 
     Failed on a runner failure, a shape error, a position error, a teacher-forced
     disagreement with the CPU reference (or a comparison that compared nothing), garbled
