@@ -14,6 +14,9 @@ import pytest
 from harness.suite import QWEN3_VL
 from tools.demo import SCENARIOS, compare_doors, pytest_verdicts, run_doors_night, run_scenarios
 
+# Six scenarios through pytest, then one night over them: far beyond the default 300 s per test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+
 
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
