@@ -13,7 +13,8 @@ import pytest
 from harness import pipeline
 from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.suite import Suite, suite_cases
+from harness.suite import DeviceInput, ExportInput, MatrixInput, Suite, suite_cases
+from harness.suite.run import fit_reason
 from suites.support import selected
 
 
@@ -50,6 +51,34 @@ def test_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cases(suite: Suite, request: pytest.FixtureRequest) -> list[pipeline.PromptCase]:
     visual = bool(suite.visual)
     return suite_cases(visual, request.getfixturevalue("test_image") if visual else None)
+
+
+@pytest.fixture(scope="session")
+def export_input(model_dir: Path, pytestconfig: pytest.Config) -> ExportInput:
+    sdk = pytestconfig.getoption("--qnn-sdk", default=None)
+    return ExportInput(model_dir, Path(sdk) if sdk else None)
+
+
+@pytest.fixture(scope="session")
+def matrix_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest) -> MatrixInput:  # type: ignore[no-untyped-def]
+    """The matrix as the cell and pair checks see it; not run for an export the suite does not fit."""
+    model = provisioned_model
+    if fit_reason(suite, model.model_type) is not None:
+        return MatrixInput(model, {}, {}, lambda _p: None)  # every testcase skips on the fit
+    get = request.getfixturevalue
+    backends, device, runtime = get("backends"), get("device"), get("qnn_runtime")
+    judged = {(j.pair, j.case.id): j for j in get("judged")}
+    return MatrixInput(model, get("matrix"), judged,
+                       lambda p: pipeline.pair_skip_reason(p, model, backends, device, runtime))
+
+
+@pytest.fixture(scope="session")
+def device_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest) -> DeviceInput:  # type: ignore[no-untyped-def]
+    model = provisioned_model
+    if fit_reason(suite, model.model_type) is not None:
+        return DeviceInput(None, model)  # skipped on the fit before anything runs
+    get = request.getfixturevalue
+    return DeviceInput(get("llm_runner"), model, image=get("test_image") if model.visual else None)
 
 
 @pytest.fixture(scope="session")

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness import pipeline
 from harness.outcomes import Status
-from harness.suite import (Check, DeviceInput, ExportInput, Instance, MatrixInput, Scope, Suite, case_ids,
-                           run_check)
-from harness.suite.run import CheckInput, fit_reason
+from harness.suite import Check, Instance, Scope, Suite, case_ids, run_check
+from harness.suite.run import CheckInput
 
 
 def selected(suite: Suite, config: pytest.Config) -> Suite:
@@ -33,29 +30,17 @@ def selected(suite: Suite, config: pytest.Config) -> Suite:
                                 f"(known: {', '.join(suite.words())})") from None
 
 
-def _input(check: Check, suite: Suite, request: pytest.FixtureRequest) -> CheckInput:
-    get = request.getfixturevalue
-    if check.scope is Scope.EXPORT:
-        sdk = request.config.getoption("--qnn-sdk", default=None)
-        return ExportInput(get("model_dir"), Path(sdk) if sdk else None)
-    model = get("provisioned_model")
-    unfit = fit_reason(suite, model.model_type) is not None
-    if check.scope is Scope.DEVICE:
-        if unfit:  # skipped on the fit before anything runs
-            return DeviceInput(None, model)
-        return DeviceInput(get("llm_runner"), model, image=get("test_image") if model.visual else None)
-    if unfit:
-        return MatrixInput(model, {}, {}, lambda _p: None)
-    backends, device = get("backends"), get("device")
-    judged = {(j.pair, j.case.id): j for j in get("judged")}
-    return MatrixInput(model, get("matrix"), judged,
-                       lambda p: pipeline.pair_skip_reason(p, model, backends, device, get("qnn_runtime")))
+# The session fixture (suites/conftest.py) that gives each scope's input; a test uses it up
+# front, so the matrix runs in the setup phase and no test's own time holds it.
+INPUT_FIXTURE = {Scope.EXPORT: "export_input", Scope.CELL: "matrix_input", Scope.PAIR: "matrix_input",
+                 Scope.DEVICE: "device_input"}
 
 
 def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
     def decide(request: pytest.FixtureRequest, device_record: Any, instance: Instance) -> None:
         chosen: Suite = request.getfixturevalue("suite")
-        verdict = run_check(chosen, check, instance, _input(check, chosen, request), device_record)
+        inp: CheckInput = request.getfixturevalue(INPUT_FIXTURE[check.scope])
+        verdict = run_check(chosen, check, instance, inp, device_record)
         if verdict.status is Status.SKIPPED:
             pytest.skip(verdict.message)
         if verdict.status is not Status.PASSED:
@@ -72,6 +57,8 @@ def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
         def test(request: pytest.FixtureRequest, device_record: Any) -> None:  # type: ignore[misc]
             decide(request, device_record, Instance())
 
+    # The scope's input is set up before the test (its setup phase), not inside its call.
+    test = pytest.mark.usefixtures(INPUT_FIXTURE[check.scope])(test)
     test.__name__ = test.__qualname__ = check.test_name
     test.__doc__ = check.doc
     instances = suite.instances(check, visual=bool(suite.visual), case_ids=case_ids(bool(suite.visual)))
