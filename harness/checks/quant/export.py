@@ -19,9 +19,10 @@ from harness.pairs import reference_of
 # The exporter's switches that write activation ranges (export_args.json).
 _ACT_QUANT_FLAGS = ("smooth", "omni")
 
-FIX = ("fix: give each MLP Mul output its own calibrated range (the product's, not an operand's: "
-       "at least the range its operands' ranges give, shown per block), strip quantInfo from integer "
-       "tensors, convert llm.mnn.json back to llm.mnn and rerun generate_llm_qnn.py")
+FIX = ("fix: give each MLP Mul output its own calibrated range (the product's, as its down_proj input "
+       "has, never an operand's; at least what its operands' ranges give, as for the block above), strip "
+       "quantInfo from integer tensors, convert llm.mnn.json back to llm.mnn and rerun generate_llm_qnn.py "
+       "(python -m harness.checks.quant llm.mnn lists every block)")
 
 
 @dataclass(frozen=True)
