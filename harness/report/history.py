@@ -190,9 +190,9 @@ class History:
         """Prove the history whole and writable now, before a night runs rather than after
         it: SQLite's quick_check over every page, and a write lock taken and given back."""
         try:
-            problems = [row[0] for row in self.db.execute("PRAGMA quick_check")]
+            problems = [str(row[0]) for row in self.db.execute("PRAGMA quick_check")]
             if problems != ["ok"]:
-                raise sqlite3.DatabaseError("; ".join(problems[:3]))
+                raise sqlite3.DatabaseError("; ".join([p for p in problems if not p.startswith("***")][:3]))
             self.db.execute("BEGIN IMMEDIATE")
             self.db.rollback()
         except sqlite3.DatabaseError as exc:
