@@ -100,3 +100,28 @@ def test_an_x86_64_runner_is_refused_on_an_arm64_phone_and_an_arm64_one_is_pushe
     tiny_elf(right / "libllm.so", "x86_64", shared=True)
     with pytest.raises(ProvisionError, match=r"libllm\.so is built for x86_64"):
         provision_runtime(t, right, need_qnn=False, progress=NullProgress())
+
+
+def test_harness_push_of_a_foreign_runner_exits_1_naming_it(tmp_path, capsys):
+    """Through the console script: a clear line, exit 1 (the push failed), the claim released."""
+    import platform
+
+    import yaml
+
+    from harness.cli import main
+    from harness.lab.exitcodes import ExitCode
+    from harness.lab.locks import lock_state
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the host is not x86_64")
+    runtime = tmp_path / "android-build"
+    runtime.mkdir()
+    runner = tiny_elf(runtime / "llm_demo", "aarch64")
+    inv = tmp_path / "devices.yaml"
+    inv.write_text(yaml.safe_dump({"devices": [{"name": "host", "transport": "local",
+                                                "work_dir": str(tmp_path / "host-work")}]}))
+    code = main(["--file", str(inv), "push", "--device", "host", "--runtime", str(runtime)])
+    err = capsys.readouterr().err
+    assert code == ExitCode.TESTS_FAILED, err
+    assert f"{runner} is built for arm64-v8a" in err and "Traceback" not in err
+    assert not lock_state(tmp_path / "locks", "host").held
