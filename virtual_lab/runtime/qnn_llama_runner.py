@@ -3,8 +3,13 @@
 gflags parsing as the real runner (ExecuTorch 1.5: no --kv_updater; an unknown flag prints
 `ERROR: unknown command line flag 'x'` and exits 1), QNN libraries found through the
 binary's rpath ($ORIGIN), LD_LIBRARY_PATH and ADSP_LIBRARY_PATH, answers from
-`virtual_behaviour.json` next to the .pte (pair "qnn/cpu": LLM on QNN, no visual), then
-`PyTorchObserver {json}` on stdout, `--output_path` and `--performance_output_path` files.
+`virtual_behaviour.json` next to the .pte (pair "qnn/cpu": LLM on QNN, no visual), printed as
+ExecuTorch's real LLM runner prints (docs/executorch-runner.md#the-real-runners-output; diffed
+against a real capture in tests/runners/test_executorch_real.py): per prompt the echoed prompt and
+text, `PyTorchObserver {json}` (generated_tokens one less than produced, a rate absent for a 0 ms
+span, model_execution_* the last call, the exact prompt count), `[file.cpp:N] message` log lines
+and the 7-line `[stats.h:175]` summary; then the `--output_path` and
+`--performance_output_path` files (qnn_llama_runner's own).
 qnn_executor_runner writes `--etdump_path` (a placeholder file: a real ETDump needs ExecuTorch).
 """
 
@@ -17,60 +22,16 @@ import sys
 import time
 from typing import Any, Mapping
 
+from harness.hostrt.executorch import LLAMA_FLAGS, FlagError, parse_flags
 from virtual_lab.runtime.devenv import device_facts, die, missing_qnn_libs
 
-LLAMA_FLAGS: dict[str, Any] = {
-    "decoder_model_version": "llama2", "model_path": "kv_llama_qnn.pte", "attention_sink_rope_path": "",
-    "output_path": "outputs.txt", "performance_output_path": "inference_speed.txt", "dump_logits_path": "",
-    "tokenizer_path": "tokenizer.bin", "prompt": [], "tokenized_prompt": "", "system_prompt": "",
-    "temperature": 0.0, "seq_len": 128, "eval_mode": 1, "shared_buffer": False, "num_iters": 1,
-    "ngram": 0, "window": 0, "gcap": 0,
-}
+# qnn_llama_runner's gflags: one table, the host runner's (docs/executorch-runner.md#qnn_llama_runner-flags).
 EXECUTOR_FLAGS: dict[str, Any] = {
     "model_path": "model.pte", "output_folder_path": "outputs", "input_list_path": "input_list.txt",
     "etdump_path": "etdump.etdp", "debug_output_path": "debug_output.bin", "dump_intermediate_outputs": False,
     "shared_buffer": False, "method_index": 0, "iteration": 1,
 }
 _TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s])")
-
-
-class FlagError(Exception):
-    pass
-
-
-def parse_flags(argv: list[str], spec: Mapping[str, Any]) -> dict[str, Any]:
-    flags = {k: (list(v) if isinstance(v, list) else v) for k, v in spec.items()}
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if not a.startswith("-"):
-            i += 1
-            continue
-        name, eq, value = a.lstrip("-").partition("=")
-        if name not in spec:
-            raise FlagError(f"ERROR: unknown command line flag '{name}'")
-        default = spec[name]
-        if isinstance(default, bool):
-            flags[name] = value.lower() not in ("false", "0", "no") if eq else True
-        else:
-            if not eq:
-                i += 1
-                if i >= len(argv):
-                    raise FlagError(f"ERROR: flag '{name}' is missing its argument")
-                value = argv[i]
-            try:
-                if isinstance(default, list):
-                    flags[name].append(value)
-                elif isinstance(default, int):
-                    flags[name] = int(value)
-                elif isinstance(default, float):
-                    flags[name] = float(value)
-                else:
-                    flags[name] = value
-            except ValueError:
-                raise FlagError(f"ERROR: illegal value '{value}' specified for flag '{name}'") from None
-        i += 1
-    return flags
 
 
 def _log(level: str, where: str, msg: str) -> None:
