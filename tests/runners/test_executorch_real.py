@@ -71,6 +71,22 @@ def test_real_load_failure_signature() -> None:
     assert "[method.cpp:822] Missing operator: [16] llama::custom_sdpa.out" in cls.errors
 
 
+# The Qualcomm AOT side's real errors without the SDK (docs/executorch-runner.md#the-real-runners-output).
+QNN_SDK_ERRORS = {
+    "RuntimeError: Failed to set up QNN SDK.": "et-qnn-sdk-setup",
+    "Cannot Open QNN library libQnnHtp.so, with error: libQnnHtp.so: cannot open shared "
+    "object file: No such file or directory": "et-qnn-libs-missing",
+    "RuntimeError: Failed to initialize QNN backend for kHtpBackend. Ensure QNN SDK libraries are available (e.g. "
+    "LD_LIBRARY_PATH includes $QNN_SDK_ROOT/lib/x86_64-linux-clang/).": "et-qnn-backend-init",
+}
+
+
+@pytest.mark.parametrize("line", list(QNN_SDK_ERRORS))
+def test_qualcomm_sdk_errors_have_their_signatures(line: str) -> None:
+    cls = load_signatures().classify(stderr="Traceback (most recent call last):\n" + line + "\n", exit_code=1)
+    assert cls.cls == "qnn-library-missing" and cls.primary.signature.id == QNN_SDK_ERRORS[line]
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness.runners.executorch", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
