@@ -34,8 +34,9 @@ def profile(model_path: Path, tokenizer_path: Path, prompt: str, decode_tokens: 
 
     module = _load_for_executorch(str(model_path), enable_etdump=True)
     tok = Tokenizer.from_file(str(tokenizer_path))
-    bos = module.run_method("get_bos_id", ())[0] if "get_bos_id" in module.method_names() else None
-    ids = ([int(bos)] if bos is not None else []) + tok.encode(prompt, add_special_tokens=False).ids
+    # Tokenized as the LLM runner does with its default GenerationConfig (num_bos 0: no BOS), so
+    # the prefill call sees the runner's prompt_tokens.
+    ids = tok.encode(prompt, add_special_tokens=False).ids
 
     def step(tokens: list[int], pos: int) -> int:
         out = module.forward((torch.tensor([tokens], dtype=torch.long), torch.tensor([pos], dtype=torch.long)))
