@@ -158,6 +158,11 @@ def test_etdump_cli_on_a_real_etdump() -> None:
     assert data["calls"] == 4 and data["unit"] == "ms" and list(data["backends"]) == ["XnnpackBackend"]
     assert data["delegated"] > 0 and all(d["backend"] == "XnnpackBackend" for d in data["delegated_ops"])
     assert all(d["name"].startswith("Fully Connected") for d in data["delegated_ops"])
-    assert data["not_delegated_by_time"][0]["name"] == "llama::custom_sdpa.out"
+    # the LLM custom ops stay outside the delegate; the rest is sorted by measured time (real
+    # timings on a shared machine: which op is largest varies from run to run)
+    names = [d["name"] for d in data["not_delegated_by_time"]]
+    assert {"llama::custom_sdpa.out", "llama::update_cache.out"} <= set(names)
+    totals = [d["total"] for d in data["not_delegated_by_time"]]
+    assert totals == sorted(totals, reverse=True)
     assert data["phases"]["prefill"] > 0 and data["phases"]["decode"] > 0
     assert data["method"]["prefill"] >= data["phases"]["prefill"] * 0.5

@@ -40,8 +40,9 @@ def test_host_lane_on_the_real_runner(tmp_path: Path) -> None:
     assert skip is not None and "has no HTP" in (skip.get("message") or "")
     props = {p.get("name"): p.get("value") for p in cases["test_etdump_profile"].iter("property")}
     assert props["etdump_backends"] == "XnnpackBackend" and props["etdump_calls"] == "5"
-    assert props["etdump_top_not_delegated"] == "llama::custom_sdpa.out"
+    assert props["etdump_top_not_delegated"]  # the largest by measured time (varies run to run)
     recs = {json.loads(x)["name"].split("::", 1)[1]: json.loads(x) for x in records.read_text().splitlines()}
     cpu = recs["test_cpu_export_runs"]
     assert cpu["backend_pair"] == "cpu:cpu" and cpu["prefill_tps"] > 0
-    assert recs["test_etdump_profile"]["extras"]["etdump"]["backends"]["XnnpackBackend"]["ops"] > 0
+    etdump = recs["test_etdump_profile"]["extras"]["etdump"]
+    assert etdump["backends"]["XnnpackBackend"]["ops"] > 0 and "llama::custom_sdpa.out" in etdump["not_delegated"]
