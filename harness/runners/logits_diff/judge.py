@@ -1,6 +1,6 @@
 """The verdict of one teacher-forced comparison: agree, drift, disagree or error from the
 argmax agreement of the counted steps, the mean KL(A||B) and the NLL gap (B - A); where each
-threshold comes from: docs/logits-diff.md#thresholds."""
+threshold comes from: docs/logits-diff.md#where-the-thresholds-come-from."""
 
 from __future__ import annotations
 
