@@ -45,6 +45,9 @@ class FailureClass(StrEnum):
     GARBLED = "garbled"
     DRIFT = "drift"  # a content word of the CPU answer replaced
     DISAGREE = "disagree"  # a different answer altogether
+    # Suite checks (harness/suite/) with a class of their own.
+    QUANT_METADATA = "quant-metadata"  # activation quantization of llm.mnn (checks/quant)
+    CHUNKED_PREFILL = "chunked-prefill"  # output depends on the prefill chunk
     # The pytest plugin, when the test itself named no class.
     CHECK_FAILED = "check-failed"
     SETUP_ERROR = "setup-error"
@@ -60,6 +63,9 @@ class RecordWarning(StrEnum):
 
     DRIFT = "drift"  # words added, dropped or reordered against the CPU answer
     LOGITS_DRIFT = "logits-drift"  # teacher-forced: drift, not disagreement
+    # Teacher-forced: this prompt alone disagrees; the export's verdict over all its prompts
+    # decides (harness/checks/teacher_forced.py): one odd prompt is not a failure.
+    LOGITS_DISAGREE = "logits-disagree"
 
 
 # The class a signature may carry that is never a failure (harness/runners/signatures.yaml).

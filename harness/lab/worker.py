@@ -20,6 +20,7 @@ from harness.lab.context import (BUSY, INTERNAL_ERROR, INTERRUPTED, QUARANTINED,
 from harness.lab.health import HealthVerdict, check_device
 from harness.lab.plan import Plan, PlanEntry
 from harness.outcomes import FailureClass
+from harness.pipeline import export_verdict_record
 from harness.report.records import RecordWriter, TestRecord
 from harness.transport.base import Transport
 
@@ -46,6 +47,7 @@ class EntryRun:
     def __init__(self, worker: DeviceWorker, entry: PlanEntry):
         self.worker, self.entry = worker, entry
         self.delivered: set[str] = set()
+        self.records: list[TestRecord] = []  # what every attempt delivered: the export's verdict reads them
         self.attempt = 1
         self.interrupted_pending = False  # the next new record is the test a fault interrupted
 
@@ -56,6 +58,7 @@ class EntryRun:
         if rec.name in self.delivered:
             return  # a retry re-ran a test that already has its result
         self.delivered.add(rec.name)
+        self.records.append(rec)
         if self.attempt > 1:
             rec.attempts = max(rec.attempts, self.attempt)
             if self.interrupted_pending:
@@ -215,6 +218,7 @@ class DeviceWorker:
                 if night.stop.is_set():
                     self.outcome.status = INTERRUPTED
                     return False
+                self._export_verdict(run)
                 return True
             except TransportError as exc:
                 self.outcome.faults += 1
@@ -255,6 +259,16 @@ class DeviceWorker:
                                  f"{type(exc).__name__}: {exc}", entry, signature="lab:internal-error",
                                  log_excerpt=traceback.format_exc()[-4000:])
                 return True
+
+    def _export_verdict(self, run: EntryRun) -> None:
+        """After an entry: the export's verdict over every record it delivered (all attempts)."""
+        first = next((r for r in run.records if r.backend_pair), None)
+        if first is None:
+            return
+        rec = export_verdict_record(run.records, suite=run.entry.suite.name, device=self.device.name,
+                                    soc_model=self.device.soc_model, htp_arch=self.device.htp_arch, model=first.model)
+        if rec is not None:
+            run.deliver(rec)
 
     def _reconnect(self) -> tuple[bool, str]:
         night = self.night
