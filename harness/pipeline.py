@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from harness.checks import mrope
 from harness.checks.agreement import Agreement, compare
 from harness.checks.coherence import Verdict, judge
-from harness.checks.export_verdict import LineVerdict, verdict_of_records
+from harness.checks.export_verdict import Instrument, LineVerdict, verdict_of_records
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
 from harness.errors import HarnessError
 from harness.outcomes import FailureClass, RecordWarning, Status
@@ -397,8 +397,9 @@ def export_verdict_record(records: Iterable[TestRecord], *, suite: str, device: 
     if verdict.verdict == LineVerdict.FAIL:
         rec.status = Status.FAILED.value
         rec.failure_class = (verdict.failure_class or FailureClass.CHECK_FAILED).value
-    elif verdict.verdict == LineVerdict.WARN:
-        rec.extras["warning"] = RecordWarning.LOGITS_DRIFT.value
+    elif verdict.verdict == LineVerdict.WARN and verdict.deciding is not None:
+        rec.extras["warning"] = (RecordWarning.LOGITS_DRIFT if verdict.deciding.instrument == Instrument.TEACHER_FORCED
+                                 else RecordWarning.GARBLED_ANSWERS).value
     return rec
 
 

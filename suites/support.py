@@ -39,3 +39,18 @@ def check_generation(rec: TestRecord, run: pipeline.PairRun, j: pipeline.Judgeme
         raise AssertionError(f"{j.pair} {j.case.id}: {outcome.failure_class}: {outcome.message}")
     if outcome.warning is not None:
         warnings.warn(DriftWarning(outcome.message, j.agreement))
+
+
+def check_export_verdict(rec: TestRecord, matrix: dict[str, pipeline.PairRun],
+                         judged: dict[tuple[str, str], pipeline.Judgement], *, suite: str) -> None:
+    """The export's verdict over all its prompts, one line per instrument, from
+    `pipeline.export_verdict_record`: the function the lab's export record comes from too."""
+    cells = pipeline.matrix_records(matrix, list(judged.values()), suite=suite, device=rec.device)
+    verdict = pipeline.export_verdict_record(cells, suite=suite, device=rec.device)
+    if verdict is None:
+        pytest.skip("no backend pair ran: nothing to judge the export by")
+    rec.extras["export_verdict"] = verdict.extras["export_verdict"]
+    rec.message = verdict.message
+    if verdict.status == "failed":
+        rec.failure_class = verdict.failure_class
+        raise AssertionError(f"the export's verdict: {verdict.failure_class}\n{verdict.message}")

@@ -117,7 +117,8 @@ def teacher_forced_not_run(reason: str) -> InstrumentLine:
 def text_coherence_line(answers: Mapping[str, Sequence[str]], *, fallback: bool) -> InstrumentLine:
     """`answers`: per backend pair, each answer's coherence verdict (`coherent`/`garbled`; an
     empty string for a run that gave no text). `fallback`: no teacher-forced comparison ran,
-    so the text is the export's only look at what the model computes."""
+    so the text is the export's only look at what the model computes. A pair with half its
+    answers or more garbled fails the line; fewer warn (each garbled answer fails its own record)."""
     judged = {pair: [v for v in verdicts if v] for pair, verdicts in answers.items()}
     total = sum(len(v) for v in judged.values())
     role = "the fallback: no comparison tool ran" if fallback else "alongside the teacher-forced comparison"
@@ -125,13 +126,14 @@ def text_coherence_line(answers: Mapping[str, Sequence[str]], *, fallback: bool)
         return InstrumentLine(Instrument.TEXT_COHERENCE, LineVerdict.NOT_RUN, f"no answer was judged ({role})")
     garbled = {pair: sum(v != "coherent" for v in vs) for pair, vs in judged.items()}
     bad = sum(garbled.values())
-    where = ", ".join(f"{pair} {n}" for pair, n in garbled.items() if n)
+    where = ", ".join(f"{pair} {n}/{len(judged[pair])}" for pair, n in garbled.items() if n)
     summary = f"{total - bad} of {total} answers coherent" + (f" (garbled: {where})" if bad else "") + f"; {role}"
     figures = {"answers": total, "garbled": bad}
-    if bad:
+    if any(n and 2 * n >= len(judged[pair]) for pair, n in garbled.items()):
         return InstrumentLine(Instrument.TEXT_COHERENCE, LineVerdict.FAIL, summary,
                               failure_class=FailureClass.GARBLED, figures=figures)
-    return InstrumentLine(Instrument.TEXT_COHERENCE, LineVerdict.PASS, summary, figures=figures)
+    verdict = LineVerdict.WARN if bad else LineVerdict.PASS
+    return InstrumentLine(Instrument.TEXT_COHERENCE, verdict, summary, figures=figures)
 
 
 class RecordLike(Protocol):

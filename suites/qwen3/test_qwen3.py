@@ -17,7 +17,7 @@ from harness.pairs import BackendPair
 from harness.runners.cases import default_cases
 from harness.runners.prompts import Prompt
 
-from suites.support import check_generation, require_model_type
+from suites.support import check_export_verdict, check_generation, require_model_type
 
 PAIRS = [p.name for p in BackendPair.all(visual=False)]  # "qnn", "cpu"
 CASES = ["france", "cat"]
@@ -45,6 +45,7 @@ def test_quant_metadata(model_dir: Path, device_record) -> None:  # type: ignore
     if graph is None:
         pytest.skip(f"{model_dir} has no llm.mnn.json(.gz): export with --smooth/--omni keeps it")
     report = check_file(graph)
+    device_record.extras["instrument"] = "static-quant"  # the export's verdict reads this record's line
     device_record.extras["quantized_tensors"] = report.quantized_tensors
     assert_quant_ok(report)
 
@@ -58,6 +59,13 @@ def test_generation(matrix, judged, cases, pair: str, case_id: str, device_recor
         pytest.skip(pipeline.pair_skip_reason(pair, provisioned_model, backends, device, qnn_runtime)
                     or f"backend {pair} did not run")
     check_generation(device_record, matrix[pair], judged[(pair, case_id)])
+
+
+@pytest.mark.qnn
+def test_export_verdict(matrix, judged, device_record) -> None:  # type: ignore[no-untyped-def]
+    """Teacher-forced figures over all prompts of each pair (a consistent shift fails, one odd
+    prompt does not), with the static quant and text coherence lines."""
+    check_export_verdict(device_record, matrix, judged, suite="qwen3")
 
 
 def test_chunked_prefill_equivalence(fits, llm_runner, provisioned_model, device_record) -> None:  # type: ignore[no-untyped-def]

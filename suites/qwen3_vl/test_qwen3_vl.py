@@ -17,7 +17,7 @@ from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
 from harness.runners.cases import default_cases
 
-from suites.support import check_generation, require_model_type
+from suites.support import check_export_verdict, check_generation, require_model_type
 
 PAIRS = [p.name for p in BackendPair.all(visual=True)]  # "qnn/qnn", "qnn/cpu", "cpu/qnn", "cpu/cpu"
 CASES = ["france", "cat", "image"]
@@ -82,6 +82,13 @@ def test_mrope_positions(matrix, pair: str, device_record, request) -> None:  # 
             mrope.assert_positions_ok(findings)
         except AssertionError as exc:
             raise AssertionError(f"{pair} {case_id}: {exc}") from None
+
+
+@pytest.mark.qnn
+def test_export_verdict(matrix, judged, device_record) -> None:  # type: ignore[no-untyped-def]
+    """Teacher-forced figures over all prompts of each pair (a consistent shift fails, one odd
+    prompt does not), with the static quant and text coherence lines."""
+    check_export_verdict(device_record, matrix, judged, suite="qwen3_vl")
 
 
 def test_chunked_prefill_equivalence(fits, llm_runner, provisioned_model, test_image, device_record) -> None:  # type: ignore[no-untyped-def]
