@@ -89,12 +89,12 @@ def _label(cond: str) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    from harness.checks.teacher_forced import ExportFigures, export_verdict
+    from harness.checks.teacher_forced import PromptFigures, judge_export
 
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for d in rows:
         by[d["condition"]].append(judged(d))
-    out = ["| B | prompts | verdicts | mean KL min / median / max | flip share median (max) "
+    out = ["| B | prompts | verdicts per prompt | mean KL min / median / max | flip share median (max) "
            "| NLL gap median (max) | export verdict |",
            "|---|---|---|---|---|---|---|"]
     for cond, ds in by.items():
@@ -102,14 +102,12 @@ def table(rows: list[dict[str, Any]]) -> str:
         kls = [d["mean_kl"] for d in ds if d["mean_kl"] is not None]
         shares = [d["disagreements"] / d["counted_steps"] for d in ds if d["counted_steps"]]
         gaps = [d["nll_gap"] for d in ds if d["nll_gap"] is not None]
-        figures = ExportFigures.of([(d["verdict"], d["mean_kl"], d["nll_gap"], d["disagreements"],
-                                     d["counted_steps"]) for d in ds])
-        verdict = export_verdict(figures)
+        export = judge_export([PromptFigures.of_extras(d) for d in ds])
         out.append(f"| {_label(cond)} | {len(ds)} | "
                    + ", ".join(f"{v} {n}" for v, n in verdicts.most_common())
                    + f" | {min(kls):.3f} / {statistics.median(kls):.3f} / {max(kls):.3f}"
                    + f" | {statistics.median(shares):.3f} ({max(shares):.2f})"
-                   + f" | {statistics.median(gaps):.3f} ({max(gaps):.3f}) | {verdict.verdict} |")
+                   + f" | {statistics.median(gaps):.3f} ({max(gaps):.3f}) | {export.verdict} |")
     return "\n".join(out)
 
 

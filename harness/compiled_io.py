@@ -144,7 +144,7 @@ def _strs(attr: Mapping[str, Any] | None) -> list[str]:
 
 
 def parse_stub(graph: Mapping[str, Any], rel: str) -> StubIO:
-    """A stub's MNN graph dump (mnnconvert JSON) -> its compiled IO."""
+    """A stub's MNN graph dump (the mnn converter's JSON) -> its compiled IO."""
     names: list[str] = [str(n) for n in graph.get("tensorName") or []]
     ops = [op for op in graph.get("oplists") or [] if isinstance(op, dict)]
     problems: list[str] = []

@@ -8,7 +8,8 @@ provisioned export, check what came out, and turn it into TestRecords.
 
 When the pushed runtime holds MNN's `llm_logits_diff`, run_matrix also compares every pair
 other than the CPU reference with it, teacher-forced (A = CPU reference, B = the pair), per
-prompt; the verdict is a failure on `disagree` (docs/logits-diff.md).
+prompt; `export_verdict_record` judges those over all prompts of the export, one line per
+instrument (docs/logits-diff.md#the-exports-verdict-over-all-its-prompts).
 
 Both front doors decide a (pair, prompt) with `decide` (the suites' `test_generation`, and
 `matrix_records` for the lab job in harness/lab/jobs.py): the same verdict by construction.

@@ -38,7 +38,7 @@ class Thresholds:
     # Per export, on the medians over its prompts (healthy medians: KL 0.048, flips 0.12,
     # gap 0.04); disagree uses the per-prompt disagree lines on the medians.
     export_drift_kl: float = 0.1
-    export_drift_nll_gap: float = 0.12
+    export_drift_nll_gap: float = 0.1
     export_drift_rate: float = 0.25
 
 

@@ -11,7 +11,9 @@ prompts. Each nightly verdict has a fixed threshold, so a slow drift can stay un
 after night, and a median of the last few nights moves along with it. The agreement baseline
 is therefore the median of the *oldest* `min_nights` nights within a long window
 (`agreement_nights`, 30): a rise beyond `AGREEMENT_METRICS` (an absolute floor, a relative
-share) over that is flagged, however slowly it came (docs/logits-diff.md).
+share) over that is flagged, however slowly it came (docs/logits-diff.md). An export's
+record (backend pair empty) gives its row the medians and worst KL over all its prompts and
+its verdict; a verdict worse than on each past night is flagged too.
 """
 
 from __future__ import annotations
