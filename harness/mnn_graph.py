@@ -84,6 +84,10 @@ def build_mnn(graph_json: Path, out: Path) -> Path:
     out's folder, renamed when the converter wrote a non-empty file)."""
     if not graph_json.is_file():
         raise ArtifactError(f"{graph_json}: no such file (expected an MNN graph JSON)")
+    try:   # the converter skips what it does not know and writes a near-empty model from anything
+        _validate(json.loads(graph_json.read_bytes()), graph_json)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"{graph_json}: not a readable MNN graph JSON ({exc})") from None
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     proc = _convert(graph_json, ["-f", "JSON", "--modelFile", str(graph_json), "--MNNModel", str(tmp),
                                  "--bizCode", "MNN"], "converting it to .mnn")
