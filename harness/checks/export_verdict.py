@@ -155,7 +155,8 @@ NO_TOOL = "no comparison ran: the runtime holds no llm_logits_diff, or no pair b
 def verdict_of_records(records: Iterable[RecordLike], *, reference: str | None = None) -> ExportVerdict | None:
     """The export's verdict from one device's records of it: matrix records (a backend pair, a
     coherence verdict, maybe `extras["teacher_forced"]`) and, when one ran, the static quant
-    check's record (`extras["instrument"] == "static-quant"`). None: no matrix record to judge."""
+    check's record (`extras["instrument"] == "static-quant"`). None: no matrix record to judge, or
+    no instrument saw anything."""
     records = list(records)
     quant = next((r for r in records if r.extras.get("instrument") == Instrument.STATIC_QUANT.value), None)
     cells = [r for r in records if r.backend_pair and r.status != "skipped" and r is not quant]
@@ -173,6 +174,8 @@ def verdict_of_records(records: Iterable[RecordLike], *, reference: str | None =
     if not prompts:
         lines.append(teacher_forced_not_run(NO_TOOL))
     lines.append(text_coherence_line(answers, fallback=not prompts))
+    if all(ln.verdict == LineVerdict.NOT_RUN for ln in lines):
+        return None  # records of no check this module reads (a job of another kind)
     return export_verdict(lines)
 
 
