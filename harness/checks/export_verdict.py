@@ -144,9 +144,15 @@ class RecordLike(Protocol):
     backend_pair: str
     verdict: str
     message: str
+    failure_class: str
     extras: dict[str, Any]
 
 
+# A run that failed before there was an answer to judge (harness/runners/signatures.yaml classes).
+_RUN_FAILED = frozenset(c.value for c in (
+    FailureClass.TRANSPORT_ERROR, FailureClass.TIMEOUT, FailureClass.CRASH, FailureClass.LIBRARY_MISSING,
+    FailureClass.QNN_LIBRARY_MISSING, FailureClass.BINARY_MISMATCH, FailureClass.INIT_ERROR,
+    FailureClass.RUNTIME_ERROR))
 NO_QUANT = ("no static quant check ran for this export in this run (it reads llm.mnn's activation ranges: "
             "`python -m harness.checks.quant llm.mnn`)")
 NO_TOOL = "no comparison ran: the runtime holds no llm_logits_diff, or no pair besides the CPU reference ran"
@@ -165,6 +171,8 @@ def verdict_of_records(records: Iterable[RecordLike], *, reference: str | None =
     prompts: dict[str, list[PromptFigures]] = {}
     answers: dict[str, list[str]] = {}
     for r in cells:
+        if r.failure_class in _RUN_FAILED:
+            continue  # the runtime failed before an answer: its record says so, nothing to judge here
         answers.setdefault(r.backend_pair, []).append(r.verdict)
         tf = r.extras.get("teacher_forced")
         if isinstance(tf, dict) and tf.get("verdict") and r.backend_pair != reference:
