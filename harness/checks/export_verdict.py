@@ -170,8 +170,10 @@ def verdict_of_records(records: Iterable[RecordLike], *, reference: str | None =
         return None
     prompts: dict[str, list[PromptFigures]] = {}
     answers: dict[str, list[str]] = {}
+    failed_runs = 0
     for r in cells:
         if r.failure_class in _RUN_FAILED:
+            failed_runs += 1
             continue  # the runtime failed before an answer: its record says so, nothing to judge here
         answers.setdefault(r.backend_pair, []).append(r.verdict)
         tf = r.extras.get("teacher_forced")
@@ -180,7 +182,8 @@ def verdict_of_records(records: Iterable[RecordLike], *, reference: str | None =
     lines = [_quant_line(quant)]
     lines += [teacher_forced_line(judge_export(p, pair=pair)) for pair, p in prompts.items()]
     if not prompts:
-        lines.append(teacher_forced_not_run(NO_TOOL))
+        lines.append(teacher_forced_not_run(NO_TOOL if not failed_runs else
+                                            f"{failed_runs} runs failed before an answer (their records say why)"))
     lines.append(text_coherence_line(answers, fallback=not prompts))
     if all(ln.verdict == LineVerdict.NOT_RUN for ln in lines):
         return None  # records of no check this module reads (a job of another kind)
