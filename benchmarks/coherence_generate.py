@@ -8,9 +8,9 @@ MLP `gate * up` Mul, the 16-bit quantization range the NPU would use (`extraTens
 quantInfo in its graph). In 27 of 30 blocks that range is the `up` operand's, not the product's:
 the activation-saturation fault. The CPU backend ignores quantInfo, so this script writes a copy
 of the graph with a fake-quant after the chosen Muls (clamp to the range, round to its step:
-MAXIMUM, MINIMUM, MUL, ROUND, MUL), converts it back with `mnnconvert -f JSON` (a round trip of
-the untouched graph is byte-identical) and runs the real `llm_demo` on every prompt, one process
-per prompt so each answer is cut out of stdout on its own.
+MAXIMUM, MINIMUM, MUL, ROUND, MUL), converts it back with the mnn package's converter
+(`harness.mnn_graph.build_mnn`; a round trip of the untouched graph is byte-identical) and runs
+the real `llm_demo` on every prompt, one process per prompt so each answer is cut out of stdout on its own.
 
 Conditions (folder:sampler; sampler `greedy` or the export's own `sampled`):
 - `base`: the export as shipped (CPU, no fake-quant) - the reference;
@@ -31,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from harness.mnn_graph import build_mnn
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / ".." / "shared" / "models" / "smollm2-135m-instruct-mnn-npu16"
@@ -108,7 +110,8 @@ def fake_quant_graph(graph: dict[str, Any], mode: str, blocks: set[int] | None) 
 
 
 def prepare(work: Path, model: Path, folder: str) -> Path:
-    """WORK/folder with greedy.json and sampled.json configs over the export (graph rewritten)."""
+    """WORK/folder with greedy.json and sampled.json configs over the export (graph rewritten).
+    WORK is the caller's scratch folder: the export itself is only read."""
     dst = work / folder
     if (dst / "greedy.json").exists():
         return dst
@@ -128,9 +131,8 @@ def prepare(work: Path, model: Path, folder: str) -> Path:
         else:
             raise SystemExit(f"unknown condition folder {folder!r} (base, calibrated, sat_N[_M...])")
         (dst / "llm.json").write_text(json.dumps(graph))
-        subprocess.run(["mnnconvert", "-f", "JSON", "--modelFile", str(dst / "llm.json"),
-                        "--MNNModel", str(dst / "llm.mnn"), "--bizCode", "MNN"],
-                       check=True, capture_output=True)
+        build_mnn(dst / "llm.json", dst / "llm.mnn")   # in-process converter, never the console script
+        (dst / "llm.json").unlink()
     cfg = json.loads((model / "config.json").read_text())
     cfg["thread_num"] = 1
     (dst / "sampled.json").write_text(json.dumps(cfg))

@@ -41,6 +41,7 @@ class FailureClass(StrEnum):
     # The checks of a (pair, prompt) (harness/pipeline.py `decide`).
     MROPE_POSITIONS = "mrope-positions"
     LOGITS_DISAGREE = "logits-disagree"
+    GARBLED_ANSWERS = "garbled-answers"  # an export's: some answers garbled (their records fail), not most
     LOGITS_DIFF_ERROR = "logits-diff-error"
     GARBLED = "garbled"
     DRIFT = "drift"  # a content word of the CPU answer replaced
@@ -63,6 +64,10 @@ class RecordWarning(StrEnum):
 
     DRIFT = "drift"  # words added, dropped or reordered against the CPU answer
     LOGITS_DRIFT = "logits-drift"  # teacher-forced: drift, not disagreement
+    # Teacher-forced: this prompt alone disagrees; the export's verdict over all its prompts
+    # decides (harness/checks/teacher_forced.py): one odd prompt is not a failure.
+    LOGITS_DISAGREE = "logits-disagree"
+    GARBLED_ANSWERS = "garbled-answers"  # an export's: some answers garbled (their records fail), not most
 
 
 # The class a signature may carry that is never a failure (harness/runners/signatures.yaml).

@@ -8,7 +8,8 @@ provisioned export, check what came out, and turn it into TestRecords.
 
 When the pushed runtime holds MNN's `llm_logits_diff`, run_matrix also compares every pair
 other than the CPU reference with it, teacher-forced (A = CPU reference, B = the pair), per
-prompt; the verdict is a failure on `disagree` (docs/logits-diff.md).
+prompt; `export_verdict_record` judges those over all prompts of the export, one line per
+instrument (docs/logits-diff.md#the-exports-verdict-over-all-its-prompts).
 
 Both front doors decide a (pair, prompt) with `decide`, through the suites' generation check
 (harness/suite/checks.py, run by suites/support.py and harness/lab/jobs.py): the same verdict
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from harness.checks import mrope
 from harness.checks.agreement import Agreement, compare
 from harness.checks.coherence import Verdict, judge
+from harness.checks.export_verdict import Instrument, LineVerdict, verdict_of_records
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
 from harness.errors import HarnessError
 from harness.outcomes import FailureClass, RecordWarning, Status
@@ -263,12 +265,14 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     """THE failure policy of a (pair, prompt); both doors call it through the suites' generation
     check (harness/suite/checks.py), so they give the same verdict by construction.
 
-    Failed on a runner failure, a shape error, a position error, a teacher-forced
-    disagreement with the CPU reference (or a comparison that compared nothing), garbled
+    Failed on a runner failure, a shape error, a position error, a teacher-forced comparison
+    with the CPU reference that compared nothing, garbled
     text, or a wrong fluent answer (a content word of the CPU/CPU answer replaced: "France
     is France" against "France is Paris"), shown as drift with both texts whatever the
     suite's expected words, or a different answer altogether (disagree), or no text at all
-    (runtime-error). Other drift (words added, dropped or reordered) passes with a warning.
+    (runtime-error). Other drift (words added, dropped or reordered) passes with a warning,
+    and so does this prompt's teacher-forced drift or disagreement: the export's verdict over
+    all its prompts (`export_verdict_record`) fails a consistent shift, not one odd prompt.
     The first problem found names the class.
 
     `checked_elsewhere`: classes a front door reports in tests of their own (suites/qwen3_vl's
@@ -293,8 +297,6 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
         if tf.transport_error and not problems:
             # A link fault, not the model's: the lab reconnects and re-runs this test.
             problems.append((FailureClass.TRANSPORT_ERROR, tf.transport_error))
-        elif tf.verdict == "disagree":
-            problems.append((FailureClass.LOGITS_DISAGREE, tf.describe()))
         elif tf.verdict == "error" and not problems:
             problems.append((FailureClass.LOGITS_DIFF_ERROR, tf.describe()))
     ag = j.agreement
@@ -317,8 +319,11 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
                 problems.append((FailureClass(ag.level), ag.describe(j.pair)))
         elif ag.level != "agree" and not problems:
             warning = (RecordWarning.DRIFT, ag.describe(j.pair))
-    if tf is not None and tf.verdict == "drift" and not problems and warning is None:
-        warning = (RecordWarning.LOGITS_DRIFT, tf.describe())
+    # One prompt's teacher-forced verdict is evidence, not the export's verdict: the export's
+    # record judges all its prompts together (export_verdict_record), so one odd prompt warns.
+    if tf is not None and tf.verdict in ("drift", "disagree") and not problems and warning is None:
+        warning = (RecordWarning.LOGITS_DRIFT if tf.verdict == "drift" else RecordWarning.LOGITS_DISAGREE,
+                   tf.describe())
     if problems and problems[0][0] in checked_elsewhere:
         return Outcome(Status.PASSED, signature=signature, deferred=problems[0][0])
     if problems:
@@ -375,6 +380,32 @@ def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, sui
         record_outcome(rec, runs[j.pair], j)
         records.append(rec)
     return records
+
+
+EXPORT_VERDICT = "test_export_verdict"  # the export's record (the suites' export_verdict check)
+
+
+def export_verdict_record(records: Iterable[TestRecord], *, suite: str, device: str, soc_model: str = "",
+                          htp_arch: str = "", model: str = "") -> TestRecord | None:
+    """The export's verdict on one device as a record of its own, from that device's records of
+    the export (harness/checks/export_verdict.py): one line per instrument, the teacher-forced
+    lines over all prompts of each pair (a consistent shift fails, one odd prompt does not).
+    Both front doors call it: the lab after an entry, the suites' test_export_verdict. None
+    when no matrix record was made."""
+    records = [r for r in records if "export_verdict" not in r.extras]
+    verdict = verdict_of_records(records, reference=reference_of({r.backend_pair for r in records}))
+    if verdict is None:
+        return None
+    rec = TestRecord(name=EXPORT_VERDICT, suite=suite, device=device, soc_model=soc_model,
+                     htp_arch=htp_arch, model=model, message=verdict.describe())
+    rec.extras["export_verdict"] = verdict.to_json()
+    if verdict.verdict == LineVerdict.FAIL:
+        rec.status = Status.FAILED.value
+        rec.failure_class = (verdict.failure_class or FailureClass.CHECK_FAILED).value
+    elif verdict.verdict == LineVerdict.WARN and verdict.deciding is not None:
+        rec.extras["warning"] = (RecordWarning.LOGITS_DRIFT if verdict.deciding.instrument == Instrument.TEACHER_FORCED
+                                 else RecordWarning.GARBLED_ANSWERS).value
+    return rec
 
 
 def _excerpt(log: str, lines: int = 12) -> str:

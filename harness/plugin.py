@@ -200,6 +200,16 @@ def provisioned_model(transport, model_dir: Path, model_export: ModelArtifact | 
         setup_error(str(exc))
 
 
+# Every record this session made, in test order: the suites' summary checks (the export's
+# verdict) read the testcases that ran before them, as the lab's job reads what it delivered.
+SESSION_RECORDS = pytest.StashKey[list[TestRecord]]()
+
+
+def session_records(config: pytest.Config) -> list[TestRecord]:
+    found: list[TestRecord] = config.stash.get(SESSION_RECORDS, [])
+    return list(found)
+
+
 @pytest.fixture(scope="session")
 def record_writer(pytestconfig: pytest.Config) -> Iterator[RecordWriter | None]:
     path = _opt(pytestconfig, "--harness-records")
@@ -228,6 +238,7 @@ def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceS
         value = getattr(rec, key)
         if value not in ("", None):
             request.node.user_properties.append((key, value))
+    request.config.stash.setdefault(SESSION_RECORDS, []).append(rec)
     if record_writer is not None:
         record_writer.write(rec)
 

@@ -13,7 +13,8 @@ import pytest
 from harness import pipeline
 from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.suite import DeviceInput, ExportInput, MatrixInput, Suite, suite_cases
+from harness.plugin import session_records
+from harness.suite import DeviceInput, ExportInput, MatrixInput, Suite, SummaryInput, suite_cases
 from harness.suite.run import fit_reason
 from suites.support import selected
 
@@ -79,6 +80,13 @@ def device_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest
         return DeviceInput(None, model)  # skipped on the fit before anything runs
     get = request.getfixturevalue
     return DeviceInput(get("llm_runner"), model, image=get("test_image") if model.visual else None)
+
+
+@pytest.fixture
+def summary_input(suite: Suite, provisioned_model, device, request: pytest.FixtureRequest) -> SummaryInput:  # type: ignore[no-untyped-def]
+    """This session's records of the suite on this device so far (the tests before this one)."""
+    mine = [r for r in session_records(request.config) if r.suite == suite.name and r.device == device.name]
+    return SummaryInput(provisioned_model.model_type, mine)
 
 
 @pytest.fixture(scope="session")

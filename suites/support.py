@@ -33,7 +33,7 @@ def selected(suite: Suite, config: pytest.Config) -> Suite:
 # The session fixture (suites/conftest.py) that gives each scope's input; a test uses it up
 # front, so the matrix runs in the setup phase and no test's own time holds it.
 INPUT_FIXTURE = {Scope.EXPORT: "export_input", Scope.CELL: "matrix_input", Scope.PAIR: "matrix_input",
-                 Scope.DEVICE: "device_input"}
+                 Scope.DEVICE: "device_input", Scope.SUMMARY: "summary_input"}
 
 
 def _test_for(suite: Suite, check: Check) -> Callable[..., None]:

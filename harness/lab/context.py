@@ -48,6 +48,9 @@ class DeviceContext:
     stop: threading.Event
     attempt: int = 1
     done: frozenset[str] = frozenset()  # test names already delivered for this entry (on a retry)
+    # Records already made for this entry on this device: the export checks' (before the claim)
+    # and earlier attempts'; the suite's summary checks (the export's verdict) read them.
+    prior: tuple[TestRecord, ...] = ()
 
     def already_done(self, test_name: str) -> bool:
         return test_name in self.done

@@ -12,6 +12,8 @@ per-device checks (chunked prefill).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec
@@ -25,7 +27,8 @@ from harness.provision.types import ProvisionedModel
 from harness.report.records import TestRecord
 from harness.runners.cases import PromptCase, write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.suite import Check, DeviceInput, Instance, MatrixInput, Scope, Suite, run_check, suite_cases
+from harness.suite import (Check, DeviceInput, Instance, MatrixInput, Scope, Suite, SummaryInput, run_check,
+                           suite_cases)
 from harness.suite.run import fit_reason
 
 
@@ -59,12 +62,31 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
         raise HarnessError(f"plan {ctx.plan.name!r}: options.runtime_dir is missing; point it at the folder "
                            "with llm_demo and its libraries (it may use {htp_arch})")
     suite = ctx.entry.suite.suite
-    on_device = [c for c in suite.checks if c.scope is not Scope.EXPORT]
-    if not on_device:
+    on_device = [c for c in suite.checks if c.scope not in (Scope.EXPORT, Scope.SUMMARY)]
+    summary = [c for c in suite.checks if c.scope is Scope.SUMMARY]
+    if not on_device and not summary:
         return
     sdk = device_path(str(options["qnn_sdk"]), ctx.device) if options.get("qnn_sdk") else None
     model = provision_model(ctx.transport, ctx.entry.model.path, qnn_sdk=sdk)
     label = f"{ctx.entry.model.name} ({model.model_type})"
+    made: list[TestRecord] = []
+    for rec in _on_device(ctx, suite, on_device, model, label, options, sdk):
+        made.append(rec)
+        yield rec
+    # The export as a whole, from every record of it on this device (this attempt's, earlier
+    # attempts' and the export checks'), as the pytest door's summary tests read theirs.
+    for check in summary:
+        if ctx.stopping:
+            return
+        rec = _record(ctx, check, Instance(), label)
+        if not ctx.already_done(rec.name):
+            run_check(suite, check, Instance(), SummaryInput(model.model_type, [*ctx.prior, *made]), rec)
+            yield rec
+
+
+def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], model: ProvisionedModel, label: str,
+               options: dict[str, Any], sdk: Path | None) -> Iterator[TestRecord]:
+    """The matrix (cell and pair checks), then the device checks."""
     visual = suite.visual if suite.visual is not None else model.visual
     image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if visual else None
     cases = suite_cases(visual, image)

@@ -159,6 +159,7 @@ def run_night(
                 # Checks that need no device: once per export, before any device is claimed.
                 for rec in job.export_records(plan, devices, run_id):
                     writer.write(rec)
+                    night.export_records.append(rec)
             workers = [DeviceWorker(night, d) for d in devices]
             threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
             say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "

@@ -9,7 +9,7 @@ import logging
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import ConnectionDropped, HarnessError, TransportError
@@ -38,6 +38,8 @@ class Night:
     lock_dir: Path
     say: SayFn
     entries: list[PlanEntry]
+    # The export checks' records, decided before any claim: a job's summary checks read them.
+    export_records: list[TestRecord] = field(default_factory=list)
 
 
 class EntryRun:
@@ -46,6 +48,7 @@ class EntryRun:
     def __init__(self, worker: DeviceWorker, entry: PlanEntry):
         self.worker, self.entry = worker, entry
         self.delivered: set[str] = set()
+        self.records: list[TestRecord] = []  # what every attempt delivered: a retry's summary checks read them
         self.attempt = 1
         self.interrupted_pending = False  # the next new record is the test a fault interrupted
 
@@ -56,6 +59,7 @@ class EntryRun:
         if rec.name in self.delivered:
             return  # a retry re-ran a test that already has its result
         self.delivered.add(rec.name)
+        self.records.append(rec)
         if self.attempt > 1:
             rec.attempts = max(rec.attempts, self.attempt)
             if self.interrupted_pending:
@@ -200,6 +204,8 @@ class DeviceWorker:
                 device=self.device, transport=self._open(), entry=entry.for_device(self.device), plan=night.plan,
                 run_id=night.run_id,
                 out_dir=self.dir, stop=night.stop, attempt=run.attempt, done=frozenset(run.delivered),
+                prior=(*(r for r in night.export_records
+                         if r.device == self.device.name and r.extras.get("plan_entry") == entry.id), *run.records),
             )
             try:
                 records = iter(night.job(ctx))

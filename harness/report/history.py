@@ -11,7 +11,9 @@ prompts. Each nightly verdict has a fixed threshold, so a slow drift can stay un
 after night, and a median of the last few nights moves along with it. The agreement baseline
 is therefore the median of the *oldest* `min_nights` nights within a long window
 (`agreement_nights`, 30): a rise beyond `AGREEMENT_METRICS` (an absolute floor, a relative
-share) over that is flagged, however slowly it came (docs/logits-diff.md).
+share) over that is flagged, however slowly it came (docs/logits-diff.md). An export's
+record (backend pair empty) gives its row the medians and worst KL over all its prompts and
+its verdict; a verdict worse than on each past night is flagged too.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 from collections.abc import Iterable
 
 from harness.errors import HarnessError
-from harness.report.records import TestRecord, teacher_forced_metrics
+from harness.report.records import TestRecord, export_verdict_of, teacher_forced_metrics
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS nights (
@@ -54,6 +56,8 @@ CREATE TABLE IF NOT EXISTS results (
     tf_mean_kl REAL,                   -- teacher-forced comparison with the CPU reference (medians)
     tf_nll_gap REAL,
     tf_disagree_rate REAL,
+    tf_worst_kl REAL,                  -- the worst prompt's mean KL
+    export_verdict TEXT,               -- an export's record: pass | warn | fail | not-run
     PRIMARY KEY (night_id, device, model, backend_pair)
 );
 CREATE INDEX IF NOT EXISTS results_key ON results (device, model, backend_pair);
@@ -66,14 +70,19 @@ PERF_METRICS = {"decode_tps": True, "prefill_tps": True, "load_s": False}
 # sit at a fifth of the nightly drift thresholds (harness.runners.logits_diff.Thresholds:
 # KL 0.05, NLL gap 0.2), where a healthy export's run-to-run spread is 0 (the runs are greedy
 # and deterministic: the same binary on the same export prints the same numbers).
+# The worst prompt's KL: a fifth of the per-prompt drift line (0.15).
 AGREEMENT_METRICS: dict[str, tuple[float, float]] = {
-    "tf_mean_kl": (0.01, 0.5), "tf_nll_gap": (0.04, 0.5), "tf_disagree_rate": (0.05, 0.5)}
-ADDED_COLUMNS = {"tf_mean_kl": "REAL", "tf_nll_gap": "REAL", "tf_disagree_rate": "REAL"}
+    "tf_mean_kl": (0.01, 0.5), "tf_nll_gap": (0.04, 0.5), "tf_disagree_rate": (0.05, 0.5),
+    "tf_worst_kl": (0.03, 0.5)}
+ADDED_COLUMNS = {"tf_mean_kl": "REAL", "tf_nll_gap": "REAL", "tf_disagree_rate": "REAL", "tf_worst_kl": "REAL",
+                 "export_verdict": "TEXT"}
+# An export's verdict worse than in every past night is a regression (a warning first seen too).
+EXPORT_VERDICT_RANK = {"not-run": 0, "pass": 1, "warn": 2, "fail": 3}
 
 
 @dataclass(frozen=True)
 class Regression:
-    kind: str  # "perf" | "new-failure" | "agreement"
+    kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict"
     device: str
     model: str
     backend_pair: str
@@ -96,6 +105,9 @@ class Regression:
         if self.kind == "agreement":
             return (f"{where}: teacher-forced {self.metric[3:]} rose to {self.tonight:.4f} from a median of "
                     f"{self.baseline:.4f} over {self.nights} nights (B drifts away from the CPU reference)")
+        if self.kind == "export-verdict":
+            return (f"{where}: the export's verdict went {self.metric} (worse than in each of the last "
+                    f"{self.nights} nights)")
         return f"{where}: new failure class {self.metric!r} (not seen in the last {self.nights} nights)"
 
 
@@ -121,6 +133,8 @@ class ResultRow:
     tf_mean_kl: float | None = None
     tf_nll_gap: float | None = None
     tf_disagree_rate: float | None = None
+    tf_worst_kl: float | None = None
+    export_verdict: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -130,6 +144,10 @@ class ResultRow:
 def _median(values: Iterable[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
+
+
+def _max(values: Iterable[float | None]) -> float | None:
+    return max((v for v in values if v is not None), default=None)
 
 
 def aggregate(records: Iterable[TestRecord]) -> list[dict]:
@@ -149,7 +167,9 @@ def aggregate(records: Iterable[TestRecord]) -> list[dict]:
             "failure_classes": json.dumps(sorted({r.failure_class or r.status for r in bad})),
             "prefill_tps": _median(r.prefill_tps for r in recs), "decode_tps": _median(r.decode_tps for r in recs),
             "load_s": _median(r.load_s for r in recs),
-            **{k: _median(teacher_forced_metrics(r)[k] for r in recs) for k in AGREEMENT_METRICS},
+            **{k: _median(teacher_forced_metrics(r)[k] for r in recs) for k in AGREEMENT_METRICS if k != "tf_worst_kl"},
+            "tf_worst_kl": _max(teacher_forced_metrics(r)["tf_worst_kl"] for r in recs),
+            "export_verdict": next((ev["verdict"] for r in recs if (ev := export_verdict_of(r))), None),
         })
     return rows
 
@@ -241,7 +261,7 @@ class History:
     def results(self, night_ids: Iterable[str] | None = None, device: str | None = None) -> list[ResultRow]:
         sql = ("SELECT r.night_id, n.started_at, device, soc, arch, model, backend_pair, status, tests, passed, "
                "failed, skipped, flaky, failure_classes, prefill_tps, decode_tps, load_s, "
-               "tf_mean_kl, tf_nll_gap, tf_disagree_rate "
+               "tf_mean_kl, tf_nll_gap, tf_disagree_rate, tf_worst_kl, export_verdict "
                "FROM results r JOIN nights n USING (night_id)")
         where, args = [], []
         if night_ids is not None:
@@ -307,6 +327,12 @@ class History:
                 base = statistics.median(values[:min_nights])
                 if now - base > max(floor, share * abs(base)):
                     found.append(Regression("agreement", *row.key, metric, now, base, len(values)))
+            past_verdicts = [h.export_verdict for h in history if h.export_verdict]
+            if row.export_verdict and past_verdicts:
+                worst = max(past_verdicts, key=lambda v: EXPORT_VERDICT_RANK.get(v, 0))
+                if EXPORT_VERDICT_RANK.get(row.export_verdict, 0) > EXPORT_VERDICT_RANK.get(worst, 0):
+                    found.append(Regression("export-verdict", *row.key, f"{worst} -> {row.export_verdict}",
+                                            nights=len(past_verdicts)))
             seen = {c for h in history for c in h.failure_classes}
             for cls in row.failure_classes:
                 if cls not in seen:

@@ -1,6 +1,7 @@
 """A static HTML report for one night, from its records (and the history for trends).
 
-Sections: devices (status, quarantine reasons), regressions, the backend matrix per
+Sections: devices (status, quarantine reasons), regressions, each export's verdict per device
+(one line per instrument: static quant, teacher-forced per pair, text coherence), the backend matrix per
 device (verdict, speed, teacher-forced agreement, an excerpt of the generated text), where
 each backend departs from the CPU reference (teacher-forced: the first disagreeing step, the
 text around it and the rows near it), failures grouped by signature, and trend plots.
@@ -28,7 +29,7 @@ from harness.outcomes import FailureClass
 from harness.report.history import History, Regression
 from harness.report.junit import xml_safe
 from harness.report.plots import plot_trends
-from harness.report.records import TestRecord, by_device, teacher_forced_of
+from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_of
 
 _CSS = Path(__file__).with_name("style.css")
 TEXT_EXCERPT = 240
@@ -174,8 +175,39 @@ def _matrix(device: str, recs: list[TestRecord]) -> DeviceMatrix:
         rows.append(MatrixRow(suite, model, [_cell(g) if g else None for g in groups]))
     other = [OtherResult(r.name, {"passed": "pass", "skipped": "skip"}.get(r.status, "fail"), r.status,
                          r.failure_class, _clip(r.message, 600))
-             for r in recs if not r.backend_pair]
+             for r in recs if not r.backend_pair and export_verdict_of(r) is None]
     return DeviceMatrix(device, pairs, rows, other)
+
+
+@dataclass
+class ExportLine:
+    instrument: str
+    pair: str
+    verdict: str  # pass | warn | fail | not-run: the CSS class
+    summary: str
+
+
+@dataclass
+class ExportRow:
+    """One export's verdict on one device, a line per instrument."""
+
+    device: str
+    suite: str
+    model: str
+    verdict: str
+    lines: list[ExportLine]
+
+
+def _exports(records: Sequence[TestRecord]) -> list[ExportRow]:
+    out = []
+    for r in records:
+        ev = export_verdict_of(r)
+        if ev is None:
+            continue
+        lines = [ExportLine(str(ln.get("instrument", "")), str(ln.get("pair") or ""), str(ln.get("verdict", "")),
+                            _clip(str(ln.get("summary", "")), 800)) for ln in ev.get("lines") or []]
+        out.append(ExportRow(r.device, r.suite, r.model, str(ev["verdict"]), lines))
+    return out
 
 
 @dataclass
@@ -254,6 +286,7 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
         devices=[replace(s, reason=_clip(s.reason, 600)) for s in summarize_devices(records)],
         regressions=[r.describe() for r in regressions],
         matrices=[_matrix(device, recs) for device, recs in by_device(records).items()],
+        exports=_exports(records),
         teacher_forced=any(teacher_forced_of(r) is not None for r in records),
         departures=_departures(records),
         failures=_failures(records),

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from junit_xml import TestCase, TestSuite
 
 from harness.hostfiles import write_atomic
-from harness.report.records import TestRecord, teacher_forced_of, by_device
+from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_metrics, teacher_forced_of
 
 # XML 1.0 forbids these (tab, LF and CR are allowed); surrogates cannot be encoded.
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -61,6 +61,16 @@ def case_properties(rec: TestRecord) -> dict[str, str]:
             "teacher_forced_worst_max_abs_diff": _fmt(tf.get("worst_max_abs_diff")),
             "teacher_forced_note": tf.get("exclusion_note"),
         })
+    ev = export_verdict_of(rec)
+    if ev is not None:
+        props["export_verdict"] = ev["verdict"]
+        for ln in ev.get("lines") or []:
+            key = "export_" + str(ln.get("instrument", "")).replace("-", "_") + (f"_{ln['pair']}" if ln.get("pair") else "")
+            props[key] = f"{ln.get('verdict')}: {ln.get('summary', '')}"
+        metrics = teacher_forced_metrics(rec)
+        props.update({"export_tf_median_kl": _fmt6(metrics["tf_mean_kl"]), "export_tf_worst_kl": _fmt6(metrics["tf_worst_kl"]),
+                      "export_tf_median_flip_share": _fmt(metrics["tf_disagree_rate"]),
+                      "export_tf_median_nll_gap": _fmt6(metrics["tf_nll_gap"])})
     return {k: xml_safe(v) for k, v in props.items() if v}
 
 

@@ -125,17 +125,40 @@ def teacher_forced_of(rec: TestRecord) -> dict[str, Any] | None:
     return tf if isinstance(tf, dict) and tf.get("verdict") else None
 
 
+def export_verdict_of(rec: TestRecord) -> dict[str, Any] | None:
+    """The export's verdict an export record carries (harness.pipeline.export_verdict_record:
+    `verdict` and one line per instrument), or None."""
+    ev = rec.extras.get("export_verdict")
+    return ev if isinstance(ev, dict) and ev.get("verdict") else None
+
+
+def _export_teacher_forced(ev: dict[str, Any]) -> dict[str, Any] | None:
+    """The export's teacher-forced line that tells most (the largest median KL among its pairs)."""
+    lines = [ln for ln in ev.get("lines") or [] if isinstance(ln, dict) and ln.get("instrument") == "teacher-forced"
+             and isinstance(ln.get("figures"), dict) and ln["figures"].get("compared")]
+    return max((ln["figures"] for ln in lines), key=lambda f: f.get("median_kl") or 0.0, default=None)
+
+
 def teacher_forced_metrics(rec: TestRecord) -> dict[str, float | None]:
     """Numbers the history tracks per night: mean KL (None when it was not usable: it
     included an uncounted step), NLL gap B-A (same), and the share of counted steps whose
-    argmax differs. All None without a comparison or when it compared nothing."""
+    argmax differs. All None without a comparison or when it compared nothing. An export's
+    record gives its medians over all prompts, and its worst mean KL."""
+    none: dict[str, float | None] = {"tf_mean_kl": None, "tf_nll_gap": None, "tf_disagree_rate": None,
+                                     "tf_worst_kl": None}
+    ev = export_verdict_of(rec)
+    if ev is not None:
+        fig = _export_teacher_forced(ev)
+        return none if fig is None else {"tf_mean_kl": fig.get("median_kl"), "tf_nll_gap": fig.get("median_nll_gap"),
+                                         "tf_disagree_rate": fig.get("median_flip_share"),
+                                         "tf_worst_kl": fig.get("worst_kl")}
     tf = teacher_forced_of(rec)
-    none: dict[str, float | None] = {"tf_mean_kl": None, "tf_nll_gap": None, "tf_disagree_rate": None}
     if tf is None or tf.get("verdict") == "error" or not tf.get("counted_steps"):
         return none
     usable = bool(tf.get("kl_used"))
     return {"tf_mean_kl": tf.get("mean_kl") if usable else None, "tf_nll_gap": tf.get("nll_gap") if usable else None,
-            "tf_disagree_rate": tf["disagreements"] / tf["counted_steps"]}
+            "tf_disagree_rate": tf["disagreements"] / tf["counted_steps"],
+            "tf_worst_kl": tf.get("mean_kl") if usable else None}
 
 
 def by_device(records: Iterable[TestRecord]) -> dict[str, list[TestRecord]]:

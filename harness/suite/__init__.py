@@ -7,10 +7,10 @@ night's job) with the same testcase names, records and verdicts.
 - `run`:      `run_check`: fit, needs, the check, its verdict into the record.
 """
 
-from harness.suite.checks import DeviceInput, ExportInput, MatrixInput
+from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput
 from harness.suite.model import Check, Instance, Need, Scope, Suite, Verdict
 from harness.suite.registry import MATRIX, QWEN3, QWEN3_VL, SUITES, case_ids, suite_cases, suite_for
 from harness.suite.run import run_check
 
 __all__ = ["MATRIX", "QWEN3", "QWEN3_VL", "SUITES", "Check", "DeviceInput", "ExportInput", "Instance",
-           "MatrixInput", "Need", "Scope", "Suite", "Verdict", "case_ids", "run_check", "suite_cases", "suite_for"]
+           "MatrixInput", "Need", "Scope", "Suite", "SummaryInput", "Verdict", "case_ids", "run_check", "suite_cases", "suite_for"]

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import pipeline
 from harness.checks import mrope
 from harness.checks.agreement import DriftWarning
+from harness.checks.export_verdict import Instrument
 from harness.checks.quant.export import check_export_quant
 from harness.checks.shapes import ERROR, assert_shapes_ok, check_export_shapes
 from harness.export import open_export
-from harness.outcomes import FailureClass, Status
+from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
 from harness.provision.types import ProvisionedModel
 from harness.report.records import TestRecord
@@ -75,6 +76,21 @@ class DeviceInput:
         return self.model.model_type
 
 
+@dataclass
+class SummaryInput:
+    """One device's records of this suite and export so far (every attempt's, and the export
+    checks' decided before the claim), for the checks that judge the export as a whole."""
+
+    model_type: str
+    records: Sequence[TestRecord]
+
+
+def check_of(rec: TestRecord) -> str:
+    """The check a record is a testcase of: "test_generation" for the lab's
+    "test_generation[cpu-cat]" and pytest's "suites/x.py::test_generation[cpu-cat]"."""
+    return rec.name.rsplit("::", 1)[-1].split("[", 1)[0]
+
+
 def export_shapes(inp: ExportInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
     """The compiled QNN IO fits the model (checks/shapes), read from the NPU stubs (and, with
     the SDK, the context binaries), before any run."""
@@ -95,6 +111,7 @@ def quant_metadata(inp: ExportInput, rec: TestRecord, _i: Instance, _d: Collecti
     found = check_export_quant(inp.path)
     if found.skip_reason:
         return Verdict.skipped(found.skip_reason)
+    rec.extras["instrument"] = Instrument.STATIC_QUANT.value  # the export's verdict reads its line
     if found.report is not None:
         rec.extras["quantized_tensors"] = found.report.quantized_tensors
         rec.extras["mlp_mul_inherited"] = found.report.mlp_mul_inherited
@@ -170,3 +187,18 @@ def converter_missing() -> str | None:
     if importlib.util.find_spec("_tools") is None:
         return "reading llm.mnn needs the converter of the `mnn` package: pip install 'harness[mnn]'"
     return None
+
+
+def export_verdict(inp: SummaryInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+    """The export's verdict on this device over all its prompts, one line per instrument
+    (static quant, teacher-forced, text coherence; harness/checks/export_verdict.py): a
+    consistent teacher-forced shift fails, one odd prompt does not."""
+    judged = [r for r in inp.records if check_of(r) in ("test_generation", "test_quant_metadata")]
+    made = pipeline.export_verdict_record(judged, suite=rec.suite, device=rec.device)
+    if made is None:
+        return Verdict.skipped("no backend pair ran: nothing to judge the export by")
+    rec.extras["export_verdict"] = made.extras["export_verdict"]
+    if made.status == Status.FAILED.value:
+        return Verdict.failed(FailureClass(made.failure_class or FailureClass.CHECK_FAILED), made.message)
+    warning = made.extras.get("warning")
+    return Verdict(Status.PASSED, message=made.message, warning=RecordWarning(warning) if warning else None)

@@ -21,6 +21,8 @@ class Scope(enum.StrEnum):
     CELL = "cell"  # per matrix cell: (backend pair, prompt)
     PAIR = "pair"  # per backend pair of the matrix (all its prompts' runs)
     DEVICE = "device"  # once per device and export
+    # once per device and export, after the others, from their records (the export's verdict)
+    SUMMARY = "summary"
 
 
 class Need(enum.StrEnum):

@@ -29,13 +29,17 @@ MROPE_POSITIONS = Check("mrope_positions", Scope.PAIR, checks.mrope_positions,
                         groups=("structural",), doc="chunked-prefill mRoPE positions from [POSDBG] dumps")
 CHUNKED_PREFILL = Check("chunked_prefill_equivalence", Scope.DEVICE, checks.chunked_prefill,
                         needs=(Need.CPU_CONFIG,), doc="compiled chunk against one chunk, on the CPU reference")
+EXPORT_VERDICT = Check("export_verdict", Scope.SUMMARY, checks.export_verdict, groups=("verdict",),
+                       doc="the export's verdict over all its prompts: static quant, teacher-forced, text lines")
 
 QWEN3_VL = Suite("qwen3_vl", (EXPORT_SHAPES, QUANT_METADATA, GENERATION, RUNTIME_SHAPE_GUARDS, MROPE_POSITIONS,
-                              CHUNKED_PREFILL), model_types=("qwen3_vl",), visual=True,
+                              CHUNKED_PREFILL, EXPORT_VERDICT), model_types=("qwen3_vl",), visual=True,
                  doc="Qwen3-VL: the visual x LLM backend matrix, shape guards, mRoPE positions")
-QWEN3 = Suite("qwen3", (EXPORT_SHAPES, QUANT_METADATA, GENERATION, CHUNKED_PREFILL), model_types=("qwen3",),
+QWEN3 = Suite("qwen3", (EXPORT_SHAPES, QUANT_METADATA, GENERATION, CHUNKED_PREFILL, EXPORT_VERDICT),
+              model_types=("qwen3",),
               visual=False, doc="Qwen3 text: the LLM backend matrix")
-MATRIX = Suite("matrix", (QUANT_METADATA, GENERATION), doc="any llm_demo export: quantization and the matrix")
+MATRIX = Suite("matrix", (QUANT_METADATA, GENERATION, EXPORT_VERDICT),
+               doc="any llm_demo export: quantization, the matrix and the export's verdict")
 
 SUITES: dict[str, Suite] = {s.name: s for s in (QWEN3_VL, QWEN3)}
 

@@ -9,11 +9,11 @@ from harness.errors import HarnessError
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
 from harness.report.records import TestRecord
-from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, converter_missing
+from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput, converter_missing
 from harness.suite.model import Check, Instance, Need, Suite, Verdict
 from harness.suite.registry import other_suite_for
 
-CheckInput = ExportInput | MatrixInput | DeviceInput
+CheckInput = ExportInput | MatrixInput | DeviceInput | SummaryInput
 
 
 def unmet_need(need: Need, inp: CheckInput, instance: Instance) -> str | None:

@@ -44,24 +44,40 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
     recs = {(r.device, r.backend_pair, r.name.removesuffix("]").rsplit("-", 1)[-1]): r for r in night.records()
             if r.name.startswith("test_generation[")}
     details = [(k, r.status, r.failure_class, r.message[:300]) for k, r in recs.items()]
+    exports = {r.device: r for r in night.records() if r.name == "test_export_verdict"}
 
-    # Healthy: every record passes; the QNN pair was compared teacher-forced and differs a little.
+    # Healthy: every record passes, the export's verdict too; the QNN pair was compared
+    # teacher-forced and differs a little.
     healthy = {k: r for k, r in recs.items() if k[0] == HEALTHY}
     assert len(healthy) == 4 and all(r.status == "passed" for r in healthy.values()), details
+    assert exports[HEALTHY].status == "passed", exports[HEALTHY].message
+    verdict = exports[HEALTHY].extras["export_verdict"]
+    assert verdict["verdict"] == "pass" and [ln["instrument"] for ln in verdict["lines"]] == [
+        "static-quant", "teacher-forced", "text-coherence"], verdict
+    assert verdict["lines"][1]["figures"]["median_kl"] < 0.05 and verdict["lines"][1]["pair"] == "qnn"
     for case in ("france", "cat"):
         tf = healthy[(HEALTHY, "qnn", case)].extras["teacher_forced"]
         assert tf["verdict"] == "agree" and tf["a"] == "cpu" and tf["b"] == "qnn", tf
         assert 0 < tf["mean_kl"] < 0.05 and tf["disagreements"] == 0 and tf["counted_steps"] > 5
         assert "teacher_forced" not in healthy[(HEALTHY, "cpu", case)].extras  # the reference itself
 
-    # Saturated: the QNN records fail on teacher-forced disagreement, naming where B departs.
+    # Saturated: every prompt's comparison disagrees, naming where B departs (evidence on each
+    # record; the records fail on their wrong answers), and the export's verdict over all its
+    # prompts fails on the consistent shift, one line per instrument.
     for case in ("france", "cat"):
         r = recs[(SATURATED, "qnn", case)]
-        assert r.status == "failed" and r.failure_class == "logits-disagree", details
+        assert r.status == "failed" and r.failure_class == "drift", details
         tf = r.extras["teacher_forced"]
         assert tf["verdict"] == "disagree" and tf["mean_kl"] > 1 and tf["nll_gap"] > 1
         assert tf["first_disagreement"] is not None and tf["context"]["token"]
-        assert "first disagreement at step" in r.message
+    export = exports[SATURATED]
+    # The cause decides it (the quant check ran before the claim), the logits line agrees.
+    assert export.status == "failed" and export.failure_class == "quant-metadata", details
+    lines = export.message.splitlines()
+    tf_line = next(ln for ln in lines if ln.startswith("teacher-forced qnn:"))
+    assert lines[0].startswith("static-quant: fail") and "blocks 0-27" in export.message
+    assert tf_line.startswith("teacher-forced qnn: fail: disagree") and "median mean KL" in tf_line
+    assert any(ln.startswith("text-coherence:") for ln in lines)
     france = recs[(SATURATED, "qnn", "france")]
     assert france.text == "The capital of France is France."
     # ... and the fluent wrong answer is drift against the CPU answer, both texts kept.
@@ -94,9 +110,19 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
     # SQLite: per-key teacher-forced metrics for the trend check.
     with History(night.reports["history"]) as h:
         rows = {(r.device, r.backend_pair): r for r in h.results([night.run_id])}
-    assert rows[(SATURATED, "qnn")].tf_mean_kl > 1 and rows[(SATURATED, "qnn")].failure_classes == ("logits-disagree",)
+    assert rows[(SATURATED, "qnn")].tf_mean_kl > 1 and rows[(SATURATED, "qnn")].failure_classes == ("drift",)
+    assert "quant-metadata" in rows[(SATURATED, "")].failure_classes and rows[(SATURATED, "")].tf_mean_kl > 1
+    assert rows[(SATURATED, "")].tf_worst_kl > 1 and rows[(HEALTHY, "")].tf_worst_kl < 0.05
+    assert rows[(SATURATED, "")].export_verdict == "fail" and rows[(HEALTHY, "")].export_verdict == "pass"
     assert 0 < rows[(HEALTHY, "qnn")].tf_mean_kl < 0.05 and rows[(HEALTHY, "cpu")].tf_mean_kl is None
 
     # HTML: where B departs from A.
     page = night.reports["html"].read_text()
     assert 'id="departures"' in page and "<mark>" in page and "teacher-forced: disagree" in page
+    # ... and each export's verdict, a line per instrument.
+    assert 'id="exports"' in page and "teacher-forced qnn: fail: disagree" in page and "text-coherence:" in page
+
+    # JUnit: the export's testcase carries its verdict and one property per instrument.
+    ev = next(v for (s, n), v in props.items() if s == SATURATED and n.endswith("test_export_verdict"))
+    assert ev["export_verdict"] == "fail" and ev["export_teacher_forced_qnn"].startswith("fail: disagree")
+    assert ev["export_static_quant"].startswith("fail") and float(ev["export_tf_median_kl"]) > 1

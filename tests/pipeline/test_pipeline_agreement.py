@@ -1,6 +1,6 @@
 """The matrix records' verdicts from the CPU reference: a wrong fluent answer is drift with
-both texts whatever the suite's expected words, and a teacher-forced comparison decides
-failures (disagree fails, error is never agree, drift warns)."""
+both texts whatever the suite's expected words; a prompt's teacher-forced comparison warns
+(drift, disagree: the export's verdict over all prompts decides) and an error is never agree."""
 
 from __future__ import annotations
 
@@ -62,18 +62,25 @@ def _tf(name: str, **chunks) -> ld.DiffResult:
     return res
 
 
-def test_teacher_forced_disagreement_fails_even_with_identical_text():
-    rec = _records("The capital of France is Paris.", ("Paris",), _tf("corrupted-weights"))["qnn"]
-    assert rec.status == "failed" and rec.failure_class == "logits-disagree"
+def test_one_prompt_disagreeing_warns_and_the_exports_verdict_fails_the_shift():
+    """Teacher-forced disagreement on a prompt whose text is right: the prompt's record passes
+    with the warning and keeps the evidence; the export's record, over all its prompts, fails."""
+    recs = _records("The capital of France is Paris.", ("Paris",), _tf("corrupted-weights"))
+    rec = recs["qnn"]
+    assert rec.status == "passed" and rec.extras["warning"] == "logits-disagree"
     assert "first disagreement at step 0" in rec.message
     tf = rec.extras["teacher_forced"]
     assert tf["verdict"] == "disagree" and tf["a"] == "cpu" and tf["b"] == "qnn" and tf["rows_near"]
+    export = pipeline.export_verdict_record(recs.values(), suite="m", device="d", model="smol")
+    assert export is not None and export.name == "test_export_verdict" and export.model == "smol"
+    assert export.status == "failed" and export.failure_class == "logits-disagree"
+    assert export.message.splitlines()[1].startswith("teacher-forced qnn: fail: disagree")
 
 
 def test_teacher_forced_agree_passes_and_drift_warns():
     ok = _records("The capital of France is Paris.", (), _tf("other-session-france"))["qnn"]
     assert ok.status == "passed" and ok.extras["teacher_forced"]["verdict"] == "agree"
-    drift = _records("The capital of France is Paris.", (), _tf("one-token-chunks-france"))["qnn"]
+    drift = _records("The capital of France is Paris.", (), _tf("one-token-chunks-cat"))["qnn"]
     assert drift.status == "passed" and drift.extras["warning"] == "logits-drift" and "KL" in drift.message
 
 

@@ -66,7 +66,7 @@ def test_stop_token_line_and_special_token_text():
     ("other-session-cat", "agree"),          # a second CPU session: differs a little, KL 0.013
     ("other-session-france", "agree"),       # KL 0.017
     ("one-token-chunks-cat", "drift"),       # 1 flip of 4, KL 0.151
-    ("one-token-chunks-france", "drift"),    # no flip, KL 0.054
+    ("one-token-chunks-france", "agree"),    # no flip, KL 0.054: inside real 16-bit noise (up to 0.105)
     ("corrupted-weights", "disagree"),       # KL 8.44, every step flipped
 ])
 def test_calibration_runs_get_their_verdicts(name, verdict):

@@ -255,7 +255,7 @@ def analyze(graph: dict[str, Any], source: str = "<graph>") -> QuantReport:
     precision = str(graph.get("_harness_scale_precision", "exact"))
     if precision != "exact":
         findings.append(Finding("low_precision", "warning",
-                                f"{source}: scales were read back through mnnconvert, which prints 6 decimals; "
+                                f"{source}: scales were read back through the mnn package's converter, which prints 6 decimals; "
                                 f"'bit-identical' means identical to 6 decimals here. Use llm.mnn.json from the "
                                 f"export folder for exact values."))
 
@@ -308,4 +308,4 @@ def check_file(path: Path | str) -> QuantReport:
         return analyze(graph, source=str(path))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ArtifactError(f"{path}: malformed MNN graph JSON ({type(exc).__name__}: {exc}); "
-                            f"regenerate it from llm.mnn with mnnconvert") from None
+                            f"regenerate it from llm.mnn: `python -m harness.mnn_graph llm.mnn llm.mnn.json`") from None

@@ -106,7 +106,7 @@ class QuantReport:
     integer_tensors_quantized: int
     integer_by_kind: dict[str, IntegerKindCount]
     findings: list[Finding] = field(default_factory=list)
-    scale_precision: str = "exact"   # "6 decimals" when read back through mnnconvert
+    scale_precision: str = "exact"   # "6 decimals" when read back through the converter
 
     @property
     def mlp_mul_total(self) -> int:

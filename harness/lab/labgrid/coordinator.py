@@ -12,7 +12,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 from collections.abc import Callable, Coroutine
 
-from harness.errors import HarnessError
+from harness.lab.labgrid.imports import LabgridError, import_labgrid_client
 from harness.lab.labgrid.places import (HARNESS_TAGS, TAG_PID, TAG_TOKEN, PlaceResource, PlaceState, identity,
                                         process_alive)
 
@@ -22,13 +22,6 @@ SayFn = Callable[[str], None]
 _CALL_TIMEOUT_S = 30.0
 
 
-class LabgridError(HarnessError):
-    """The coordinator cannot be used for this claim (down, missing place, bad resources)."""
-
-
-def _missing_labgrid() -> LabgridError:
-    return LabgridError("devices.yaml names a labgrid coordinator but labgrid is not installed; "
-                        "install it with `pip install 'harness[labgrid]'`")
 
 
 class Coordinator:
@@ -237,10 +230,7 @@ class Coordinators:
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None or self._thread is None or not self._thread.is_alive():
-            try:
-                import labgrid.remote.client  # noqa: F401 - optional extra: a clear error if absent
-            except ImportError:
-                raise _missing_labgrid() from None
+            import_labgrid_client()  # a clear error when absent or on a protobuf mismatch
             self._loop = asyncio.new_event_loop()
             self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="labgrid-client")
             self._thread.start()
