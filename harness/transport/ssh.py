@@ -317,9 +317,15 @@ class SshTransport(Transport):
                 err += chan.recv_stderr(1 << 16)
             if chan.exit_status_ready() and (chan.eof_received or chan.closed) \
                     and not chan.recv_ready() and not chan.recv_stderr_ready():
-                return RawExec(bytes(out), bytes(err), chan.recv_exit_status())
-            if chan.closed and not chan.exit_status_ready():
-                raise EOFError("channel closed without an exit status")
+                # paramiko calls a closed channel's status "ready" whether or not the board sent
+                # one: -1 (its initial value; a real status is 0..255) means no exit-status came,
+                # so the link died or the board's shell was killed. Either way it may have run.
+                if chan.exit_status == -1:
+                    transport = chan.get_transport()
+                    link = "the link is down" if transport is None or not transport.is_active() else \
+                        "the board's shell ended without one"
+                    raise EOFError(f"the command's channel closed without an exit status ({link})")
+                return RawExec(bytes(out), bytes(err), chan.exit_status)
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 # Abandon our side; the base class kills the device process by pid.

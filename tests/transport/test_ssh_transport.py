@@ -402,3 +402,59 @@ def test_link_lost_mid_command_is_not_resent(fresh_ssh_board, make_spec, fast_re
         assert t.shell(["echo", "next"]).stdout == "next\n"
     assert counter.read_text().splitlines() == ["run"]
     assert retry_log() == []
+
+
+def _pids_whose_cmdline_holds(*needles: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if all(n in cmdline for n in needles):
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_channel_closed_without_an_exit_status_is_an_unknown_outcome(fresh_ssh_board, make_spec, fast_retry,
+                                                                       retry_log):
+    """paramiko calls a closed channel's exit status ready (-1) whether or not the board sent one.
+    The real sshd closes the channel with no exit-status when the board's shell is killed (an
+    exit-signal, which paramiko drops), as it looks when the link dies mid-command: the command
+    may have run, so it is CommandOutcomeUnknown, never "exited -1"."""
+    import signal
+    import threading
+
+    from harness.errors import CommandOutcomeUnknown
+    from virtual_lab.sshd import _descendants
+
+    token = f"marker-{os.getpid()}-{time.monotonic_ns()}"
+    started = fresh_ssh_board.work_dir / "started"
+    outcome: list[BaseException | object] = []
+    with SshTransport(make_spec(fresh_ssh_board.inventory_entry("car-noexit")), retry=fast_retry) as t:
+        def run() -> None:
+            try:
+                outcome.append(t.shell(["sh", "-c", f": {token}; touch '{started}'; sleep 20"], timeout=60))
+            except BaseException as exc:  # the assertion below looks at it
+                outcome.append(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        deadline = time.monotonic() + 15
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # The board-side shell sshd started (its command line ends with our `exit $?`), then the rest.
+        shells = _pids_whose_cmdline_holds(token, "exit $?")
+        assert shells, "the board's login shell was not found"
+        rest = [p for shell in shells for p in _descendants(shell)]  # only what that shell started
+        for pid in shells + rest:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        worker.join(30)
+        assert len(outcome) == 1 and isinstance(outcome[0], CommandOutcomeUnknown), outcome
+        assert "car-noexit" in str(outcome[0]) and "without an exit status" in str(outcome[0])
+        assert t.shell(["echo", "next"]).stdout == "next\n"
+    assert retry_log() == []
