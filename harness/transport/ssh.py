@@ -36,6 +36,12 @@ from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
 
 log = logging.getLogger("harness.transport")
+# paramiko's own log (its transport thread logs a traceback at ERROR when a host accepts TCP but
+# sends no banner, even after connect returned) goes to this child logger of ours instead of
+# "paramiko": the harness's own error is the user's line; the NullHandler keeps Python's
+# last-resort handler from printing the traceback, and a configured logging still gets it.
+PARAMIKO_LOG = "harness.transport.paramiko"
+logging.getLogger(PARAMIKO_LOG).addHandler(logging.NullHandler())
 
 _CHUNK = 1 << 20  # local read size; paramiko splits SFTP writes into 32 KiB requests
 _WINDOW = 16 << 20  # a large channel window keeps pipelined SFTP writes flowing
@@ -145,6 +151,7 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
     where = f"{spec.host}:{spec.port}"
     known_name = spec.host if spec.port == 22 else f"[{spec.host}]:{spec.port}"
     client = paramiko.SSHClient()
+    client.set_log_channel(PARAMIKO_LOG)  # its transport and SFTP log there (see PARAMIKO_LOG)
     revoked: list[paramiko.PKey] = []
     if known.exists():
         try:

@@ -458,3 +458,47 @@ def test_a_channel_closed_without_an_exit_status_is_an_unknown_outcome(fresh_ssh
         assert "car-noexit" in str(outcome[0]) and "without an exit status" in str(outcome[0])
         assert t.shell(["echo", "next"]).stdout == "next\n"
     assert retry_log() == []
+
+
+_NO_BANNER_CHILD = """
+import socket, sys, threading
+from pathlib import Path
+import yaml
+from harness.inventory import load_inventory
+from harness.transport.retry import RetryPolicy
+from harness.transport.ssh import SshTransport
+
+server = socket.create_server(("127.0.0.1", 0))   # accepts TCP, never says a word
+held = []
+threading.Thread(target=lambda: [held.append(server.accept()) for _ in iter(int, 1)], daemon=True).start()
+root = Path(sys.argv[1])
+(root / "known_hosts").write_text("")
+(root / "devices.yaml").write_text(yaml.safe_dump({"devices": [{
+    "name": "car-mute", "transport": "ssh", "soc": "SA8295", "work_dir": "/tmp/car-mute",
+    "ssh": {"host": "127.0.0.1", "port": server.getsockname()[1], "user": "harness",
+            "known_hosts": str(root / "known_hosts")}}]}))
+device = load_inventory(root / "devices.yaml").get("car-mute")
+with SshTransport(device, retry=RetryPolicy(attempts=3, wait_initial=0.01), connect_timeout=1.0) as t:
+    try:
+        t.shell(["true"])
+    except Exception as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+"""
+
+
+def test_a_host_that_never_sends_a_banner_prints_no_paramiko_traceback(tmp_path):
+    """paramiko's transport thread logs a traceback at ERROR (to Python's last-resort handler
+    when nothing configured logging, as in the `harness` command) for a host that accepts TCP
+    but sends no ssh banner. Only the harness's own lines reach the terminal. A child process:
+    pytest's log capture would hide the last-resort output."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    run = subprocess.run([sys.executable, "-c", _NO_BANNER_CHILD, str(tmp_path)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    lines = run.stderr.strip().splitlines()
+    assert "Traceback" not in run.stderr and "paramiko" not in run.stderr, run.stderr
+    assert lines and lines[-1].startswith("harness: car-mute: cannot reach ssh 127.0.0.1:"), run.stderr
+    assert all("car-mute" in ln for ln in lines), run.stderr  # retry notes and the last line, nothing else
