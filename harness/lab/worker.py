@@ -12,7 +12,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import ConnectionDropped, HarnessError, TransportError
+from harness.errors import ConnectionDropped, HarnessError, StopRequested, TransportError
 from harness.inventory import DeviceSpec
 from harness.lab.claims import DeviceBusy, open_claim
 from harness.lab.context import (BUSY, INTERNAL_ERROR, INTERRUPTED, QUARANTINED, TRANSPORT_FAULT_CLASSES,
@@ -160,6 +160,9 @@ class DeviceWorker:
     def _open(self) -> Transport:
         if self.transport is None:
             self.transport = self.night.factory(self.device)
+            # The night's stop reaches the link itself: no program starts after it, a running
+            # one is killed on the device, a push ends between chunks (transport/stop.py).
+            self.transport.stop_on(self.night.stop)
         return self.transport
 
     def _run_entries(self) -> None:
@@ -216,6 +219,9 @@ class DeviceWorker:
                     self.outcome.status = INTERRUPTED
                     return False
                 return True
+            except StopRequested:
+                self.outcome.status = INTERRUPTED
+                return False
             except TransportError as exc:
                 self.outcome.faults += 1
                 self.last_fault = f"{type(exc).__name__}: {exc}"

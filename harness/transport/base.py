@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import stat as stat_mod
 import os
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -16,12 +17,13 @@ from pathlib import Path
 from typing import ClassVar
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
+from harness.errors import CommandFailed, CommandTimeout, HarnessError, StopRequested, TransportError
 from harness.inventory import DeviceSpec
 from harness.transport.command import build_shell_command, quote_argv
 from harness.transport.facts import PROBE_SCRIPT, DeviceFacts, ProbeUnreadable, parse_df_free, parse_probe
 from harness.transport.pidfiles import PID_PREFIX, PROVEN_KILL_SCRIPT, DeviceProcess, parse_killed, parse_stat_line
 from harness.transport.retry import RetryPolicy
+from harness.transport.stop import CommandWatch, check_stop, stoppable
 
 ProgressFn = Callable[[int], None]  # called with the bytes just moved
 # A timed shell() records who its program is in <device_tmp_dir>/pid-<random> (the device shell
@@ -106,6 +108,12 @@ class Transport(ABC):
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None):
         self.device = device
         self.retry = retry or RetryPolicy()
+        self.stop_event: threading.Event | None = None  # stop.py: set by stop_on()
+
+    def stop_on(self, event: threading.Event | None) -> None:
+        """Once `event` is set, timed commands are not started and running ones are killed on
+        the device, pushes stop between chunks: StopRequested (harness/transport/stop.py)."""
+        self.stop_event = event
 
     # ---- primitives each transport implements -------------------------------------------
     @abstractmethod
@@ -139,19 +147,24 @@ class Transport(ABC):
         recorded so a run that overstays is killed on the device (and verified gone), not only
         abandoned; the record goes when the program ends."""
         pid_file = self._pid_file() if timeout is not None else None
+        if pid_file:
+            check_stop(self, f"starting `{args[0]}`")
         command = build_shell_command(args, cwd=cwd, env=env, pid_file=pid_file)
         if pid_file and not getattr(self, "_tmp_ready", False):
             # So does making the scratch folder the first pid file goes to (a lab night opens
             # every device at once; each round trip is a process spawn on the device).
             command = f"{quote_argv(['mkdir', '-p', posixpath.dirname(pid_file)])}; {command}"
         started = time.monotonic()
-        raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
+        with CommandWatch(self, pid_file) as watch:
+            raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
         duration = time.monotonic() - started
         if pid_file:
             self._tmp_ready = True
             if raw.timed_out:
                 self._kill_from_pid_file(pid_file)
                 self._exec(quote_argv(["rm", "-f", pid_file]), 30)
+        if watch.stopped and not (raw.exit_code == 0 and not raw.timed_out):
+            raise StopRequested(f"{self.device.name}: `{args[0]}` was stopped on the device (stop requested)")
         return self._result(args, raw, duration, check)
 
     def _result(self, args: Sequence[str], raw: RawExec, duration: float, check: bool) -> CommandResult:
@@ -290,12 +303,26 @@ class Transport(ABC):
         if not local.is_file():
             raise TransportError(f"{self.device.name}: cannot push {local}: not a file")
         file_mode = mode if mode is not None else stat_mod.S_IMODE(local.stat().st_mode)
+        check_stop(self, f"pushing {local.name}")
+        progress = stoppable(self, progress, f"push of {local.name}")
         return self.retry.run(f"push {local.name}", lambda: self._push_file(local, remote, file_mode, progress))
 
     def push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
-                  on_done: Callable[[str], None] | None = None) -> int:
-        """Push (local, remote, mode) jobs; `on_done(remote)` as the device confirms each.
-        Drivers with a pipelined file protocol send them back to back (adb)."""
+                  on_done: Callable[[str], None] | None = None,
+                  on_digest: Callable[[str, str], None] | None = None) -> int:
+        """Push (local, remote, mode) jobs; `on_done(remote)` as the device confirms each,
+        `on_digest(remote, sha256)` where the driver hashes what it sends (hashes_while_pushing).
+        Drivers with a pipelined file protocol send them back to back (adb, `_push_many`).
+        Once the stop is set it ends between chunks (StopRequested, stop.py)."""
+        jobs = list(jobs)
+        if jobs:
+            check_stop(self, f"pushing {len(jobs)} files")
+        progress = stoppable(self, progress, f"push of {len(jobs)} files")
+        return self._push_many(jobs, progress=progress, on_done=on_done, on_digest=on_digest)
+
+    def _push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
+                   on_done: Callable[[str], None] | None = None,
+                   on_digest: Callable[[str, str], None] | None = None) -> int:
         total = 0
         for local, remote, mode in jobs:
             total += self.push(local, remote, mode=mode, progress=progress)
