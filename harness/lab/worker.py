@@ -131,6 +131,18 @@ class DeviceWorker:
                 night.say(str(exc))
                 self._skip_rest(night.entries, FailureClass.BUSY.value, str(exc))
                 return
+            except HarnessError as exc:
+                # The claim engine's own fault (a labgrid coordinator down or restarted, a
+                # reservation no place can meet): the device could not be had tonight, named
+                # with the reason; not a harness bug, and nothing was touched.
+                if night.stop.is_set():
+                    self.outcome.status, self.outcome.reason = INTERRUPTED, str(exc)
+                    return
+                why = f"{self.device.name}: could not be claimed: {exc}"
+                self.outcome.status, self.outcome.reason = BUSY, why
+                night.say(why)
+                self._skip_rest(night.entries, FailureClass.BUSY.value, why)
+                return
             try:
                 self._run_entries()
             finally:
