@@ -1,9 +1,10 @@
 """A transport's stop: the event a caller hands a link (`Transport.stop_on`, the lab's worker
 hands it the night's stop) so that device work ends within moments of Ctrl-C or SIGTERM, by
-the link itself whatever the caller is doing: a timed command (a program run) is not started
-once the stop is set and is killed on the device when the stop comes while it runs; a push
-stops at its next chunk (StopRequested). Short file commands (`quick`, the sync engine's
-scripts) run on: a half-done rename is worse than a second's wait."""
+the link itself whatever the caller is doing. A timed command (a program run) is not started
+once the stop is set (StopRequested) and is killed on the device when the stop comes while it
+runs (it then ends as any killed program, 128+9); a push stops at its next chunk
+(StopRequested). Short file commands (`quick`, the sync engine's scripts) run on: a half-done
+rename is worse than a second's wait."""
 
 from __future__ import annotations
 
@@ -52,7 +53,6 @@ class CommandWatch:
         self.t, self.pid_file = transport, pid_file
         self.stop = transport.stop_event if pid_file else None
         self.done = threading.Event()
-        self.killed = False
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> CommandWatch:
@@ -68,10 +68,6 @@ class CommandWatch:
         if self._thread is not None:
             self._thread.join()
 
-    @property
-    def stopped(self) -> bool:
-        return self.stop is not None and self.stop.is_set()
-
     def _watch(self) -> None:
         assert self.stop is not None and self.pid_file is not None
         while not self.done.is_set():
@@ -84,7 +80,7 @@ class CommandWatch:
                 raw = self.t._exec(f"{quote_argv(['cat', self.pid_file])} 2>/dev/null", 30)
                 proc = parse_stat_line(raw.stdout.decode(errors="replace"))
                 if proc is not None:
-                    self.killed = bool(self.t.kill_proven([proc]))
+                    self.t.kill_proven([proc])
                     return
             except Exception:  # noqa: BLE001 - a dead link: the command's own call reports it
                 return
