@@ -37,11 +37,13 @@ from harness.transport.retry import RetryPolicy
 
 log = logging.getLogger("harness.transport")
 # paramiko's own log (its transport thread logs a traceback at ERROR when a host accepts TCP but
-# sends no banner, even after connect returned) goes to this child logger of ours instead of
-# "paramiko": the harness's own error is the user's line; the NullHandler keeps Python's
-# last-resort handler from printing the traceback, and a configured logging still gets it.
+# sends no banner, even after connect returned) goes to this logger of ours instead of
+# "paramiko", and stops there: the harness's own error is the user's line. Not propagated, since
+# a root handler may exist without the user asking (labgrid's client logs through the root
+# logger, which installs one); attach a handler to this logger to debug an ssh link.
 PARAMIKO_LOG = "harness.transport.paramiko"
 logging.getLogger(PARAMIKO_LOG).addHandler(logging.NullHandler())
+logging.getLogger(PARAMIKO_LOG).propagate = False
 
 _CHUNK = 1 << 20  # local read size; paramiko splits SFTP writes into 32 KiB requests
 _WINDOW = 16 << 20  # a large channel window keeps pipelined SFTP writes flowing

@@ -461,7 +461,7 @@ def test_a_channel_closed_without_an_exit_status_is_an_unknown_outcome(fresh_ssh
 
 
 _NO_BANNER_CHILD = """
-import socket, sys, threading
+import logging, socket, sys, threading
 from pathlib import Path
 import yaml
 from harness.inventory import load_inventory
@@ -472,6 +472,8 @@ server = socket.create_server(("127.0.0.1", 0))   # accepts TCP, never says a wo
 held = []
 threading.Thread(target=lambda: [held.append(server.accept()) for _ in iter(int, 1)], daemon=True).start()
 root = Path(sys.argv[1])
+if sys.argv[2] == "root-configured":
+    logging.basicConfig()  # as labgrid's client does on its first logging.error
 (root / "known_hosts").write_text("")
 (root / "devices.yaml").write_text(yaml.safe_dump({"devices": [{
     "name": "car-mute", "transport": "ssh", "soc": "SA8295", "work_dir": "/tmp/car-mute",
@@ -486,18 +488,20 @@ with SshTransport(device, retry=RetryPolicy(attempts=3, wait_initial=0.01), conn
 """
 
 
-def test_a_host_that_never_sends_a_banner_prints_no_paramiko_traceback(tmp_path):
+@pytest.mark.parametrize("logging_setup", ["unconfigured", "root-configured"])
+def test_a_host_that_never_sends_a_banner_prints_no_paramiko_traceback(tmp_path, logging_setup):
     """paramiko's transport thread logs a traceback at ERROR (to Python's last-resort handler
     when nothing configured logging, as in the `harness` command) for a host that accepts TCP
-    but sends no ssh banner. Only the harness's own lines reach the terminal. A child process:
-    pytest's log capture would hide the last-resort output."""
+    but sends no ssh banner. Only the harness's own lines reach the terminal, also when a root
+    handler exists (labgrid's client installs one). A child process: pytest's log capture would
+    hide the last-resort output."""
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(repo)}
-    run = subprocess.run([sys.executable, "-c", _NO_BANNER_CHILD, str(tmp_path)], env=env, capture_output=True,
-                         text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-c", _NO_BANNER_CHILD, str(tmp_path), logging_setup], env=env,
+                         capture_output=True, text=True, timeout=120)
     lines = run.stderr.strip().splitlines()
     assert "Traceback" not in run.stderr and "paramiko" not in run.stderr, run.stderr
     assert lines and lines[-1].startswith("harness: car-mute: cannot reach ssh 127.0.0.1:"), run.stderr
