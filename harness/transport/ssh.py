@@ -36,11 +36,10 @@ from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
 
 log = logging.getLogger("harness.transport")
-# paramiko's own log (its transport thread logs a traceback at ERROR when a host accepts TCP but
-# sends no banner, even after connect returned) goes to this logger of ours instead of
-# "paramiko", and stops there: the harness's own error is the user's line. Not propagated, since
-# a root handler may exist without the user asking (labgrid's client logs through the root
-# logger, which installs one); attach a handler to this logger to debug an ssh link.
+# paramiko's own log (a traceback at ERROR when a host sends no banner, even after connect
+# returned) stops at this logger: the harness's error is the user's line. Not propagated, since a
+# root handler may exist unasked (labgrid logs through the root logger, which installs one);
+# attach a handler here to debug an ssh link.
 PARAMIKO_LOG = "harness.transport.paramiko"
 logging.getLogger(PARAMIKO_LOG).addHandler(logging.NullHandler())
 logging.getLogger(PARAMIKO_LOG).propagate = False
@@ -326,9 +325,8 @@ class SshTransport(Transport):
                 err += chan.recv_stderr(1 << 16)
             if chan.exit_status_ready() and (chan.eof_received or chan.closed) \
                     and not chan.recv_ready() and not chan.recv_stderr_ready():
-                # paramiko calls a closed channel's status "ready" whether or not the board sent
-                # one: -1 (its initial value; a real status is 0..255) means no exit-status came,
-                # so the link died or the board's shell was killed. Either way it may have run.
+                # paramiko calls a closed channel's status "ready" whether or not the board sent one:
+                # -1 (its initial value) means none came (link died, shell killed): it may have run.
                 if chan.exit_status == -1:
                     transport = chan.get_transport()
                     link = "the link is down" if transport is None or not transport.is_active() else \

@@ -10,17 +10,28 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from harness.errors import StopRequested
+from harness.inventory import DeviceSpec
 from harness.transport.command import quote_argv
-from harness.transport.pidfiles import parse_stat_line
-
-if TYPE_CHECKING:
-    from harness.transport.base import ProgressFn, Transport
+from harness.transport.pidfiles import DeviceProcess, parse_stat_line
 
 _POLL_S = 0.1
+ProgressFn = Callable[[int], None]
+
+
+class Transport(Protocol):
+    """What a stop needs of a link (base.Transport, which imports this module)."""
+
+    device: DeviceSpec
+    stop_event: threading.Event | None
+
+    def _exec(self, command: str, timeout: float | None) -> Any: ...
+
+    def kill_proven(self, procs: Iterable[DeviceProcess], wait_s: float = 5.0) -> list[int]: ...
 
 
 def check_stop(transport: Transport, what: str) -> None:
