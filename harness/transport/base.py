@@ -280,7 +280,7 @@ class Transport(ABC):
         device), but only a process its file proves to be that program (pid and start time,
         pidfiles.py): a stale file naming a pid the kernel has since given to another process
         kills nothing. For a caller that holds the device's claim. The files read are removed.
-        Returns the pids killed (or already gone when their turn came)."""
+        Returns the pids killed, and `pids`."""
         scratch = self.device_tmp_dir()
         # quick(), not list_files(): a timed find would leave a pid file of its own to sweep.
         res = self.quick(["find", scratch, "-type", "f", "-name", f"{PID_PREFIX}*"], check=False)

@@ -81,9 +81,9 @@ class CommandWatch:
 
     def _watch(self) -> None:
         assert self.stop is not None and self.pid_file is not None
-        while not self.done.is_set():
-            if self.stop.wait(_POLL_S):
-                break
+        while not self.stop.is_set():  # waits on `done`, so the command's return is not delayed
+            if self.done.wait(_POLL_S):
+                return
         # The program may not have written its pid file yet (just starting): look until it
         # has, or until the command is over.
         while not self.done.is_set():

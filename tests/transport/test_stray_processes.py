@@ -5,6 +5,7 @@ namespace), so a file naming a host process is exactly the danger on the virtual
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
@@ -70,3 +71,37 @@ def test_kills_a_left_command_and_spares_what_a_file_only_names(link):
         victim.kill()
         victim.wait()
         (scratch / "pid-planted").unlink(missing_ok=True)
+
+
+def test_a_stop_kills_the_running_program_refuses_the_next_and_cuts_a_push(link, tmp_path):
+    """The stop a caller hands the link (the lab hands the night's): the program running when it
+    comes is killed on the device (its result says 128+9), no timed command starts after it, a
+    push ends at its next chunk; short file commands still run."""
+    from harness.errors import StopRequested
+
+    open_link, scratch = link
+    stop = threading.Event()
+    results: list[object] = []
+    with open_link() as t:
+        t.stop_on(stop)
+        worker = threading.Thread(target=lambda: results.append(t.shell(["sleep", "120"], timeout=300)))
+        worker.start()
+        deadline = time.monotonic() + 60
+        while not any(parse_stat_line(p.read_text()) for p in _pid_files(scratch)):
+            assert time.monotonic() < deadline, "the timed command never wrote its pid file"
+            time.sleep(0.02)
+        stop.set()
+        worker.join(60)
+        assert not worker.is_alive() and results[0].exit_code == 137, results
+        with pytest.raises(StopRequested, match="stopped before starting `true`"):
+            t.shell(["true"], timeout=30)
+        assert t.quick(["true"]).ok
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(12 << 20))
+        stop.clear()
+        target = f"{t.device.work_dir}/pushed.bin"
+        with pytest.raises(StopRequested, match="between chunks"):
+            t.push(big, target, progress=lambda n: stop.set())  # the stop comes after the first chunk
+        host_copy = scratch.parent / "pushed.bin"
+        assert not host_copy.exists() or host_copy.stat().st_size < big.stat().st_size
+        assert _pid_files(scratch) == []
