@@ -113,3 +113,50 @@ def test_release_after_the_coordinator_died_does_not_raise(lg, caplog):
     claim.release()  # warns, never raises
     claim.release()  # and stays idempotent
     assert any("could not release labgrid place phone1" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stopped_night_gives_the_place_back(lg, tmp_path, signum):
+    """Ctrl-C / SIGTERM mid-test in a night claimed through labgrid: exit 2, the device program
+    killed, and the place released (a person's `labgrid-client acquire` works at once)."""
+    import subprocess
+    import time
+
+    from labgrid_kit import run_python
+
+    write_plan(tmp_path, locks={"dir": "locks", "wait_s": 2})
+    on_device = f"/data/local/tmp/pids-{signum}"
+    pids = lg.vlab.adb_device("phone1").host_path(on_device)
+    pids.unlink(missing_ok=True)
+    child = run_python(
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from harness.inventory import load_inventory\n"
+        "from harness.lab.exitcodes import for_night\n"
+        "from harness.lab.plan import load_plan\n"
+        "from harness.lab.scheduler import run_night\n"
+        "from harness.report.records import TestRecord\n"
+        f"root = Path({str(tmp_path)!r})\n"
+        "def job(ctx):  # two device programs in one test, as llm_demo's prompts of one pair\n"
+        "    for _ in range(2):\n"
+        f"        ctx.transport.shell(['sh', '-c', 'echo $$ >> {on_device}; exec sleep 300'], timeout=900)\n"
+        "    yield TestRecord(name='two-programs', suite='s', device='phone1')\n"
+        f"night = run_night(load_plan(root / 'nightly.yaml'), load_inventory({str(lg.inventory.path)!r}), "
+        "root / 'out', job, reports=False)\n"
+        "sys.exit(for_night(night))\n",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (pids.exists() and pids.read_text().split()):
+        assert child.poll() is None and time.monotonic() < deadline, child.communicate()
+        time.sleep(0.05)
+    assert lg.holder("phone1") is not None
+    child.send_signal(signum)
+    out, err = child.communicate(timeout=120)  # ended (a generous limit)
+    assert child.returncode == ExitCode.INTERRUPTED, err
+    assert "Traceback" not in err and "still busy" not in err, err
+    assert len(pids.read_text().split()) == 1, "a device program was started after the stop"
+    sleeper = int(pids.read_text().split()[0])
+    assert not Path(f"/proc/{sleeper}").exists() or "Z" in Path(f"/proc/{sleeper}/stat").read_text().split(")")[-1][:3]
+    assert lg.holder("phone1") is None
+    lg.client("-p", "phone1", "acquire", user="carol")  # a person takes it right away
+    lg.client("-p", "phone1", "release", user="carol")
