@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from collections.abc import Iterable
 
@@ -38,5 +39,7 @@ def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_d
             print(f"  report {kind}: {path}")
     for reg in result.regressions:
         print(f"  regression: {reg.describe()}")
+    for problem in result.report_problems:
+        print(f"harness: {problem}", file=sys.stderr, flush=True)
     print(result.counts.line(), flush=True)
     return for_night(result, fail_on_regression=fail_on_regression)

@@ -258,7 +258,13 @@ def _plan_path(ctx: _Ctx, label: str, raw: str, base: Path) -> tuple[str, bool]:
                        f"use only {', '.join('{' + f + '}' for f in PATH_FIELDS)}")
     path = Path(expanded).expanduser()
     path = path if path.is_absolute() else (base / path)
-    return (str(path) if fields_used else str(path.resolve())), bool(fields_used)
+    if fields_used:
+        return str(path), True
+    try:
+        return str(path.resolve()), False
+    except (RuntimeError, OSError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        raise ctx.fail(label, f"{path} cannot be resolved ({exc}): a symlink loop or an unreadable folder",
+                       "point it at the real folder (fix or remove the link)") from None
 
 
 def _parse_options(ctx: _Ctx, holder: dict, label: str, base: Path) -> dict[str, Any]:
