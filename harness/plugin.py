@@ -32,6 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--qnn-sdk", action="store", default=None, help="QNN SDK root (QNN libraries by HTP arch)")
     group.addoption("--backends", action="store", default=None,
                     help="comma-separated backend pairs (visual/llm), e.g. qnn/qnn,cpu/cpu (default: all)")
+    group.addoption("--checks", action="store", default=None,
+                    help="comma-separated checks or groups of the suite to run, e.g. static or "
+                         "export_shapes,runtime_shape_guards (default: all; harness/suite/registry.py)")
     group.addoption("--harness-records", action="store", default=None,
                     help="append one JSON record per device test to this file")
     group.addoption("--lock-dir", action="store", default=None,

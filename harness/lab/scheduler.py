@@ -36,8 +36,8 @@ from harness.inventory import Inventory
 from harness.lab.claims import claim_dir
 # The names callers import from here (the lab job's types, the night's result and reports).
 from harness.lab.context import (BUSY, COMPLETED, INTERNAL_ERROR, INTERRUPTED, QUARANTINED,  # noqa: F401
-                                 TRANSPORT_FAULT_CLASSES, DeviceContext, DeviceOutcome, JobFn, SayFn,
-                                 TransportFactory)
+                                 TRANSPORT_FAULT_CLASSES, DeviceContext, DeviceOutcome, ExportChecks, JobFn,
+                                 SayFn, TransportFactory)
 from harness.lab.night_reports import NightCounts, NightResult, write_meta, write_night_reports  # noqa: F401
 from harness.lab.plan import Plan, PlanError
 from harness.lab.worker import DeviceWorker, Night
@@ -157,6 +157,10 @@ def run_night(
         with RecordWriter(records_path) as writer:
             night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
+            if isinstance(job, ExportChecks) and not stop.is_set():
+                # Checks that need no device: once per export, before any device is claimed.
+                for rec in job.export_records(plan, devices, run_id):
+                    writer.write(rec)
             workers = [DeviceWorker(night, d) for d in devices]
             threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
             say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "

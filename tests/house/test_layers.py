@@ -4,7 +4,7 @@ imports a higher one, no two modules import each other in a circle (in `harness`
 
 Layers (lowest first), as docs/ARCHITECTURE.md draws them:
     errors, outcomes -> hostfiles/soc/validation/pairs -> export, mnn_graph -> compiled_io -> inventory, checks, report,
-    hostrt -> transport -> provision -> runners -> pipeline -> lab -> plugin -> cli
+    hostrt -> transport -> provision -> runners -> pipeline -> suite -> lab -> plugin -> cli
 Imports inside a package (harness.lab.* -> harness.lab.*) are free; imports under
 `if TYPE_CHECKING:` count too: a type that must come from above is a sign the code sits low.
 """
@@ -34,9 +34,10 @@ LAYERS: dict[str, int] = {
     "harness.provision": 6,
     "harness.runners": 7,
     "harness.pipeline": 8,
-    "harness.lab": 9,
-    "harness.plugin": 10,
-    "harness.cli": 11,
+    "harness.suite": 9,
+    "harness.lab": 10,
+    "harness.plugin": 11,
+    "harness.cli": 12,
 }
 
 
