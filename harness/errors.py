@@ -57,6 +57,12 @@ class CommandTimeout(HarnessError):
     """A device command ran past its timeout; the harness killed it."""
 
 
+class StopRequested(HarnessError):
+    """A stop (Ctrl-C, SIGTERM, the lab's stop event) ended device work: a program was not
+    started or was killed on the device, a push stopped between chunks (nothing partial at a
+    final path). Not a fault of the device or the test."""
+
+
 class CommandFailed(HarnessError):
     """A device command exited non-zero where the caller required success."""
 

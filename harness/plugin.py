@@ -101,6 +101,8 @@ def claimed_device(pytestconfig: pytest.Config, inventory: Inventory, device: De
         spec = claim.acquire(float(_opt(pytestconfig, "--lock-timeout") or 0), say=lambda m: print(m, flush=True))
     except DeviceBusy as exc:
         pytest.exit(str(exc), returncode=1)
+    except HarnessError as exc:  # the claim engine's own fault (e.g. a labgrid coordinator down)
+        pytest.exit(f"{device.name}: could not be claimed: {exc}", returncode=1)
     try:
         yield spec
     finally:

@@ -10,8 +10,10 @@ as long as its slowest device. Per device, a worker:
    and is marked flaky when it passes. A second fault in the entry, a non-retryable fault,
    or more than `recovery.max_faults` faults quarantine the device. A test's own failure
    is a record and is never retried.
-A stop (Ctrl-C, SIGTERM, or the `stop` event) ends workers between records, kills the device
-processes of the run and releases the claims; what arrived so far is kept and reported.
+A stop (Ctrl-C, SIGTERM, or the `stop` event) reaches each worker's device link (the worker
+hands it the event: harness/transport/stop.py), so no program starts after it, a running one is
+killed on the device and a push ends between chunks; workers then kill what is left of the run's
+device processes and release their claims; what arrived so far is kept and reported.
 
 This module runs the night (threads, signals, waiting); the per-device worker is in
 `worker.py`, what a job sees in `context.py`, the result and reports in `night_reports.py`.

@@ -12,7 +12,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import ConnectionDropped, HarnessError, TransportError
+from harness.errors import ConnectionDropped, HarnessError, StopRequested, TransportError
 from harness.inventory import DeviceSpec
 from harness.lab.claims import DeviceBusy, open_claim
 from harness.lab.context import (BUSY, INTERNAL_ERROR, INTERRUPTED, QUARANTINED, TRANSPORT_FAULT_CLASSES,
@@ -135,6 +135,18 @@ class DeviceWorker:
                 night.say(str(exc))
                 self._skip_rest(night.entries, FailureClass.BUSY.value, str(exc))
                 return
+            except HarnessError as exc:
+                # The claim engine's own fault (a labgrid coordinator down or restarted, a
+                # reservation no place can meet): the device could not be had tonight, named
+                # with the reason; not a harness bug, and nothing was touched.
+                if night.stop.is_set():
+                    self.outcome.status, self.outcome.reason = INTERRUPTED, str(exc)
+                    return
+                why = f"{self.device.name}: could not be claimed: {exc}"
+                self.outcome.status, self.outcome.reason = BUSY, why
+                night.say(why)
+                self._skip_rest(night.entries, FailureClass.BUSY.value, why)
+                return
             try:
                 self._run_entries()
             finally:
@@ -164,6 +176,9 @@ class DeviceWorker:
     def _open(self) -> Transport:
         if self.transport is None:
             self.transport = self.night.factory(self.device)
+            # The night's stop reaches the link itself: no program starts after it, a running
+            # one is killed on the device, a push ends between chunks (transport/stop.py).
+            self.transport.stop_on(self.night.stop)
         return self.transport
 
     def _run_entries(self) -> None:
@@ -222,6 +237,9 @@ class DeviceWorker:
                     self.outcome.status = INTERRUPTED
                     return False
                 return True
+            except StopRequested:
+                self.outcome.status = INTERRUPTED
+                return False
             except TransportError as exc:
                 self.outcome.faults += 1
                 self.last_fault = f"{type(exc).__name__}: {exc}"

@@ -96,8 +96,9 @@ class _Session:
         self.run_dir = posixpath.join(layout.incoming, os.urandom(6).hex())
 
     def script(self, script: str, args: Sequence[str], *, what: str, check: bool = True) -> str:
-        # No timeout: these scripts only stat/link/rename, and the base shell() pays an extra
-        # round trip (pid-file clean-up) for every command given a timeout.
+        # No timeout: these scripts only stat/link/rename, and the base shell() gives every
+        # command with a timeout a pid file (a subshell and an `rm` on the device) and a stop
+        # watch; a stop must not cut a commit half-way either (transport/stop.py).
         self.round_trips += 1
         res = self.t.shell(script_argv(script, args))
         if check and not res.ok:

@@ -325,9 +325,9 @@ class AdbTransport(Transport):
     # push_many hashes what it sends when given on_digest (harness.provision.sync asks).
     hashes_while_pushing = True
 
-    def push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
-                  on_done: Callable[[str], None] | None = None,
-                  on_digest: Callable[[str, str], None] | None = None) -> int:
+    def _push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
+                   on_done: Callable[[str], None] | None = None,
+                   on_digest: Callable[[str, str], None] | None = None) -> int:
         """All files over one sync session, replies collected as they come: no round trip per
         file. After a dropped link the retry resends only the files the device has not
         acknowledged yet; `on_done(remote)` runs as each is acknowledged. `on_digest(remote,

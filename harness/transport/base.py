@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import stat as stat_mod
 import os
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -20,12 +21,14 @@ from harness.errors import CommandFailed, CommandTimeout, HarnessError, Transpor
 from harness.inventory import DeviceSpec
 from harness.transport.command import build_shell_command, quote_argv
 from harness.transport.facts import PROBE_SCRIPT, DeviceFacts, ProbeUnreadable, parse_df_free, parse_probe
+from harness.transport.pidfiles import PID_PREFIX, PROVEN_KILL_SCRIPT, DeviceProcess, parse_killed, parse_stat_line
 from harness.transport.retry import RetryPolicy
+from harness.transport.stop import CommandWatch, check_stop, stoppable
 
 ProgressFn = Callable[[int], None]  # called with the bytes just moved
-# A timed shell() records its program's device pid in <device_tmp_dir>/pid-<uuid>; this class
-# alone writes, reads and removes those files (kill on timeout, kill_stray_processes).
-_PID_PREFIX = "pid-"
+# A timed shell() records who its program is in <device_tmp_dir>/pid-<random> (the device shell
+# removes it when the program ends); this class alone reads those files (kill on timeout,
+# kill_stray_processes), and kills only a process they prove ours (harness/transport/pidfiles.py).
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,12 @@ class Transport(ABC):
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None):
         self.device = device
         self.retry = retry or RetryPolicy()
+        self.stop_event: threading.Event | None = None  # stop.py: set by stop_on()
+
+    def stop_on(self, event: threading.Event | None) -> None:
+        """Once `event` is set, timed commands are not started and running ones are killed on
+        the device, pushes stop between chunks: StopRequested (harness/transport/stop.py)."""
+        self.stop_event = event
 
     # ---- primitives each transport implements -------------------------------------------
     @abstractmethod
@@ -134,29 +143,28 @@ class Transport(ABC):
         env: Mapping[str, str] | None = None,
         check: bool = False,
     ) -> CommandResult:
-        """Run argv on the device. With a timeout the program's device pid is recorded so a
-        run that overstays is killed on the device (and verified gone), not only abandoned."""
+        """Run argv on the device. With a timeout the program's device pid and start time are
+        recorded so a run that overstays is killed on the device (and verified gone), not only
+        abandoned; the record goes when the program ends."""
         pid_file = self._pid_file() if timeout is not None else None
+        if pid_file:
+            check_stop(self, f"starting `{args[0]}`")
         command = build_shell_command(args, cwd=cwd, env=env, pid_file=pid_file)
-        stale = getattr(self, "_stale_pid_files", [])
-        if pid_file and stale:
-            # Pid files of finished runs go with the next timed command: no extra round trip.
-            command = f"{quote_argv(['rm', '-f', *stale])}; {command}"
         if pid_file and not getattr(self, "_tmp_ready", False):
             # So does making the scratch folder the first pid file goes to (a lab night opens
             # every device at once; each round trip is a process spawn on the device).
             command = f"{quote_argv(['mkdir', '-p', posixpath.dirname(pid_file)])}; {command}"
         started = time.monotonic()
-        raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
+        # A program the stop kills ends with 128+9 like any killed one: the caller's record of the
+        # test in flight then says what happened (the lab marks it interrupted); the next one is refused.
+        with CommandWatch(self, pid_file):
+            raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
         duration = time.monotonic() - started
         if pid_file:
             self._tmp_ready = True
             if raw.timed_out:
                 self._kill_from_pid_file(pid_file)
                 self._exec(quote_argv(["rm", "-f", pid_file]), 30)
-                self._stale_pid_files = []
-            else:
-                self._stale_pid_files = [pid_file]
         return self._result(args, raw, duration, check)
 
     def _result(self, args: Sequence[str], raw: RawExec, duration: float, check: bool) -> CommandResult:
@@ -183,9 +191,8 @@ class Transport(ABC):
     ) -> int:
         """Start argv in the background on the device, output to files there; returns the
         program's device pid (for is_running/kill). Not retried: a launch is not idempotent."""
-        # pid_file=/dev/null only to get build_shell_command's `exec` form: the `sh -c` whose
-        # pid `$!` reports becomes the program, so the pid returned is the program's own.
-        inner = build_shell_command(args, cwd=cwd, env=env, pid_file="/dev/null")
+        # The `sh -c` whose pid `$!` reports execs the program: the pid returned is the program's own.
+        inner = build_shell_command(args, cwd=cwd, env=env, exec_program=True)
         launcher = (f"{quote_argv(['sh', '-c', inner])} > {quote_argv([stdout_path])} "
                     f"2> {quote_argv([stderr_path])} & echo $!")
         raw = self._exec(launcher, 60)
@@ -205,7 +212,7 @@ class Transport(ABC):
 
     def _pid_file(self) -> str:
         # In device_tmp_dir(), which shell() makes on the way if it is not there yet.
-        return posixpath.join(self._tmp_path(), f"{_PID_PREFIX}{os.urandom(16).hex()}")
+        return posixpath.join(self._tmp_path(), f"{PID_PREFIX}{os.urandom(16).hex()}")
 
     def _tmp_path(self) -> str:
         return posixpath.join(self.device.work_dir, ".harness")
@@ -220,10 +227,33 @@ class Transport(ABC):
 
     def _kill_from_pid_file(self, pid_file: str) -> None:
         raw = self._exec(quote_argv(["cat", pid_file]), 30)
-        text = raw.stdout.decode().strip()
-        if text.isdigit():
-            if not self.kill(int(text)):
-                raise CommandTimeout(f"{self.device.name}: timed-out process {text} could not be killed")
+        proc = parse_stat_line(raw.stdout.decode(errors="replace"))
+        if proc is not None and not self.kill_proven([proc]) and self._is_process(proc):
+            raise CommandTimeout(f"{self.device.name}: timed-out process {proc.pid} could not be killed")
+
+    def kill_proven(self, procs: Iterable[DeviceProcess], wait_s: float = 5.0) -> list[int]:
+        """SIGKILL each process that is still the one recorded (same pid AND start time, checked
+        on the device just before the signal) and wait until it is gone. Returns the pids it
+        killed; a pid now naming another process is left alone."""
+        procs = sorted(set(procs))
+        if not procs:
+            return []
+        res = self.quick(["sh", "-c", PROVEN_KILL_SCRIPT, "proven-kill", *(p.arg for p in procs)], check=False)
+        gone = []
+        deadline = time.monotonic() + wait_s
+        for pid in parse_killed(res.stdout):  # SIGKILLed: gone once reaped (no new pid meanwhile)
+            while self.is_running(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not self.is_running(pid):
+                gone.append(pid)
+        return gone
+
+    def _is_process(self, proc: DeviceProcess) -> bool:
+        """Whether `proc` (that pid with that start time) still runs."""
+        raw = self._exec(f"cat /proc/{int(proc.pid)}/stat 2>/dev/null", 30)
+        live = parse_stat_line(raw.stdout.decode(errors="replace"))
+        state = raw.stdout.decode(errors="replace").rsplit(")", 1)[-1].split()[:1]
+        return live == proc and state != ["Z"]
 
     def is_running(self, pid: int) -> bool:
         # kill -0 succeeds while the process exists; a zombie still counts until reaped,
@@ -245,23 +275,27 @@ class Transport(ABC):
         return not self.is_running(pid)
 
     def kill_stray_processes(self, pids: Iterable[int] = ()) -> list[int]:
-        """Kill `pids` and every program a timed shell() may have left running (the pid files
-        in the scratch folder, from any transport object on this device). Only for a caller
-        that holds the device's lock, so every such process is its own. Returns the pids
-        handled (killed, or already gone)."""
-        found = set(pids)
+        """Kill `pids` (the caller's own, e.g. from spawn()) and every program a timed shell()
+        left running (the pid files in the scratch folder, from any transport object on this
+        device), but only a process its file proves to be that program (pid and start time,
+        pidfiles.py): a stale file naming a pid the kernel has since given to another process
+        kills nothing. For a caller that holds the device's claim. The files read are removed.
+        Returns the pids killed, and `pids`."""
         scratch = self.device_tmp_dir()
         # quick(), not list_files(): a timed find would leave a pid file of its own to sweep.
-        res = self.quick(["find", scratch, "-type", "f", "-name", f"{_PID_PREFIX}*"], check=False)
-        files = [ln for ln in res.stdout.splitlines() if posixpath.basename(ln).startswith(_PID_PREFIX)]
-        for data in self.read_small_files(files).values():
-            text = (data or b"").decode(errors="replace").strip()
-            if text.isdigit():
-                found.add(int(text))
-        for pid in sorted(found):
+        res = self.quick(["find", scratch, "-type", "f", "-name", f"{PID_PREFIX}*"], check=False)
+        files = [ln for ln in res.stdout.splitlines() if posixpath.basename(ln).startswith(PID_PREFIX)]
+        recorded = {f: parse_stat_line((data or b"").decode(errors="replace"))
+                    for f, data in self.read_small_files(files).items()}
+        handled = set(self.kill_proven([p for p in recorded.values() if p is not None]))
+        for pid in sorted(set(pids)):
             if self.is_running(pid):
                 self.kill(pid)
-        return sorted(found)
+            handled.add(pid)
+        done = [f for f, p in recorded.items() if p is not None]  # a half-written file is a command starting
+        if done:
+            self.remove(*done)
+        return sorted(handled)
 
     # ---- files --------------------------------------------------------------------------
     def push(self, local: Path, remote: str, *, mode: int | None = None, progress: ProgressFn | None = None) -> int:
@@ -269,12 +303,26 @@ class Transport(ABC):
         if not local.is_file():
             raise TransportError(f"{self.device.name}: cannot push {local}: not a file")
         file_mode = mode if mode is not None else stat_mod.S_IMODE(local.stat().st_mode)
+        check_stop(self, f"pushing {local.name}")
+        progress = stoppable(self, progress, f"push of {local.name}")
         return self.retry.run(f"push {local.name}", lambda: self._push_file(local, remote, file_mode, progress))
 
     def push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
-                  on_done: Callable[[str], None] | None = None) -> int:
-        """Push (local, remote, mode) jobs; `on_done(remote)` as the device confirms each.
-        Drivers with a pipelined file protocol send them back to back (adb)."""
+                  on_done: Callable[[str], None] | None = None,
+                  on_digest: Callable[[str, str], None] | None = None) -> int:
+        """Push (local, remote, mode) jobs; `on_done(remote)` as the device confirms each,
+        `on_digest(remote, sha256)` where the driver hashes what it sends (hashes_while_pushing).
+        Drivers with a pipelined file protocol send them back to back (adb, `_push_many`).
+        Once the stop is set it ends between chunks (StopRequested, stop.py)."""
+        jobs = list(jobs)
+        if jobs:
+            check_stop(self, f"pushing {len(jobs)} files")
+        progress = stoppable(self, progress, f"push of {len(jobs)} files")
+        return self._push_many(jobs, progress=progress, on_done=on_done, on_digest=on_digest)
+
+    def _push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
+                   on_done: Callable[[str], None] | None = None,
+                   on_digest: Callable[[str, str], None] | None = None) -> int:
         total = 0
         for local, remote, mode in jobs:
             total += self.push(local, remote, mode=mode, progress=progress)
@@ -421,14 +469,9 @@ class Transport(ABC):
             report.problems.append(f"{self.device.name}: health check failed: {exc}")
         return report
 
-    def tidy(self) -> None:
-        """Remove this transport's leftover scratch files on the device (best effort)."""
-        stale, self._stale_pid_files = getattr(self, "_stale_pid_files", []), []
-        if stale:
-            try:
-                self._exec(quote_argv(["rm", "-f", *stale]), 30)
-            except TransportError:
-                pass
+    def tidy(self) -> None:  # noqa: B027 (optional hook)
+        """Remove this transport's leftover scratch files on the device (best effort). A timed
+        command's pid file is removed by the device shell when the command ends."""
 
     def __enter__(self) -> Transport:
         return self

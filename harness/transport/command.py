@@ -66,24 +66,31 @@ def build_shell_command(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     pid_file: str | None = None,
+    exec_program: bool = False,
     stdin_null: bool = True,
 ) -> str:
-    """`cd CWD && [echo $$ > PIDFILE &&] exec K=V... argv`.
+    """`cd CWD && K=V... argv`.
 
-    With `pid_file`, the shell writes its own pid and then execs the program, so the pid
-    in the file is the program's pid on the device: a timed-out run can be killed there.
+    `exec_program`: the shell `exec`s the program, so the shell's pid is the program's (spawn).
+    `pid_file`: the program runs in a subshell that writes its own `/proc/self/stat` line (pid
+    and start time, harness/transport/pidfiles.py) to `pid_file` and then `exec`s it, so the
+    file names the program itself; the outer shell removes the file when the program ends and
+    exits with its status (128+N for a signal N). A device without /proc gets an empty file.
     """
     pieces = []
     if cwd:
         check_wire_text(cwd, "the working folder (cwd)")
         pieces.append(f"cd {shlex.quote(cwd)}")
     if pid_file:
-        pieces.append(f"echo $$ > {shlex.quote(pid_file)}")
+        pieces.append(f'{{ read -r _hs < /proc/self/stat || _hs=; }} 2>/dev/null && echo "$_hs" > {shlex.quote(pid_file)}')
     run = f"{env_prefix(env)}{quote_argv(args)}"
-    if pid_file:
+    if pid_file or exec_program:
         # `exec` keeps the pid; env assignments before exec apply to the program.
         run = f"exec {run}" if not env else f"exec env {env_prefix(env)}{quote_argv(args)}"
     if stdin_null:
         run += " < /dev/null"
     pieces.append(run)
-    return " && ".join(pieces)
+    command = " && ".join(pieces)
+    if pid_file:
+        command = f"( {command} ); _hrc=$?; rm -f {shlex.quote(pid_file)}; exit $_hrc"
+    return command

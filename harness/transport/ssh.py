@@ -36,6 +36,13 @@ from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
 
 log = logging.getLogger("harness.transport")
+# paramiko's own log (a traceback at ERROR when a host sends no banner, even after connect
+# returned) stops at this logger: the harness's error is the user's line. Not propagated, since a
+# root handler may exist unasked (labgrid logs through the root logger, which installs one);
+# attach a handler here to debug an ssh link.
+PARAMIKO_LOG = "harness.transport.paramiko"
+logging.getLogger(PARAMIKO_LOG).addHandler(logging.NullHandler())
+logging.getLogger(PARAMIKO_LOG).propagate = False
 
 _CHUNK = 1 << 20  # local read size; paramiko splits SFTP writes into 32 KiB requests
 _WINDOW = 16 << 20  # a large channel window keeps pipelined SFTP writes flowing
@@ -145,6 +152,7 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
     where = f"{spec.host}:{spec.port}"
     known_name = spec.host if spec.port == 22 else f"[{spec.host}]:{spec.port}"
     client = paramiko.SSHClient()
+    client.set_log_channel(PARAMIKO_LOG)  # its transport and SFTP log there (see PARAMIKO_LOG)
     revoked: list[paramiko.PKey] = []
     if known.exists():
         try:
@@ -317,9 +325,14 @@ class SshTransport(Transport):
                 err += chan.recv_stderr(1 << 16)
             if chan.exit_status_ready() and (chan.eof_received or chan.closed) \
                     and not chan.recv_ready() and not chan.recv_stderr_ready():
-                return RawExec(bytes(out), bytes(err), chan.recv_exit_status())
-            if chan.closed and not chan.exit_status_ready():
-                raise EOFError("channel closed without an exit status")
+                # paramiko calls a closed channel's status "ready" whether or not the board sent one:
+                # -1 (its initial value) means none came (link died, shell killed): it may have run.
+                if chan.exit_status == -1:
+                    transport = chan.get_transport()
+                    link = "the link is down" if transport is None or not transport.is_active() else \
+                        "the board's shell ended without one"
+                    raise EOFError(f"the command's channel closed without an exit status ({link})")
+                return RawExec(bytes(out), bytes(err), chan.exit_status)
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 # Abandon our side; the base class kills the device process by pid.

@@ -76,22 +76,35 @@ def test_env_prefix_quotes_values():
 
 
 @pytest.mark.parametrize("env", [None, {"GREETING": "hi there"}])
-def test_pid_file_holds_the_program_pid(tmp_path, env):
-    """With a pid file the program execs in place: the pid written is the program's own."""
+def test_pid_file_names_the_program_and_goes_when_it_ends(tmp_path, env):
+    """With a pid file the program execs in place: the file holds the program's own pid and
+    start time (its /proc stat line), and the shell removes the file when the program ends."""
+    from harness.transport.pidfiles import parse_stat_line
+
     pid_file = tmp_path / "pid file"
     own = tmp_path / "own"
-    cmd = build_shell_command(["sh", "-c", f'echo $$ > "{own}"; echo "$GREETING"'], pid_file=str(pid_file),
-                              env=env, cwd=str(tmp_path))
+    seen = tmp_path / "seen"
+    script = f'echo $$ > "{own}"; cat "{pid_file}" > "{seen}"; echo "$GREETING"'
+    cmd = build_shell_command(["sh", "-c", script], pid_file=str(pid_file), env=env, cwd=str(tmp_path))
     assert "exec" in cmd
     res = _run_sh(cmd)
     assert res.returncode == 0
-    assert pid_file.read_text().strip() == own.read_text().strip()
+    proc = parse_stat_line(seen.read_text())
+    assert proc is not None and str(proc.pid) == own.read_text().strip() and proc.start > 0
+    assert not pid_file.exists()
     assert res.stdout == ("hi there\n" if env else "\n")
+
+
+def test_pid_file_command_stays_in_a_failed_cwd(tmp_path):
+    cmd = build_shell_command(["touch", "ran"], pid_file=str(tmp_path / "p"), cwd=str(tmp_path / "absent"))
+    assert _run_sh(cmd).returncode != 0 and not (tmp_path / "ran").exists() and not (tmp_path / "p").exists()
 
 
 def test_pid_file_keeps_exit_code(tmp_path):
     cmd = build_shell_command(["sh", "-c", "exit 7"], pid_file=str(tmp_path / "p"))
     assert _run_sh(cmd).returncode == 7
+    killed = build_shell_command(["sh", "-c", "kill -9 $$"], pid_file=str(tmp_path / "p"))
+    assert _run_sh(killed).returncode == 137  # as the device shell reports a signal: 128+N
 
 
 def test_stdin_null_can_be_disabled():

@@ -71,6 +71,19 @@ def host(make_spec, tmp_path):
         yield t
 
 
+def _wait_for_pid_file(scratch: Path):
+    from harness.transport.pidfiles import parse_stat_line
+
+    deadline = time.monotonic() + 30
+    while True:
+        for p in scratch.iterdir() if scratch.is_dir() else ():
+            proc = parse_stat_line(p.read_text()) if p.name.startswith("pid-") else None
+            if proc is not None:
+                return proc
+        assert time.monotonic() < deadline, "the timed command never wrote its pid file"
+        time.sleep(0.02)
+
+
 def test_kill_stray_processes_finds_timed_commands_of_another_transport_object(host, make_spec):
     """A timed shell() from one transport object (the hung test) is killed by another (the
     scheduler's), which knows it only from the pid file in the device's scratch folder."""
@@ -79,11 +92,7 @@ def test_kill_stray_processes_finds_timed_commands_of_another_transport_object(h
     runner = threading.Thread(target=lambda: results.append(other.shell(["sleep", "60"], timeout=120)))
     runner.start()
     scratch = Path(host.device_tmp_dir())
-    deadline = time.monotonic() + 30
-    while not any(p.name.startswith("pid-") and p.read_text().strip() for p in scratch.iterdir()):
-        assert time.monotonic() < deadline, "the timed command never wrote its pid file"
-        time.sleep(0.02)
-    sleeper = int(next(p for p in scratch.iterdir() if p.name.startswith("pid-")).read_text())
+    sleeper = _wait_for_pid_file(scratch).pid
     spawned = host.spawn(["sleep", "60"], stdout_path="/dev/null", stderr_path="/dev/null")
 
     handled = host.kill_stray_processes([spawned])
@@ -92,9 +101,39 @@ def test_kill_stray_processes_finds_timed_commands_of_another_transport_object(h
     runner.join(30)
     assert not runner.is_alive() and results[0].signal == 9
     assert not host.is_running(sleeper) and not host.is_running(spawned)
-    # Only pid files speak for a later sweep (the killed command's file stays until its
-    # transport's next timed command), and none of their programs runs any more.
-    assert host.kill_stray_processes() == [sleeper]
+    # The killed command's pid file went with it: a later sweep finds nothing to kill.
+    assert not [p for p in scratch.iterdir() if p.name.startswith("pid-")]
+    assert host.kill_stray_processes() == []
+
+
+def test_a_finished_timed_command_leaves_no_pid_file(host):
+    assert host.shell(["sh", "-c", "exit 3"], timeout=30).exit_code == 3
+    assert not [p for p in Path(host.device_tmp_dir()).iterdir() if p.name.startswith("pid-")]
+
+
+def test_a_planted_or_stale_pid_file_kills_nothing_of_the_host(host):
+    """A pid file is a claim, not a proof: a file naming an unrelated host process (a bare pid
+    as older harnesses wrote, or that pid with another start time, as a stale file looks once
+    the kernel has given the number to someone else) must not get it killed."""
+    import subprocess
+
+    from harness.transport.pidfiles import parse_stat_line
+
+    victim = subprocess.Popen(["sleep", "300"])  # not started by the harness
+    try:
+        live = parse_stat_line(Path(f"/proc/{victim.pid}/stat").read_text())
+        assert live is not None
+        scratch = Path(host.device_tmp_dir())
+        (scratch / "pid-planted-bare").write_text(f"{victim.pid}\n")
+        stale = Path(f"/proc/{victim.pid}/stat").read_text().replace(f" {live.start} ", f" {live.start - 7} ", 1)
+        (scratch / "pid-stale").write_text(stale)
+        assert parse_stat_line(stale).start == live.start - 7
+        assert host.kill_stray_processes() == []
+        assert victim.poll() is None, "an unrelated host process was killed"
+        assert not (scratch / "pid-stale").exists()  # read and found stale: removed
+    finally:
+        victim.kill()
+        victim.wait()
 
 
 def test_probe_output_android_board_and_broken_shell():

@@ -402,3 +402,107 @@ def test_link_lost_mid_command_is_not_resent(fresh_ssh_board, make_spec, fast_re
         assert t.shell(["echo", "next"]).stdout == "next\n"
     assert counter.read_text().splitlines() == ["run"]
     assert retry_log() == []
+
+
+def _pids_whose_cmdline_holds(*needles: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if all(n in cmdline for n in needles):
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_channel_closed_without_an_exit_status_is_an_unknown_outcome(fresh_ssh_board, make_spec, fast_retry,
+                                                                       retry_log):
+    """paramiko calls a closed channel's exit status ready (-1) whether or not the board sent one.
+    The real sshd closes the channel with no exit-status when the board's shell is killed (an
+    exit-signal, which paramiko drops), as it looks when the link dies mid-command: the command
+    may have run, so it is CommandOutcomeUnknown, never "exited -1"."""
+    import signal
+    import threading
+
+    from harness.errors import CommandOutcomeUnknown
+    from virtual_lab.sshd import _descendants
+
+    token = f"marker-{os.getpid()}-{time.monotonic_ns()}"
+    started = fresh_ssh_board.work_dir / "started"
+    outcome: list[BaseException | object] = []
+    with SshTransport(make_spec(fresh_ssh_board.inventory_entry("car-noexit")), retry=fast_retry) as t:
+        def run() -> None:
+            try:
+                outcome.append(t.shell(["sh", "-c", f": {token}; touch '{started}'; sleep 20"], timeout=60))
+            except BaseException as exc:  # the assertion below looks at it
+                outcome.append(exc)
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        deadline = time.monotonic() + 15
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # The board-side shell sshd started (its command line ends with our `exit $?`), then the rest.
+        shells = _pids_whose_cmdline_holds(token, "exit $?")
+        assert shells, "the board's login shell was not found"
+        rest = [p for shell in shells for p in _descendants(shell)]  # only what that shell started
+        for pid in shells + rest:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        worker.join(30)
+        assert len(outcome) == 1 and isinstance(outcome[0], CommandOutcomeUnknown), outcome
+        assert "car-noexit" in str(outcome[0]) and "without an exit status" in str(outcome[0])
+        assert t.shell(["echo", "next"]).stdout == "next\n"
+    assert retry_log() == []
+
+
+_NO_BANNER_CHILD = """
+import logging, socket, sys, threading
+from pathlib import Path
+import yaml
+from harness.inventory import load_inventory
+from harness.transport.retry import RetryPolicy
+from harness.transport.ssh import SshTransport
+
+server = socket.create_server(("127.0.0.1", 0))   # accepts TCP, never says a word
+held = []
+threading.Thread(target=lambda: [held.append(server.accept()) for _ in iter(int, 1)], daemon=True).start()
+root = Path(sys.argv[1])
+if sys.argv[2] == "root-configured":
+    logging.basicConfig()  # as labgrid's client does on its first logging.error
+(root / "known_hosts").write_text("")
+(root / "devices.yaml").write_text(yaml.safe_dump({"devices": [{
+    "name": "car-mute", "transport": "ssh", "soc": "SA8295", "work_dir": "/tmp/car-mute",
+    "ssh": {"host": "127.0.0.1", "port": server.getsockname()[1], "user": "harness",
+            "known_hosts": str(root / "known_hosts")}}]}))
+device = load_inventory(root / "devices.yaml").get("car-mute")
+with SshTransport(device, retry=RetryPolicy(attempts=3, wait_initial=0.01), connect_timeout=1.0) as t:
+    try:
+        t.shell(["true"])
+    except Exception as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("logging_setup", ["unconfigured", "root-configured"])
+def test_a_host_that_never_sends_a_banner_prints_no_paramiko_traceback(tmp_path, logging_setup):
+    """paramiko's transport thread logs a traceback at ERROR (to Python's last-resort handler
+    when nothing configured logging, as in the `harness` command) for a host that accepts TCP
+    but sends no ssh banner. Only the harness's own lines reach the terminal, also when a root
+    handler exists (labgrid's client installs one). A child process: pytest's log capture would
+    hide the last-resort output."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    run = subprocess.run([sys.executable, "-c", _NO_BANNER_CHILD, str(tmp_path), logging_setup], env=env,
+                         capture_output=True, text=True, timeout=120)
+    lines = run.stderr.strip().splitlines()
+    assert "Traceback" not in run.stderr and "paramiko" not in run.stderr, run.stderr
+    assert lines and lines[-1].startswith("harness: car-mute: cannot reach ssh 127.0.0.1:"), run.stderr
+    assert all("car-mute" in ln for ln in lines), run.stderr  # retry notes and the last line, nothing else

@@ -4,6 +4,7 @@ this run, resolve the address its resources publish, release only what this clai
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 
@@ -15,6 +16,7 @@ from harness.lab.labgrid.places import (TAG_PID, TAG_PURPOSE, TAG_RUN, TAG_TOKEN
 from harness.lab.locks import DeviceBusy, wait_longer
 
 _POLL_S = 0.5
+log = logging.getLogger("harness.lab")
 
 
 def resolve_address(device: DeviceSpec, place: str, resources: list[PlaceResource]) -> DeviceSpec:
@@ -186,10 +188,23 @@ class LabgridClaim:
                 pass  # expired already, or the coordinator is gone (it then drops it itself)
 
     def release(self) -> None:
-        name, self._place = self._place, None
-        c = self._coordinator() if (name or self._token) else None
-        if c is None:
+        """Give back what this claim holds. Never raises for the coordinator's fault (gone,
+        restarted): it warns instead, and the next run of this host+user releases a place
+        this run left once this process has ended (`release_dead_runs`)."""
+        name, token = self._place, self._token
+        if not (name or token):
             return
+        try:
+            self._release(name)
+        except LabgridError as exc:
+            self._place = self._token = None
+            left = f"place {name}" if name else f"reservation {token}"
+            log.warning("%s: could not release labgrid %s: %s; the next run from this host releases it "
+                        "(or `labgrid-client -p %s release`)", self.device.name, left, exc, name or "PLACE")
+
+    def _release(self, name: str | None) -> None:
+        self._place = None
+        c = self._coordinator()
         if name:
             p = c.place(name)
             # Ours only while it is still held by us for this run: never someone else's hold.

@@ -58,6 +58,14 @@ class Coordinator:
             future.cancel()
             raise LabgridError(f"labgrid coordinator {self.address} did not answer within {timeout:.0f} s; "
                                "check that it runs and is reachable") from None
+        except HarnessError:
+            raise
+        except Exception as exc:
+            if not _coordinator_fault(exc):
+                raise
+            # The session's stream broke (coordinator killed or restarted): a lab fault.
+            raise LabgridError(f"labgrid coordinator {self.address} went away ({type(exc).__name__}: "
+                               f"{_details(exc)}); check that it runs, then run again") from None
 
     @property
     def alive(self) -> bool:
@@ -81,41 +89,52 @@ class Coordinator:
     async def _call(self, what: str, rpc: str, request: Any) -> Any:
         import grpc  # optional extra (see _running_loop)
 
-        session = self._session
-        if session is None or session.stopping.is_set():
-            raise LabgridError(f"labgrid coordinator {self.address} went away during {what}; "
-                               "check that it runs, then run again")
+        session = self._live(what)
         try:
             response = await getattr(session.stub, rpc)(request)
             await session.sync_with_coordinator()  # our own view includes the change
             return response
         except grpc.aio.AioRpcError as exc:
-            raise RpcRefused(exc.code().name, exc.details() or "") from None
+            code = exc.code().name
+            if code in ("UNAVAILABLE", "CANCELLED", "DEADLINE_EXCEEDED"):  # the link, not a refusal
+                raise LabgridError(f"labgrid coordinator {self.address} went away during {what} "
+                                   f"({code}: {exc.details()}); check that it runs, then run again") from None
+            raise RpcRefused(code, exc.details() or "") from None
+
+    def _live(self, what: str) -> Any:
+        session = self._session
+        if session is None or session.stopping.is_set():
+            raise LabgridError(f"labgrid coordinator {self.address} went away during {what}; "
+                               "check that it runs, then run again")
+        return session
 
     # ---- reading ------------------------------------------------------------------------
     def place(self, name: str) -> PlaceState | None:
         async def read() -> PlaceState | None:
-            await self._session.sync_with_coordinator()
-            p = self._session.places.get(name)
+            session = self._live(f"reading place {name}")
+            await session.sync_with_coordinator()
+            p = session.places.get(name)
             return None if p is None else _state(p)
 
         return self._run(read())
 
     def places(self) -> list[PlaceState]:
         async def read() -> list[PlaceState]:
-            await self._session.sync_with_coordinator()
-            return [_state(p) for p in self._session.places.values()]
+            session = self._live("reading places")
+            await session.sync_with_coordinator()
+            return [_state(p) for p in session.places.values()]
 
         return self._run(read())
 
     def resources(self, place_name: str) -> list[PlaceResource]:
         """The resources a place matches (named as the place's matches rename them)."""
         async def read() -> list[PlaceResource]:
-            place = self._session.places.get(place_name)
+            session = self._live(f"reading the resources of {place_name}")
+            place = session.places.get(place_name)
             found: list[PlaceResource] = []
             if place is None:
                 return found
-            for exporter, groups in self._session.resources.items():
+            for exporter, groups in session.resources.items():
                 for group, entries in groups.items():
                     for rname, entry in entries.items():
                         path = (exporter, group, entry.cls, rname)
@@ -204,6 +223,19 @@ class Coordinator:
                 self.cancel_reservation(p.tags[TAG_TOKEN].upper())  # labgrid tokens are A-Z0-9
         except RpcRefused:
             pass  # the place was deleted or the reservation expired meanwhile
+
+
+def _coordinator_fault(exc: BaseException) -> bool:
+    """A broken link to the coordinator (gRPC's errors, a reset socket, a cancelled call)."""
+    from concurrent.futures import CancelledError
+
+    return isinstance(exc, (OSError, CancelledError, asyncio.CancelledError)) \
+        or type(exc).__module__.split(".")[0] == "grpc"
+
+
+def _details(exc: BaseException) -> str:
+    details = getattr(exc, "details", None)
+    return str(details() if callable(details) else exc) or type(exc).__name__
 
 
 class RpcRefused(LabgridError):
