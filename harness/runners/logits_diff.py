@@ -37,11 +37,11 @@ from collections.abc import Mapping, Sequence
 
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+from harness.runners.diff_tools import TOOL, pick_tool, without_engine_text
 from harness.runners.overlay import Overlay, read_remote_config, write_overlay
 from harness.runners.prompts import Prompt, images_of, render_prompt_file
 from harness.transport.base import Transport
 
-TOOL = "llm_logits_diff"
 PROMPT_FILE = "prompt.txt"
 Verdict = Literal["agree", "drift", "disagree", "error"]
 VERDICTS: tuple[str, ...] = ("agree", "drift", "disagree", "error")
@@ -132,7 +132,9 @@ def parse(stdout: str) -> ParsedDiff:
         pending = []
 
     in_rows = False
-    for line in stdout.splitlines():
+    for raw in stdout.splitlines():
+        if (line := without_engine_text(raw)) is None:
+            continue
         if m := _ROW.match(line):
             flush_pending(False)
             out.steps.append(Step(int(m[1]), int(m[2]), int(m[3]), m[4] == "==", _float(m[5]), _float(m[6]),
@@ -386,22 +388,18 @@ class LogitsDiffRunner:
     runtime: ProvisionedRuntime
     model: ProvisionedModel
     keep_run_dirs: bool = False
+    tool_name: str = TOOL  # or TOOL_VL (diff_tools.py), whose B sees the images
 
     @property
     def tool(self) -> str:
-        return posixpath.join(self.runtime.remote_dir, TOOL)
+        return posixpath.join(self.runtime.remote_dir, self.tool_name)
 
     @classmethod
     def if_available(cls, transport: Transport, runtime: ProvisionedRuntime,
                      model: ProvisionedModel) -> LogitsDiffRunner | None:
-        """A runner when the pushed runtime holds llm_logits_diff, else None (one stat)."""
-        if model.kind != "mnn":
-            return None
-        try:
-            st = transport.stat(posixpath.join(runtime.remote_dir, TOOL))
-        except TransportError:
-            return None
-        return cls(transport, runtime, model) if st is not None else None
+        """A runner when the pushed runtime holds llm_logits_diff(_vl), the VL build first."""
+        name = pick_tool(transport, runtime.remote_dir) if model.kind == "mnn" else None
+        return cls(transport, runtime, model, tool_name=name) if name is not None else None
 
     def _config(self, backend: str, overlay: Overlay) -> tuple[str, int | None]:
         name = self.model.configs.get(backend, backend if backend.endswith(".json") else None)
