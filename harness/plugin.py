@@ -44,6 +44,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requires_arch(arch): needs an HTP arch at least this new, e.g. 'v73'")
     config.addinivalue_line("markers", "visual: needs a model with a visual encoder")
     config.addinivalue_line("markers", "qnn: runs on the QNN/HTP backend")
+    config.addinivalue_line("markers", "structural: positions, shapes and chunked equivalence only (`-m structural`, "
+                            "for exports whose text means nothing)")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -60,6 +60,7 @@ from harness.checks.mrope.reference import (
     Text,
     Variant,
     image_llm_grid,
+    image_spans,
     reference_positions,
     smart_resize,
 )
@@ -69,7 +70,7 @@ from harness.checks.mrope.verdict import PositionVerdict, judge_log
 __all__ = [
     "AXIS_NAMES", "CHUNK_LOCAL_BUG", "DECODE_MISMATCH", "LENGTH_MISMATCH", "MALFORMED_DUMP", "MISMATCH",
     "NO_DUMPS", "NO_REFERENCE", "OK", "PAST_END", "POSDBG_TAG", "ROW_INFLATION", "RUN_COUNT",
-    "UNCHECKED_KINDS", "PositionVerdict", "is_warmup", "judge_log", "warmup_count", "SUMMARY_KEYS", "DecodeRule",
+    "UNCHECKED_KINDS", "PositionVerdict", "image_spans", "is_warmup", "judge_log", "warmup_count", "SUMMARY_KEYS", "DecodeRule",
     "EquivalenceResult", "Image", "PosDump", "PositionFinding", "Positions", "Segment", "Text",
     "Variant", "assert_chunked_equivalent", "assert_positions_ok", "check_position_log",
     "check_positions", "chunked_equivalence", "format_posdbg", "image_llm_grid", "parse_posdbg",

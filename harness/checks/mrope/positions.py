@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.checks.mrope.calls import Call, RunRows, account_rows, split_runs
 from harness.checks.mrope.posdbg import PosDump, parse_posdbg, summarize_axis
-from harness.checks.mrope.reference import AXIS_NAMES, Positions
+from harness.checks.mrope.reference import AXIS_NAMES, Positions, image_spans
 
 # Finding kinds
 OK = "ok"
@@ -194,7 +194,7 @@ def _inflation_finding(run_idx: int, rows: RunRows, ref: Positions | None, first
     block = max(c.dump.seq_len for c in prefill)
     where = ""
     if ref is not None:
-        image = _image_spans(ref)
+        image = image_spans(ref)
         inside = [b for b in range(block, n, block) if any(s < b <= e for s, e in image)]
         if inside:
             span = next(f"{s}..{e}" for s, e in image if s < inside[0] <= e)
@@ -223,22 +223,6 @@ def _inflation_finding(run_idx: int, rows: RunRows, ref: Positions | None, first
         + (f"; the first token chunk of {block} tokens was forwarded as {c.dump.all_seq_len + c.real} rows"
            if first_short is not None else "") + f"){where}",
         expected=n, got=rows.prefill_rows, **_where(run_idx, c))
-
-
-def _image_spans(ref: Positions) -> list[tuple[int, int]]:
-    """(vision_start, vision_end) token indexes of each image: runs of equal T position."""
-    spans = []
-    i = 0
-    while i < ref.prompt_len - 1:
-        if ref.t[i + 1] == ref.t[i]:
-            j = i
-            while j + 1 < ref.prompt_len and ref.t[j + 1] == ref.t[i]:
-                j += 1
-            spans.append((i - 1, j + 1))  # start token before the pads, end token after them
-            i = j + 1
-        else:
-            i += 1
-    return spans
 
 
 def check_run(run_idx: int, run: Sequence[PosDump], ref: Positions | None, log: str = "", *,
