@@ -164,8 +164,8 @@ def _of_role(runs: Sequence[ChunkedRun], role: str) -> list[ChunkedRun]:
 
 
 def positions_verdict(runs: Sequence[ChunkedRun], role: str) -> RoleVerdict:
-    """The positions check over a role's runs; each failure names its prompt, chunking and
-    every finding as `[kind] ...`."""
+    """The positions check over a role's runs; one failure line per finding, naming its prompt,
+    chunking and the finding as `[kind] ...`."""
     mine = _of_role(runs, role)
     if not mine:
         return RoleVerdict(skip=f"no {role} chunking for these prompts (see harness/runners/vl_chunks.py chunkings)")
@@ -174,9 +174,8 @@ def positions_verdict(runs: Sequence[ChunkedRun], role: str) -> RoleVerdict:
         why = "; ".join(f"{r.case_id} {r.chunking.label}: {r.positions.findings[0].message}"
                         for r in mine if r.positions.findings)
         return RoleVerdict(skip=f"the [POSDBG] dump cannot decide ({why or 'no dump'})")
-    fails = tuple(f"{r.case_id} {r.chunking.label}:\n" + "\n".join("  " + f.explain(with_hint=False)
-                                                                   for f in r.positions.findings)
-                  for r in decided if r.positions.verdict == "fail")
+    fails = tuple(f"{r.case_id} {r.chunking.label}: {f.explain(with_hint=False)}"
+                  for r in decided if r.positions.verdict == "fail" for f in r.positions.findings)
     return RoleVerdict(failures=fails)
 
 
@@ -185,7 +184,6 @@ def shapes_verdict(runs: Sequence[ChunkedRun], role: str) -> RoleVerdict:
     mine = _of_role(runs, role)
     if not mine:
         return RoleVerdict(skip=f"no {role} chunking for these prompts (see harness/runners/vl_chunks.py chunkings)")
-    fails = tuple(f"{r.case_id} {r.chunking.label}: " + "; ".join(f.explain() for f in r.shape_findings
-                                                                  if f.severity == "error")
-                  for r in mine if any(f.severity == "error" for f in r.shape_findings))
+    fails = tuple(f"{r.case_id} {r.chunking.label}: {f.explain()}"
+                  for r in mine for f in r.shape_findings if f.severity == "error")
     return RoleVerdict(failures=fails)

@@ -112,7 +112,7 @@ def test_mrope_positions_chunked(chunked, role: str, device_record) -> None:  # 
     verdict = vl_chunks.positions_verdict(chunked, role)
     if verdict.skip:
         pytest.skip(verdict.skip)
-    assert not verdict.failures, "mRoPE position check failed:\n" + "\n".join(verdict.failures)
+    assert not verdict.failures, "mRoPE position check failed: " + "\n".join(verdict.failures)
 
 
 @pytest.mark.structural
@@ -123,7 +123,7 @@ def test_runtime_shape_guards_chunked(chunked, role: str, device_record) -> None
     verdict = vl_chunks.shapes_verdict(chunked, role)
     if verdict.skip:
         pytest.skip(verdict.skip)
-    assert not verdict.failures, "shape failure:\n" + "\n".join(verdict.failures)
+    assert not verdict.failures, "shape failure: " + "\n".join(verdict.failures)
 
 
 @pytest.mark.structural
