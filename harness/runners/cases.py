@@ -42,8 +42,10 @@ def write_test_image(path: Path, height: int = 512, width: int = 512) -> Path:
 # Non-square in both orientations on the LLM grid (Qwen3-VL, factor 32: 14 x 7 and 7 x 14): a
 # fault that mixes up h and w shows in one orientation only (docs/posdbg.md#mrope-position-rules).
 IMAGE_SIZES: tuple[tuple[int, int], ...] = ((448, 224), (224, 448))
-# A prompt longer than the compiled chunk with its image first: chunked prefill must carry the
-# image's positions and DeepStack rows across chunks (281 tokens on the tiny Qwen3-VL export).
+# The image prompts' text: with the image it is longer than a 128-token chunk, so every pair
+# whose LLM is chunked (QNN always) carries the image's positions and DeepStack rows across
+# chunks, while the image itself stays inside the first chunk (280 tokens with the 448 x 224
+# image on the tiny Qwen3-VL export; docs/posdbg.md#chunked-prefill).
 LONG_IMAGE_TEXT = ("Look at this small picture here for me, please, and tell me about the shapes and colours you "
                    "can see in it, then write a few words about the red box, the white space around it, and what "
                    "the whole picture might mean to a person who sees it for the first time on a quiet morning at "
@@ -66,13 +68,10 @@ def default_cases(visual: bool, image: Path | None = None,
         if image is None:
             raise HarnessError("image prompts need an image file: pass image=Path(...)")
         for i, (h, w) in enumerate(image_sizes):
-            cases.append(PromptCase(Prompt("Describe the image in one sentence.",
-                                           images=(Image(image, height=h, width=w),), id=_image_id(i, h, w))))
+            cases.append(PromptCase(Prompt(LONG_IMAGE_TEXT, images=(Image(image, height=h, width=w),), id=_image_id(i, h, w))))
     return cases
 
 
 def chunked_image_cases(image: Path, image_sizes: Sequence[tuple[int, int]] = IMAGE_SIZES) -> list[PromptCase]:
-    """Image prompts longer than a 128-token chunk, one per size (ids `long-image`,
-    `long-image-HxW`), for the chunked-prefill runs of a VL export's CPU pair."""
-    return [PromptCase(Prompt(LONG_IMAGE_TEXT, images=(Image(image, height=h, width=w),), id="long-" + _image_id(i, h, w)))
-            for i, (h, w) in enumerate(image_sizes)]
+    """The default image cases, for the chunked-prefill runs of a VL export's CPU pair."""
+    return [c for c in default_cases(True, image, image_sizes) if c.prompt.images]
