@@ -31,8 +31,14 @@ python-deps:
 	@if [ ! -f $(STAMP) ] || [ pyproject.toml -nt $(STAMP) ] || ! (cd / && $(PYTHON) -c \
 	    "import harness, os, sys; sys.exit(os.path.dirname(os.path.realpath(harness.__file__)) != sys.argv[1])" \
 	    "$$(realpath '$(CURDIR)/harness')") 2>/dev/null; then \
-	  echo "pip install -e '.[dev]' ($(CURDIR))"; \
-	  $(PYTHON) -m pip install -q -e '.[dev]' && mkdir -p .make && touch $(STAMP); \
+	  echo "pip install -e '.[dev,executorch]' ($(CURDIR))"; \
+	  $(PYTHON) -m pip install -q -e '.[dev,executorch]' && mkdir -p .make && touch $(STAMP); \
+	fi
+	@# The `executorch` extra (ExecuTorch's real LLM runner, torch's CPU build): the tests run
+	@# the ExecuTorch host lane on it. Installed when missing even where the stamp is fresh.
+	@if ! (cd / && $(PYTHON) -c "from importlib.metadata import version; version('torch'); version('executorch')") >/dev/null 2>&1; then \
+	  echo "pip install -e '.[dev,executorch]' (the executorch extra is missing)"; \
+	  $(PYTHON) -m pip install -q -e '.[dev,executorch]'; \
 	fi
 
 demo: install

@@ -67,3 +67,13 @@ class ArtifactError(HarnessError):
 
 class ProvisionError(HarnessError):
     """Pushing artifacts to a device failed."""
+
+
+class HostWriteError(HarnessError):
+    """A file on the host could not be written (disk full, read-only, no permission); the
+    file at the final path was left as it was (harness/hostfiles.py)."""
+
+
+class OutputPathError(HarnessError):
+    """An output folder or file the user named cannot be used (a parent is a file, the disk
+    is read-only, no permission): a usage error, found before any device is claimed."""

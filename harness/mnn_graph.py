@@ -1,5 +1,6 @@
 """Reading an MNN graph as JSON (`.json`, `.json.gz`, or `.mnn` via the mnn package's converter):
-the one home of the converter call, used by the quantization check and the compiled-IO reader."""
+the one home of the converter call, used by the quantization check and the compiled-IO reader
+(and `write_graph_mnn`, the way back, for a graph whose metadata was rewritten)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,28 @@ def dump_mnn(path: Path) -> dict[str, Any]:
     _validate(graph, path)
     graph["_harness_scale_precision"] = "6 decimals"   # the dump prints floats with %f
     return graph
+
+
+def write_graph_mnn(graph: dict[str, Any], dst: Path) -> Path:
+    """Convert a graph JSON back to an .mnn file at `dst` (the smooth quantizer's last step,
+    docs/mnn-export-layout.md#activation-quantization), through the same converter call."""
+    graph = {k: v for k, v in graph.items() if not k.startswith("_harness")}
+    script = "import sys, _tools; _tools.mnnconvert(['mnnconvert'] + sys.argv[1:])"
+    dst = Path(dst)
+    with tempfile.TemporaryDirectory(prefix="graph-mnn-") as tmp:
+        src, out = Path(tmp) / "graph.json", Path(tmp) / "graph.mnn"
+        src.write_text(json.dumps(graph), encoding="utf-8")
+        proc = subprocess.run([sys.executable, "-c", script, "-f", "JSON", "--modelFile", str(src),
+                               "--MNNModel", str(out), "--bizCode", "MNN"], capture_output=True, text=True,
+                              timeout=300)
+        if not out.is_file() or out.stat().st_size == 0:
+            detail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+            raise ArtifactError(f"{dst}: the mnn converter could not write it ({detail[0]}); "
+                                "is the `mnn` package installed (pip install 'harness[mnn]')?")
+        tmp_dst = dst.with_name(dst.name + ".tmp")
+        tmp_dst.write_bytes(out.read_bytes())
+        tmp_dst.replace(dst)  # a temp name, then renamed: never half a model
+    return dst
 
 
 def _validate(graph: Any, path: Path) -> None:

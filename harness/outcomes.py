@@ -45,6 +45,9 @@ class FailureClass(StrEnum):
     GARBLED = "garbled"
     DRIFT = "drift"  # a content word of the CPU answer replaced
     DISAGREE = "disagree"  # a different answer altogether
+    # Suite checks (harness/suite/) with a class of their own.
+    QUANT_METADATA = "quant-metadata"  # activation quantization of llm.mnn (checks/quant)
+    CHUNKED_PREFILL = "chunked-prefill"  # output depends on the prefill chunk
     # The pytest plugin, when the test itself named no class.
     CHECK_FAILED = "check-failed"
     SETUP_ERROR = "setup-error"

@@ -10,8 +10,10 @@ When the pushed runtime holds MNN's `llm_logits_diff`, run_matrix also compares 
 other than the CPU reference with it, teacher-forced (A = CPU reference, B = the pair), per
 prompt; the verdict is a failure on `disagree` (docs/logits-diff.md).
 
-Both front doors decide a (pair, prompt) with `decide` (the suites' `test_generation`, and
-`matrix_records` for the lab job in harness/lab/jobs.py): the same verdict by construction.
+Both front doors decide a (pair, prompt) with `decide`, through the suites' generation check
+(harness/suite/checks.py, run by suites/support.py and harness/lab/jobs.py): the same verdict
+by construction. `matrix_records` is the same decision over a whole judged matrix, for callers
+outside the suites.
 """
 
 from __future__ import annotations
@@ -163,11 +165,13 @@ def chunked_prefill_check(runner: LlmDemoRunner, prompts: Sequence[Prompt], *, b
 
 
 def pair_skip_reason(pair: str, model: ProvisionedModel, wanted: list[str] | None,
-                     device: DeviceSpec | None = None, runtime: ProvisionedRuntime | None = None) -> str | None:
+                     device: DeviceSpec | None = None, runtime: ProvisionedRuntime | None = None, *,
+                     selection: str = "--backends") -> str | None:
     """Why a backend pair does not run in this session or night (None: it runs); the suites
-    skip with it and the lab job records it, so both front doors give the same reason."""
+    skip with it and the lab job records it, so both front doors give the same reason
+    (`selection`: where `wanted` came from, --backends or the plan's `backends:`)."""
     if wanted is not None and pair not in wanted:
-        return f"backend {pair} not selected (--backends {','.join(wanted)})"
+        return f"backend {pair} not selected ({selection} {','.join(wanted)})"
     if pair not in model.configs:
         return f"backend {pair} has no config in this export (have: {', '.join(model.configs) or 'none'})"
     if uses_qnn(pair):
@@ -279,8 +283,8 @@ class Outcome:
 
 
 def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureClass] = ()) -> Outcome:
-    """THE failure policy of a (pair, prompt); the lab (`matrix_records`) and the suites'
-    `test_generation` both call it, so they give the same verdict by construction.
+    """THE failure policy of a (pair, prompt); both doors call it through the suites' generation
+    check (harness/suite/checks.py), so they give the same verdict by construction.
 
     Failed on a runner failure, a shape error, a position error, a teacher-forced
     disagreement with the CPU reference (or a comparison that compared nothing), garbled

@@ -32,6 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--qnn-sdk", action="store", default=None, help="QNN SDK root (QNN libraries by HTP arch)")
     group.addoption("--backends", action="store", default=None,
                     help="comma-separated backend pairs (visual/llm), e.g. qnn/qnn,cpu/cpu (default: all)")
+    group.addoption("--checks", action="store", default=None,
+                    help="comma-separated checks or groups of the suite to run, e.g. static or "
+                         "export_shapes,runtime_shape_guards (default: all; harness/suite/registry.py)")
     group.addoption("--harness-records", action="store", default=None,
                     help="append one JSON record per device test to this file")
     group.addoption("--lock-dir", action="store", default=None,
@@ -44,8 +47,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requires_arch(arch): needs an HTP arch at least this new, e.g. 'v73'")
     config.addinivalue_line("markers", "visual: needs a model with a visual encoder")
     config.addinivalue_line("markers", "qnn: runs on the QNN/HTP backend")
-    config.addinivalue_line("markers", "structural: positions, shapes and chunked equivalence only (`-m structural`, "
-                            "for exports whose text means nothing)")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

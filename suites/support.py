@@ -1,41 +1,81 @@
-"""Helpers the suites share (plain functions; fixtures live in conftest.py)."""
+"""The pytest door onto a suite (harness/suite/): one test per check of the suite, parametrized
+as the suite lists its testcases, each deciding through `harness.suite.run_check`, the call
+the night's job makes too. A suite's test file is only:
+
+    SUITE = QWEN3_VL
+    globals().update(suite_tests(SUITE))
+"""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Collection
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from harness import pipeline
-from harness.checks.agreement import DriftWarning
-from harness.outcomes import FailureClass
-from harness.provision.types import ProvisionedModel
-from harness.report.records import TestRecord
-
-# Which suite fits which export (model_type from llm_config.json; README "Suites").
-SUITE_MODEL_TYPES: dict[str, tuple[str, ...]] = {"qwen3": ("qwen3",), "qwen3_vl": ("qwen3_vl",)}
+from harness.outcomes import Status
+from harness.suite import Check, Instance, Scope, Suite, case_ids, run_check
+from harness.suite.run import CheckInput
 
 
-def require_model_type(model: ProvisionedModel, suite: str) -> None:
-    """Skip the suite's device tests, with the reason, for an export of another model type."""
-    fits = SUITE_MODEL_TYPES[suite]
-    if model.model_type in fits:
-        return
-    other = next((f"suites/{s}" for s, types in SUITE_MODEL_TYPES.items() if model.model_type in types), None)
-    where = f"; run {other} for it" if other else ""
-    pytest.skip(f"model type is {model.model_type!r} (llm_config.json), not {' or '.join(fits)}: "
-                f"suites/{suite} does not fit this export{where}")
+def selected(suite: Suite, config: pytest.Config) -> Suite:
+    """The suite with only the checks `--checks` names (a check or a group); all without it."""
+    raw = config.getoption("--checks", default=None)
+    words = [w.strip() for w in raw.split(",") if w.strip()] if raw else None
+    try:
+        return suite.select(words)
+    except KeyError as exc:
+        raise pytest.UsageError(f"--checks: {exc.args[0]!r} is not a check of suite {suite.name} "
+                                f"(known: {', '.join(suite.words())})") from None
 
 
-def check_generation(rec: TestRecord, run: pipeline.PairRun, j: pipeline.Judgement, *,
-                     checked_elsewhere: Collection[FailureClass] = ()) -> None:
-    """The (pair, prompt)'s verdict from `pipeline.decide`, the function the lab's records come
-    from too, so the suite and the lab agree by construction (`checked_elsewhere`: classes the
-    suite reports in tests of their own). Its class, message and figures land in the test's
-    record before the test fails; drift that passes is a DriftWarning."""
-    outcome = pipeline.record_outcome(rec, run, j, checked_elsewhere=checked_elsewhere)
-    if outcome.failed:
-        raise AssertionError(f"{j.pair} {j.case.id}: {outcome.failure_class}: {outcome.message}")
-    if outcome.warning is not None:
-        warnings.warn(DriftWarning(outcome.message, j.agreement))
+# The session fixture (suites/conftest.py) that gives each scope's input; a test uses it up
+# front, so the matrix runs in the setup phase and no test's own time holds it.
+INPUT_FIXTURE = {Scope.EXPORT: "export_input", Scope.CELL: "matrix_input", Scope.PAIR: "matrix_input",
+                 Scope.DEVICE: "device_input"}
+
+
+def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
+    def decide(request: pytest.FixtureRequest, device_record: Any, instance: Instance) -> None:
+        chosen: Suite = request.getfixturevalue("suite")
+        inp: CheckInput = request.getfixturevalue(INPUT_FIXTURE[check.scope])
+        verdict = run_check(chosen, check, instance, inp, device_record)
+        if verdict.status is Status.SKIPPED:
+            pytest.skip(verdict.message)
+        if verdict.status is not Status.PASSED:
+            where = f"{instance.pair} {instance.case_id}: " if instance.case_id else ""
+            raise AssertionError(f"{where}{verdict.failure_class}: {verdict.message}")
+        if verdict.warning_object is not None:
+            warnings.warn(verdict.warning_object)
+
+    parametrized = check.scope in (Scope.CELL, Scope.PAIR)
+    if parametrized:
+        def test(request: pytest.FixtureRequest, device_record: Any, instance: Instance) -> None:
+            decide(request, device_record, instance)
+    else:
+        def test(request: pytest.FixtureRequest, device_record: Any) -> None:  # type: ignore[misc]
+            decide(request, device_record, Instance())
+
+    # The scope's input is set up before the test (its setup phase), not inside its call.
+    test = pytest.mark.usefixtures(INPUT_FIXTURE[check.scope])(test)
+    test.__name__ = test.__qualname__ = check.test_name
+    test.__doc__ = check.doc
+    instances = suite.instances(check, visual=bool(suite.visual), case_ids=case_ids(bool(suite.visual)))
+    if parametrized:
+        test = pytest.mark.parametrize("instance", instances, ids=[i.id for i in instances])(test)
+    for mark in check.marks:
+        test = getattr(pytest.mark, mark)(test)
+    test._suite_check = check.name  # type: ignore[attr-defined]  # suites/conftest.py deselects by it
+    return test
+
+
+def suite_tests(suite: Suite) -> dict[str, Any]:
+    """One test function per check, named as the lab names its records (test_<check>), and the
+    session's `suite` fixture (the suite with the `--checks` selection) the conftest's use."""
+
+    @pytest.fixture(scope="session", name="suite")
+    def suite_fixture(pytestconfig: pytest.Config) -> Suite:
+        return selected(suite, pytestconfig)
+
+    return {"suite_fixture": suite_fixture, **{c.test_name: _test_for(suite, c) for c in suite.checks}}

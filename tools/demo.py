@@ -1,17 +1,21 @@
 """`make demo`: the main job against the built-in virtual lab.
 
 1. Starts a virtual OnePlus 13 (real adb server, emulated adbd), writes Qwen3-VL exports, and
-   runs `pytest suites/qwen3_vl` once per scenario: a good export must pass; four broken ones
+   runs `pytest suites/qwen3_vl` once per scenario: a good export must pass; five broken ones
    must fail with the right reason.
-2. Runs a nightly lab job over the default virtual lab (OnePlus 13, SM8650 board, SA8295 car
+2. Runs the other front door, a lab night of suite qwen3_vl on the virtual OnePlus 13 over the
+   same scenario exports, and compares the two doors check by check: the same testcase names
+   and, for each, the same status and failure class (one suite, harness/suite/).
+3. Runs a nightly lab job over the default virtual lab (OnePlus 13, SM8650 board, SA8295 car
    over ssh), each device with the Qwen3-VL export built for its SoC, and writes the JUnit,
-   SQLite history and HTML report.
+   SQLite history and HTML report; its JUnit holds every testcase the pytest run holds.
 Exits 1 when anything did not behave as expected. Everything lands in out/demo/.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -69,6 +73,9 @@ SCENARIOS = (
               Expect("test_generation[cpu/qnn-france]", r"shape"))),
     Scenario("position-bug", "chunk-local mRoPE indexing in QNN/QNN", _position_bug,
              (Expect("test_mrope_positions[qnn/qnn]", r"chunk_local_bug"),)),
+    Scenario("saturated", "MLP Mul ranges copied from an operand", lambda: {"scenario": "activation_saturation"},
+             (Expect("test_quant_metadata", r"inherited from an operand in 28 of 28 blocks"),
+              Expect("test_generation[", r"drift|disagree"))),
 )
 
 
@@ -151,8 +158,9 @@ def run_scenarios(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS, sa
     return outcomes
 
 
-def run_lab_night(out_dir: Path, say: Callable[[str], None] = print) -> bool:
-    """The nightly job over the default virtual lab; True when every device completed and passed."""
+def run_lab_night(out_dir: Path, say: Callable[[str], None] = print, pytest_names: set[str] | None = None) -> bool:
+    """The nightly job over the default virtual lab; True when every device completed with
+    nothing failing and (given `pytest_names`) its JUnit holds every one of those testcases."""
     import yaml
 
     from harness.lab import jobs
@@ -171,7 +179,7 @@ def run_lab_night(out_dir: Path, say: Callable[[str], None] = print) -> bool:
         plan_path.write_text(yaml.safe_dump({
             "name": "demo-night", "tags": ["virtual"],
             "models": {"qwen3-vl": {"path": str(out_dir / "exports" / "{htp_arch}")}},
-            "suites": [{"name": "vl-matrix", "runner": "llm_demo", "models": ["qwen3-vl"]}],
+            "suites": [{"name": "qwen3_vl", "runner": "llm_demo", "models": ["qwen3-vl"]}],
             "options": {"runtime_dir": str(lab.root / "runtimes" / "mnn-{htp_arch}"), "qnn_sdk": str(lab.qnn_sdk_dir),
                         "max_new_tokens": 32, "timeout_s": 120},
             "health": {"min_free_mb": 64},
@@ -180,19 +188,77 @@ def run_lab_night(out_dir: Path, say: Callable[[str], None] = print) -> bool:
         }, sort_keys=False))
         for d in inventory.devices.values():
             lab.runtime_dir(d.htp_arch)
-        night = run_night(load_plan(plan_path), inventory, out_dir / "night", jobs.llm_matrix_job, say=lambda _m: None)
+        night = run_night(load_plan(plan_path), inventory, out_dir / "night", jobs.suite_job, say=lambda _m: None)
     ok = True
     for name, outcome in sorted(night.devices.items()):
         recs = [r for r in night.records() if r.device == name]
         passed = sum(r.status == "passed" for r in recs)
-        good = outcome.status == "completed" and recs and passed == len(recs)
+        bad = [r.name for r in recs if r.status in ("failed", "error")]
+        good = outcome.status == "completed" and recs and not bad
         ok &= bool(good)
         say(f"[{'ok ' if good else 'BAD'}] night {name:<12} {outcome.status:<11} {passed}/{len(recs)} passed "
-            f"in {outcome.wall_s:.1f}s")
+            f"({len(recs) - passed - len(bad)} skipped) in {outcome.wall_s:.1f}s" + (f"; failing: {bad}" if bad else ""))
+    if pytest_names is not None:
+        night_names = {c.get("name", "") for c in ET.parse(night.reports["junit"]).getroot().iter("testcase")}
+        missing = sorted(pytest_names - night_names)
+        ok &= not missing
+        say(f"[{'ok ' if not missing else 'BAD'}] night JUnit holds {len(pytest_names - set(missing))} of the "
+            f"{len(pytest_names)} testcases of the pytest run" + (f"; missing: {missing}" if missing else ""))
     for kind in ("junit", "history", "html"):
         if kind in night.reports:
             say(f"      {kind}: {night.reports[kind]}")
     return ok
+
+
+Verdicts = dict[str, tuple[str, str]]  # testcase name -> (status, failure class)
+
+
+def pytest_verdicts(out_dir: Path, scenario: str) -> Verdicts:
+    """A scenario's pytest records (--harness-records), by JUnit testcase name."""
+    out: Verdicts = {}
+    for line in (out_dir / f"{scenario}.records.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        out[rec["name"].rsplit("::", 1)[-1]] = (rec["status"], rec.get("failure_class") or "")
+    return out
+
+
+def run_doors_night(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS) -> dict[str, Verdicts]:
+    """The lab door onto the same scenario exports run_scenarios wrote: one night of suite
+    qwen3_vl on the virtual OnePlus 13, one plan model per scenario. Verdicts per scenario."""
+    import yaml
+
+    from harness.lab import jobs
+    from harness.lab.plan import load_plan
+    from harness.lab.scheduler import run_night
+    from virtual_lab.lab import VirtualLab, default_devices
+
+    with VirtualLab(out_dir / "doors-lab", [default_devices()[0]]) as lab:
+        plan_path = out_dir / "doors.yaml"
+        plan_path.write_text(yaml.safe_dump({
+            "name": "doors", "devices": ["oneplus13"],
+            "models": {sc.name: {"path": str(out_dir / "exports" / sc.name)} for sc in scenarios},
+            "suites": [{"name": "qwen3_vl", "models": [sc.name for sc in scenarios]}],
+            "options": {"runtime_dir": str(lab.runtime_dir("v79")), "qnn_sdk": str(lab.qnn_sdk_dir),
+                        "timeout_s": 300},
+            "locks": {"dir": str(out_dir / "doors-locks"), "wait_s": 30},
+        }, sort_keys=False))
+        night = run_night(load_plan(plan_path), lab.inventory, out_dir / "doors-night", jobs.suite_job,
+                          say=lambda _m: None, history_db=out_dir / "doors-history.sqlite")
+    out: dict[str, Verdicts] = {sc.name: {} for sc in scenarios}
+    for rec in night.records():
+        scenario = rec.model.split(" (", 1)[0]
+        if scenario in out:
+            out[scenario][rec.name] = (rec.status, rec.failure_class or "")
+    return out
+
+
+def compare_doors(pytest_side: Verdicts, lab_side: Verdicts) -> list[str]:
+    """Every difference between the doors, check by check (empty: they agree)."""
+    problems = [f"{n}: only in the pytest run" for n in sorted(set(pytest_side) - set(lab_side))]
+    problems += [f"{n}: only in the lab night" for n in sorted(set(lab_side) - set(pytest_side))]
+    problems += [f"{n}: pytest {pytest_side[n]}, lab {lab_side[n]}" for n in sorted(set(pytest_side) & set(lab_side))
+                 if pytest_side[n] != lab_side[n]]
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,7 +271,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ndemo: {sum(o.as_expected for o in outcomes)}/{len(outcomes)} scenarios behaved as expected; "
           f"JUnit in {args.out}\n")
     if not args.no_night:
-        night_ok = run_lab_night(Path(args.out) / "lab-night")
+        lab_side = run_doors_night(Path(args.out))
+        for o in outcomes:
+            problems = compare_doors(pytest_verdicts(Path(args.out), o.scenario.name), lab_side[o.scenario.name])
+            good &= not problems
+            print(f"[{'ok ' if not problems else 'BAD'}] doors {o.scenario.name:<16} pytest and lab night agree on "
+                  f"{len(lab_side[o.scenario.name]) - len(problems)} testcases" + "".join(f"\n       {p}" for p in problems))
+        names = set(pytest_verdicts(Path(args.out), SCENARIOS[0].name))
+        night_ok = run_lab_night(Path(args.out) / "lab-night", pytest_names=names)
         print(f"\ndemo: lab night {'delivered every result' if night_ok else 'did NOT go as expected'}")
         good &= night_ok
     return 0 if good else 1

@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from harness.inventory import Inventory
+from harness.inventory import DeviceSpec, Inventory
 from harness.lab.exitcodes import ExitCode, for_night
-from harness.lab.plan import RUNNERS, PlanError, load_plan
+from harness.lab.plan import RUNNERS, Plan, PlanError, load_plan
 from harness.lab.scheduler import DeviceContext, run_night
 from harness.report.records import TestRecord
 
 
-def plan_job(ctx: DeviceContext) -> Iterable[TestRecord]:
-    """The job for one plan entry, chosen by the suite's runner."""
-    if ctx.entry.suite.runner == "llm_demo":
-        from harness.lab.jobs import llm_matrix_job
+class PlanJob:
+    """The job for each plan entry, chosen by the suite's runner; the suites' checks that need
+    no device are run once per export before any claim (harness/lab/jobs.py SuiteJob)."""
 
-        return llm_matrix_job(ctx)
-    raise PlanError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r}: runner {ctx.entry.suite.runner!r} has no lab "
-                    f"job yet (lab jobs exist for: {', '.join(RUNNERS)}); run it with pytest suites/")
+    def __call__(self, ctx: DeviceContext) -> Iterable[TestRecord]:
+        if ctx.entry.suite.runner == "llm_demo":
+            from harness.lab.jobs import llm_matrix_job
+
+            return llm_matrix_job(ctx)
+        raise PlanError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r}: runner {ctx.entry.suite.runner!r} has no "
+                        f"lab job yet (lab jobs exist for: {', '.join(RUNNERS)}); run it with pytest suites/")
+
+    def export_records(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> list[TestRecord]:
+        from harness.lab.export_checks import export_check_records
+
+        return export_check_records(plan, devices, run_id=run_id)
+
+
+plan_job = PlanJob()
 
 
 def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_dir: str | None = None,
@@ -38,5 +50,7 @@ def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_d
             print(f"  report {kind}: {path}")
     for reg in result.regressions:
         print(f"  regression: {reg.describe()}")
+    for problem in result.report_problems:
+        print(f"harness: {problem}", file=sys.stderr, flush=True)
     print(result.counts.line(), flush=True)
     return for_night(result, fail_on_regression=fail_on_regression)

@@ -5,8 +5,9 @@ per-device worker (`worker.py`) and the night's reports (`night_reports.py`) sha
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 from pathlib import Path
 
 from harness.inventory import DeviceSpec
@@ -57,6 +58,14 @@ class DeviceContext:
 
 
 JobFn = Callable[[DeviceContext], Iterable[TestRecord]]
+
+
+@runtime_checkable
+class ExportChecks(Protocol):
+    """A job that also has checks needing no device: the night asks it for their records once,
+    before any device is claimed (harness/lab/jobs.py SuiteJob)."""
+
+    def export_records(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> list[TestRecord]: ...
 
 
 @dataclass

@@ -4,11 +4,13 @@
 |------|-----------------------------------------------------------------------------------|
 | 0    | every test passed (skips allowed)                                                 |
 | 1    | a test failed or errored, a device was quarantined or stayed busy (claim wait ran |
-|      | out), a regression was flagged (`--no-fail-on-regression` opts out), or a         |
-|      | command's own work failed (push refused, device offline)                          |
+|      | out), a regression was flagged (`--no-fail-on-regression` opts out), a report     |
+|      | could not be written (disk full), or a command's own work failed (push refused,   |
+|      | device offline)                                                                   |
 | 2    | interrupted (Ctrl-C, SIGTERM)                                                     |
 | 3    | internal error (a harness bug: a Python exception, an `internal-error` record)    |
-| 4    | usage, plan or inventory error (bad option, bad/missing file, unknown key/device) |
+| 4    | usage, plan or inventory error (bad option, bad/missing file, unknown key/device, |
+|      | an output folder that cannot be written, a damaged history database)              |
 | 5    | nothing ran: no device matched the plan                                           |
 
 Precedence for a night: interrupted > internal error > failures > passed. Usage errors from
@@ -20,7 +22,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-from harness.errors import HarnessError, InventoryError
+from harness.errors import HarnessError, InventoryError, OutputPathError
 
 if TYPE_CHECKING:
     from harness.lab.night_reports import NightResult
@@ -47,7 +49,7 @@ def for_error(exc: BaseException) -> ExitCode:
         return ExitCode.INTERRUPTED
     if isinstance(exc, NoDeviceMatched):
         return ExitCode.NO_TESTS_RAN
-    if isinstance(exc, (PlanError, InventoryError, UsageError)):
+    if isinstance(exc, (PlanError, InventoryError, UsageError, OutputPathError)):
         return ExitCode.USAGE_ERROR
     if isinstance(exc, HarnessError):
         return ExitCode.TESTS_FAILED  # the command's work failed (device busy or offline, push refused)
@@ -61,7 +63,7 @@ def for_night(result: NightResult, *, fail_on_regression: bool = True) -> ExitCo
         return ExitCode.INTERRUPTED
     if counts.internal_errors:
         return ExitCode.INTERNAL_ERROR
-    if counts.failed or counts.error or counts.quarantined or counts.busy:
+    if counts.failed or counts.error or counts.quarantined or counts.busy or result.report_problems:
         return ExitCode.TESTS_FAILED
     if fail_on_regression and counts.regressions:
         return ExitCode.TESTS_FAILED

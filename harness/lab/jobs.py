@@ -1,75 +1,136 @@
-"""The lab's job for an llm_demo suite entry: provision the entry's model and runtime on the
-claimed device, run the backend matrix pair by pair through the shared pipeline
-(harness/pipeline.py) and yield one record per (pair, prompt), its verdict from
-`pipeline.decide`, the same function the pytest suites call.
+"""The lab's job for a suite entry: iterate the suite's checks (harness/suite/) on the claimed
+device, each testcase decided by `harness.suite.run_check`, the call the pytest suites make,
+so both doors give the same testcase names, records and verdicts.
+
+The checks that need no device (Scope.EXPORT) are not run here: the night runs them once per
+export before any device is claimed (`SuiteJob.export_records`, lab/export_checks.py). Here:
+provision the entry's model and runtime, run the backend matrix pair by pair through the
+shared pipeline (harness/pipeline.py) with the per-cell and per-pair checks, then the
+per-device checks (chunked prefill).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 
 from harness.errors import HarnessError
-from harness.lab.scheduler import DeviceContext
+from harness.inventory import DeviceSpec
+from harness.lab.context import DeviceContext
+from harness.lab.export_checks import device_path, export_check_records
+from harness.lab.plan import Plan
 from harness.pairs import cpu_first, is_cpu_reference, uses_qnn
-from harness.pipeline import PairRun, judge_matrix, matrix_records, pair_skip_reason, run_matrix
+from harness.pipeline import PairRun, judge_matrix, pair_skip_reason, run_matrix
 from harness.provision import provision_model, provision_runtime
+from harness.provision.types import ProvisionedModel
 from harness.report.records import TestRecord
-from harness.runners.cases import default_cases, write_test_image
+from harness.runners.cases import PromptCase, write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
+from harness.suite import Check, DeviceInput, Instance, MatrixInput, Scope, Suite, run_check, suite_cases
+from harness.suite.run import fit_reason
 
 
-def _device_path(template: str, ctx: DeviceContext) -> Path:
-    return Path(template.format(htp_arch=ctx.device.htp_arch, soc=ctx.device.soc_model, device=ctx.device.name))
+def _record(ctx: DeviceContext, check: Check, instance: Instance, label: str) -> TestRecord:
+    return TestRecord(name=check.testcase(instance), suite=ctx.entry.suite.name, device=ctx.device.name,
+                      soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label)
+
+
+def _matrix_records(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], inp: MatrixInput,
+                    pairs: Sequence[str], case_ids: Sequence[str], label: str) -> Iterator[TestRecord]:
+    """The cell and pair checks' testcases of `pairs`, decided on `inp`."""
+    for check in checks:
+        for inst in suite.instances(check, visual=inp.model.visual, case_ids=case_ids):
+            if inst.pair not in pairs:
+                continue
+            rec = _record(ctx, check, inst, label)
+            if ctx.already_done(rec.name):
+                continue
+            run_check(suite, check, inst, inp, rec)
+            yield rec
 
 
 def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
-    """Provision the entry's model and runtime, run the backend matrix, check, emit records.
+    """The entry's suite on this device: cell, pair and device checks, one record each.
 
     Plan options used: `runtime_dir` (may contain {htp_arch}, {soc}, {device}), `qnn_sdk`,
     `max_new_tokens`, `timeout_s`, `env` (extra environment for the runner); the suite's
-    `backends` select pairs."""
+    `backends` select pairs, its `checks` the checks."""
     options = {**ctx.plan.options, **ctx.entry.model.options, **ctx.entry.suite.options}
     if "runtime_dir" not in options:
         raise HarnessError(f"plan {ctx.plan.name!r}: options.runtime_dir is missing; point it at the folder "
                            "with llm_demo and its libraries (it may use {htp_arch})")
-    sdk = _device_path(str(options["qnn_sdk"]), ctx) if options.get("qnn_sdk") else None
+    suite = ctx.entry.suite.suite
+    on_device = [c for c in suite.checks if c.scope is not Scope.EXPORT]
+    if not on_device:
+        return
+    sdk = device_path(str(options["qnn_sdk"]), ctx.device) if options.get("qnn_sdk") else None
     model = provision_model(ctx.transport, ctx.entry.model.path, qnn_sdk=sdk)
-    # The export says whether it has a visual model (one rule, harness.export), not its pair names.
-    image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if model.visual else None
-    cases = default_cases(model.visual, image)
-    pairs = [p for p in (ctx.entry.suite.backends or tuple(model.configs)) if p in model.configs]
-    if not pairs:
-        raise HarnessError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r} asks for backends "
-                           f"{', '.join(ctx.entry.suite.backends)} but {ctx.entry.model.name} has configs for "
-                           f"{', '.join(model.configs) or 'none'}; fix `backends:` (visual/llm pairs for VL models)")
     label = f"{ctx.entry.model.name} ({model.model_type})"
+    visual = suite.visual if suite.visual is not None else model.visual
+    image = write_test_image(ctx.out_dir / "inputs" / "red-square.png") if visual else None
+    cases = suite_cases(visual, image)
+    case_ids = [c.id for c in cases]
+    wanted = list(ctx.entry.suite.backends) or None
+    if wanted and not any(p in model.configs for p in wanted):
+        raise HarnessError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r} asks for backends "
+                           f"{', '.join(wanted)} but {ctx.entry.model.name} has configs for "
+                           f"{', '.join(model.configs) or 'none'}; fix `backends:` (visual/llm pairs for VL models)")
+    selection = f"`backends:` of suite {ctx.entry.suite.name}"
+    matrix_checks = [c for c in on_device if c.scope in (Scope.CELL, Scope.PAIR)]
+    device_checks = [c for c in on_device if c.scope is Scope.DEVICE]
+    fits = fit_reason(suite, model.model_type) is None
+    all_pairs = suite.pairs(model.visual)
     # The host runs the CPU pairs; its QNN cells are skipped with the reason the suites give.
-    skipped = {p: why for p in pairs if (why := pair_skip_reason(p, model, None, ctx.device)) is not None}
-    for pair, why in skipped.items():
-        for c in cases:
-            name = f"{ctx.entry.suite.name}::{pair}::{c.id}"
-            if not ctx.already_done(name):
-                yield TestRecord(name=name, suite=ctx.entry.suite.name, device=ctx.device.name, status="skipped",
-                                 soc_model=ctx.device.soc_model, model=label, backend_pair=pair, message=why)
-    pairs = [p for p in pairs if p not in skipped]
-    if not pairs:
+    pairs = cpu_first(p for p in all_pairs
+                      if fits and matrix_checks and pair_skip_reason(p, model, wanted, ctx.device) is None)
+
+    def why_not(pair: str) -> str | None:
+        return pair_skip_reason(pair, model, wanted, ctx.device, selection=selection)
+
+    # Testcases of pairs that do not run (and every one when the suite does not fit): skipped.
+    idle = MatrixInput(model, {}, {}, why_not)
+    yield from _matrix_records(ctx, suite, matrix_checks, idle, [p for p in all_pairs if p not in pairs],
+                               case_ids, label)
+    if not fits:
+        for check in device_checks:
+            rec = _record(ctx, check, Instance(), label)
+            if not ctx.already_done(rec.name):
+                run_check(suite, check, Instance(), DeviceInput(None, model), rec)
+                yield rec
+        return
+    if not pairs and not device_checks:
         return
     # The CPU pairs need no QNN library: they are required only when a QNN pair runs.
-    runtime = provision_runtime(ctx.transport, _device_path(str(options["runtime_dir"]), ctx),
-                                qnn_sdk=sdk,
-                                need_qnn=any(uses_qnn(p) for p in pairs),
+    runtime = provision_runtime(ctx.transport, device_path(str(options["runtime_dir"]), ctx.device),
+                                qnn_sdk=sdk, need_qnn=any(uses_qnn(p) for p in pairs),
                                 qnn_sdk_option=f"options.qnn_sdk in {ctx.plan.path}")
-    # CPU/CPU first: the reference every other pair is compared with.
-    pairs = cpu_first(pairs)
     runner = LlmDemoRunner(ctx.transport, runtime, model)
     env = {str(k): str(v) for k, v in dict(options.get("env") or {}).items()}
     max_new_tokens = int(options.get("max_new_tokens", 64))
     timeout = float(options.get("timeout_s", ctx.entry.suite.timeout_s))
-    # Pair by pair, so results arrive as they are made and a retry after a dropped link
-    # re-runs only what was not delivered; the CPU reference is re-run when a later pair needs it.
+    yield from _pairs(ctx, suite, matrix_checks, model, runner, pairs, cases, label,
+                      max_new_tokens=max_new_tokens, timeout=timeout, env=env)
+    for check in device_checks:
+        if ctx.stopping:
+            return
+        rec = _record(ctx, check, Instance(), label)
+        if not ctx.already_done(rec.name):
+            run_check(suite, check, Instance(), DeviceInput(runner, model, image, timeout, env or None), rec)
+            yield rec
+    runner.cleanup()
+
+
+def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], model: ProvisionedModel,
+           runner: LlmDemoRunner, pairs: Sequence[str], cases: Sequence[PromptCase], label: str, *,
+           max_new_tokens: int, timeout: float, env: dict[str, str]) -> Iterator[TestRecord]:
+    """Pair by pair, CPU reference first, so results arrive as they are made and a retry after a
+    dropped link re-runs only what was not delivered; the reference is re-run when a later
+    pair needs it."""
+    case_ids = [c.id for c in cases]
+    names = {p: [c.testcase(i) for c in checks for i in suite.instances(c, visual=model.visual, case_ids=case_ids)
+                 if i.pair == p] for p in pairs}
+
     def done(pair: str) -> bool:
-        return all(ctx.already_done(f"{ctx.entry.suite.name}::{pair}::{c.id}") for c in cases)
+        return all(ctx.already_done(n) for n in names[pair])
 
     reference: dict[str, PairRun] = {}
     for i, pair in enumerate(pairs):
@@ -81,11 +142,24 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
             return
         runs = {**reference, **run_matrix(runner, cases, [pair], max_new_tokens=max_new_tokens, timeout=timeout,
                                           extra_env=env or None)}
-        judged = [j for j in judge_matrix(runs, cases, system=model.system_prompt) if j.pair == pair]
-        for rec in matrix_records(runs, judged, suite=ctx.entry.suite.name, device=ctx.device.name,
-                                  soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label):
-            if not ctx.already_done(rec.name):
-                yield rec
+        judged = {(j.pair, j.case.id): j for j in judge_matrix(runs, cases, system=model.system_prompt)
+                  if j.pair == pair}
+        inp = MatrixInput(model, runs, judged, lambda p: None)
+        yield from _matrix_records(ctx, suite, checks, inp, [pair], case_ids, label)
         if is_reference:
             reference = {pair: runs[pair]}
-    runner.cleanup()
+
+
+class SuiteJob:
+    """The night's job over a plan's suites: `__call__` on a claimed device (llm_matrix_job),
+    `export_records` once per night before any claim (lab/scheduler.py calls it)."""
+
+    def __call__(self, ctx: DeviceContext) -> Iterator[TestRecord]:
+        return llm_matrix_job(ctx)
+
+    def export_records(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> list[TestRecord]:
+        return export_check_records(plan, devices, run_id=run_id)
+
+
+suite_job = SuiteJob()
+__all__ = ["SuiteJob", "llm_matrix_job", "suite_job"]

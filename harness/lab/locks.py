@@ -27,6 +27,17 @@ class DeviceBusy(HarnessError):
     """Another run holds the device and did not let go within the wait."""
 
 
+def wait_longer(purpose: str) -> str:
+    """How the front door that claims for `purpose` is told to wait longer for a busy device."""
+    if purpose == "push":
+        return "pass a longer `--lock-timeout` to `harness push`"
+    if purpose == "pytest":
+        return "pass a longer `--lock-timeout` to pytest"
+    if purpose == "night":
+        return "raise `locks.wait_s` in the plan"
+    return "raise `locks.wait_s` in the plan (`--lock-timeout` for `harness push` and pytest)"
+
+
 @dataclass(frozen=True)
 class LockHolder:
     host: str
@@ -160,8 +171,7 @@ class DeviceLock:
             if time.monotonic() >= deadline:
                 raise DeviceBusy(
                     f"{self.device}: in use by {who}; skipped after waiting {wait_s:.0f} s "
-                    f"(lock {self.lock_path}). Wait for that run, or wait longer (`locks.wait_s` in the plan, "
-                    "`--lock-timeout` for `harness push` and pytest)"
+                    f"(lock {self.lock_path}). Wait for that run, or wait longer: {wait_longer(self.purpose)}"
                 )
             if first and say is not None:
                 say(f"{self.device}: in use by {who}; waiting up to {wait_s:.0f} s")

@@ -1,15 +1,20 @@
 """What a night leaves behind: its result (`NightResult`), the counts the console's last line
 and night.json give (`NightCounts`), night.json itself (`write_meta`, rewritten atomically at
 the start and the end of a night) and the reports: JUnit, the SQLite history with its
-regression check, HTML with plots (`write_night_reports`)."""
+regression check, HTML with plots (`write_night_reports`). Every file is written atomically
+(harness/hostfiles.py); a report that cannot be written is a problem named in the result,
+and the others are still written from the night's records."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.errors import HarnessError
+from harness.hostfiles import write_atomic, write_error
 from harness.inventory import DeviceSpec
 from harness.lab.context import BUSY, INTERNAL_ERROR, QUARANTINED, DeviceOutcome
 from harness.lab.plan import Plan
@@ -60,6 +65,7 @@ class NightResult:
     reports: dict[str, Path] = field(default_factory=dict)  # junit, junit:<device>, history, html
     regressions: list = field(default_factory=list)  # harness.report.history.Regression
     counts: NightCounts = field(default_factory=NightCounts)
+    report_problems: list[str] = field(default_factory=list)  # reports that could not be written
 
     def records(self) -> list[TestRecord]:
         """This night's records. records.jsonl is appended to (an --out folder reused night after
@@ -79,23 +85,57 @@ def write_night_reports(
     perf_drop_pct: float = 15.0,
     min_nights: int = 3,
     record_history: bool = True,
-) -> tuple[dict[str, Path], list]:
+) -> tuple[dict[str, Path], list, list[str]]:
     """JUnit (per device + merged), SQLite history with the regression check, HTML + plots.
-    An interrupted night is reported but not recorded in the history (it would skew baselines)."""
+    An interrupted night is reported but not recorded in the history (it would skew baselines).
+    Each is written on its own: one that fails (a full disk, a history damaged during the
+    night) is a line in the returned problems, and the rest are still written from `records`
+    (the HTML then without trends). Returns (paths, regressions, problems)."""
     from harness.report import html, junit
     from harness.report.history import History
 
     paths: dict[str, Path] = {}
-    paths.update(junit.write_junit(records, out_dir))
-    with History(history_db) as hist:
-        regressions = []
+    problems: list[str] = []
+    regressions: list = []
+    try:
+        paths.update(junit.write_junit(records, out_dir))
+    except (HarnessError, OSError) as exc:
+        problems.append(f"JUnit not written: {_said(exc)}")
+    hist: History | None = None
+    try:
+        hist = History(history_db)
         if record_history:
             hist.add_night(run_id, records, started_at=started_at, plan=plan_name)
             regressions = hist.regressions(run_id, nights=nights, perf_drop_pct=perf_drop_pct, min_nights=min_nights)
         paths["history"] = Path(history_db)
-        paths["html"] = html.write_html(records, out_dir, title=f"{plan_name} - {run_id}", history=hist,
-                                        regressions=regressions)
-    return paths, regressions
+    except (HarnessError, OSError, sqlite3.Error) as exc:
+        problems.append(f"history not updated: {_said(exc, history_db)}; this night's results are in "
+                        f"{out_dir / 'records.jsonl'}")
+        if hist is not None:
+            hist.close()
+        hist = None
+    try:
+        title = f"{plan_name} - {run_id}"
+        try:
+            paths["html"] = html.write_html(records, out_dir, title=title, history=hist, regressions=regressions)
+        except sqlite3.Error as exc:  # the history broke while plotting: the page without trends
+            problems.append(f"trend plots not drawn: {_said(exc, history_db)}")
+            paths["html"] = html.write_html(records, out_dir, title=title, regressions=regressions)
+    except (HarnessError, OSError, sqlite3.Error) as exc:
+        problems.append(f"HTML report not written: {_said(exc)}")
+    finally:
+        if hist is not None:
+            hist.close()
+    return paths, regressions, problems
+
+
+def _said(exc: BaseException, path: Path | None = None) -> str:
+    """One line for a report that failed: a HarnessError's own message, an OSError with its path."""
+    if isinstance(exc, OSError):
+        return str(write_error(Path(exc.filename or path or "?"), exc))
+    if isinstance(exc, sqlite3.Error):
+        return f"{path}: {exc}; move the file aside (`mv {path} {path}.broken`) to start a new history"
+    return str(exc)
 
 
 def write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[DeviceSpec]) -> None:
@@ -106,7 +146,6 @@ def write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[Dev
         "outcomes": {k: asdict(v) for k, v in result.devices.items()},
         "reports": {k: str(v) for k, v in result.reports.items()},
         "counts": asdict(result.counts),
+        "report_problems": list(result.report_problems),
     }
-    tmp = out_dir / "night.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8")
-    os.replace(tmp, out_dir / "night.json")
+    write_atomic(out_dir / "night.json", json.dumps(meta, indent=2))

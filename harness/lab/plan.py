@@ -13,12 +13,17 @@ models:
   smollm2: {path: ../shared/models/smollm2-135m-instruct-mnn-npu16}
 suites:
   - {name: matrix, runner: llm_demo, models: [smollm2], backends: [qnn, cpu]}
+  - {name: qwen3_vl, models: [qwen3-vl], checks: [static, generation]}
 health: {min_free_mb: 256, min_battery_pct: 15, max_battery_temp_c: 45}
 locks: {dir: /srv/lab/locks, wait_s: 600}
 recovery: {reconnect_s: 60, max_faults: 2}
 history: {db: results/history.sqlite, nights: 7, perf_drop_pct: 15}
 options: {runtime_dir: "${LAB_RUNTIMES}/mnn-{htp_arch}", qnn_sdk: "${QNN_SDK_ROOT}", env: {MNN_LOG: "1"}}
 ```
+A suite's name picks its checks (harness/suite/registry.py): `qwen3_vl` and `qwen3` run the
+checks of suites/qwen3_vl and suites/qwen3, any other name the checks that fit every llm_demo
+export (activation quantization, the generation matrix); `checks:` selects some of them by name
+or group (`static`, `structural`).
 Paths may use `$VAR`/`${VAR}` from the environment (an unset one is a plan error) and the
 device fields {htp_arch}, {soc}, {device}; relative paths are taken from the plan's folder.
 Everything a night needs is checked here or, for per-device paths, in `check_models` before
@@ -41,6 +46,7 @@ from harness.errors import HarnessError, InventoryError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy
 from harness.pairs import ALL_NAMES
+from harness.suite import Suite, suite_for
 from harness.validation import check_keys, type_name, typed_get
 
 BACKEND_PAIRS = ALL_NAMES  # every pair name (harness/pairs.py)
@@ -50,7 +56,7 @@ PATH_FIELDS = ("htp_arch", "soc", "device")
 _TOP_KEYS = {"version", "name", "devices", "tags", "repeats", "models", "suites", "health", "locks",
              "recovery", "history", "options"}
 _MODEL_KEYS = {"path", "kind", "options"}
-_SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options"}
+_SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "checks"}
 _HEALTH_KEYS = {"min_free_mb", "min_battery_pct", "max_battery_temp_c", "require_boot_completed"}
 _LOCK_KEYS = {"dir", "wait_s"}
 _RECOVERY_KEYS = {"reconnect_s", "max_faults"}
@@ -99,6 +105,12 @@ class SuiteSpec:
     backends: tuple[str, ...]
     timeout_s: float = 900.0
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    checks: tuple[str, ...] = ()  # check names or groups selected (empty: every check)
+
+    @property
+    def suite(self) -> Suite:
+        """The checks this entry runs: the suite its name picks, with the `checks:` selection."""
+        return suite_for(self.name).select(self.checks)
 
 
 @dataclass(frozen=True)
@@ -258,7 +270,13 @@ def _plan_path(ctx: _Ctx, label: str, raw: str, base: Path) -> tuple[str, bool]:
                        f"use only {', '.join('{' + f + '}' for f in PATH_FIELDS)}")
     path = Path(expanded).expanduser()
     path = path if path.is_absolute() else (base / path)
-    return (str(path) if fields_used else str(path.resolve())), bool(fields_used)
+    if fields_used:
+        return str(path), True
+    try:
+        return str(path.resolve()), False
+    except (RuntimeError, OSError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        raise ctx.fail(label, f"{path} cannot be resolved ({exc}): a symlink loop or an unreadable folder",
+                       "point it at the real folder (fix or remove the link)") from None
 
 
 def _parse_options(ctx: _Ctx, holder: dict, label: str, base: Path) -> dict[str, Any]:
@@ -356,9 +374,15 @@ def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec], base: Path)
         if runner not in RUNNERS:
             raise ctx.fail(f"{label}.runner", f"{runner!r} has no lab job (lab jobs exist for: {', '.join(RUNNERS)})",
                            "use one of them, or run that suite with pytest suites/")
+        checks = _names(ctx, spec, "checks", f"{label}.checks")
+        try:
+            suite_for(name).select(checks)
+        except KeyError as exc:
+            raise ctx.fail(f"{label}.checks", f"{exc.args[0]!r} is not a check of suite {name!r}",
+                           f"use {', '.join(suite_for(name).words())}") from None
         suites.append(SuiteSpec(
             name=name, runner=runner, models=suite_models, backends=backends, timeout_s=float(timeout),
-            options=_parse_options(ctx, spec, f"{label}.options", base),
+            options=_parse_options(ctx, spec, f"{label}.options", base), checks=checks,
         ))
     return tuple(suites)
 

@@ -28,14 +28,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness.errors import HostWriteError
+from harness.hostfiles import prepare_output_dir
 from harness.inventory import Inventory
 from harness.lab.claims import claim_dir
 # The names callers import from here (the lab job's types, the night's result and reports).
 from harness.lab.context import (BUSY, COMPLETED, INTERNAL_ERROR, INTERRUPTED, QUARANTINED,  # noqa: F401
-                                 TRANSPORT_FAULT_CLASSES, DeviceContext, DeviceOutcome, JobFn, SayFn,
-                                 TransportFactory)
+                                 TRANSPORT_FAULT_CLASSES, DeviceContext, DeviceOutcome, ExportChecks, JobFn,
+                                 SayFn, TransportFactory)
 from harness.lab.night_reports import NightCounts, NightResult, write_meta, write_night_reports  # noqa: F401
-from harness.lab.plan import Plan
+from harness.lab.plan import Plan, PlanError
 from harness.lab.worker import DeviceWorker, Night
 from harness.report.records import RecordWriter
 from harness.transport.factory import open_transport
@@ -134,8 +136,11 @@ def run_night(
     """
     devices = plan.select_devices(inventory)
     plan.check_models(devices)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # Faults on the host's side are found here, before any device is claimed.
+    out_dir = prepare_output_dir(out_dir, "output folder (--out)")
+    history_path = Path(history_db or plan.history.db or out_dir.parent / "history.sqlite")
+    if reports:
+        check_history(history_path, plan, history_db)
     stop = stop or threading.Event()
     say = say or _default_say
     run_id = run_id or new_run_id()
@@ -150,6 +155,10 @@ def run_night(
         with RecordWriter(records_path) as writer:
             night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
+            if isinstance(job, ExportChecks) and not stop.is_set():
+                # Checks that need no device: once per export, before any device is claimed.
+                for rec in job.export_records(plan, devices, run_id):
+                    writer.write(rec)
             workers = [DeviceWorker(night, d) for d in devices]
             threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
             say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
@@ -161,13 +170,31 @@ def run_night(
             result.devices = {w.device.name: w.outcome for w in workers}
         result.wall_s = time.monotonic() - started
         if reports:
-            result.reports, result.regressions = write_night_reports(
+            result.reports, result.regressions, result.report_problems = write_night_reports(
                 result.records(), out_dir, run_id=run_id, plan_name=plan.name, started_at=result.started_at,
-                history_db=Path(history_db or plan.history.db or out_dir.parent / "history.sqlite"),
+                history_db=history_path,
                 nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
                 min_nights=plan.history.min_nights, record_history=not result.interrupted,
             )
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
         result.interrupted = stop.is_set()  # a signal during the reports still ends the run as interrupted
-    write_meta(out_dir, result, plan, devices)
+    try:
+        write_meta(out_dir, result, plan, devices)
+    except HostWriteError as exc:  # the start's night.json stays; what arrived is in records.jsonl
+        result.report_problems.append(f"night.json not updated: {exc}")
     return result
+
+
+def check_history(path: Path, plan: Plan, history_db: Path | None = None) -> None:
+    """The history database opens, is whole and takes writes: a usage error (exit 4) naming
+    the file before the night runs, not a lost report after it."""
+    from harness.lab.exitcodes import UsageError
+    from harness.report.history import History, HistoryError
+
+    try:
+        with History(path) as hist:
+            hist.check()
+    except HistoryError as exc:
+        if history_db is None and plan.history.db:
+            raise PlanError(f"{plan.path}: key 'history.db': {exc}") from None
+        raise UsageError(f"history (default: beside the output folder): {exc}") from None

@@ -2,7 +2,9 @@
 
 Only the facts provisioning uses: the `DT_NEEDED` sonames, the interpreter (`PT_INTERP`:
 `/system/bin/linker64` on Android, `/lib64/ld-linux-x86-64.so.2` for glibc) and the machine,
-so the system library folders of the device can be named (docs/runtimes.md).
+so the system library folders of the device can be named (docs/runtimes.md), and whether the
+file runs on the device's CPU at all: its ABI (`abi_of`) against the ABIs the device says it
+runs (`device_abis`: Android's `ro.product.cpu.abilist`, else `uname -m`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,17 @@ ELF_MAGIC = b"\x7fELF"
 # Debian multiarch triplets by e_machine, for the glibc system folders.
 _MULTIARCH = {"EM_X86_64": "x86_64-linux-gnu", "EM_AARCH64": "aarch64-linux-gnu", "EM_386": "i386-linux-gnu",
               "EM_ARM": "arm-linux-gnueabihf"}
+# (e_machine, ELF class) -> the ABI name Android uses in ro.product.cpu.abilist.
+_ABIS = {("EM_AARCH64", 64): "arm64-v8a", ("EM_ARM", 32): "armeabi-v7a", ("EM_X86_64", 64): "x86_64",
+         ("EM_386", 32): "x86", ("EM_RISCV", 64): "riscv64"}
+# Code for another processor than the CPU: Hexagon DSP skeletons (libQnnHtpV79Skel.so).
+OFF_CPU_MACHINES = frozenset({"EM_QDSP6"})
+# `uname -m` -> the ABIs that machine's Linux runs (a 64-bit ARM or x86 kernel usually runs
+# the 32-bit ABI too: only what surely cannot run is refused).
+_UNAME_ABIS = {"aarch64": ("arm64-v8a", "armeabi-v7a"), "arm64": ("arm64-v8a", "armeabi-v7a"),
+               "armv8l": ("armeabi-v7a",), "armv7l": ("armeabi-v7a",), "armv6l": ("armeabi-v7a",),
+               "x86_64": ("x86_64", "x86"), "amd64": ("x86_64", "x86"), "i686": ("x86",), "i586": ("x86",),
+               "i386": ("x86",), "riscv64": ("riscv64",)}
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,31 @@ def read_elf(path: Path) -> ElfInfo:
                             "copy it again from the build output") from None
 
 
+def read_machine(path: Path) -> tuple[str, int]:
+    """(e_machine, ELF class) from the file header alone. ArtifactError for a damaged file."""
+    try:
+        with open(path, "rb") as fh:
+            elf = ELFFile(fh)
+            return str(elf["e_machine"]), elf.elfclass
+    except (ELFError, OSError, ValueError) as exc:
+        raise ArtifactError(f"{path}: cannot read its ELF header ({exc}); is the file truncated? "
+                            "copy it again from the build output") from None
+
+
+def abi_of(machine: str, elf_class: int) -> str:
+    """The ABI an ELF file needs, in Android's spelling (`arm64-v8a`), else its e_machine."""
+    return _ABIS.get((machine, elf_class), f"{machine} ({elf_class}-bit)")
+
+
+def device_abis(abilist: str, abi: str, uname_m: str) -> tuple[str, ...]:
+    """The ABIs a device runs: Android's ro.product.cpu.abilist (ro.product.cpu.abi when the
+    list is empty), else what its `uname -m` runs. Empty: the device did not say."""
+    listed = [a.strip() for a in (abilist or abi).split(",") if a.strip()]
+    if listed:
+        return tuple(dict.fromkeys("armeabi-v7a" if a == "armeabi" else a for a in listed))
+    return _UNAME_ABIS.get(uname_m.strip(), (uname_m.strip(),) if uname_m.strip() else ())
+
+
 def system_lib_dirs(info: ElfInfo) -> tuple[str, ...]:
     """Where the device's dynamic linker finds system libraries for this binary (after
     LD_LIBRARY_PATH): bionic's default paths on Android, the multiarch folders for glibc."""
@@ -78,4 +116,5 @@ def system_lib_dirs(info: ElfInfo) -> tuple[str, ...]:
     return tuple(dict.fromkeys(dirs + [f"/lib{bits}", f"/usr/lib{bits}", "/lib", "/usr/lib", "/usr/local/lib"]))
 
 
-__all__ = ["ELF_MAGIC", "ElfInfo", "is_elf", "read_elf", "system_lib_dirs"]
+__all__ = ["ELF_MAGIC", "ElfInfo", "OFF_CPU_MACHINES", "abi_of", "device_abis", "is_elf", "read_elf", "read_machine",
+           "system_lib_dirs"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from collections.abc import Iterator, Sequence
 
 from harness.errors import ProvisionError
+from harness.hostfiles import user_cache_dir
 
 _LOCK_TIMEOUT_S = 60
 
@@ -29,12 +30,8 @@ _VERSION = 1
 
 
 def default_cache_path() -> Path:
-    """$HARNESS_CACHE_DIR, else $XDG_CACHE_HOME/harness, else ~/.cache/harness."""
-    root = os.environ.get("HARNESS_CACHE_DIR")
-    if not root:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(xdg, "harness")
-    return Path(root) / "hashes.json"
+    """hashes.json in the user's cache folder (harness/hostfiles.py `user_cache_dir`)."""
+    return user_cache_dir() / "hashes.json"
 
 
 def sha256_file(path: Path, progress=None) -> str:

@@ -1,7 +1,9 @@
 """Content manifests: sha256, size and mode per file of a pushed set.
 
-The same format lives in two places: beside the local artifacts (`.harness-manifest.json`,
-what was last provisioned from there) and on the device (`<work_dir>/manifests/...`,
+The same format lives in two places: in the user's cache folder (what was last provisioned
+from a local folder, keyed by that folder's resolved path: `local_manifest_path`; never
+beside the artifacts, since export and runtime folders are read, never written: they are
+often shared, versioned or read-only) and on the device (`<work_dir>/manifests/...`,
 written last and atomically, so it only ever describes files that are fully in place).
 The device copy also records each file's device stamp (inode, mtime as the device reports
 them): comparing stamps is how a re-provision verifies the device without re-reading bytes.
@@ -16,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ProvisionError
+from harness.errors import HostWriteError, ProvisionError
+from harness.hostfiles import user_cache_dir, write_atomic
 
+# The name older harness versions wrote beside an export; such a leftover is never pushed.
 LOCAL_MANIFEST_NAME = ".harness-manifest.json"
 FORMAT = "harness-manifest/1"
 
@@ -97,9 +101,16 @@ class Manifest:
                                  "delete it and provision again") from None
 
 
+def local_manifest_path(root: Path) -> Path:
+    """Where the manifest of what was last provisioned from the local folder `root` is kept:
+    `<user cache>/manifests/<sha256 of its resolved path>.json`."""
+    key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:24]
+    return user_cache_dir() / "manifests" / f"{key}.json"
+
+
 def read_local_manifest(root: Path) -> Manifest | None:
-    """The manifest left beside a local set by the last provisioning, if any and readable."""
-    path = root / LOCAL_MANIFEST_NAME
+    """The manifest of the last provisioning from `root`, if any and readable."""
+    path = local_manifest_path(root)
     try:
         return Manifest.from_json(path.read_text(encoding="utf-8"), str(path))
     except (OSError, ProvisionError):
@@ -107,23 +118,36 @@ def read_local_manifest(root: Path) -> Manifest | None:
 
 
 def write_local_manifest(root: Path, manifest: Manifest) -> Path | None:
-    """Write `.harness-manifest.json` beside the artifacts; None when the folder is read-only
-    (shared model folders often are: the manifest is a convenience, not a requirement)."""
-    path = root / LOCAL_MANIFEST_NAME
+    """Record what was provisioned from `root` in the user's cache folder; None when that
+    cannot be written (the manifest is a convenience, not a requirement)."""
+    path = local_manifest_path(root)
     local = Manifest(kind=manifest.kind, name=manifest.name, files=dict(manifest.files),
-                     remote_dir=manifest.remote_dir, meta=dict(manifest.meta))
+                     remote_dir=manifest.remote_dir, meta={**manifest.meta, "source": os.path.realpath(root)})
     text = local.to_json()
     try:
         if path.exists() and path.read_text(encoding="utf-8") == text:
             return path
-        tmp = root / f"{LOCAL_MANIFEST_NAME}.tmp{os.getpid()}"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    except (OSError, HostWriteError):
         return None
+    _forget_gone_sources(path.parent)
     return path
 
 
+def _forget_gone_sources(folder: Path) -> None:
+    """Drop manifests of folders that no longer exist, so the cache does not grow forever
+    (only when a manifest was written: an unchanged re-provision reads one file)."""
+    for entry in folder.glob("*.json"):
+        try:
+            source = json.loads(entry.read_text(encoding="utf-8")).get("meta", {}).get("source")
+            if isinstance(source, str) and source and not os.path.exists(source):
+                entry.unlink()
+        except (OSError, ValueError, AttributeError):
+            continue  # another process's file mid-write, or not ours: leave it
+
+
 __all__ = [
-    "DeviceStamp", "FileEntry", "LOCAL_MANIFEST_NAME", "Manifest", "read_local_manifest", "write_local_manifest",
+    "DeviceStamp", "FileEntry", "LOCAL_MANIFEST_NAME", "Manifest", "local_manifest_path", "read_local_manifest",
+    "write_local_manifest",
 ]

@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import ArtifactError
+from harness.errors import ArtifactError, ProvisionError
 from harness.inventory import DeviceSpec
 from harness.provision.artifacts import ArtifactFile, list_files
-from harness.provision.elf import is_elf, read_elf, system_lib_dirs
+from harness.provision.elf import OFF_CPU_MACHINES, abi_of, device_abis, is_elf, read_elf, read_machine, system_lib_dirs
 from harness.provision.hashcache import HashCache, default_cache
 from harness.provision.layout import safe_name
 from harness.provision.progress import Progress, make_progress
@@ -78,6 +78,8 @@ class RuntimeBundle:
     # NEEDED sonames found nowhere under the folder: the device's system must provide them.
     system_needed: dict[str, str] = field(default_factory=dict)  # soname -> the file that needs it
     system_dirs: tuple[str, ...] = ()  # where the device's linker looks for them
+    # ELF files that run on the device's CPU (not the DSP's skeletons): name -> (ABI, local path).
+    cpu_abis: dict[str, tuple[str, Path]] = field(default_factory=dict)
 
     @property
     def total_bytes(self) -> int:
@@ -250,22 +252,59 @@ def resolve_runtime(
     chosen[runner] = ArtifactFile(runner, runner_file.path, runner_file.size, runner_file.mode | 0o755)
     return RuntimeBundle(source=src, runner=runner, htp_arch=f"v{arch_num}" if qnn else "",
                          files=tuple(sorted(chosen.values(), key=lambda f: f.rel)), qnn=qnn,
-                         system_needed=system, system_dirs=sys_dirs)
+                         system_needed=system, system_dirs=sys_dirs, cpu_abis=_cpu_abis(chosen, runner))
 
 
-_PRESENT_SCRIPT = 'for f in "$@"; do [ -e "$f" ] && echo "$f"; done; exit 0'
+def _cpu_abis(chosen: dict[str, ArtifactFile], runner: str) -> dict[str, tuple[str, Path]]:
+    """The ABI of every ELF file of the bundle that runs on the CPU. A top-level file with ELF
+    magic but no readable header (a stand-in) is left to the loader, as _needed_closure does."""
+    out: dict[str, tuple[str, Path]] = {}
+    for name, f in sorted(chosen.items()):
+        if not is_elf(f.path):
+            continue
+        try:
+            machine, elf_class = read_machine(f.path)
+        except ArtifactError:
+            if name == runner:
+                raise
+            continue
+        if machine not in OFF_CPU_MACHINES:
+            out[name] = (abi_of(machine, elf_class), f.path)
+    return out
 
 
-def check_system_libs(transport: Transport, bundle: RuntimeBundle) -> None:
-    """Every NEEDED library the bundle does not carry must be in the device's system folders;
-    otherwise a clear error before a byte moves (the run would die in the loader)."""
-    if not bundle.system_needed:
+# One round trip: the ABIs the device runs (marker lines start with "@"), then which of the
+# argv paths exist (absolute paths, one a line). Fixed text; the paths are whole argv elements.
+_DEVICE_SCRIPT = ('if command -v getprop >/dev/null 2>&1; then echo "@abilist=$(getprop ro.product.cpu.abilist)"; '
+                  'echo "@abi=$(getprop ro.product.cpu.abi)"; fi; echo "@uname=$(uname -m 2>/dev/null)"; '
+                  'for f in "$@"; do [ -e "$f" ] && echo "$f"; done; exit 0')
+
+
+def check_device_fit(transport: Transport, bundle: RuntimeBundle) -> None:
+    """Before a byte moves: every ELF file of the bundle is built for an ABI the device runs
+    (ProvisionError naming the file, its ABI and the device's: an x86-64 llm_demo is never
+    pushed to an arm64 phone), and every NEEDED library the bundle does not carry is in the
+    device's system folders (ArtifactError: the run would die in the loader)."""
+    if not bundle.system_needed and not bundle.cpu_abis:
         return
     paths = {name: [posixpath.join(d, name) for d in bundle.system_dirs] for name in bundle.system_needed}
     # Asked through the device's shell, not its file protocol: the shell sees what the runner
     # will see (a sandbox or chroot may show the file protocol another tree).
-    res = transport.quick(["sh", "-c", _PRESENT_SCRIPT, "sh", *[p for ps in paths.values() for p in ps]],
+    res = transport.quick(["sh", "-c", _DEVICE_SCRIPT, "sh", *[p for ps in paths.values() for p in ps]],
                           timeout=60, check=False)
+    marks = dict(line[1:].split("=", 1) for line in res.stdout.split("\n") if line.startswith("@") and "=" in line)
+    runs = device_abis(marks.get("abilist", ""), marks.get("abi", ""), marks.get("uname", ""))
+    wrong = [(name, abi, path) for name, (abi, path) in bundle.cpu_abis.items() if runs and abi not in runs]
+    if wrong:
+        said = "ro.product.cpu.abilist" if marks.get("abilist") or marks.get("abi") else "uname -m"
+        files = "; ".join(f"{path} is built for {abi}" for _, abi, path in wrong[:4])
+        more = f" (and {len(wrong) - 4} more)" if len(wrong) > 4 else ""
+        raise ProvisionError(f"{files}{more}, but {transport.device.name} runs {', '.join(runs)} ({said}); "
+                             f"nothing was pushed. Build {bundle.runner} and its libraries for the device "
+                             "(for a phone: an Android NDK build with ANDROID_ABI=arm64-v8a) or pass that build's "
+                             "folder")
+    if not bundle.system_needed:
+        return
     found = set(res.stdout.split("\n"))
     absent = [name for name, ps in paths.items() if not any(p in found for p in ps)]
     if absent:
@@ -302,7 +341,7 @@ def provision_runtime(
         need_qnn = device.has_htp
     bundle = resolve_runtime(runtime_source, device.htp_arch or None, runner=runner, qnn_sdk=qnn_sdk,
                              online_prepare=online_prepare, need_qnn=need_qnn, qnn_sdk_option=qnn_sdk_option)
-    check_system_libs(transport, bundle)
+    check_device_fit(transport, bundle)
     result: SyncResult = sync_set(
         transport, bundle.files, kind="runtime", name=name or default_runtime_name(bundle.runner, bundle.htp_arch),
         meta={"runner": bundle.runner, "htp_arch": bundle.htp_arch or "cpu-only", "qnn": bundle.qnn,
@@ -316,5 +355,5 @@ def provision_runtime(
         bytes_sent=result.bytes_sent, files_sent=result.files_sent, qnn=bundle.qnn)
 
 
-__all__ = ["BUILD_SYSTEM_NAMES", "RUNNERS", "RunnerSpec", "RuntimeBundle", "check_system_libs", "default_runtime_name",
+__all__ = ["BUILD_SYSTEM_NAMES", "RUNNERS", "RunnerSpec", "RuntimeBundle", "check_device_fit", "default_runtime_name",
            "provision_runtime", "resolve_runtime"]

@@ -154,12 +154,25 @@ def aggregate(records: Iterable[TestRecord]) -> list[dict]:
     return rows
 
 
+class HistoryError(HarnessError):
+    """The history database cannot be opened, read or written (the message names the file)."""
+
+
+def _fix(path: Path) -> str:
+    return (f"move it aside (`mv {path} {path}.broken`) to start a new history, restore it from a backup, "
+            "or point history.db elsewhere")
+
+
 class History:
     """The history database. `History(path)` creates the file and tables when absent."""
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HistoryError(f"{self.path}: cannot create the history's folder ({exc.strerror}); "
+                               "point history.db at a writable folder") from None
         try:
             self.db = sqlite3.connect(str(self.path), timeout=30)
             self.db.execute("PRAGMA foreign_keys = ON")
@@ -171,8 +184,20 @@ class History:
                     self.db.execute(f"ALTER TABLE results ADD COLUMN {column} {kind}")
             self.db.commit()
         except sqlite3.DatabaseError as exc:
-            raise HarnessError(f"{self.path}: not a usable history database ({exc}); "
-                               "point history.db at a new file or restore this one") from None
+            raise HistoryError(f"{self.path}: not a usable history database ({exc}); {_fix(self.path)}") from None
+
+    def check(self) -> None:
+        """Prove the history whole and writable now, before a night runs rather than after
+        it: SQLite's quick_check over every page, and a write lock taken and given back."""
+        try:
+            problems = [str(row[0]) for row in self.db.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError("; ".join([p for p in problems if not p.startswith("***")][:3]))
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.rollback()
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"{self.path}: the history database is damaged or read-only ({exc}); "
+                               f"{_fix(self.path)}") from None
 
     def close(self) -> None:
         self.db.close()

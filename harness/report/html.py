@@ -23,6 +23,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from harness.hostfiles import write_atomic
 from harness.outcomes import FailureClass
 from harness.report.history import History, Regression
 from harness.report.junit import xml_safe
@@ -274,5 +275,4 @@ def write_html(records: Sequence[TestRecord], out_dir: Path, *, title: str, hist
             plots[device] = path.relative_to(out_dir).as_posix()
     page = render_html(records, title=title, regressions=regressions, plots=plots)
     path = out_dir / "report.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    return write_atomic(path, page)

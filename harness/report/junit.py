@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 from junit_xml import TestCase, TestSuite
 
+from harness.hostfiles import write_atomic
 from harness.report.records import TestRecord, teacher_forced_of, by_device
 
 # XML 1.0 forbids these (tab, LF and CR are allowed); surrogates cannot be encoded.
@@ -144,9 +145,9 @@ def write_junit(records: Iterable[TestRecord], out_dir: Path) -> dict[str, Path]
     out_dir = Path(out_dir)
     (out_dir / "junit").mkdir(parents=True, exist_ok=True)
     paths = {"junit": out_dir / "junit.xml"}
-    paths["junit"].write_text(junit_document(records), encoding="utf-8")
+    write_atomic(paths["junit"], junit_document(records))
     for device, recs in by_device(records).items():
         p = out_dir / "junit" / f"{device}.xml"
-        p.write_text(junit_document(recs), encoding="utf-8")
+        write_atomic(p, junit_document(recs))
         paths[f"junit:{device}"] = p
     return paths

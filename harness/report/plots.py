@@ -6,12 +6,14 @@ state, no display needed (safe in worker threads and on headless lab hosts).
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from harness.hostfiles import write_atomic
 from harness.report.history import History
 
 _LABELS = {"decode_tps": "decode tokens/s", "prefill_tps": "prefill tokens/s", "load_s": "load time (s)"}
@@ -47,9 +49,9 @@ def plot_device_trend(history: History, device: str, out_dir: Path, *, nights: i
     axes[-1].set_xticklabels([n[:15] for n in night_order], rotation=30, ha="right", fontsize=7)
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"trend-{_safe_name(device)}.png"
-    fig.savefig(path)
-    return path
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    return write_atomic(out_dir / f"trend-{_safe_name(device)}.png", png.getvalue())
 
 
 def plot_trends(history: History, out_dir: Path, devices: list[str] | None = None, *, nights: int = 30) -> dict[str, Path]:

@@ -14,8 +14,13 @@ prefill, the rest decode.
 
 from __future__ import annotations
 
+import argparse
+import json
+import logging
 import math
+import sys
 import subprocess
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,14 +61,23 @@ def load_rows(etdump: Path, etrecord: Path | None = None, *, qnn: bool = True,
         kwargs["source_time_scale"] = TimeScale.CYCLES
         kwargs["target_time_scale"] = TimeScale.CYCLES
     try:
-        inspector = Inspector(**kwargs)
+        # The Inspector warns about every kwarg and symbol it cannot map back; none of it
+        # changes the rows.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            previous = logging.root.manager.disable
+            logging.disable(logging.WARNING)
+            try:
+                inspector = Inspector(**kwargs)
+                df = inspector.to_dataframe(include_units=True)
+            finally:
+                logging.disable(previous)
     except subprocess.CalledProcessError as exc:
         # ExecuTorch decodes the ETDump with its bundled flatc; observed with 1.5.1: a dump
         # written by a program loaded with a debug buffer fails with "string contains non-utf8
         # bytes" (the same program without one decodes).
         raise HarnessError(f"{etdump}: ExecuTorch's flatc could not decode this ETDump (exit {exc.returncode}); "
                            "profile without a debug buffer / intermediate-output dumping and pull it again") from None
-    df = inspector.to_dataframe(include_units=True)
     return [dict(r) for r in df.to_dict(orient="records")]
 
 
@@ -114,6 +128,42 @@ class EtdumpReport:
     def zero_cost_ops(self) -> list[OpRow]:
         return [r for r in self.ops if r.zero_cost]
 
+    def zero_cost_in(self, phase: str) -> list[OpRow]:
+        """Ops that cost nothing measurable in one phase ("prefill" or "decode"): e.g. XNNPACK
+        reports whole microseconds, so a tiny GEMM reads 0 in every decode call."""
+        idx = 0 if phase == "prefill" else 1
+        return [r for r in self.ops if (vals := self.split(r)[idx]) and all(v == 0 for v in vals)]
+
+    @property
+    def calls(self) -> int:
+        """Method calls in the dump (the longest `raw`)."""
+        return max((len(r.raw) for r in self.rows), default=0)
+
+    def backends(self) -> dict[str, dict[str, float]]:
+        """Per delegate backend: its DELEGATE_CALL time (the whole delegated call, what the
+        method waited for) and its op rows, by phase."""
+        out: dict[str, dict[str, float]] = {}
+        for r in self.rows:
+            if r.name == "DELEGATE_CALL" and r.backend:
+                b = out.setdefault(r.backend, {"calls_time": 0.0, "prefill": 0.0, "decode": 0.0, "ops": 0.0})
+                p, d = self.split(r)
+                b["calls_time"] += r.total
+                b["prefill"] += sum(p)
+                b["decode"] += sum(d)
+        for r in self.delegated:
+            if r.backend:
+                out.setdefault(r.backend, {"calls_time": 0.0, "prefill": 0.0, "decode": 0.0, "ops": 0.0})["ops"] += 1
+        return out
+
+    def method_time(self) -> dict[str, float]:
+        """`Method::execute` time by phase (the whole call, delegated or not)."""
+        pre = dec = 0.0
+        for r in self.rows:
+            if r.name == "Method::execute":
+                p, d = self.split(r)
+                pre, dec = pre + sum(p), dec + sum(d)
+        return {"prefill": pre, "decode": dec}
+
     def copy_share(self) -> float:
         """Share of op time spent in to_copy / (de)quantize conversions (requantization)."""
         total = sum(r.total for r in self.ops)
@@ -144,10 +194,16 @@ class EtdumpReport:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"unit": self.unit, "ops": len(self.ops), "delegated": len(self.delegated),
-                "not_delegated": [r.name for r in self.not_delegated],
-                "zero_cost": [r.name for r in self.zero_cost_ops], "copy_share": self.copy_share(),
-                "phases": self.phase_totals(), "table": self.table(20)}
+        not_delegated = sorted(self.not_delegated, key=lambda r: r.total, reverse=True)
+        return {"unit": self.unit, "calls": self.calls, "prefill_calls": self.prefill_calls, "ops": len(self.ops),
+                "delegated": len(self.delegated), "backends": self.backends(),
+                "delegated_ops": [{"name": r.name, "backend": r.backend, "total": r.total} for r in self.delegated],
+                "not_delegated": [r.name for r in not_delegated],
+                "not_delegated_by_time": [{"name": r.name, "op_types": list(r.op_types), "total": r.total}
+                                          for r in not_delegated],
+                "zero_cost": [r.name for r in self.zero_cost_ops],
+                "zero_cost_decode": [r.name for r in self.zero_cost_in("decode")], "copy_share": self.copy_share(),
+                "phases": self.phase_totals(), "method": self.method_time(), "table": self.table(20)}
 
 
 def _unit_of(row: Mapping[str, Any]) -> str:
@@ -203,3 +259,54 @@ def format_table(report: EtdumpReport, top: int = 20) -> str:
 
 __all__: Sequence[str] = ["EtdumpReport", "OpRow", "analyse_etdump", "analyse_rows", "executorch_available",
                           "format_table", "load_rows"]
+
+
+# ----------------------------------------------------------------------------- CLI
+# CLI: `python -m harness.runners.etdump ETDUMP [--etrecord F] [--json] [--cycles] [--prefill-calls N]`.
+#
+# Prints the per-op analysis of an ETDump through ExecuTorch's Inspector (the `executorch` extra):
+# the delegated ops with their backend, the non-delegated ops by time, ops that cost nothing
+# measurable, and the prefill/decode split (the first `--prefill-calls` calls of the method are
+# the prefill; docs/executorch-runner.md#etdump-and-the-inspector). Without an ETRecord the
+# Inspector still marks delegated ops but cannot name their backend. `--cycles`: a QNN profile
+# (counts in cycles, CYCLES/CYCLES time scales); the default reads a CPU run's ns as ms.
+
+def _text(rep: EtdumpReport, top: int) -> str:
+    j = rep.to_json()
+    lines = [f"{j['calls']} calls ({rep.prefill_calls} prefill), {j['ops']} op rows, {j['delegated']} delegated; "
+             f"time ({rep.unit}): prefill {j['phases']['prefill']:.4g}, decode {j['phases']['decode']:.4g} "
+             f"(Method::execute {j['method']['prefill']:.4g} / {j['method']['decode']:.4g})"]
+    for name, b in j["backends"].items():
+        lines.append(f"backend {name}: {int(b['ops'])} op rows, delegate calls {b['calls_time']:.4g} {rep.unit} "
+                     f"(prefill {b['prefill']:.4g}, decode {b['decode']:.4g})")
+    lines.append("delegated ops: " + (", ".join(f"{d['name']} [{d['backend'] or 'backend unknown: no ETRecord'}]"
+                                                for d in j["delegated_ops"]) or "none"))
+    lines.append("not delegated, by time: " + ", ".join(
+        f"{d['name']} {d['total']:.4g}" for d in j["not_delegated_by_time"][:top]))
+    lines.append("zero cost in every call: " + (", ".join(j["zero_cost"]) or "none"))
+    lines.append("zero cost in decode: " + (", ".join(j["zero_cost_decode"]) or "none"))
+    lines.append(format_table(rep, top))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.runners.etdump", description="Per-op analysis of an ETDump.")
+    ap.add_argument("etdump", help="the ETDump file (.etdp)")
+    ap.add_argument("--etrecord", help="the export's ETRecord (names the delegate backends and op types)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--cycles", action="store_true", help="a QNN profile in cycles (CYCLES/CYCLES time scales)")
+    ap.add_argument("--prefill-calls", type=int, default=1, help="calls of the method that were prefill (default 1)")
+    ap.add_argument("--top", type=int, default=20, help="rows of the table (default 20)")
+    args = ap.parse_args(argv)
+    try:
+        rep = analyse_etdump(Path(args.etdump), Path(args.etrecord) if args.etrecord else None, qnn=args.cycles,
+                             prefill_calls=args.prefill_calls)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(rep.to_json()) if args.json else _text(rep, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

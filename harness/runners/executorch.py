@@ -5,13 +5,18 @@
     stdout carries `PyTorchObserver {json}`; `--output_path` gets prompt+text,
     `--performance_output_path` a single tokens/s number.
   * qnn_executor_runner: `--etdump_path` writes the ETDump that `harness.runners.etdump` reads.
+
+What the runner prints is read by `harness.runners.executorch_output` (the real runner's
+facts); `python -m harness.runners.executorch STDOUT [--stderr F] [--exit-code N] [--json]`
+classifies a captured run (`executorch_cli.py`). On the host, ExecuTorch's real LLM runner
+takes the runner's place (`harness.hostrt.executorch`): it writes no outputs.txt /
+inference_speed.txt, so the text is read from stdout when the file is absent.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
-import re
+import sys
 import tempfile
 import time
 import uuid
@@ -22,45 +27,11 @@ from collections.abc import Mapping, Sequence
 
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedRuntime
+from harness.runners.executorch_output import RunOutput, observer_metrics, parse_observer, parse_run
 from harness.runners.signatures import Classification, SignatureSet, load_signatures
 from harness.transport.base import Transport
 
-_OBSERVER = re.compile(r"^PyTorchObserver (\{.*\})\s*$", re.M)
 EVAL_MODES = {0: "kv", 1: "hybrid", 2: "lookahead"}
-
-
-def parse_observer(stdout: str) -> dict[str, Any] | None:
-    """The last `PyTorchObserver {...}` stats JSON on stdout (None when absent or broken)."""
-    found = _OBSERVER.findall(stdout)
-    for text in reversed(found):
-        try:
-            data = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return data
-    return None
-
-
-def observer_metrics(stats: Mapping[str, Any]) -> dict[str, float | None]:
-    """Derived numbers in seconds/tokens-per-second (the runner's own fields are in ms)."""
-    scale = float(stats.get("SCALING_FACTOR_UNITS_PER_SECOND", 1000) or 1000)
-
-    def span(a: str, b: str) -> float | None:
-        if a in stats and b in stats:
-            return (float(stats[b]) - float(stats[a])) / scale
-        return None
-
-    return {
-        "load_s": span("model_load_start_ms", "model_load_end_ms"),
-        "ttft_s": span("inference_start_ms", "first_token_ms"),
-        "prefill_s": span("inference_start_ms", "prompt_eval_end_ms"),
-        "decode_s": span("prompt_eval_end_ms", "inference_end_ms"),
-        "prompt_tokens": stats.get("prompt_tokens"),
-        "generated_tokens": stats.get("generated_tokens"),
-        "prefill_tok_s": stats.get("prefill_token_per_sec"),
-        "decode_tok_s": stats.get("decode_token_per_sec"),
-    }
 
 
 def parse_inference_speed(text: str) -> float | None:
@@ -140,17 +111,30 @@ class EtRunResult:
     outputs_text: str | None = None
     inference_speed: float | None = None
     files: dict[str, Path] = field(default_factory=dict)  # pulled host copies
+    output: RunOutput | None = None
 
     @property
     def ok(self) -> bool:
         return self.classification.ok
+
+    @property
+    def text(self) -> str:
+        """The generated text: outputs.txt when the runner wrote one, else what stdout shows."""
+        if self.outputs_text is not None:
+            return self.outputs_text
+        return "\n".join(self.output.texts) if self.output else ""
+
+    @property
+    def problems(self) -> list[str]:
+        """What does not add up in the runner's own numbers (executorch_output.parse_run)."""
+        return list(self.output.problems) if self.output else []
 
     def to_json(self) -> dict[str, Any]:
         return {"class": self.classification.cls, "errors": self.classification.errors,
                 "signatures": self.classification.signature_ids, "exit_code": self.exit_code,
                 "stats": self.stats, "metrics": observer_metrics(self.stats) if self.stats else None,
                 "inference_speed": self.inference_speed, "outputs": self.outputs_text,
-                "wall_s": round(self.wall_s, 3)}
+                "problems": self.problems, "wall_s": round(self.wall_s, 3)}
 
 
 @dataclass
@@ -169,14 +153,15 @@ class _Base:
         except TransportError as exc:
             cls = self.signatures.classify(transport_error=str(exc))
             return EtRunResult(argv, "", "", None, False, time.monotonic() - started, cls), False
-        stats = parse_observer(res.stdout)
+        output = parse_run(res.stdout, res.stderr)
+        stats = output.stats
         cls = self.signatures.classify(stdout=res.stdout, stderr=res.stderr, exit_code=res.exit_code,
                                        timed_out=res.timed_out)
         if cls.ok and expect_observer and stats is None:
             msg = "no PyTorchObserver line on stdout (the runner stopped before its report)"
             cls = Classification("runtime-error", msg, cls.matches, [msg])
         return EtRunResult(argv, res.stdout, res.stderr, res.exit_code, res.timed_out, res.duration_s, cls,
-                           stats=stats), True
+                           stats=stats, output=output), True
 
     def _pull(self, remote: str, local_dir: Path) -> Path | None:
         try:
@@ -244,3 +229,12 @@ class QnnExecutorRunner(_Base):
             result.classification = Classification("runtime-error", f"no ETDump at {etdump}",
                                                    result.classification.matches, [f"no ETDump written to {etdump}"])
         return result
+
+
+__all__ = ["EVAL_MODES", "EtRunResult", "LlamaRunConfig", "QnnExecutorRunner", "QnnLlamaRunner", "observer_metrics",
+           "parse_inference_speed", "parse_observer"]
+
+if __name__ == "__main__":
+    from harness.runners.executorch_cli import main
+
+    sys.exit(main())

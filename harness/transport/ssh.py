@@ -136,11 +136,11 @@ def _is_link_fault(exc: BaseException) -> bool:
 
 
 def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float = _CONNECT_TIMEOUT,
-                   section: str = "ssh") -> paramiko.SSHClient:
+                   section: str = "ssh", role: str = "board") -> paramiko.SSHClient:
     """A logged-in paramiko client, the host key checked against `spec.known_hosts` (unknown
     keys refused unless `trust_new_host_key`, @revoked keys refused). Shared by ssh boards and
     ssh tunnels (tunnel.py), so both check host keys the same way. `section` is the
-    devices.yaml key the settings live under, for messages."""
+    devices.yaml key the settings live under, and `role` what the host is ("board", "lab host"), for messages."""
     known = spec.known_hosts or Path.home() / ".ssh" / "known_hosts"
     where = f"{spec.host}:{spec.port}"
     known_name = spec.host if spec.port == 22 else f"[{spec.host}]:{spec.port}"
@@ -173,16 +173,16 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
         client.close()
         raise HostKeyError(
             f"{name}: host key of {where} ({exc.key.get_name()} {fingerprint(exc.key)}) is not in "
-            f"{known}; refusing to connect. Check the fingerprint on the board "
+            f"{known}; refusing to connect. Check the fingerprint on the {role} "
             f"(`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then add it with "
             f"`ssh-keyscan -p {spec.port} {spec.host} >> {known}` or set `trust_new_host_key: true` under "
             f"`{section}:` in {inventory} once") from None
     except paramiko.BadHostKeyException as exc:
         client.close()
         raise HostKeyError(
-            f"{name}: host key of {where} CHANGED: the board offers {exc.key.get_name()} "
+            f"{name}: host key of {where} CHANGED: the {role} offers {exc.key.get_name()} "
             f"{fingerprint(exc.key)} but {known} has {fingerprint(exc.expected_key)}. Someone may be "
-            f"intercepting the connection, or the board was re-flashed; if you expected this, remove the "
+            f"intercepting the connection, or the {role} was re-flashed; if you expected this, remove the "
             f"old entry with `ssh-keygen -R '{known_name}' -f {known}` and connect again "
             f"(with `trust_new_host_key: true` to record the new key)") from None
     except paramiko.AuthenticationException as exc:
@@ -198,12 +198,12 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
         key = spec.key or "your default keys/agent"
         raise DeviceUnauthorizedError(
             f"{name}: ssh login as {spec.user}@{where} with {key} was refused ({exc}); "
-            f"add the public key to ~{spec.user}/.ssh/authorized_keys on the board, or fix `{section}.user`/"
+            f"add the public key to ~{spec.user}/.ssh/authorized_keys on the {role}, or fix `{section}.user`/"
             f"`{section}.key` in {inventory}") from None
     except (OSError, EOFError, paramiko.SSHException) as exc:
         client.close()
         raise DeviceOfflineError(
-            f"{name}: cannot reach ssh {where} ({type(exc).__name__}: {exc}); check that the board "
+            f"{name}: cannot reach ssh {where} ({type(exc).__name__}: {exc}); check that the {role} "
             "is powered, on the network and running sshd") from None
     transport = client.get_transport()
     offered = transport.get_remote_server_key() if transport is not None else None
@@ -211,7 +211,7 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
         client.close()
         raise HostKeyError(
             f"{name}: host key of {where} ({offered.get_name()} {fingerprint(offered)}) is marked "
-            f"@revoked in {known}; refusing to connect. Give the board a new host key and record it")
+            f"@revoked in {known}; refusing to connect. Give the {role} a new host key and record it")
     if transport is not None:
         transport.set_keepalive(15)  # notice a dead board during long runs
     return client

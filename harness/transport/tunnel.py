@@ -113,7 +113,7 @@ class SshTunnel:
                 self._client.close()
                 self._client = None
             client = connect_client(self.ssh, name=self.name, inventory=self.inventory,
-                                    timeout=self.connect_timeout, section=self.section)
+                                    timeout=self.connect_timeout, section=self.section, role="lab host")
             self._client = client
             transport = client.get_transport()
             if transport is None:

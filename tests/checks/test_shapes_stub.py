@@ -16,6 +16,7 @@ import pytest
 from harness import compiled_io
 from harness.checks.shapes import ERROR, WARNING, check_export_shapes, main
 from harness.compiled_io import parse_stub, read_compiled_io
+from harness.compiled_io import stub as stub_module
 from virtual_lab.exports import make_qwen3_export, make_qwen3_vl_export, write_sdk_tool
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"
@@ -130,13 +131,13 @@ def test_stub_dump_is_cached_per_path_size_mtime(tmp_path: Path) -> None:
     info = make_qwen3_export(tmp_path / "m", size_mb=SMALL, sidecar=False)
     stub = info.path / "qnn/llm.mnn"
     compiled_io.read_stub(stub, "qnn/llm.mnn")
-    before = compiled_io._dump_cached.cache_info()
+    before = stub_module._dump_cached.cache_info()
     compiled_io.read_stub(stub, "qnn/llm.mnn")
-    after = compiled_io._dump_cached.cache_info()
+    after = stub_module._dump_cached.cache_info()
     assert (after.hits, after.misses) == (before.hits + 1, before.misses)
     os.utime(stub, ns=(stub.stat().st_atime_ns, stub.stat().st_mtime_ns + 10**9))  # "rewritten"
     compiled_io.read_stub(stub, "qnn/llm.mnn")
-    assert compiled_io._dump_cached.cache_info().misses == before.misses + 1
+    assert stub_module._dump_cached.cache_info().misses == before.misses + 1
 
 
 def test_ranks_that_cannot_be_told_are_a_problem_not_a_guess() -> None:

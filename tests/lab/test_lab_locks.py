@@ -39,6 +39,13 @@ def test_second_process_waits_then_skips_naming_the_holder(tmp_path):
             DeviceLock(tmp_path, "dev0", "me").acquire(0.6, say=said.append)
         assert f"pid {proc.pid} run other-run" in str(err.value) and "locks.wait_s" in str(err.value)
         assert len(said) == 1 and "waiting up to" in said[0]
+        # Each front door is told its own knob: a push its --lock-timeout, never the plan's key.
+        with pytest.raises(DeviceBusy) as err:
+            DeviceLock(tmp_path, "dev0", "me", purpose="push").acquire(0.2)
+        assert "pass a longer `--lock-timeout` to `harness push`" in str(err.value)
+        assert "locks.wait_s" not in str(err.value)
+        with pytest.raises(DeviceBusy, match="raise `locks.wait_s` in the plan$"):
+            DeviceLock(tmp_path, "dev0", "me", purpose="night").acquire(0.2)
         # Another device in the same folder is free.
         with DeviceLock(tmp_path, "dev1", "me") as lk:
             lk.acquire(0)

@@ -135,7 +135,7 @@ def test_night_on_a_virtual_lab(vlab_factory, tmp_path):
     assert len(lost) == 1 and lost[0].failure_class == "quarantined"
     assert "did not come back" in night.devices[VICTIM].reason
     assert sorted(r.name for r in victim if r.status == "passed") == [
-        "matrix::cpu::cat", "matrix::cpu::france", "matrix::qnn::france"]
+        "test_generation[cpu-cat]", "test_generation[cpu-france]", "test_generation[qnn-france]"]
     # Locks released.
     assert all(not lock_state(tmp_path / "locks", n).held for n in outcomes)
 

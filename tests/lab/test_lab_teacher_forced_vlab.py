@@ -40,8 +40,9 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
         "locks": {"dir": "locks", "wait_s": 5},
         "recovery": {"reconnect_s": 2, "max_faults": 2},
     }))
-    night = run_night(load_plan(plan_path), inv, tmp_path / "out", jobs.llm_matrix_job)
-    recs = {(r.device, r.backend_pair, r.name.rsplit("::", 1)[-1]): r for r in night.records()}
+    night = run_night(load_plan(plan_path), inv, tmp_path / "out", jobs.suite_job)
+    recs = {(r.device, r.backend_pair, r.name.removesuffix("]").rsplit("-", 1)[-1]): r for r in night.records()
+            if r.name.startswith("test_generation[")}
     details = [(k, r.status, r.failure_class, r.message[:300]) for k, r in recs.items()]
 
     # Healthy: every record passes; the QNN pair was compared teacher-forced and differs a little.
@@ -68,6 +69,14 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
     assert france.extras["agreement"]["reference"] == "The capital of France is Paris."
     assert all(recs[(SATURATED, "cpu", c)].status == "passed" for c in ("france", "cat"))
 
+    # The cause, read before any device time: the saturated export's llm.mnn copies the `up`
+    # operand's range onto every MLP Mul (harness/checks/quant); the healthy one passes.
+    quant = {r.device: r for r in night.records() if r.name == "test_quant_metadata"}
+    assert quant[HEALTHY].status == "passed", quant[HEALTHY].message
+    assert quant[SATURATED].status == "failed" and quant[SATURATED].failure_class == "quant-metadata"
+    assert "inherited from an operand in 28 of 28 blocks (blocks 0-27)" in quant[SATURATED].message
+    assert "before any device was claimed" in quant[SATURATED].message
+
     # JUnit properties carry the comparison.
     xml = JUnitXml.fromfile(str(night.reports["junit"]))
     props = {}
@@ -76,10 +85,10 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
             holder = case._elem.find("properties")
             if holder is not None:
                 props[(suite.name, case.name)] = {p.get("name"): p.get("value") for p in holder}
-    sat = next(v for (s, n), v in props.items() if s == SATURATED and "qnn::france" in n)
+    sat = next(v for (s, n), v in props.items() if s == SATURATED and "[qnn-france]" in n)
     assert sat["teacher_forced"] == "disagree" and sat["teacher_forced_pair"] == "qnn vs cpu"
     assert float(sat["teacher_forced_mean_kl"]) > 1 and sat["teacher_forced_first_disagreement"]
-    ok = next(v for (s, n), v in props.items() if s == HEALTHY and "qnn::france" in n)
+    ok = next(v for (s, n), v in props.items() if s == HEALTHY and "[qnn-france]" in n)
     assert ok["teacher_forced"] == "agree" and ok["teacher_forced_disagreements"].startswith("0/")
 
     # SQLite: per-key teacher-forced metrics for the trend check.

@@ -92,9 +92,17 @@ def test_a_person_holding_a_place_is_waited_for_and_named(lg, coordinators):
     lg.client("-p", "phone2", "acquire", user="alice")
     device = lg.inventory.get("phone2")
     try:
-        with pytest.raises(DeviceBusy, match=r"in use by [^ ]+/alice.*skipped after waiting"):
-            LabgridClaim(device, run_id="night-2", coordinators=coordinators).acquire(1, say=lambda m: None)
+        with pytest.raises(DeviceBusy, match=r"in use by [^ ]+/alice.*skipped after waiting") as busy:
+            LabgridClaim(device, run_id="night-2", coordinators=coordinators,
+                         purpose="night").acquire(1, say=lambda m: None)
         assert _place(lg, "phone2").acquired.endswith("/alice")  # untouched
+        # Never advice to release a place a live run holds: wait, look, release only a dead run's.
+        said = str(busy.value)
+        assert "Wait for that run to end" in said and "`labgrid-client -p phone2 show`" in said
+        assert "release it only if that run is dead" in said and "locks.wait_s" in said
+        with pytest.raises(DeviceBusy, match=r"pass a longer `--lock-timeout` to `harness push`") as busy:
+            LabgridClaim(device, run_id="push-1", coordinators=coordinators, purpose="push").acquire(0.5)
+        assert "locks.wait_s" not in str(busy.value)
         # DeviceClaim makes `say` optional; a labgrid claim waits without one too.
         with pytest.raises(DeviceBusy, match=r"in use by [^ ]+/alice.*skipped after waiting"):
             LabgridClaim(device, run_id="night-2", coordinators=coordinators).acquire(1)

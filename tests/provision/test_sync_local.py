@@ -179,12 +179,62 @@ def test_sha256_verification_rejects_a_corrupted_arrival(transport, qwen3_export
     # with the default size check the same corruption would pass: that is the documented trade
 
 
-def test_local_manifest_written_beside_the_export(transport, qwen3_export, cache):
+def _snapshot(root: Path) -> dict[str, tuple[int, int, bytes | str]]:
+    """Every entry under root, hidden ones too: mode, mtime and content (or link target)."""
+    out: dict[str, tuple[int, int, bytes | str]] = {}
+    for p in sorted([root, *root.rglob("*")]):
+        st = os.lstat(p)
+        body: bytes | str = os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else b""
+        out[p.relative_to(root).as_posix()] = (st.st_mode, st.st_mtime_ns, body)
+    return out
+
+
+def test_local_manifest_goes_to_the_user_cache_and_the_export_is_untouched(transport, qwen3_export, cache,
+                                                                           tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "user-cache"))
+    before = _snapshot(qwen3_export)
     provision_model(transport, qwen3_export, cache=cache, progress=Q)
+    assert _snapshot(qwen3_export) == before  # nothing written beside the export, not even a hidden file
     m = read_local_manifest(qwen3_export)
     assert m is not None and m.name == "qwen3-0.6b" and "llm.mnn.weight" in m.files
     assert m.files["llm.mnn.weight"].sha256 == cache.digest(qwen3_export / "llm.mnn.weight")
     assert not m.device  # device stamps stay on the device
+    assert [p.parent for p in (tmp_path / "user-cache").rglob("*.json")] == [tmp_path / "user-cache" / "manifests"]
+    # Keyed by the resolved path: the same export through a symlink is the same entry.
+    link = tmp_path / "via-link"
+    link.symlink_to(qwen3_export)
+    assert read_local_manifest(link) == m
+
+
+def test_a_read_only_export_provisions_and_stays_byte_identical(tmp_path, qwen3_export):
+    """A real read-only mount (a bind mount in a private namespace, so root cannot write
+    either): provisioning works and leaves the folder as it was."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare(1) is not installed: cannot make a read-only mount")
+    ro = tmp_path / "ro-export"
+    ro.mkdir()
+    before = _snapshot(qwen3_export)
+    child = ("import sys; from pathlib import Path; from harness.provision import NullProgress, provision_model; "
+             "from harness.transport.local import LocalTransport; from tests.provision.conftest import local_device; "
+             "r = provision_model(LocalTransport(local_device(Path(sys.argv[1]))), Path(sys.argv[2]), "
+             "progress=NullProgress()); print(r.files_sent)")
+    script = ('mount --bind "$2" "$3" && mount -o remount,bind,ro "$3" && touch "$3/probe" 2>/dev/null '
+              '&& { echo "the mount is writable"; exit 9; }; exec "$1" -c "$4" "$5" "$3"')
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here ({probe.stderr.strip()})")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "HARNESS_CACHE_DIR": str(tmp_path / "user-cache")}
+    run = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", sys.executable, str(qwen3_export), str(ro),
+                          child, str(tmp_path / "device")], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert int(run.stdout.split()[-1]) == sum(1 for p in qwen3_export.rglob("*") if p.is_file())
+    assert _snapshot(qwen3_export) == before
+    assert list((tmp_path / "user-cache" / "manifests").glob("*.json"))
 
 
 def test_mode_is_kept(transport, tmp_path, cache):

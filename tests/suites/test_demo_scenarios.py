@@ -1,6 +1,9 @@
-"""`make demo`'s scenarios as a test: suites/qwen3_vl passes on a good Qwen3-VL export on the
-virtual OnePlus 13 and fails, for the right reason, on a scripted garbled QNN answer, a missing
-deepstack output, a [3,1,1] placeholder and a chunked-prefill position bug."""
+"""`make demo`'s scenarios as a test, through both front doors. suites/qwen3_vl (pytest) passes
+on a good Qwen3-VL export on the virtual OnePlus 13 and fails, for the right reason, on a
+scripted garbled QNN answer, a missing deepstack output, a [3,1,1] placeholder, a
+chunked-prefill position bug and MLP Mul ranges copied from an operand; then a lab night of
+suite qwen3_vl over the same exports gives every scenario the same testcases with the same
+status and failure class, check by check (one suite, harness/suite/)."""
 
 from __future__ import annotations
 
@@ -8,12 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from tools.demo import SCENARIOS, run_scenarios
+from harness.suite import QWEN3_VL
+from tools.demo import SCENARIOS, compare_doors, pytest_verdicts, run_doors_night, run_scenarios
+
+# Six scenarios through pytest, then one night over them: far beyond the default 300 s per test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    return {o.scenario.name: o for o in run_scenarios(tmp_path_factory.mktemp("demo"), say=lambda _m: None)}
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("demo")
+
+
+@pytest.fixture(scope="module")
+def outcomes(demo_dir: Path):  # type: ignore[no-untyped-def]
+    return {o.scenario.name: o for o in run_scenarios(demo_dir, say=lambda _m: None)}
+
+
+@pytest.fixture(scope="module")
+def lab_side(demo_dir: Path, outcomes):  # type: ignore[no-untyped-def]
+    return run_doors_night(demo_dir)
 
 
 @pytest.mark.parametrize("name", [s.name for s in SCENARIOS])
@@ -33,3 +50,15 @@ def test_broken_exports_fail_only_where_expected(outcomes) -> None:  # type: ign
     assert sorted(outcomes["position-bug"].failed) == ["test_mrope_positions[qnn/qnn]"]
     message = outcomes["position-bug"].failed["test_mrope_positions[qnn/qnn]"]
     assert "prefill chunk 1" in message and "chunk_local_bug" in message
+
+
+@pytest.mark.parametrize("name", [s.name for s in SCENARIOS])
+def test_both_doors_agree_check_by_check(demo_dir: Path, outcomes, lab_side, name: str) -> None:  # type: ignore[no-untyped-def]
+    pytest_side = pytest_verdicts(demo_dir, name)
+    # Every check of the suite is there, in both doors, with every one of its testcases.
+    assert {n.split("[")[0] for n in pytest_side} == {c.test_name for c in QWEN3_VL.checks}
+    assert not compare_doors(pytest_side, lab_side[name]), "\n".join(compare_doors(pytest_side, lab_side[name]))
+    # The comparison is not vacuous: what pytest failed, the night failed with the same class.
+    failed = {n for n, (status, _cls) in pytest_side.items() if status == "failed"}
+    assert failed == set(outcomes[name].failed)
+    assert failed == {n for n, (status, _cls) in lab_side[name].items() if status == "failed"}

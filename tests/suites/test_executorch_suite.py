@@ -25,6 +25,9 @@ def test_executorch_suite_runs_each_exported_format(vlab, tmp_path: Path) -> Non
         [sys.executable, "-m", "pytest", str(REPO / "suites" / "executorch_qnn"), "-q", "-p", "no:cacheprovider",
          "--device", "oneplus13", "--devices-file", str(vlab.devices_yaml), "--model-dir", str(exports),
          "--runtime-dir", str(vlab.runtime_dir("v79", kind="executorch")), "--qnn-sdk", str(vlab.qnn_sdk_dir),
+         # The virtual qnn_executor_runner writes a placeholder, not an ETDump: the real ETDump is
+         # the host lane's (tests/suites/test_executorch_host_lane.py).
+         "--deselect", "suites/executorch_qnn/test_executorch_qnn.py::test_etdump_profile",
          f"--junitxml={junit}"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-2000:]
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
@@ -34,3 +37,4 @@ def test_executorch_suite_runs_each_exported_format(vlab, tmp_path: Path) -> Non
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         assert props["backend_pair"] == f"qnn:{quant}" and float(props["decode_tps"]) > 0
     assert cases["test_quant_format_runs[8a8w]"].find("skipped") is not None
+    assert cases["test_load_failure_is_classified"].find("skipped") is not None  # host runner only

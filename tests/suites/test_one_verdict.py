@@ -1,8 +1,8 @@
-"""The lab and the suites give the same verdict on a (pair, prompt) by construction: one
-judged matrix (every kind of finding the policy knows) goes through the lab's code path
-(`pipeline.matrix_records`) and the suites' (`suites.support.check_generation`, what
-`test_generation` calls) and every record ends with the same status, class, message and
-warning."""
+"""The policy and the suite's generation check give the same verdict on a (pair, prompt): one
+judged matrix (every kind of finding the policy knows) goes through `pipeline.matrix_records`
+(record_outcome over every cell) and through `harness.suite.run_check` with the generation
+check (what both doors call: suites/support.py's test_generation and the night's job) and
+every record ends with the same status, class, message and warning."""
 
 from __future__ import annotations
 
@@ -19,7 +19,21 @@ from harness.report.records import TestRecord
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.prompts import Prompt
-from suites.support import check_generation
+from harness.outcomes import Status
+from harness.suite import MATRIX, QWEN3_VL, Instance, MatrixInput, Suite, run_check
+from harness.suite.registry import GENERATION
+
+
+def check_generation(rec: TestRecord, runs: dict[str, pipeline.PairRun], j: pipeline.Judgement,
+                     suite: Suite = MATRIX) -> None:
+    """The generation testcase as suites/support.py runs it: run_check, then fail or warn."""
+    model = type("Model", (), {"model_type": "qwen3_vl", "visual": True, "configs": {}})()
+    inp = MatrixInput(model, runs, {(j.pair, j.case.id): j}, lambda _p: None)  # type: ignore[arg-type]
+    verdict = run_check(suite, GENERATION, Instance(j.pair, j.case.id), inp, rec)
+    if verdict.status is not Status.PASSED:
+        raise AssertionError(f"{j.pair} {j.case.id}: {verdict.failure_class}: {verdict.message}")
+    if verdict.warning_object is not None:
+        warnings.warn(verdict.warning_object)
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "logits_diff"
 SUMMARY = ("\n#################################\nprompt tokens num = 18\ndecode tokens num = 8\n"
@@ -69,13 +83,13 @@ def _matrix() -> dict[str, pipeline.PairRun]:
     }
 
 
-def _suite_front_door(run: pipeline.PairRun, j: pipeline.Judgement) -> tuple[TestRecord, bool]:
+def _suite_front_door(runs: dict[str, pipeline.PairRun], j: pipeline.Judgement) -> tuple[TestRecord, bool]:
     """What `test_generation` and the plugin make of it: the record, and whether a DriftWarning came."""
     rec = TestRecord(name=f"test_generation[{j.pair}-{j.case.id}]", suite="suite", device="d")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            check_generation(rec, run, j)
+            check_generation(rec, runs, j)
             status = "passed"
         except AssertionError as exc:
             status = "failed"
@@ -95,7 +109,7 @@ def test_the_lab_and_the_suites_give_the_same_verdict_on_every_cell() -> None:
            for r in pipeline.matrix_records(runs, judged, suite="lab", device="d")}
     assert len(lab) == len(judged) == 2 * len(runs)
     for j in judged:
-        suite, warned = _suite_front_door(runs[j.pair], j)
+        suite, warned = _suite_front_door(runs, j)
         assert _verdict(suite) == _verdict(lab[(j.pair, j.case.id)]), (j.pair, j.case.id)
         assert warned == bool(suite.extras.get("warning")), (j.pair, j.case.id)
         assert suite.signature == lab[(j.pair, j.case.id)].signature
@@ -118,7 +132,7 @@ def test_a_cell_with_no_text_fails_on_both_front_doors() -> None:
     runs = {"cpu": _pair("cpu", PARIS, CAT_TEXT)}
     j = pipeline.Judgement("cpu", FRANCE, 0, None, None, None)
     lab = pipeline.matrix_records(runs, [j], suite="lab", device="d")[0]
-    suite, _ = _suite_front_door(runs["cpu"], j)
+    suite, _ = _suite_front_door(runs, j)
     assert _verdict(lab) == _verdict(suite)
     assert lab.status == "failed" and "no text was generated" in lab.message
 
@@ -135,7 +149,7 @@ def test_a_position_finding_fails_the_lab_cell_and_the_suites_position_test_not_
     assert [(r.status, r.failure_class) for r in lab] == [("failed", FailureClass.MROPE_POSITIONS), ("passed", "")]
     for j in judged:
         rec = TestRecord(name="t", suite="s", device="d")
-        check_generation(rec, run, j, checked_elsewhere={FailureClass.MROPE_POSITIONS})  # passes
+        check_generation(rec, runs, j, QWEN3_VL)  # passes: QWEN3_VL reports positions in test_mrope_positions
         assert rec.status == "passed" and rec.failure_class == ""
     assert pipeline.decide(run, judged[0], checked_elsewhere={FailureClass.MROPE_POSITIONS}).deferred == "mrope-positions"
     with pytest.raises(AssertionError, match="chunk_local_bug"):  # what test_mrope_positions asserts

@@ -65,14 +65,18 @@ def test_tunnel_checks_the_host_key_like_an_ssh_board(tunneled_entry, make_spec,
     with pytest.raises(HostKeyError, match=r"CHANGED.*") as info:
         t.shell(["true"])
     assert "op13-via-ssh" in str(info.value)
+    # The host behind a tunnel is a lab host, not a board (issue 21).
+    assert "the lab host offers" in str(info.value) and "lab host was re-flashed" in str(info.value)
+    assert "the board" not in str(info.value)
     t.close()
 
     unknown = fresh_ssh_board.root / "empty_known_hosts"
     unknown.write_text("")
     spec = make_spec(tunneled_entry(known_hosts=str(unknown)))
     t = open_transport(spec, retry=NO_RETRY)
-    with pytest.raises(HostKeyError, match=r"is not in .*adb_server\.via_ssh"):
+    with pytest.raises(HostKeyError, match=r"is not in .*adb_server\.via_ssh") as info:
         t.shell(["true"])
+    assert "fingerprint on the lab host" in str(info.value) and "the board" not in str(info.value)
     t.close()
 
 

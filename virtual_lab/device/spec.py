@@ -3,10 +3,16 @@ and the error a bad spec or a path outside the sandbox raises."""
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 GiB = 1024**3
+# A virtual phone says it is arm64, and its sandbox runs the host's own binaries natively (a
+# real glibc llm_demo, tests/real_runtime): its ABI list names both, as an emulator's does
+# for what it translates. A spec's `props` can narrow it (a strict arm64 phone).
+_HOST_ABI = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64-v8a", "arm64": "arm64-v8a"}
+ABILIST = ",".join(dict.fromkeys(["arm64-v8a", _HOST_ABI.get(platform.machine().lower(), "arm64-v8a")]))
 
 
 class DeviceError(ValueError):
@@ -73,6 +79,7 @@ class VirtualDeviceSpec:
             "ro.product.manufacturer": self.manufacturer,
             "ro.product.brand": self.manufacturer,
             "ro.product.cpu.abi": "arm64-v8a",
+            "ro.product.cpu.abilist": ABILIST,
             "ro.soc.model": self.soc_model,
             "ro.soc.manufacturer": self.soc_manufacturer,
             "ro.board.platform": self.board_platform,

@@ -12,7 +12,8 @@ Layout (Qwen3-VL; the text export has the same minus the visual files and the tw
     config_cpu_llm_qnn_visual.json   CPU LLM / QNN visual
     config_qnn_cpu_visual.json       QNN LLM / CPU visual
     llm_config.json  export_args.json  tokenizer.mtok|tokenizer.txt  embeddings_bf16.bin
-    llm.mnn  llm.mnn.weight  visual.mnn  visual.mnn.weight
+    llm.mnn  llm.mnn.weight  visual.mnn  visual.mnn.weight   (llm.mnn: a small real graph with the
+                                     activation ranges, quant_graph.py)
     qnn/llm.mnn  qnn/graphllm<N>.bin (one per NPU segment; layers+1 by default)
     qnn/visual.mnn  qnn/graphvisual<N>.bin
     qnn/export_manifest.json         the optional sidecar (knob sidecar=True)
@@ -52,6 +53,7 @@ from virtual_lab.exports.configs import (
     manifest,
 )
 from virtual_lab.exports.context import context_header
+from virtual_lab.exports.quant_graph import llm_mnn_bytes
 from virtual_lab.exports.scenarios import derived_faults, scenario_behaviour
 from virtual_lab.exports.spec import ExportSpec, common_knobs, llm_io, parse_sizes, visual_io
 from virtual_lab.exports.stub import graph_io, llm_plugins, stub_bytes, stub_graph, visual_plugins
@@ -153,13 +155,18 @@ def _write_export(dst: Path, spec: ExportSpec, *, missing: Iterable[str],
         used += len(data)
         total += len(data)
 
+    # llm.mnn: a small real graph with the activation ranges (the quant check reads it).
+    graph = llm_mnn_bytes(spec.layers, spec.scenario == "activation_saturation")
+    (dst / "llm.mnn").write_bytes(graph)
+    used += len(graph)
+    total += len(graph)
+
     # Share of the size budget per big file; the last one takes the rounding remainder.
     budget = int(spec.size_mb * (1 << 20))
     llm_bins = [p.path for p in llm_stub_plugins]
     vis_bins = [p.path for p in vis_plugins]
     tok = "tokenizer.mtok" if spec.tokenizer == "mtok" else "tokenizer.txt"
     shares: list[tuple[str, float, bytes]] = [
-        ("llm.mnn", 0.01, _MNN_HEADER),
         (tok, 0.02, _TOKENIZER_TXT_HEADER if spec.tokenizer == "txt" else b"430 4\n"),
         ("embeddings_bf16.bin", 0.15 if spec.is_visual else 0.25, b""),
     ]

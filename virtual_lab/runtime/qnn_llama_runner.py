@@ -3,8 +3,13 @@
 gflags parsing as the real runner (ExecuTorch 1.5: no --kv_updater; an unknown flag prints
 `ERROR: unknown command line flag 'x'` and exits 1), QNN libraries found through the
 binary's rpath ($ORIGIN), LD_LIBRARY_PATH and ADSP_LIBRARY_PATH, answers from
-`virtual_behaviour.json` next to the .pte (pair "qnn/cpu": LLM on QNN, no visual), then
-`PyTorchObserver {json}` on stdout, `--output_path` and `--performance_output_path` files.
+`virtual_behaviour.json` next to the .pte (pair "qnn/cpu": LLM on QNN, no visual), printed as
+ExecuTorch's real LLM runner prints (docs/executorch-runner.md#the-real-runners-output; diffed
+against a real capture in tests/runners/test_executorch_real.py): per prompt the echoed prompt and
+text, `PyTorchObserver {json}` (generated_tokens one less than produced, a rate absent for a 0 ms
+span, model_execution_* the last call, the exact prompt count), `[file.cpp:N] message` log lines
+and the 7-line `[stats.h:175]` summary; then the `--output_path` and
+`--performance_output_path` files (qnn_llama_runner's own).
 qnn_executor_runner writes `--etdump_path` (a placeholder file: a real ETDump needs ExecuTorch).
 """
 
@@ -17,15 +22,10 @@ import sys
 import time
 from typing import Any, Mapping
 
+from harness.hostrt.executorch import LLAMA_FLAGS, FlagError, parse_flags
 from virtual_lab.runtime.devenv import device_facts, die, missing_qnn_libs
 
-LLAMA_FLAGS: dict[str, Any] = {
-    "decoder_model_version": "llama2", "model_path": "kv_llama_qnn.pte", "attention_sink_rope_path": "",
-    "output_path": "outputs.txt", "performance_output_path": "inference_speed.txt", "dump_logits_path": "",
-    "tokenizer_path": "tokenizer.bin", "prompt": [], "tokenized_prompt": "", "system_prompt": "",
-    "temperature": 0.0, "seq_len": 128, "eval_mode": 1, "shared_buffer": False, "num_iters": 1,
-    "ngram": 0, "window": 0, "gcap": 0,
-}
+# qnn_llama_runner's gflags: one table, the host runner's (docs/executorch-runner.md#qnn_llama_runner-flags).
 EXECUTOR_FLAGS: dict[str, Any] = {
     "model_path": "model.pte", "output_folder_path": "outputs", "input_list_path": "input_list.txt",
     "etdump_path": "etdump.etdp", "debug_output_path": "debug_output.bin", "dump_intermediate_outputs": False,
@@ -34,50 +34,31 @@ EXECUTOR_FLAGS: dict[str, Any] = {
 _TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s])")
 
 
-class FlagError(Exception):
-    pass
-
-
-def parse_flags(argv: list[str], spec: Mapping[str, Any]) -> dict[str, Any]:
-    flags = {k: (list(v) if isinstance(v, list) else v) for k, v in spec.items()}
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if not a.startswith("-"):
-            i += 1
-            continue
-        name, eq, value = a.lstrip("-").partition("=")
-        if name not in spec:
-            raise FlagError(f"ERROR: unknown command line flag '{name}'")
-        default = spec[name]
-        if isinstance(default, bool):
-            flags[name] = value.lower() not in ("false", "0", "no") if eq else True
-        else:
-            if not eq:
-                i += 1
-                if i >= len(argv):
-                    raise FlagError(f"ERROR: flag '{name}' is missing its argument")
-                value = argv[i]
-            try:
-                if isinstance(default, list):
-                    flags[name].append(value)
-                elif isinstance(default, int):
-                    flags[name] = int(value)
-                elif isinstance(default, float):
-                    flags[name] = float(value)
-                else:
-                    flags[name] = value
-            except ValueError:
-                raise FlagError(f"ERROR: illegal value '{value}' specified for flag '{name}'") from None
-        i += 1
-    return flags
-
-
 def _log(level: str, where: str, msg: str) -> None:
-    # ET_LOG format: "I 00:00:00.012345 executorch:file.cpp:123] message"
-    t = time.monotonic() % 3600
-    sys.stderr.write(f"{level} 00:{int(t // 60):02d}:{t % 60:09.6f} executorch:{where}] {msg}\n")
+    # ET_LOG as the real runner prints it: "[file.cpp:123] message", no level or time
+    # (docs/executorch-runner.md#the-real-runners-output); `level` is kept for the reader.
+    del level
+    sys.stderr.write(f"[{where}] {msg}\n")
     sys.stderr.flush()
+
+
+def _stats_report(prompt_tokens: int, generated: int, stats: Mapping[str, Any]) -> None:
+    """stats.h's print_report: the 7-line summary after the PyTorchObserver line."""
+    def secs(a: str, b: str) -> float:
+        return (stats[b] - stats[a]) / 1000
+
+    def rate(n: int, s: float) -> float:
+        return n / s if s > 0 else 0.0
+
+    inf, pre, dec = secs("inference_start_ms", "inference_end_ms"), secs("inference_start_ms", "prompt_eval_end_ms"), \
+        secs("prompt_eval_end_ms", "inference_end_ms")
+    _log("I", "stats.h:175", f"\tPrompt Tokens: {prompt_tokens}    Generated Tokens: {generated}")
+    _log("I", "stats.h:181", f"\tModel Load Time:\t\t{secs('model_load_start_ms', 'model_load_end_ms'):f} (seconds)")
+    _log("I", "stats.h:188", f"\tTotal inference time:\t\t{inf:f} (seconds)\t\t Rate: \t{rate(generated, inf):f} (tokens/second)")
+    _log("I", "stats.h:197", f"\t\tPrompt evaluation:\t{pre:f} (seconds)\t\t Rate: \t{rate(prompt_tokens, pre):f} (tokens/second)")
+    _log("I", "stats.h:207", f"\t\tGenerated {generated} tokens:\t{dec:f} (seconds)\t\t Rate: \t{rate(generated, dec):f} (tokens/second)")
+    _log("I", "stats.h:219", f"\tTime to first generated token:\t{secs('inference_start_ms', 'first_token_ms'):f} (seconds)")
+    _log("I", "stats.h:225", f"\tSampling time over {prompt_tokens + generated} tokens:\t{stats['aggregate_sampling_time_ms'] / 1000:f} (seconds)")
 
 
 def _check_libs(build: Mapping[str, Any], prog: str) -> bool:
@@ -120,60 +101,74 @@ def llama_main(argv: list[str], build: Mapping[str, Any]) -> int:
             return 1
     load_start = int(time.time() * 1000)
     if not _check_libs(build, argv[0]):
-        _log("E", "runner.cpp:141", "Failed to load method forward: QNN backend init error 0x14")
+        _log("E", "QnnBackend.cpp:80", "Failed to initialize QNN backend for kHtpBackend.")
+        _log("E", "text_decoder_runner.h:52", "Failed to load method 'forward'. Check available methods in the model.")
         return 1
     from virtual_lab import exports
 
     behaviour = _behaviour(flags["model_path"])
     load_end = load_start + 850
+    _log("I", "llm_runner_helper.cpp:294", "Using method: forward")
     outputs: list[str] = []
-    prompt_tokens = generated = 0
-    prefill_ms = decode_ms = 0.0
-    for it in range(max(1, flags["num_iters"])):
+    clock = load_end
+    speed_tokens = speed_span = 0
+    last_prompt_tokens = 0
+    last_prefill_ms = 0
+    for _ in range(max(1, flags["num_iters"])):
         for prompt in prompts:
             ans = exports.resolve_answer(behaviour, prompt, exports.PAIR_QNN_CPU)
-            n_prompt = len(_TOKEN_RE.findall(flags["system_prompt"] + " " + prompt)) + 8
+            # The tokenizer's exact count (the real runner adds nothing).
+            n_prompt = len(_TOKEN_RE.findall(flags["system_prompt"] + " " + prompt))
             budget = max(0, flags["seq_len"] - n_prompt)
+            _log("I", "text_llm_runner.cpp:201", f"Max new tokens resolved: {budget}, given pos_ {n_prompt}, "
+                 f"num_prompt_tokens {n_prompt}, max_context_len {flags['seq_len']}")
             tokens = _TOKEN_RE.findall(ans.text)[:budget]
             if ans.fault in ("crash", "abort", "hang"):
                 sys.stdout.write("".join(tokens[: len(tokens) // 2]))
                 die(ans.fault)
             if ans.fault is not None:
                 _log("E", "QnnExecuTorchBackend.cpp:211", "Fail to execute graph")
-                _log("E", "runner.cpp:310", "Failed to run prefill: 0x1")
+                _log("E", "text_prefiller.cpp:96", "Failed to run prefill: 0x1")
                 return 1
+            sys.stdout.write(prompt)
             for tok in tokens:
                 sys.stdout.write(tok)
                 sys.stdout.flush()
             sys.stdout.write("\n")
             outputs.append(prompt + "".join(tokens))
-            prompt_tokens += n_prompt
-            generated += len(tokens)
-            prefill_ms += n_prompt * ans.prefill_ms_per_token
-            decode_ms += len(tokens) * ans.decode_ms_per_token
-    inf_start = load_end
-    prompt_end = inf_start + int(round(prefill_ms))
-    inf_end = prompt_end + int(round(decode_ms))
-    stats: dict[str, Any] = {}
-    if prefill_ms > 0:
-        stats["prefill_token_per_sec"] = round(prompt_tokens / (prefill_ms / 1000), 2)
-    if decode_ms > 0:
-        stats["decode_token_per_sec"] = round(generated / (decode_ms / 1000), 2)
-    stats.update({
-        "prompt_tokens": prompt_tokens, "generated_tokens": generated,
-        "model_load_start_ms": load_start, "model_load_end_ms": load_end,
-        "inference_start_ms": inf_start, "inference_end_ms": inf_end,
-        "model_execution_start_ms": inf_start, "model_execution_end_ms": inf_end,
-        "prompt_eval_end_ms": prompt_end, "first_token_ms": prompt_end,
-        "aggregate_sampling_time_ms": 0, "aggregate_model_execution_time_ms": inf_end - inf_start,
-        "SCALING_FACTOR_UNITS_PER_SECOND": 1000,
-    })
-    print("PyTorchObserver " + json.dumps(stats, separators=(",", ":")), flush=True)
-    _log("I", "stats.h:104", f"Prompt Tokens: {prompt_tokens}    Generated Tokens: {generated}")
+            # Whole milliseconds, as the real stats; the first token comes out of the prefill.
+            prefill_ms = int(round(n_prompt * ans.prefill_ms_per_token))
+            decode_ms = int(round(max(0, len(tokens) - 1) * ans.decode_ms_per_token))
+            call_ms = int(round(ans.decode_ms_per_token)) if len(tokens) > 1 else prefill_ms
+            generated = max(0, len(tokens) - 1)  # the runner's count leaves out the prefill's token
+            inf_start = clock
+            prompt_end = inf_start + prefill_ms
+            inf_end = prompt_end + decode_ms
+            clock = inf_end + 1
+            stats: dict[str, Any] = {}
+            if prefill_ms > 0:
+                stats["prefill_token_per_sec"] = round(n_prompt / (prefill_ms / 1000), 2)
+            if decode_ms > 0:
+                stats["decode_token_per_sec"] = round(generated / (decode_ms / 1000), 2)
+            stats.update({
+                "prompt_tokens": n_prompt, "generated_tokens": generated,
+                "model_load_start_ms": load_start, "model_load_end_ms": load_end,
+                "inference_start_ms": inf_start, "inference_end_ms": inf_end,
+                # the last model call only
+                "model_execution_start_ms": inf_end - call_ms, "model_execution_end_ms": inf_end,
+                "prompt_eval_end_ms": prompt_end, "first_token_ms": prompt_end,
+                "aggregate_sampling_time_ms": 0, "aggregate_model_execution_time_ms": inf_end - inf_start,
+                "SCALING_FACTOR_UNITS_PER_SECOND": 1000,
+            })
+            print("PyTorchObserver " + json.dumps(stats, separators=(",", ":")), flush=True)
+            _stats_report(n_prompt, generated, stats)
+            speed_tokens += generated
+            speed_span += inf_end - inf_start
+            last_prompt_tokens, last_prefill_ms = n_prompt, prefill_ms
     with open(flags["output_path"], "w", encoding="utf-8") as fh:
         fh.write("\n".join(outputs) + "\n")
-    span = inf_end - inf_start
-    speed = generated / span * 1000 if generated and span else (prompt_tokens / prefill_ms * 1000 if prefill_ms else 0)
+    speed = (speed_tokens / speed_span * 1000 if speed_tokens and speed_span
+             else (last_prompt_tokens / last_prefill_ms * 1000 if last_prefill_ms else 0))
     with open(flags["performance_output_path"], "w", encoding="utf-8") as fh:
         fh.write(f"{speed:f}")
     return 0

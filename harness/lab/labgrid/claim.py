@@ -12,7 +12,7 @@ from harness.lab.labgrid.coordinator import (PROCESS_COORDINATORS, Coordinator, 
                                              RpcRefused, SayFn)
 from harness.lab.labgrid.places import (TAG_PID, TAG_PURPOSE, TAG_RUN, TAG_TOKEN, PlaceResource, process_tag,
                                         tag_value)
-from harness.lab.locks import DeviceBusy
+from harness.lab.locks import DeviceBusy, wait_longer
 
 _POLL_S = 0.5
 
@@ -133,8 +133,8 @@ class LabgridClaim:
                 raise DeviceBusy(f"{self._where()}: stopped while waiting for the place held by {who}")
             if time.monotonic() >= deadline:
                 raise DeviceBusy(f"{self._where()}: in use by {who}; skipped after waiting {wait_s:.0f} s. "
-                                 "Wait for them to release it (`labgrid-client -p "
-                                 f"{name} release`) or raise `locks.wait_s` in the plan")
+                                 f"Wait for that run to end, or {wait_longer(self.purpose)}; see who holds it with "
+                                 f"`labgrid-client -p {name} show` and release it only if that run is dead")
             if not told and say is not None:
                 say(f"{self._where()}: in use by {who}; waiting up to {wait_s:.0f} s")
                 told = True
@@ -167,7 +167,7 @@ class LabgridClaim:
                     raise DeviceBusy(f"{self._where()}: stopped while waiting for reservation {self._token} ({who})")
                 if time.monotonic() >= deadline:
                     raise DeviceBusy(f"{self._where()}: every matching place is in use ({who}); skipped after "
-                                     f"waiting {wait_s:.0f} s. Raise `locks.wait_s` in the plan to wait longer")
+                                     f"waiting {wait_s:.0f} s. Wait for them, or {wait_longer(self.purpose)}")
                 if not told and say is not None:
                     say(f"{self._where()}: waiting up to {wait_s:.0f} s for reservation {self._token} ({who})")
                     told = True

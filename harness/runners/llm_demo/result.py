@@ -150,12 +150,16 @@ def analyse(stdout: str, stderr: str = "", *, exit_code: int | None = 0, logcat:
             transport_error: str | None = None, signatures: SignatureSet | None = None,
             logcat_tags: Sequence[str] = (LOGCAT_TAG,), token_limit: int | None = None,
             ) -> tuple[ParsedOutput, Classification]:
-    """Parse and classify one captured run (what the CLI and the runner both use)."""
+    """Parse and classify one captured run (what the CLI and the runner both use, so
+    `python -m harness.runners.llm_demo` and the lab give a run one verdict). A run that printed
+    no answer and no summary block is a runtime error, whether or not it got as far as naming
+    its prompt file: the lab calls each of its prompts one (pipeline.decide: no text)."""
     sigs = signatures or load_signatures()
     messages = logcat_messages(logcat, logcat_tags) if logcat else []
     parsed = parse_output(stdout, prompts, messages, token_limit=token_limit)
     ran_prompts = "prompt file is " in stdout
+    answered = any(t is not None for t in parsed.texts)
     cls = sigs.classify(stdout=stdout, stderr=stderr, logcat=messages, exit_code=exit_code, timed_out=timed_out,
-                        transport_error=transport_error, expect_summary=ran_prompts,
+                        transport_error=transport_error, expect_summary=ran_prompts or not answered,
                         summary_found=parsed.summary is not None)
     return parsed, cls

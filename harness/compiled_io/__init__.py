@@ -1,0 +1,37 @@
+"""The compiled QNN IO of an MNN export, read from the export's own artifacts.
+
+One reader, a function of the export folder (`read_compiled_io(export_dir, qnn_sdk=None)`),
+for the static shape guards (`harness.checks.shapes`) and provisioning's soc/arch guard.
+Sources, best first (docs/qnn-export-artifacts.md describes each format):
+
+- `stub`: the NPU stub `qnn/<name>.mnn` that MNN's `compilefornpu` writes. One `Plugin` op
+  (type QNN) per context binary carries `path`, `allGraphName` (one graph per compiled shape:
+  0 = prefill, 1 = decode; visual: one per image size), `allInputShape` (the dims of every
+  input of every shape, concatenated), `inputs`/`outputs` and `o_<shape>_<k>` output dims;
+  the stub's `Input` ops give the top-level names and ranks. Read through the `mnn` package's
+  converter (the same call as harness.checks.quant), cached per (path, size, mtime).
+- `qnn-context-binary-utility`: with a QNN SDK, the context binaries' own graphs and tensor
+  dims, and the soc/arch they were built for where the dump says so.
+- `sidecar`: the optional `qnn/export_manifest.json` an export step may leave
+  (format in docs/qnn-export-artifacts.md, read by harness.export); the fallback for exports
+  that have nothing else.
+
+What no artifact says (soc_id, dsp_arch without the SDK or sidecar) is reported as unknown.
+
+The package is split by source: types.py (the types), stub.py, sdk.py, sidecar.py, target.py (the
+compiled target and the binary files) and read.py (read_compiled_io, which puts them together).
+"""
+
+from harness.compiled_io.read import read_compiled_io
+from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
+from harness.compiled_io.stub import parse_stub, read_stub, stub_paths
+from harness.compiled_io.target import binary_files, read_binary_target
+from harness.compiled_io.types import (SOURCE_SDK, SOURCE_SIDECAR, SOURCE_STUB, SOURCE_UNKNOWN, CompiledIO,
+                                       CompiledTarget, ContextBinary, GraphIO, StubIO)
+from harness.export import SIDECAR_PATH
+
+__all__ = [
+    "CompiledIO", "CompiledTarget", "ContextBinary", "GraphIO", "StubIO", "SIDECAR_PATH", "SOURCE_SDK",
+    "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "binary_files", "dump_context_binary",
+    "parse_context_dump", "parse_stub", "read_binary_target", "read_compiled_io", "read_stub", "sdk_tool", "stub_paths",
+]

@@ -1,0 +1,226 @@
+"""The checks a suite lists, each a call into the module that owns it (checks/shapes,
+checks/quant, pipeline.decide, checks/mrope, pipeline.chunked_prefill_check), and the input
+each scope gives them. A check fills the record with its evidence and returns a Verdict."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import pipeline
+from harness.checks import mrope
+from harness.checks.agreement import DriftWarning
+from harness.checks.quant.export import check_export_quant
+from harness.checks.shapes import ERROR, assert_shapes_ok, check_export_shapes
+from harness.export import open_export
+from harness.outcomes import FailureClass, Status
+from harness.pairs import BackendPair
+from harness.provision.types import ProvisionedModel
+from harness.report.records import TestRecord
+from harness.runners import vl_chunks
+from harness.runners.cases import chunked_image_cases
+from harness.runners.llm_demo import LlmDemoRunner
+from harness.runners.prompts import Prompt
+from harness.suite.model import Instance, Verdict
+
+# The chunked-prefill prompt: longer than one compiled chunk (128 tokens).
+LONG_TEXT = "Summarise this list: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40))
+
+
+@dataclass
+class ExportInput:
+    """Per export, no device: the folder and, optionally, the QNN SDK that reads its binaries."""
+
+    path: Path
+    qnn_sdk: Path | None = None
+
+    @functools.cached_property
+    def model_type(self) -> str:
+        return open_export(self.path).model_type
+
+
+@dataclass
+class MatrixInput:
+    """The backend matrix of one device session: the runs made, their judgements, and why a
+    pair did not run (`pipeline.pair_skip_reason` with the door's selection)."""
+
+    model: ProvisionedModel
+    runs: Mapping[str, pipeline.PairRun]
+    judged: Mapping[tuple[str, str], pipeline.Judgement]
+    skip_reason: Callable[[str], str | None]
+
+    @property
+    def model_type(self) -> str:
+        return self.model.model_type
+
+    def not_run(self, pair: str) -> str | None:
+        if pair in self.runs:
+            return None
+        return self.skip_reason(pair) or f"backend pair {pair} did not run"
+
+
+@dataclass
+class DeviceInput:
+    """One device and export: a runner over the provisioned model and runtime."""
+
+    runner: LlmDemoRunner | None  # None only where the suite does not fit (skipped before it runs)
+    model: ProvisionedModel
+    image: Path | None = None
+    timeout: float = 300.0
+    extra_env: Mapping[str, str] | None = field(default=None)
+
+    @property
+    def model_type(self) -> str:
+        return self.model.model_type
+
+    @functools.cached_property
+    def chunked_runs(self) -> list[vl_chunks.ChunkedRun]:
+        """A VL export's CPU pair under the compiled chunk and the other chunkings (run once)."""
+        assert self.runner is not None and self.image is not None
+        return vl_chunks.run_chunkings(self.runner, chunked_image_cases(self.image),
+                                       BackendPair.cpu_reference(visual=True).name, timeout=self.timeout,
+                                       extra_env=self.extra_env)
+
+
+def export_shapes(inp: ExportInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+    """The compiled QNN IO fits the model (checks/shapes), read from the NPU stubs (and, with
+    the SDK, the context binaries), before any run."""
+    rec.model = rec.model or inp.path.name
+    findings = check_export_shapes(inp.path, soc_id=None, qnn_sdk=inp.qnn_sdk)
+    rec.extras["shape_findings"] = sum(f.severity == ERROR for f in findings)
+    try:
+        assert_shapes_ok(findings)
+    except AssertionError as exc:
+        return Verdict.failed(FailureClass.SHAPE_ERROR, str(exc))
+    return Verdict.passed()
+
+
+def quant_metadata(inp: ExportInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+    """Activation quantization of the LLM graph (checks/quant): every MLP Mul its own range,
+    no integer tensor quantized; skipped for an export without activation quantization."""
+    rec.model = rec.model or inp.path.name
+    found = check_export_quant(inp.path)
+    if found.skip_reason:
+        return Verdict.skipped(found.skip_reason)
+    if found.report is not None:
+        rec.extras["quantized_tensors"] = found.report.quantized_tensors
+        rec.extras["mlp_mul_inherited"] = found.report.mlp_mul_inherited
+        rec.extras["integer_tensors_quantized"] = found.report.integer_tensors_quantized
+    if found.passed:
+        return Verdict.passed(found.message())
+    return Verdict.failed(FailureClass.QUANT_METADATA, found.message())
+
+
+def generation(inp: MatrixInput, rec: TestRecord, i: Instance, deferred: Collection[FailureClass]) -> Verdict:
+    """The cell's verdict from pipeline.decide: the runner ran cleanly, no shape error in its
+    log, coherent text agreeing with the CPU reference (teacher-forced where the tool runs)."""
+    assert i.pair is not None and i.case_id is not None
+    run, j = inp.runs[i.pair], inp.judged[(i.pair, i.case_id)]
+    outcome = pipeline.record_outcome(rec, run, j, checked_elsewhere=deferred)
+    if outcome.failed:
+        assert outcome.failure_class is not None
+        return Verdict.failed(outcome.failure_class, outcome.message)
+    verdict = Verdict(Status.PASSED, message=outcome.message, warning=outcome.warning)
+    if outcome.warning is not None:
+        verdict.warning_object = DriftWarning(outcome.message, j.agreement)
+    return verdict
+
+
+def runtime_shape_guards(inp: MatrixInput, rec: TestRecord, i: Instance, _d: Collection[FailureClass]) -> Verdict:
+    """None of the known shape and graph errors in any of the pair's run logs."""
+    assert i.pair is not None
+    try:
+        assert_shapes_ok(inp.runs[i.pair].shape_findings)
+    except AssertionError as exc:
+        return Verdict.failed(FailureClass.SHAPE_ERROR, str(exc))
+    return Verdict.passed()
+
+
+def mrope_positions(inp: MatrixInput, rec: TestRecord, i: Instance, _d: Collection[FailureClass]) -> Verdict:
+    """Chunked prefill gives every chunk its slice of the 3-axis positions (pipeline's
+    position findings, checks/mrope)."""
+    assert i.pair is not None
+    found = inp.runs[i.pair].position_findings or {}
+    decided = {c: f for c, f in found.items() if pipeline.failing_positions(f) or not f}
+    if found and not decided:  # every dump says it cannot decide: not a verdict
+        return Verdict.skipped(f"{i.pair}: the [POSDBG] dumps cannot decide: "
+                               + "; ".join(f"{c}: {f[0].message}" for c, f in found.items()))
+    for case_id, findings in decided.items():
+        try:
+            mrope.assert_positions_ok(findings)
+        except AssertionError as exc:
+            return Verdict.failed(FailureClass.MROPE_POSITIONS, f"{i.pair} {case_id}: {exc}")
+    return Verdict.passed()
+
+
+def _roles(inp: DeviceInput, rec: TestRecord, roles: tuple[str, ...],
+           judge: Callable[[list[vl_chunks.ChunkedRun], str], vl_chunks.RoleVerdict], failure: FailureClass,
+           what: str) -> Verdict:
+    rec.backend_pair = BackendPair.cpu_reference(visual=True).name
+    if inp.image is None:
+        return Verdict.skipped("no image prompt: the chunked runs are for a visual export")
+    verdicts = [judge(inp.chunked_runs, role) for role in roles]
+    fails = [line for v in verdicts for line in v.failures]
+    if fails:
+        return Verdict.failed(failure, f"{what}: " + "\n".join(fails))
+    if all(v.skip for v in verdicts):
+        return Verdict.skipped("; ".join(v.skip for v in verdicts))
+    return Verdict.passed()
+
+
+def mrope_positions_chunked(inp: DeviceInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+    """The CPU pair's positions in one chunk, under the compiled chunk and a padding and a
+    non-padding chunking whose boundaries stay out of the image (runners/vl_chunks.py)."""
+    return _roles(inp, rec, ("one", "compiled", "padding", "no-padding"), vl_chunks.positions_verdict,
+                  FailureClass.MROPE_POSITIONS, "mRoPE position check failed")
+
+
+def mrope_positions_image_split(inp: DeviceInput, rec: TestRecord, _i: Instance,
+                                _d: Collection[FailureClass]) -> Verdict:
+    """The CPU pair's positions with the first chunk ending inside the image (row inflation,
+    docs/posdbg.md#row-inflation)."""
+    return _roles(inp, rec, ("image-split",), vl_chunks.positions_verdict, FailureClass.MROPE_POSITIONS,
+                  "mRoPE position check failed")
+
+
+def runtime_shape_guards_chunked(inp: DeviceInput, rec: TestRecord, _i: Instance,
+                                 _d: Collection[FailureClass]) -> Verdict:
+    """No shape or graph error in the CPU pair's chunked runs (e.g. DeepStack rows vs a padded
+    chunk), per chunking."""
+    return _roles(inp, rec, vl_chunks.ROLES, vl_chunks.shapes_verdict, FailureClass.SHAPE_ERROR, "shape failure")
+
+
+def chunked_prefill(inp: DeviceInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+    """The compiled chunk against one large chunk for prompts longer than a chunk (with an image
+    on a visual export), on the CPU reference: teacher-forced with llm_logits_diff when the
+    runtime has it, else the greedy texts (pipeline.chunked_prefill_check)."""
+    assert inp.runner is not None
+    pair = BackendPair.cpu_reference(visual=inp.model.visual).name
+    rec.backend_pair = pair
+    prompts = [Prompt(LONG_TEXT, id="long-text")]
+    if inp.model.visual and inp.image is not None:
+        prompts += [c.prompt for c in chunked_image_cases(inp.image)]
+    results = pipeline.chunked_prefill_check(inp.runner, prompts, backend=pair, timeout=inp.timeout,
+                                             extra_env=inp.extra_env)
+    rec.extras["chunked_method"] = results[0].method
+    # An image prompt the tool cannot show B: "not checkable" with the reason, never a verdict.
+    rec.extras["not_checkable"] = [r.explain() for r in results if not r.checkable]
+    results = [r for r in results if r.checkable]
+    rec.extras["chunked_equivalent"] = all(r.equal for r in results)
+    diffs = [r.diff.record_extras() for r in results if r.diff is not None]
+    if len(diffs) == 1:
+        rec.extras["teacher_forced"] = diffs[0]
+    bad = [r.explain() for r in results if not r.equal]
+    if bad:
+        return Verdict.failed(FailureClass.CHUNKED_PREFILL, "\n".join(bad))
+    return Verdict.passed()
+
+
+def converter_missing() -> str | None:
+    """Why llm.mnn cannot be read here (harness/mnn_graph.py needs the mnn package's converter)."""
+    if importlib.util.find_spec("_tools") is None:
+        return "reading llm.mnn needs the converter of the `mnn` package: pip install 'harness[mnn]'"
+    return None

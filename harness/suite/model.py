@@ -1,0 +1,153 @@
+"""What a suite is: one declarative list of checks, each with its scope, its needs and the
+skip reasons those needs give. Both front doors read it: pytest parametrizes a test per check
+(suites/support.py), the night's job iterates it (harness/lab/jobs.py); the testcase names
+come from here, so the two doors name every testcase alike."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.outcomes import FailureClass, RecordWarning, Status
+from harness.pairs import BackendPair
+
+
+class Scope(enum.StrEnum):
+    """Where a check runs, and so how often."""
+
+    EXPORT = "export"  # once per export, before any device time (no device needed)
+    CELL = "cell"  # per matrix cell: (backend pair, prompt)
+    PAIR = "pair"  # per backend pair of the matrix (all its prompts' runs)
+    DEVICE = "device"  # once per device and export
+
+
+class Need(enum.StrEnum):
+    """What a check needs beyond its scope's inputs; an unmet need skips it with the reason."""
+
+    PAIR_RUNS = "pair-runs"  # the backend pair ran in this session or night
+    IMAGE = "image"  # a visual export (image prompts)
+    INSTRUMENTED_RUNTIME = "instrumented-runtime"  # a runtime printing [POSDBG] dumps (docs/posdbg.md)
+    CPU_CONFIG = "cpu-config"  # the export has the CPU reference config
+    ACTIVATION_QUANT = "activation-quant"  # the export's LLM graph carries activation ranges
+    MNN_CONVERTER = "mnn-converter"  # the `mnn` package's converter, to read llm.mnn (harness/mnn_graph.py)
+
+
+@dataclass
+class Verdict:
+    """What one check instance decided; the record holds the same (suite/records.py)."""
+
+    status: Status
+    failure_class: FailureClass | None = None
+    message: str = ""
+    warning: RecordWarning | None = None
+    warning_object: Warning | None = None  # what pytest warns with (a DriftWarning)
+
+    @classmethod
+    def passed(cls, message: str = "") -> Verdict:
+        return cls(Status.PASSED, message=message)
+
+    @classmethod
+    def failed(cls, failure_class: FailureClass, message: str) -> Verdict:
+        return cls(Status.FAILED, failure_class, message)
+
+    @classmethod
+    def skipped(cls, reason: str) -> Verdict:
+        return cls(Status.SKIPPED, message=reason)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One testcase of a check: the pair and prompt it covers (None where its scope has none)."""
+
+    pair: str | None = None
+    case_id: str | None = None
+
+    @property
+    def id(self) -> str:
+        """pytest's parametrize id: "qnn/qnn-cat", "qnn/qnn", "" for an unparametrized check."""
+        return "-".join(p for p in (self.pair, self.case_id) if p)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of a suite. `run` takes the scope's input (suite/checks.py) and the record to
+    fill with its evidence, and returns the Verdict."""
+
+    name: str
+    scope: Scope
+    run: Callable[..., Verdict] = field(compare=False, repr=False)
+    needs: tuple[Need, ...] = ()
+    # A failure class this check reports in a testcase of its own; the generation verdict of
+    # a cell defers it (pipeline.decide's `checked_elsewhere`) while this check is selected.
+    owns: FailureClass | None = None
+    groups: tuple[str, ...] = ()  # selection words besides the name ("static", "structural")
+    marks: tuple[str, ...] = ()  # pytest markers of its test (harness/plugin.py registers them)
+    doc: str = ""
+
+    @property
+    def test_name(self) -> str:
+        """The test function pytest collects; the lab names its records the same way."""
+        return f"test_{self.name}"
+
+    def testcase(self, instance: Instance) -> str:
+        """The JUnit testcase name both doors write: test_generation[qnn/qnn-cat]."""
+        return f"{self.test_name}[{instance.id}]" if instance.id else self.test_name
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named, ordered list of checks for the model types it fits (empty: any type)."""
+
+    name: str
+    checks: tuple[Check, ...]
+    model_types: tuple[str, ...] = ()
+    visual: bool | None = None  # None: as the export says (llm_config.json is_visual)
+    doc: str = ""
+    options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def check(self, name: str) -> Check:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def fit_reason(self, model_type: str) -> str | None:
+        """Why this suite does not fit an export of `model_type` (None: it fits)."""
+        if not self.model_types or model_type in self.model_types:
+            return None
+        return (f"model type is {model_type!r} (llm_config.json), not {' or '.join(self.model_types)}: "
+                f"suite {self.name} does not fit this export")
+
+    def pairs(self, visual: bool) -> tuple[str, ...]:
+        """Every backend pair name the suite covers (the matrix it parametrizes)."""
+        return tuple(p.name for p in BackendPair.all(visual=self.visual if self.visual is not None else visual))
+
+    def instances(self, check: Check, *, visual: bool, case_ids: Sequence[str]) -> list[Instance]:
+        """The testcases of `check`, in the order pytest parametrizes them."""
+        if check.scope is Scope.CELL:
+            return [Instance(p, c) for p in self.pairs(visual) for c in case_ids]
+        if check.scope is Scope.PAIR:
+            return [Instance(p) for p in self.pairs(visual)]
+        return [Instance()]
+
+    def select(self, words: Sequence[str] | None) -> Suite:
+        """The suite with only the checks `words` name (a check's name or one of its groups);
+        None or empty: every check. KeyError naming the first unknown word."""
+        if not words:
+            return self
+        known = {c.name for c in self.checks} | {g for c in self.checks for g in c.groups}
+        for w in words:
+            if w not in known:
+                raise KeyError(w)
+        chosen = tuple(c for c in self.checks if c.name in words or set(c.groups) & set(words))
+        return Suite(self.name, chosen, self.model_types, self.visual, self.doc, self.options)
+
+    def deferred_classes(self, check: Check) -> frozenset[FailureClass]:
+        """Classes other selected checks report on their own (see Check.owns)."""
+        return frozenset(c.owns for c in self.checks if c is not check and c.owns is not None)
+
+    def words(self) -> list[str]:
+        """Every name and group a plan or `--checks` may select."""
+        return sorted({c.name for c in self.checks} | {g for c in self.checks for g in c.groups})

@@ -1,0 +1,71 @@
+"""The suites: each one declarative list of checks (suite/model.py). `suites/<name>/` is the
+pytest door onto one of them; a plan names one (`suites: - name: qwen3_vl`) for the night.
+
+A plan's suite whose name is not registered runs MATRIX under that name: the checks that fit
+any llm_demo export (activation quantization and the generation matrix), e.g. SmolLM2."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from harness.outcomes import FailureClass
+from harness.runners.cases import PromptCase, default_cases
+import harness.suite.checks as checks
+from harness.suite.model import Check, Need, Scope, Suite
+
+EXPORT_SHAPES = Check("export_shapes", Scope.EXPORT, checks.export_shapes, groups=("static", "structural"),
+                      doc="compiled QNN IO against the model's needs, from the export's own files")
+QUANT_METADATA = Check("quant_metadata", Scope.EXPORT, checks.quant_metadata,
+                       needs=(Need.ACTIVATION_QUANT, Need.MNN_CONVERTER), groups=("static",),
+                       doc="activation quantization of llm.mnn: Mul ranges, integer tensors")
+GENERATION = Check("generation", Scope.CELL, checks.generation, needs=(Need.PAIR_RUNS,), marks=("qnn",),
+                   doc="the (pair, prompt) verdict of pipeline.decide")
+RUNTIME_SHAPE_GUARDS = Check("runtime_shape_guards", Scope.PAIR, checks.runtime_shape_guards,
+                             needs=(Need.PAIR_RUNS,), groups=("structural",),
+                             doc="no shape or graph error in the pair's run logs")
+MROPE_POSITIONS = Check("mrope_positions", Scope.PAIR, checks.mrope_positions,
+                        needs=(Need.PAIR_RUNS, Need.INSTRUMENTED_RUNTIME), owns=FailureClass.MROPE_POSITIONS,
+                        groups=("structural",), doc="chunked-prefill mRoPE positions from [POSDBG] dumps")
+CHUNKED_PREFILL = Check("chunked_prefill_equivalence", Scope.DEVICE, checks.chunked_prefill,
+                        needs=(Need.CPU_CONFIG,), groups=("structural",),
+                        doc="compiled chunk against one chunk, on the CPU reference")
+# A VL export's CPU pair under several chunkings (runners/vl_chunks.py), run once per device.
+MROPE_CHUNKED = Check("mrope_positions_chunked", Scope.DEVICE, checks.mrope_positions_chunked,
+                      needs=(Need.CPU_CONFIG, Need.IMAGE), groups=("structural",),
+                      doc="CPU pair positions: one chunk, compiled chunk, padding and non-padding chunkings")
+MROPE_IMAGE_SPLIT = Check("mrope_positions_image_split", Scope.DEVICE, checks.mrope_positions_image_split,
+                          needs=(Need.CPU_CONFIG, Need.IMAGE), groups=("structural",),
+                          doc="CPU pair positions with a chunk ending inside the image (row inflation)")
+SHAPES_CHUNKED = Check("runtime_shape_guards_chunked", Scope.DEVICE, checks.runtime_shape_guards_chunked,
+                       needs=(Need.CPU_CONFIG, Need.IMAGE), groups=("structural",),
+                       doc="no shape error in the CPU pair's chunked runs (DeepStack rows vs a chunk)")
+
+QWEN3_VL = Suite("qwen3_vl", (EXPORT_SHAPES, QUANT_METADATA, GENERATION, RUNTIME_SHAPE_GUARDS, MROPE_POSITIONS,
+                              MROPE_CHUNKED, MROPE_IMAGE_SPLIT, SHAPES_CHUNKED, CHUNKED_PREFILL), model_types=("qwen3_vl",), visual=True,
+                 doc="Qwen3-VL: the visual x LLM backend matrix, shape guards, mRoPE positions")
+QWEN3 = Suite("qwen3", (EXPORT_SHAPES, QUANT_METADATA, GENERATION, CHUNKED_PREFILL), model_types=("qwen3",),
+              visual=False, doc="Qwen3 text: the LLM backend matrix")
+MATRIX = Suite("matrix", (QUANT_METADATA, GENERATION), doc="any llm_demo export: quantization and the matrix")
+
+SUITES: dict[str, Suite] = {s.name: s for s in (QWEN3_VL, QWEN3)}
+
+
+def suite_for(name: str) -> Suite:
+    """The registered suite `name`, else MATRIX under that name (a plan's own label)."""
+    return SUITES.get(name) or replace(MATRIX, name=name)
+
+
+def other_suite_for(model_type: str) -> str | None:
+    """The registered suite that fits `model_type`, to name in a skip reason."""
+    return next((s.name for s in SUITES.values() if model_type in s.model_types), None)
+
+
+def suite_cases(visual: bool, image: Path | None) -> list[PromptCase]:
+    """The prompts of the matrix (runners/cases.py), the same for both doors."""
+    return default_cases(visual, image)
+
+
+def case_ids(visual: bool) -> list[str]:
+    """The prompt ids the matrix parametrizes (known before any image is written)."""
+    return [c.id for c in default_cases(visual, Path("image.png") if visual else None)]
