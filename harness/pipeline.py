@@ -368,7 +368,7 @@ def record_outcome(rec: TestRecord, run: PairRun, j: Judgement, *,
     if j.teacher_forced is not None:
         rec.extras["teacher_forced"] = j.teacher_forced.record_extras()
     elif j.case.id in run.teacher_forced_unchecked:
-        rec.extras["teacher_forced"] = {"verdict": "not checkable", "reason": run.teacher_forced_unchecked[j.case.id]}
+        rec.extras["teacher_forced_not_checkable"] = run.teacher_forced_unchecked[j.case.id]
     if j.verdict is not None:
         rec.verdict = j.verdict.verdict
     ag = j.agreement
