@@ -29,7 +29,6 @@ from harness.checks.agreement import Agreement, compare
 from harness.checks.coherence import Verdict, judge
 from harness.checks.export_verdict import Instrument, LineVerdict, verdict_of_records
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
-from harness.errors import HarnessError
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.inventory import DeviceSpec
 from harness.pairs import cpu_first, reference_of, uses_qnn
@@ -37,9 +36,11 @@ from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
 from harness.runners.cases import PromptCase
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
+from harness.runners.diff_tools import shows_b_images
 from harness.runners.logits_diff import DiffResult, LogitsDiffRunner
 from harness.runners.overlay import Overlay
 from harness.runners.prompts import Prompt
+from harness.runners.vl_chunks import POSDBG_ENV, image_grids
 
 
 
@@ -56,6 +57,9 @@ class PairRun:
     # Teacher-forced comparison with the CPU reference, per prompt; empty when not run (the
     # reference pair itself, or a runtime without llm_logits_diff).
     teacher_forced: list[DiffResult | None] = field(default_factory=list)
+    # Prompts the teacher-forced comparison could not judge, with the reason (an image prompt
+    # and a tool whose B never sees the image): "not checkable", never a verdict.
+    teacher_forced_unchecked: dict[str, str] = field(default_factory=dict)
 
     @property
     def shape_findings(self) -> list[ShapeFinding]:
@@ -63,29 +67,22 @@ class PairRun:
 
 
 def position_findings_of(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dict[str, list[mrope.PositionFinding]] | None:
+    """Per prompt, the `[POSDBG]` verdict's findings (harness.checks.mrope.judge_log, the CLI's
+    too); None when no process printed a dump of a prompt (not an instrumented build). Findings
+    of the kinds in mrope.UNCHECKED_KINDS say the dump could not decide, not that it failed."""
     found: dict[str, list[mrope.PositionFinding]] = {}
     for proc, case in zip(run.runs, cases):
         text = f"{proc.stdout}\n{proc.logcat or ''}"
-        try:
-            dumps = mrope.parse_posdbg(text)
-        except HarnessError as exc:
-            found[case.id] = [mrope.PositionFinding("malformed_dump", str(exc))]
-            continue
-        if not dumps:
-            continue
-        images = [mrope.image_llm_grid(h, w) for i in case.prompt.images
-                  if (h := i.height) is not None and (w := i.width) is not None]
         prompt_len = proc.parsed.summary.prompt_tokens if proc.parsed.summary is not None else None
-        # An image without <hw> has a grid only the device's resize knows: no reference then.
-        ref = (mrope.reference_from_first_chunk(dumps, images, prompt_len=prompt_len)
-               if len(images) == len(case.prompt.images) else None)
-        if ref is None:
-            found[case.id] = [mrope.PositionFinding(
-                "no_reference", "the first prefill call cannot anchor a reference (print the full [POSDBG] "
-                "form and keep the text before the image inside the first chunk)")]
-            continue
-        found[case.id] = mrope.check_positions(dumps, ref)
+        verdict = mrope.judge_log(text, images=image_grids(case), prompt_len=prompt_len)
+        if verdict.runs or any(f.kind == mrope.MALFORMED_DUMP for f in verdict.findings):
+            found[case.id] = verdict.findings
     return found or None
+
+
+def failing_positions(findings: Sequence[mrope.PositionFinding] | None) -> list[mrope.PositionFinding]:
+    """The findings that fail a run (not those saying the dump could not decide)."""
+    return [f for f in findings or () if f.kind not in mrope.UNCHECKED_KINDS]
 
 
 def teacher_forced_runner(runner: LlmDemoRunner) -> LogitsDiffRunner | None:
@@ -105,42 +102,61 @@ def run_teacher_forced(tf: LogitsDiffRunner, case: PromptCase, pair: str, *, ref
 @dataclass
 class ChunkedPrefill:
     """Chunked prefill against one chunk for one prompt: teacher-forced when the runtime has
-    llm_logits_diff (A = one chunk, B = the compiled chunk), else greedy text compared."""
+    llm_logits_diff (A = one chunk, B = the compiled chunk), else greedy text compared; an image
+    prompt with a tool whose B never sees the image is not checkable (`checkable` False)."""
 
     label: str
-    method: str  # "teacher-forced" | "text"
+    method: str  # "teacher-forced" | "text" | "not checkable"
     equal: bool
     diff: DiffResult | None = None
     text: mrope.EquivalenceResult | None = None
+    reason: str = ""  # why not checkable
+
+    @property
+    def checkable(self) -> bool:
+        return self.method != "not checkable"
 
     def explain(self) -> str:
+        if not self.checkable:
+            return f"{self.label}: chunked prefill not checkable: {self.reason}"
         if self.diff is not None:
             return f"{self.label}: chunked prefill, {self.diff.describe()}"
         return self.text.explain() if self.text is not None else f"{self.label}: not compared"
 
 
 def chunked_prefill_check(runner: LlmDemoRunner, prompts: Sequence[Prompt], *, backend: str, chunk: int = 128,
-                          single: int = 4096, max_new_tokens: int = 32, timeout: float = 300.0,
+                          single: int | None = None, max_new_tokens: int = 32, timeout: float = 300.0,
                           extra_env: Mapping[str, str] | None = None) -> list[ChunkedPrefill]:
     """Does the output depend on the prefill chunk? Teacher-forced where the runtime holds
     llm_logits_diff: every step compares logits for the same history, so a fault shows at the
     step it happens (right after an image for chunk-local mRoPE positions or deepstack rows
     split across chunks), not only when it flips the greedy text. Step 0 is not counted (the
-    chunked-forward artefact, docs/logits-diff.md). Without the tool: the greedy texts."""
-    one, compiled = Overlay(greedy=True, chunk_limits=(single, 1)), Overlay(greedy=True, chunk_limits=(chunk, 1))
+    chunked-forward artefact, docs/logits-diff.md). An image prompt is compared only by a tool
+    that shows B the image (llm_logits_diff_vl, docs/logits-diff.md#vl-prompts); with the stock
+    tool it is not checkable, with the reason. Without a tool: the greedy texts.
+    `single`: the one-chunk side's chunk; None = the config's own (one forward for the prompt:
+    a chunk padded far past the prompt is itself a padded chunk)."""
+    one = Overlay(greedy=True, chunk_limits=(single, 1) if single else None)
+    compiled = Overlay(greedy=True, chunk_limits=(chunk, 1))
     tf = teacher_forced_runner(runner)
     out: list[ChunkedPrefill] = []
     if tf is not None:
         for p in prompts:
+            name = p.id or p.text[:32]
+            if p.images and not shows_b_images(tf.tool_name):
+                out.append(ChunkedPrefill(name, "not checkable", False, reason=(
+                    f"an image prompt needs a tool that shows B the image (llm_logits_diff_vl); the "
+                    f"runtime's {tf.tool_name} encodes the prompt for A only, so B never sees the image")))
+                continue
             diff = tf.run(p, a=backend, b=backend, max_tokens=max_new_tokens, overlay_a=one, overlay_b=compiled,
                           timeout=timeout, extra_env=extra_env)
-            diff.label_a, diff.label_b = f"{backend} one chunk ({single})", f"{backend} chunk {chunk}"
-            out.append(ChunkedPrefill(p.id or p.text[:32], "teacher-forced", diff.verdict == "agree", diff=diff))
+            diff.label_a, diff.label_b = f"{backend} one chunk ({single or 'config'})", f"{backend} chunk {chunk}"
+            out.append(ChunkedPrefill(name, "teacher-forced", diff.verdict == "agree", diff=diff))
         return out
     chunked = runner.run(prompts, backend=backend, overlay=Overlay(max_new_tokens=max_new_tokens, chunk_limits=(chunk, 1)),
                          timeout=timeout, extra_env=extra_env)
-    whole = runner.run(prompts, backend=backend, overlay=Overlay(max_new_tokens=max_new_tokens, chunk_limits=(single, 1)),
-                       timeout=timeout, extra_env=extra_env)
+    whole = runner.run(prompts, backend=backend, overlay=Overlay(max_new_tokens=max_new_tokens,
+                       chunk_limits=(single, 1) if single else None), timeout=timeout, extra_env=extra_env)
     for p, a, b in zip(prompts, chunked.texts, whole.texts):
         res = mrope.chunked_equivalence(a or "", b or "", label=p.id or "")
         if not (chunked.ok and whole.ok):
@@ -182,6 +198,7 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
     llm_logits_diff (and `teacher_forced`), the teacher-forced comparison of each pair other
     than the CPU reference against it. Never raises for a failing run."""
     overlay = overlay or Overlay(greedy=True, max_new_tokens=max_new_tokens)
+    extra_env = {**POSDBG_ENV, **(dict(extra_env) if extra_env else {})}  # the dump on, for the positions check
     prompts = [c.prompt for c in cases]
     reference = reference_of(runner.model.configs)
     tf = teacher_forced_runner(runner) if teacher_forced and reference else None
@@ -189,6 +206,7 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
     for pair in pairs:
         compared = tf is not None and reference is not None and pair != reference
         diffs: list[DiffResult | None] = []
+        unchecked: dict[str, str] = {}
         if compared:
             # Prompt by prompt, each llm_demo run followed by its comparison: a link lost
             # later leaves every earlier prompt complete (the lab delivers those).
@@ -196,6 +214,11 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
             for case in cases:
                 parts.append(runner.run([case.prompt], backend=pair, overlay=overlay, one_per_process=True,
                                         timeout=timeout, extra_env=extra_env))
+                if case.prompt.images and not shows_b_images(tf.tool_name):  # type: ignore[union-attr]
+                    diffs.append(None)
+                    unchecked[case.id] = (f"not checkable: {tf.tool_name} shows B no image "  # type: ignore[union-attr]
+                                          "(needs llm_logits_diff_vl, docs/logits-diff.md#vl-prompts)")
+                    continue
                 diffs.append(run_teacher_forced(tf, case, pair, reference=reference,  # type: ignore[arg-type]
                                                 max_new_tokens=max_new_tokens, timeout=timeout,
                                                 extra_env=extra_env))
@@ -203,7 +226,7 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
         else:
             result = runner.run(prompts, backend=pair, overlay=overlay, one_per_process=True, timeout=timeout,
                                 extra_env=extra_env)
-        run = PairRun(pair, result, teacher_forced=diffs)
+        run = PairRun(pair, result, teacher_forced=diffs, teacher_forced_unchecked=unchecked)
         run.process_shape_findings = [
             scan_log_for_shape_errors(f"{r.stdout}\n{r.stderr}\n{r.logcat or ''}", source=f"llm_demo {pair}")
             for r in result.runs]
@@ -289,7 +312,7 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     shape_errors = [f for f in found if f.severity == "error"]
     if shape_errors and not problems:
         problems.append((FailureClass.SHAPE_ERROR, shape_errors[0].explain()))
-    pos = (run.position_findings or {}).get(j.case.id)
+    pos = failing_positions((run.position_findings or {}).get(j.case.id))
     if pos:
         problems.append((FailureClass.MROPE_POSITIONS, pos[0].explain(with_hint=False)))
     tf = j.teacher_forced
@@ -349,6 +372,8 @@ def record_outcome(rec: TestRecord, run: PairRun, j: Judgement, *,
             rec.decode_tps = finite(summary.get("decode_speed_tok_s"))
     if j.teacher_forced is not None:
         rec.extras["teacher_forced"] = j.teacher_forced.record_extras()
+    elif j.case.id in run.teacher_forced_unchecked:
+        rec.extras["teacher_forced_not_checkable"] = run.teacher_forced_unchecked[j.case.id]
     if j.verdict is not None:
         rec.verdict = j.verdict.verdict
     ag = j.agreement

@@ -131,12 +131,15 @@ def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], mod
     timeout = float(options.get("timeout_s", ctx.entry.suite.timeout_s))
     yield from _pairs(ctx, suite, matrix_checks, model, runner, pairs, cases, label,
                       max_new_tokens=max_new_tokens, timeout=timeout, env=env)
+    # One input for every device check: the chunked CPU runs it caches serve them all, as the
+    # pytest door's session fixture does.
+    device_input = DeviceInput(runner, model, image, timeout, env or None)
     for check in device_checks:
         if ctx.stopping:
             return
         rec = _record(ctx, check, Instance(), label)
         if not ctx.already_done(rec.name):
-            run_check(suite, check, Instance(), DeviceInput(runner, model, image, timeout, env or None), rec)
+            run_check(suite, check, Instance(), device_input, rec)
             yield rec
     runner.cleanup()
 

@@ -21,8 +21,10 @@ from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
 from harness.provision.types import ProvisionedModel
 from harness.report.records import TestRecord
+from harness.runners import vl_chunks
+from harness.runners.cases import chunked_image_cases
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.runners.prompts import Image, Prompt
+from harness.runners.prompts import Prompt
 from harness.suite.model import Instance, Verdict
 
 # The chunked-prefill prompt: longer than one compiled chunk (128 tokens).
@@ -74,6 +76,14 @@ class DeviceInput:
     @property
     def model_type(self) -> str:
         return self.model.model_type
+
+    @functools.cached_property
+    def chunked_runs(self) -> list[vl_chunks.ChunkedRun]:
+        """A VL export's CPU pair under the compiled chunk and the other chunkings (run once)."""
+        assert self.runner is not None and self.image is not None
+        return vl_chunks.run_chunkings(self.runner, chunked_image_cases(self.image),
+                                       BackendPair.cpu_reference(visual=True).name, timeout=self.timeout,
+                                       extra_env=self.extra_env)
 
 
 @dataclass
@@ -151,12 +161,53 @@ def mrope_positions(inp: MatrixInput, rec: TestRecord, i: Instance, _d: Collecti
     position findings, checks/mrope)."""
     assert i.pair is not None
     found = inp.runs[i.pair].position_findings or {}
-    for case_id, findings in found.items():
+    decided = {c: f for c, f in found.items() if pipeline.failing_positions(f) or not f}
+    if found and not decided:  # every dump says it cannot decide: not a verdict
+        return Verdict.skipped(f"{i.pair}: the [POSDBG] dumps cannot decide: "
+                               + "; ".join(f"{c}: {f[0].message}" for c, f in found.items()))
+    for case_id, findings in decided.items():
         try:
             mrope.assert_positions_ok(findings)
         except AssertionError as exc:
             return Verdict.failed(FailureClass.MROPE_POSITIONS, f"{i.pair} {case_id}: {exc}")
     return Verdict.passed()
+
+
+def _roles(inp: DeviceInput, rec: TestRecord, roles: tuple[str, ...],
+           judge: Callable[[list[vl_chunks.ChunkedRun], str], vl_chunks.RoleVerdict], failure: FailureClass,
+           what: str) -> Verdict:
+    rec.backend_pair = BackendPair.cpu_reference(visual=True).name
+    if inp.image is None:
+        return Verdict.skipped("no image prompt: the chunked runs are for a visual export")
+    verdicts = [judge(inp.chunked_runs, role) for role in roles]
+    fails = [line for v in verdicts for line in v.failures]
+    if fails:
+        return Verdict.failed(failure, f"{what}: " + "\n".join(fails))
+    if all(v.skip for v in verdicts):
+        return Verdict.skipped("; ".join(v.skip for v in verdicts))
+    return Verdict.passed()
+
+
+def mrope_positions_chunked(inp: DeviceInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+    """The CPU pair's positions in one chunk, under the compiled chunk and a padding and a
+    non-padding chunking whose boundaries stay out of the image (runners/vl_chunks.py)."""
+    return _roles(inp, rec, ("one", "compiled", "padding", "no-padding"), vl_chunks.positions_verdict,
+                  FailureClass.MROPE_POSITIONS, "mRoPE position check failed")
+
+
+def mrope_positions_image_split(inp: DeviceInput, rec: TestRecord, _i: Instance,
+                                _d: Collection[FailureClass]) -> Verdict:
+    """The CPU pair's positions with the first chunk ending inside the image (row inflation,
+    docs/posdbg.md#row-inflation)."""
+    return _roles(inp, rec, ("image-split",), vl_chunks.positions_verdict, FailureClass.MROPE_POSITIONS,
+                  "mRoPE position check failed")
+
+
+def runtime_shape_guards_chunked(inp: DeviceInput, rec: TestRecord, _i: Instance,
+                                 _d: Collection[FailureClass]) -> Verdict:
+    """No shape or graph error in the CPU pair's chunked runs (e.g. DeepStack rows vs a padded
+    chunk), per chunking."""
+    return _roles(inp, rec, vl_chunks.ROLES, vl_chunks.shapes_verdict, FailureClass.SHAPE_ERROR, "shape failure")
 
 
 def chunked_prefill(inp: DeviceInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
@@ -168,10 +219,13 @@ def chunked_prefill(inp: DeviceInput, rec: TestRecord, _i: Instance, _d: Collect
     rec.backend_pair = pair
     prompts = [Prompt(LONG_TEXT, id="long-text")]
     if inp.model.visual and inp.image is not None:
-        prompts.append(Prompt(LONG_TEXT, images=(Image(inp.image, height=512, width=512),), id="long-image"))
+        prompts += [c.prompt for c in chunked_image_cases(inp.image)]
     results = pipeline.chunked_prefill_check(inp.runner, prompts, backend=pair, timeout=inp.timeout,
                                              extra_env=inp.extra_env)
     rec.extras["chunked_method"] = results[0].method
+    # An image prompt the tool cannot show B: "not checkable" with the reason, never a verdict.
+    rec.extras["not_checkable"] = [r.explain() for r in results if not r.checkable]
+    results = [r for r in results if r.checkable]
     rec.extras["chunked_equivalent"] = all(r.equal for r in results)
     diffs = [r.diff.record_extras() for r in results if r.diff is not None]
     if len(diffs) == 1:

@@ -28,12 +28,24 @@ MROPE_POSITIONS = Check("mrope_positions", Scope.PAIR, checks.mrope_positions,
                         needs=(Need.PAIR_RUNS, Need.INSTRUMENTED_RUNTIME), owns=FailureClass.MROPE_POSITIONS,
                         groups=("structural",), doc="chunked-prefill mRoPE positions from [POSDBG] dumps")
 CHUNKED_PREFILL = Check("chunked_prefill_equivalence", Scope.DEVICE, checks.chunked_prefill,
-                        needs=(Need.CPU_CONFIG,), doc="compiled chunk against one chunk, on the CPU reference")
+                        needs=(Need.CPU_CONFIG,), groups=("structural",),
+                        doc="compiled chunk against one chunk, on the CPU reference")
+# A VL export's CPU pair under several chunkings (runners/vl_chunks.py), run once per device.
+MROPE_CHUNKED = Check("mrope_positions_chunked", Scope.DEVICE, checks.mrope_positions_chunked,
+                      needs=(Need.CPU_CONFIG, Need.IMAGE), groups=("structural",),
+                      doc="CPU pair positions: one chunk, compiled chunk, padding and non-padding chunkings")
+MROPE_IMAGE_SPLIT = Check("mrope_positions_image_split", Scope.DEVICE, checks.mrope_positions_image_split,
+                          needs=(Need.CPU_CONFIG, Need.IMAGE), groups=("structural",),
+                          doc="CPU pair positions with a chunk ending inside the image (row inflation)")
+SHAPES_CHUNKED = Check("runtime_shape_guards_chunked", Scope.DEVICE, checks.runtime_shape_guards_chunked,
+                       needs=(Need.CPU_CONFIG, Need.IMAGE), groups=("structural",),
+                       doc="no shape error in the CPU pair's chunked runs (DeepStack rows vs a chunk)")
 EXPORT_VERDICT = Check("export_verdict", Scope.SUMMARY, checks.export_verdict, groups=("verdict",),
                        doc="the export's verdict over all its prompts: static quant, teacher-forced, text lines")
 
 QWEN3_VL = Suite("qwen3_vl", (EXPORT_SHAPES, QUANT_METADATA, GENERATION, RUNTIME_SHAPE_GUARDS, MROPE_POSITIONS,
-                              CHUNKED_PREFILL, EXPORT_VERDICT), model_types=("qwen3_vl",), visual=True,
+                              MROPE_CHUNKED, MROPE_IMAGE_SPLIT, SHAPES_CHUNKED, CHUNKED_PREFILL, EXPORT_VERDICT),
+                 model_types=("qwen3_vl",), visual=True,
                  doc="Qwen3-VL: the visual x LLM backend matrix, shape guards, mRoPE positions")
 QWEN3 = Suite("qwen3", (EXPORT_SHAPES, QUANT_METADATA, GENERATION, CHUNKED_PREFILL, EXPORT_VERDICT),
               model_types=("qwen3",),

@@ -92,5 +92,11 @@ def build_shell_command(
     pieces.append(run)
     command = " && ".join(pieces)
     if pid_file:
-        command = f"( {command} ); _hrc=$?; rm -f {shlex.quote(pid_file)}; exit $_hrc"
+        # A hangup (the link's shell stream closed) must not wedge the waiting shell: mksh, the
+        # Android shell, hangs up its foreground job and then sleeps with SIGCHLD blocked, a
+        # zombie beside it, for good. With a trap it waits on: the program runs until it ends
+        # or the harness kills it through the pid file, then the file goes and the shell exits.
+        q = shlex.quote(pid_file)
+        on_hangup = shlex.quote(f"rm -f {q}; exit 129")
+        command = f"trap {on_hangup} HUP; ( {command} ); _hrc=$?; rm -f {q}; exit $_hrc"
     return command

@@ -171,7 +171,8 @@ def test_past_end_is_classified(full: bool) -> None:
     findings = check_position_log(log, ref)
     assert {f.kind for f in findings} == {PAST_END}
     assert findings[0].chunk == 1 and findings[0].index == 128
-    assert findings[0].got == (128, 128, 128)
+    # The full form shows the fallback row; a summary cannot (padding may hold anything).
+    assert findings[0].got == ((128, 128, 128) if full else None)
 
 
 def test_past_end_flagged_even_when_values_coincide() -> None:

@@ -4,6 +4,7 @@ through the local host."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -45,12 +46,20 @@ def test_chunk_local_positions_disagree_right_after_the_image_while_the_text_hid
     s = install(transport, tmp_path / "h", visual=True, behaviour=behaviour)
     image = write_test_image(tmp_path / "red.png")
     prompt = Prompt("Describe the image.", images=(Image(image, height=512, width=512),), id="image")
+    # The stock tool shows B no image: not checkable, with the reason, never a verdict.
+    [stock] = pipeline.chunked_prefill_check(s.runner(), [prompt], backend="cpu/cpu", max_new_tokens=12,
+                                             extra_env=SM8750_ENV)
+    assert stock.method == "not checkable" and not stock.checkable and stock.diff is None
+    assert "llm_logits_diff_vl" in stock.explain() and "B never sees the image" in stock.explain()
+    # The VL build (here the virtual tool under that name) is preferred and compares.
+    shutil.copy2(Path(s.runtime.remote_dir, "llm_logits_diff"), Path(s.runtime.remote_dir, "llm_logits_diff_vl"))
     [res] = pipeline.chunked_prefill_check(s.runner(), [prompt], backend="cpu/cpu", max_new_tokens=12,
                                            extra_env=SM8750_ENV)
     assert res.method == "teacher-forced" and not res.equal
     assert res.diff.verdict == "disagree" and res.diff.first_disagreement in (1, 2, 3), res.explain()
     # The greedy texts of the two runs are the same: only the teacher-forced check sees it.
     Path(s.runtime.remote_dir, "llm_logits_diff").unlink()
+    Path(s.runtime.remote_dir, "llm_logits_diff_vl").unlink()
     [text] = pipeline.chunked_prefill_check(s.runner(), [prompt], backend="cpu/cpu", max_new_tokens=12,
                                             extra_env=SM8750_ENV)
     assert text.method == "text" and text.equal

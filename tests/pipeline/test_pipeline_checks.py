@@ -51,12 +51,30 @@ def test_no_dumps_means_not_instrumented(tmp_path: Path) -> None:
     assert pipeline.position_findings_of(_result(prompt, [], 50), [pipeline.PromptCase(prompt)]) is None
 
 
-def test_image_without_hw_gets_no_guessed_reference(tmp_path: Path) -> None:
+def test_image_without_hw_takes_its_grid_from_the_dump(tmp_path: Path) -> None:
+    """No <hw>: the device's resize decides the grid; the first call shows it when the image
+    ends inside it (the CLI on a capture does the same), else the dump cannot decide."""
     prompt = _image_prompt(tmp_path, hw=False)
-    ref = _ref()
+    ref = mrope.reference_positions([mrope.Text(20), mrope.image_llm_grid(448, 224), mrope.Text(200)])
     res = _result(prompt, mrope_sim.posdbg_lines(ref, mode="ok"), len(ref))
-    findings = pipeline.position_findings_of(res, [pipeline.PromptCase(prompt)])["image"]
-    assert [f.kind for f in findings] == ["no_reference"]
+    assert pipeline.position_findings_of(res, [pipeline.PromptCase(prompt)])["image"] == []
+    bad = _result(prompt, mrope_sim.posdbg_lines(ref, mode="chunk_local_bug"), len(ref))
+    assert {f.kind for f in pipeline.position_findings_of(bad, [pipeline.PromptCase(prompt)])["image"]} == {
+        "chunk_local_bug"}
+    # An image the first call cuts off: no guessed grid.
+    cut = _result(prompt, mrope_sim.posdbg_lines(_ref(), mode="ok"), len(_ref()))  # 256 pads from token 21
+    findings = pipeline.position_findings_of(cut, [pipeline.PromptCase(prompt)])["image"]
+    assert [f.kind for f in findings] == ["no_reference"] and not pipeline.failing_positions(findings)
+
+
+def test_warmup_lines_are_not_a_prompt(tmp_path: Path) -> None:
+    prompt = _image_prompt(tmp_path)
+    ref = _ref()
+    warmup = ["[POSDBG] all_seq_len=0 seq_len=1 listSize=0 gen_seq_len=1 | ax0=1 ax1=1 ax2=1"] * 7
+    res = _result(prompt, warmup + mrope_sim.posdbg_lines(ref, mode="ok", decode_tokens=3), len(ref))
+    assert pipeline.position_findings_of(res, [pipeline.PromptCase(prompt)]) == {"image": []}
+    only = _result(prompt, warmup, len(ref))  # an instrumented build whose prompt printed nothing
+    assert pipeline.position_findings_of(only, [pipeline.PromptCase(prompt)]) is None
 
 
 def test_malformed_dump_is_a_finding_not_a_crash(tmp_path: Path) -> None:

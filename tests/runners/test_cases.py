@@ -36,5 +36,15 @@ def test_image_case_needs_an_image(tmp_path: Path) -> None:
     assert [c.id for c in default_cases(visual=False)] == ["france", "cat"]
     with pytest.raises(HarnessError, match="image prompts need an image file"):
         default_cases(visual=True)
-    [*_, image_case] = default_cases(visual=True, image=tmp_path / "red.png", image_hw=(64, 32))
+    [*_, image_case] = default_cases(visual=True, image=tmp_path / "red.png", image_sizes=[(64, 32)])
     assert (image_case.id, image_case.prompt.images[0].height, image_case.prompt.images[0].width) == ("image", 64, 32)
+
+
+def test_default_image_cases_are_non_square_in_both_orientations(tmp_path: Path) -> None:
+    from harness.checks.mrope import image_llm_grid
+
+    cases = default_cases(visual=True, image=tmp_path / "red.png")
+    images = {c.id: c.prompt.images[0] for c in cases if c.prompt.images}
+    assert list(images) == ["image", "image-224x448"]
+    grids = [image_llm_grid(i.height, i.width) for i in images.values()]
+    assert [(g.h, g.w) for g in grids] == [(14, 7), (7, 14)]  # h > w and w > h on the LLM grid

@@ -12,16 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.checks.mrope.calls import Call, RunRows, account_rows, split_runs
 from harness.checks.mrope.posdbg import PosDump, parse_posdbg, summarize_axis
-from harness.checks.mrope.reference import (
-    AXIS_NAMES,
-    Image,
-    Positions,
-    Segment,
-    Text,
-    Variant,
-    reference_positions,
-)
+from harness.checks.mrope.reference import AXIS_NAMES, Positions, image_spans
 
 # Finding kinds
 OK = "ok"
@@ -32,6 +25,11 @@ DECODE_MISMATCH = "decode_mismatch"
 LENGTH_MISMATCH = "length_mismatch"
 NO_DUMPS = "no_dumps"
 RUN_COUNT = "run_count"
+ROW_INFLATION = "row_inflation"
+NO_REFERENCE = "no_reference"
+MALFORMED_DUMP = "malformed_dump"
+# Kinds that say the dump cannot decide (verdict "unchecked"), not that positions are wrong.
+UNCHECKED_KINDS = frozenset({NO_DUMPS, NO_REFERENCE, RUN_COUNT})
 
 _HINTS = {
     CHUNK_LOCAL_BUG: (
@@ -59,6 +57,16 @@ _HINTS = {
         "(MNN_USE_LOGCAT) instead of stdout"
     ),
     RUN_COUNT: "pass one reference per prompt run (all_seq_len restarts at 0 for each prompt)",
+    ROW_INFLATION: (
+        "a prefill chunk ended inside an image: Omni::embedding inserts the whole image at the "
+        "chunk's first pad token, so the chunk is forwarded as more rows than it has tokens and "
+        "every later row is off; split the prompt by token ids so no chunk ends inside an image "
+        "(docs/posdbg.md#row-inflation)"
+    ),
+    NO_REFERENCE: (
+        "print the full [POSDBG] form (MNN_POSDBG=full) and keep every image of the prompt inside "
+        "the first prefill call, or give the image grids"
+    ),
 }
 
 
@@ -97,26 +105,6 @@ class PositionFinding:
         return text
 
 
-def split_runs(dumps: Sequence[PosDump]) -> list[list[PosDump]]:
-    """One list per prompt: a prefill dump at all_seq_len 0 starts a new run."""
-    runs: list[list[PosDump]] = []
-    for d in dumps:
-        if not runs or (d.all_seq_len == 0 and not d.is_decode):
-            runs.append([])
-        runs[-1].append(d)
-    return runs
-
-
-def _expected_rows(ref: Positions, d: PosDump) -> tuple[list[tuple[int, int, int]], int]:
-    """(rows the runtime must print for this call, number of real rows to compare strictly)."""
-    a, s, n = d.all_seq_len, d.seq_len, ref.prompt_len
-    if d.is_decode or a >= n:
-        return ref.rows(a, a + s), s
-    real = min(s, n - a)
-    rows = ref.rows(a, a + real) + [(a + i,) * 3 for i in range(real, s)]  # padding fallback
-    return rows, real
-
-
 def _chunk_local_rows(ref: Positions, d: PosDump, list_size: int) -> list[tuple[int, int, int]]:
     a = d.all_seq_len
     rows: list[tuple[int, int, int]] = []
@@ -129,15 +117,6 @@ def _chunk_local_rows(ref: Positions, d: PosDump, list_size: int) -> list[tuple[
     return rows
 
 
-def _summary_matches(summary, rows: Sequence[tuple[int, int, int]]) -> tuple[bool, int, str, int, int]:
-    for k in range(3):
-        want = summarize_axis([r[k] for r in rows])
-        for key, got in summary[k].items():
-            if want.get(key) != got:
-                return False, k, key, want.get(key, -1), got
-    return True, -1, "", 0, 0
-
-
 def _first_diff(got_rows, want_rows, count) -> tuple[int, int] | None:
     for i in range(count):
         for k in range(3):
@@ -146,14 +125,47 @@ def _first_diff(got_rows, want_rows, count) -> tuple[int, int] | None:
     return None
 
 
+def _summary_problem(summary, want: Sequence[tuple[int, int, int]], real: int, seq_len: int
+                     ) -> tuple[int, str, str] | None:
+    """(axis, key, what) of the first summary value the real rows contradict, else None.
+
+    The summary covers every row, padding included, and a padding row may hold anything
+    (docs/posdbg.md#the-posdbg-line): over real rows only, every key is compared; with padding,
+    `first` is compared exactly, `min` must not exceed the real rows' minimum and `max` not fall
+    below their maximum; `sum` and `last` cannot be checked."""
+    padded = real < seq_len
+    for k in range(3):
+        ws = summarize_axis([r[k] for r in want[:real]])
+        if not ws:
+            continue
+        for key, got in summary[k].items():
+            exp = ws.get(key)
+            if exp is None:
+                continue
+            if not padded and got != exp:
+                return k, key, f"expected {exp}, got {got}"
+            if padded and key == "first" and got != exp:
+                return k, key, f"expected {exp}, got {got}"
+            if padded and key == "min" and got > exp:
+                return k, key, f"expected at most {exp} (the real rows' minimum), got {got}"
+            if padded and key == "max" and got < exp:
+                return k, key, f"expected at least {exp} (the real rows' maximum), got {got}"
+    return None
+
+
 def check_positions(
     dumps: Sequence[PosDump],
     reference: Positions | Sequence[Positions],
+    *,
+    log: str = "",
 ) -> list[PositionFinding]:
-    """Compare every dumped forward call with the reference. Empty list = all chunks correct."""
-    if not dumps:
-        return [PositionFinding(NO_DUMPS, "expected position dumps, found none")]
+    """Compare every dumped forward call with the reference. Empty list = all chunks correct.
+    Start-up warm-up lines are not a prompt; `log` (the run's stdout) lends the evidence of a
+    shape error for row inflation (`calls.account_rows`)."""
     runs = split_runs(dumps)
+    if not runs:
+        return [PositionFinding(NO_DUMPS, "expected position dumps of a prompt, found none"
+                                + (f" ({len(dumps)} start-up warm-up line(s) only)" if dumps else ""))]
     if isinstance(reference, Positions):
         refs = [reference] * len(runs)
     else:
@@ -166,30 +178,68 @@ def check_positions(
             ]
     findings: list[PositionFinding] = []
     for run_idx, (run, ref) in enumerate(zip(runs, refs)):
-        findings.extend(_check_run(run_idx, run, ref))
+        findings.extend(check_run(run_idx, run, ref, log if len(runs) == 1 else ""))
     return findings
 
 
-def _check_run(run_idx: int, run: Sequence[PosDump], ref: Positions) -> list[PositionFinding]:
+def _where(run_idx: int, c: Call) -> dict[str, Any]:
+    d = c.dump
+    return {"run": run_idx, "chunk": c.chunk, "decode_step": c.step, "all_seq_len": d.all_seq_len,
+            "seq_len": d.seq_len, "line_no": d.line_no}
+
+
+def _inflation_finding(run_idx: int, rows: RunRows, ref: Positions | None, first: PosDump) -> PositionFinding:
+    n = rows.prompt_len
+    prefill = [c for c in rows.calls if not c.decode]
+    block = max(c.dump.seq_len for c in prefill)
+    where = ""
+    if ref is not None:
+        image = image_spans(ref)
+        inside = [b for b in range(block, n, block) if any(s < b <= e for s, e in image)]
+        if inside:
+            span = next(f"{s}..{e}" for s, e in image if s < inside[0] <= e)
+            where = f"; the chunk boundary at token {inside[0]} falls inside the image block at tokens {span}"
+    elif first.axes is not None:
+        t = first.axes[0]
+        last = min(len(t), first.list_size or len(t)) - 1
+        start = next((i for i in range(last) if t[i + 1] == t[i]), None)
+        if start is not None and all(t[j] == t[start] for j in range(start, last + 1)):
+            where = (f"; the first call ends inside an image (its pad tokens start at token {start} "
+                     f"and run to the call's last row {last})")
+    if rows.inflated_rows is not None:
+        c = next(c for c in prefill if c.chunk == rows.inflated_call)
+        return PositionFinding(
+            ROW_INFLATION,
+            f"the call's embedding held {rows.inflated_rows} rows for a chunk of at most "
+            f"{c.dump.seq_len} tokens (shape error 'dim1 = {rows.inflated_rows}, dim2 = "
+            f"{c.dump.seq_len}'){where}", expected=c.dump.seq_len, got=rows.inflated_rows,
+            **_where(run_idx, c))
+    first_short = next((c for c in prefill if c.real < c.dump.seq_len and c is not prefill[-1]), None)
+    c = first_short or prefill[0]
+    return PositionFinding(
+        ROW_INFLATION,
+        f"the prefill forwarded {rows.prefill_rows} rows for a prompt of {n} tokens "
+        f"({(rows.prefill_rows or 0) - n} extra"
+        + (f"; the first token chunk of {block} tokens was forwarded as {c.dump.all_seq_len + c.real} rows"
+           if first_short is not None else "") + f"){where}",
+        expected=n, got=rows.prefill_rows, **_where(run_idx, c))
+
+
+def check_run(run_idx: int, run: Sequence[PosDump], ref: Positions | None, log: str = "", *,
+              prompt_len: int | None = None) -> list[PositionFinding]:
+    """One prompt run's findings. Without a reference (`ref` None; `prompt_len`, else the
+    run's listSize, gives the token count) only what needs no position value is judged: row
+    inflation and rows past the list."""
     findings: list[PositionFinding] = []
-    n = ref.prompt_len
-    chunk = 0
-    step = 0
+    n = ref.prompt_len if ref is not None else (prompt_len or run[0].list_size or 0)
+    rows = account_rows(run, n, log)
     reported_length = False
-    for d in run:
-        decode = d.is_decode or d.all_seq_len >= n
-        base: dict[str, Any] = {
-            "run": run_idx,
-            "chunk": None if decode else chunk,
-            "decode_step": step if decode else None,
-            "all_seq_len": d.all_seq_len,
-            "seq_len": d.seq_len,
-            "line_no": d.line_no,
-        }
-        if decode:
-            step += 1
-        else:
-            chunk += 1
+    top = max(max(ref.t), max(ref.h), max(ref.w)) if ref is not None and n else -1
+    if rows.inflated:
+        findings.append(_inflation_finding(run_idx, rows, ref, run[0]))
+    for c in rows.calls:
+        d = c.dump
+        base = _where(run_idx, c)
         list_size = d.list_size if d.list_size is not None else n
         if d.list_size is not None and d.list_size > n and not reported_length:
             reported_length = True
@@ -200,20 +250,34 @@ def _check_run(run_idx: int, run: Sequence[PosDump], ref: Positions) -> list[Pos
                     expected=n, got=d.list_size, **base,
                 )
             )
-        want, real = _expected_rows(ref, d)
-        # Rows of this call that the runtime's list covers; the rest of the real rows ran past it.
-        in_list = real if decode else max(0, min(real, list_size - d.all_seq_len))
-        if in_list < real:
-            first = d.all_seq_len + in_list
-            findings.append(
-                PositionFinding(
-                    PAST_END,
-                    f"prompt rows {first}..{d.all_seq_len + real - 1} lie past the runtime's position "
-                    f"list (listSize={list_size}, prompt has {n} tokens) and fell back to sequential "
-                    f"positions; token {first}: expected {ref.row(first)}, fallback {(first,) * 3}",
-                    index=first, expected=ref.row(first), got=(first,) * 3, **base,
+        if c.decode:
+            if ref is None:
+                continue
+            # Decode step s continues after the prompt's largest position (rope_delta),
+            # docs/posdbg.md#decode-positions.
+            pos = top + 1 + (c.step or 0)
+            want = [(pos, pos, pos)] * d.seq_len
+            real = in_list = d.seq_len
+        else:
+            real = c.real
+            in_list = max(0, min(real, list_size - d.all_seq_len))
+            if in_list < real:
+                first = d.all_seq_len + in_list
+                exp = ref.row(first) if ref is not None and first < n else None
+                dumped = tuple(d.axes[k][in_list] for k in range(3)) if d.axes is not None else None
+                findings.append(
+                    PositionFinding(
+                        PAST_END,
+                        f"real rows {first}..{d.all_seq_len + real - 1} lie past the runtime's position "
+                        f"list (listSize={list_size}, prompt has {n} tokens)"
+                        + (f"; token {first}: expected {exp}" if exp is not None else
+                           " and match no prompt token") + (f", got {dumped}" if dumped else ""),
+                        index=first, expected=exp, got=dumped, **base,
+                    )
                 )
-            )
+            if rows.inflated or ref is None:
+                continue  # rows no longer map to tokens, or no values to compare with
+            want = ref.rows(d.all_seq_len, d.all_seq_len + in_list)
         if d.axes is not None:
             got = list(zip(*d.axes))
             diff = _first_diff(got, want, in_list)
@@ -221,7 +285,7 @@ def _check_run(run_idx: int, run: Sequence[PosDump], ref: Positions) -> list[Pos
                 continue
             i, k = diff
             idx = d.all_seq_len + i
-            if decode:
+            if c.decode:
                 kind = DECODE_MISMATCH
             elif _first_diff(got, _chunk_local_rows(ref, d, list_size), in_list) is None:
                 kind = CHUNK_LOCAL_BUG
@@ -235,23 +299,23 @@ def _check_run(run_idx: int, run: Sequence[PosDump], ref: Positions) -> list[Pos
                     axis=k, index=idx, expected=want[i][k], got=got[i][k], **base,
                 )
             )
-        elif in_list == real:  # a summary mixing past-end rows cannot be compared row-wise
-            assert d.summary is not None
-            ok, k, key, exp, got_v = _summary_matches(d.summary, want)
-            if ok:
+        elif in_list == real and d.summary is not None:  # past-end rows cannot be compared row-wise
+            problem = _summary_problem(d.summary, want, in_list, d.seq_len)
+            if problem is None:
                 continue
-            if decode:
+            k, key, what = problem
+            if c.decode:
                 kind = DECODE_MISMATCH
-            elif _summary_matches(d.summary, _chunk_local_rows(ref, d, list_size))[0]:
+            elif _summary_problem(d.summary, _chunk_local_rows(ref, d, list_size), in_list, d.seq_len) is None:
                 kind = CHUNK_LOCAL_BUG
             else:
                 kind = MISMATCH
             findings.append(
                 PositionFinding(
                     kind,
-                    f"axis {k} ({AXIS_NAMES[k]}) summary {key}: expected {exp}, got {got_v} "
+                    f"axis {k} ({AXIS_NAMES[k]}) summary {key}: {what} "
                     f"(summary form: the first differing token cannot be located; print the full form)",
-                    axis=k, expected=exp, got=got_v, **base,
+                    axis=k, **base,
                 )
             )
     return findings
@@ -261,7 +325,7 @@ def check_position_log(
     text: str, reference: Positions | Sequence[Positions]
 ) -> list[PositionFinding]:
     """Parse `[POSDBG]` lines from a runtime log and check them (see `check_positions`)."""
-    return check_positions(parse_posdbg(text), reference)
+    return check_positions(parse_posdbg(text), reference, log=text)
 
 
 def assert_positions_ok(findings: Iterable[PositionFinding]) -> None:
@@ -274,45 +338,3 @@ def assert_positions_ok(findings: Iterable[PositionFinding]) -> None:
     lines += ["  " + f.explain(with_hint=False) for f in findings]
     lines += [f"what to do ({kind}): {_HINTS[kind]}" for kind in kinds if kind in _HINTS]
     raise AssertionError("\n".join(lines))
-
-
-
-def reference_from_first_chunk(
-    dumps: Sequence[PosDump],
-    images: Sequence[Image] = (),
-    *,
-    prompt_len: int | None = None,
-    variant: Variant = Variant.MNN,
-) -> Positions | None:
-    """Rebuild a prompt's reference positions from its own first prefill call.
-
-    On a device the harness has no tokenizer, so it cannot count the text tokens around an
-    image. The first call (all_seq_len 0) cannot show the chunk-local bug (k = 0) and, in
-    the full form, shows where the image starts: the first row whose three axes differ is
-    the image's second pad token, two rows after `<|vision_start|>`. With one image (or
-    none) and the prompt length (listSize, or the summary's prompt tokens) that fixes every
-    segment. Returns None when the dump cannot anchor it (summary form, several images, or
-    an image starting past the first call); callers then report the check as not possible.
-    """
-    first = next((d for d in dumps if d.all_seq_len == 0 and not d.is_decode), None)
-    n = prompt_len if prompt_len is not None else (first.list_size if first is not None else None)
-    if first is None or n is None or len(images) > 1:
-        return None
-    if not images:
-        return reference_positions([Text(n)], variant=variant)
-    if first.axes is None:
-        return None
-    img = images[0]
-    rows = list(zip(*first.axes))
-    diverge = next((i for i, (t, h, w) in enumerate(rows) if not t == h == w), None)
-    if diverge is None or diverge < 2:
-        return None
-    before = diverge - 2
-    after = n - before - img.n_tokens
-    if after < 0:
-        return None
-    segments: list[Segment] = [Text(before)] if before else []
-    segments.append(img)
-    if after:
-        segments.append(Text(after))
-    return reference_positions(segments, variant=variant)

@@ -161,6 +161,23 @@ def reference_positions(
     return Positions(tuple(t), tuple(h), tuple(w), base, variant, decode_rule)
 
 
+def image_spans(ref: Positions) -> list[tuple[int, int]]:
+    """(vision_start, vision_end) token indexes of each image block of a reference: an image's
+    pad tokens share one T position (t = 1), text tokens step by one."""
+    spans = []
+    i = 0
+    while i < ref.prompt_len - 1:
+        if ref.t[i + 1] == ref.t[i]:
+            j = i
+            while j + 1 < ref.prompt_len and ref.t[j + 1] == ref.t[i]:
+                j += 1
+            spans.append((i - 1, j + 1))
+            i = j + 1
+        else:
+            i += 1
+    return spans
+
+
 def smart_resize(
     height: int,
     width: int,

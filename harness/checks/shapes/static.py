@@ -18,6 +18,7 @@ from harness.checks.shapes.compiled import (
     check_target,
     model_needs,
 )
+from harness.checks.shapes.cpu_graphs import check_cpu_graph_io
 from harness.checks.shapes.findings import WARNING, ShapeFinding
 from harness.checks.shapes.visual import check_image_sizes, check_patch_counts, check_visual_io, parse_image_sizes
 from harness.compiled_io import SOURCE_SIDECAR, CompiledIO, binary_files, read_compiled_io
@@ -79,6 +80,9 @@ def check_export_shapes(
         base = root / str(cfg.get("base_dir", "")) if cfg.get("base_dir") else root
         npu_dir = base / str(cfg.get("npu_model_dir", "")) if cfg.get("npu_model_dir") else base
         llm_qnn, vis_qnn = config.pair.uses_qnn_llm, config.pair.uses_qnn_visual
+        if model.visual and not (llm_qnn or vis_qnn):  # both CPU graphs: visual outputs vs LLM inputs
+            add(check_cpu_graph_io(model, base, rel, str(cfg.get("visual_model", "visual.mnn")),
+                                   str(cfg.get("llm_model", "llm.mnn"))))
         if not (llm_qnn or vis_qnn):
             add(_check_files(cfg, rel, base, npu_dir, root, model, False, False, None))
             continue

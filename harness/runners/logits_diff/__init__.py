@@ -26,7 +26,8 @@ CLI: `python -m harness.runners.logits_diff STDOUT [--stderr F] [--exit-code N] 
 from harness.runners.logits_diff.cli import main
 from harness.runners.logits_diff.judge import (DEFAULT_THRESHOLDS, VERDICTS, DiffResult, Thresholds, Verdict,
                                                analyse, chunk_of, judge)
-from harness.runners.logits_diff.parse import TOOL, ParsedDiff, Step, add_stderr, json_number, parse
+from harness.runners.diff_tools import TOOL
+from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 from harness.runners.logits_diff.runner import PROMPT_FILE, LogitsDiffRunner
 
 __all__ = ["DEFAULT_THRESHOLDS", "PROMPT_FILE", "TOOL", "VERDICTS", "DiffResult", "LogitsDiffRunner", "ParsedDiff",

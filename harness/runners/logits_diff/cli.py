@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.runners.logits_diff.judge import analyse
-from harness.runners.logits_diff.parse import TOOL
+from harness.runners.diff_tools import TOOL
 
 
 def _read(path: str, what: str) -> str:

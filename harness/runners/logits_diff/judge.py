@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from harness.checks.teacher_forced import DEFAULT_THRESHOLDS, Thresholds
-from harness.runners.logits_diff.parse import TOOL, ParsedDiff, Step, add_stderr, json_number, parse
+from harness.runners.diff_tools import TOOL
+from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 
 Verdict = Literal["agree", "drift", "disagree", "error"]
 VERDICTS: tuple[str, ...] = ("agree", "drift", "disagree", "error")

@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-TOOL = "llm_logits_diff"
+from harness.runners.diff_tools import without_engine_text
+
 
 # printf formats of llm_logits_diff.cpp (MNN master 4d40bdbd, docs/logits-diff.md):
 #   "%4d | %6d %6d %s | %7.4f %7.4f | %9.5f %11.7f | %s"
@@ -101,7 +102,9 @@ def parse(stdout: str) -> ParsedDiff:
         pending = []
 
     in_rows = False
-    for line in stdout.splitlines():
+    for raw in stdout.splitlines():
+        if (line := without_engine_text(raw)) is None:
+            continue  # the engine's own lines ([POSDBG], shape errors) are never token text
         if m := _ROW.match(line):
             flush_pending(False)
             out.steps.append(Step(int(m[1]), int(m[2]), int(m[3]), m[4] == "==", _float(m[5]), _float(m[6]),

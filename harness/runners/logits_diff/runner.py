@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.runners.logits_diff.judge import DEFAULT_THRESHOLDS, DiffResult, Thresholds, analyse, chunk_of
-from harness.runners.logits_diff.parse import TOOL
+from harness.runners.diff_tools import TOOL, pick_tool
 from harness.runners.overlay import Overlay, read_remote_config, write_overlay
 from harness.runners.prompts import Prompt, images_of, render_prompt_file
 from harness.transport.base import Transport
@@ -34,22 +34,18 @@ class LogitsDiffRunner:
     runtime: ProvisionedRuntime
     model: ProvisionedModel
     keep_run_dirs: bool = False
+    tool_name: str = TOOL  # or TOOL_VL (diff_tools.py), whose B sees the images
 
     @property
     def tool(self) -> str:
-        return posixpath.join(self.runtime.remote_dir, TOOL)
+        return posixpath.join(self.runtime.remote_dir, self.tool_name)
 
     @classmethod
     def if_available(cls, transport: Transport, runtime: ProvisionedRuntime,
                      model: ProvisionedModel) -> LogitsDiffRunner | None:
-        """A runner when the pushed runtime holds llm_logits_diff, else None (one stat)."""
-        if model.kind != "mnn":
-            return None
-        try:
-            st = transport.stat(posixpath.join(runtime.remote_dir, TOOL))
-        except TransportError:
-            return None
-        return cls(transport, runtime, model) if st is not None else None
+        """A runner when the pushed runtime holds llm_logits_diff(_vl), the VL build first."""
+        name = pick_tool(transport, runtime.remote_dir) if model.kind == "mnn" else None
+        return cls(transport, runtime, model, tool_name=name) if name is not None else None
 
     def _config(self, backend: str, overlay: Overlay) -> tuple[str, int | None]:
         name = self.model.configs.get(backend, backend if backend.endswith(".json") else None)

@@ -1,0 +1,44 @@
+"""Which teacher-forced logits tool a runtime holds, and what its output carries besides rows
+(docs/logits-diff.md#vl-prompts). Kept apart from the tool's runner and parser."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from harness.errors import TransportError
+from harness.transport.base import Transport
+
+TOOL = "llm_logits_diff"
+# The VL build: B also runs tokenizer_encode (the stock B never sees the prompt's images) and a
+# padded chunk's last real row is read. Preferred when the runtime holds it.
+TOOL_VL = "llm_logits_diff_vl"
+TOOLS = (TOOL_VL, TOOL)
+
+# The engine's own lines between the tool's rows ([POSDBG] dumps, shape errors): never token text.
+_ENGINE_LINE = re.compile(r"\[POSDBG\]|^(?:Broad cast error, |Compute Shape Error for |code=\d+ in \w+, \d+)")
+
+
+def shows_b_images(tool_name: str) -> bool:
+    """Does B see the prompt's images with this tool? The stock tool encodes for A only."""
+    return tool_name == TOOL_VL
+
+
+def pick_tool(transport: Transport, runtime_dir: str) -> str | None:
+    """The best tool the pushed runtime holds (VL first), None without one or on a link fault."""
+    for name in TOOLS:
+        try:
+            if transport.stat(posixpath.join(runtime_dir, name)) is not None:
+                return name
+        except TransportError:
+            return None
+    return None
+
+
+def without_engine_text(line: str) -> str | None:
+    """`line` without an engine line glued to it (a token before a [POSDBG] tag stays);
+    None when nothing of the tool's own output is left."""
+    m = _ENGINE_LINE.search(line)
+    if m is None:
+        return line
+    return line[:m.start()] or None
