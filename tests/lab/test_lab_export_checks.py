@@ -60,8 +60,10 @@ def test_healthy_export_passes_and_an_export_without_act_quant_is_skipped_with_t
 def test_a_plan_selects_checks_by_name_or_group(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "healthy", suites=[{"name": "qwen3_vl", "models": ["vl"], "checks": ["structural"]}])
     suite = plan.suites[0].suite
-    assert [c.name for c in suite.checks] == ["export_shapes", "runtime_shape_guards", "mrope_positions"]
-    assert {c.scope for c in suite.checks} == {Scope.EXPORT, Scope.PAIR}
+    assert [c.name for c in suite.checks] == ["export_shapes", "runtime_shape_guards", "mrope_positions",
+                                              "mrope_positions_chunked", "mrope_positions_image_split",
+                                              "runtime_shape_guards_chunked", "chunked_prefill_equivalence"]
+    assert {c.scope for c in suite.checks} == {Scope.EXPORT, Scope.PAIR, Scope.DEVICE}
     static = _plan(tmp_path, "healthy", suites=[{"name": "qwen3_vl", "models": ["vl"], "checks": ["static"]}])
     assert [c.name for c in static.suites[0].suite.checks] == ["export_shapes", "quant_metadata"]
     with pytest.raises(PlanError, match=r"key 'suites.qwen3_vl.checks'.*'mrope' is not a check of suite"):

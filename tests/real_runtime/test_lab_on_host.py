@@ -49,7 +49,7 @@ def test_night_on_the_host_fails_the_shipped_quantization_and_passes_the_fixed_o
     code, out, cases, recs = _night(tmp_path, REAL_EXPORT, tree, "shipped")
     assert code == 1, out
     assert set(cases) == {"test_quant_metadata", "test_generation[cpu-france]", "test_generation[cpu-cat]",
-                          "test_generation[qnn-france]", "test_generation[qnn-cat]"}, out
+                          "test_generation[qnn-france]", "test_generation[qnn-cat]", "test_export_verdict"}, out
     # The cause, named with its blocks and the fix, decided once before any device time.
     failure = cases["test_quant_metadata"].find("failure")
     assert failure is not None and failure.get("type") == "quant-metadata", out
@@ -64,6 +64,10 @@ def test_night_on_the_host_fails_the_shipped_quantization_and_passes_the_fixed_o
     assert recs["test_generation[cpu-cat]"].failure_class == "garbled" and recs["test_generation[cpu-cat]"].duration_s > 0
     assert recs["test_generation[qnn-france]"].status == "skipped"
     assert "has no config in this export" in recs["test_generation[qnn-france]"].message
+    # The export's verdict names its instruments, the cause first.
+    verdict = recs["test_export_verdict"]
+    assert verdict.status == "failed" and verdict.failure_class == "quant-metadata", verdict.message
+    assert verdict.message.startswith("static-quant: fail") and "text-coherence:" in verdict.message
 
     fixed = fixed_export(REAL_EXPORT, tmp_path / "smollm2-fixed")
     _code, out2, cases2, recs2 = _night(tmp_path, fixed, tree, "fixed")
@@ -71,6 +75,7 @@ def test_night_on_the_host_fails_the_shipped_quantization_and_passes_the_fixed_o
     assert cases2["test_quant_metadata"].find("failure") is None and cases2["test_quant_metadata"].find("skipped") is None
     assert recs2["test_quant_metadata"].status == "passed"
     assert "30 MLP Mul ranges calibrated, no integer tensor quantized" in recs2["test_quant_metadata"].message
+    assert recs2["test_export_verdict"].message.startswith("static-quant: pass"), recs2["test_export_verdict"].message
     # Same weights: the CPU (which reads no quantInfo) answers exactly as with the shipped export.
     for case in ("france", "cat"):
         assert recs2[f"test_generation[cpu-{case}]"].text == recs[f"test_generation[cpu-{case}]"].text
