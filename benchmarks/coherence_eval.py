@@ -31,6 +31,7 @@ import sys
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,7 +45,7 @@ NEW_FILE = ROOT / "fixtures" / "coherence" / "new-prompts-mnn.jsonl"
 # llm_config.json `chat_template`; docs/coherence.md): an answer copying it is a leak.
 SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
-GRID = {
+GRID: dict[str, list[Any]] = {
     "garbled_at": [0.8, 0.9, 1.0, 1.1, 1.25],
     "offtopic_weight": [0.5, 0.6, 0.7, 0.8],
     "invented_weight": [0.2, 0.3, 0.4],

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, root: Path, device) -> int:  # type: ignore[no-untyped-def]
+def _run(args: argparse.Namespace, root: Path, device) -> int:
     big, small, cli = root / "qwen3-big", root / "qwen3-small", root / "qwen3-cli"
     t = time.perf_counter()
     make_qwen3_export(big, size_mb=args.size_mb)
@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:  # type: ignore[n
         transport.shell(["rm", "-rf", *mine, BENCH_DIR], check=True)
         transport.shell(["mkdir", "-p", BENCH_DIR], check=True)
 
-    def provision(export: Path, cache: HashCache):  # type: ignore[no-untyped-def]
+    def provision(export: Path, cache: HashCache):
         return provision_model(transport, export, cache=cache, progress=NullProgress())
 
     # ---- `harness push` CLI vs adb push: a new process each, as a user runs them ---------
@@ -160,7 +160,10 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:  # type: ignore[n
         for i, p in enumerate(files):
             transport.push(p, f"{BENCH_DIR}/raw/{i}")
 
-    first_cold, first_warm, adb_push, raw = [], [], [], []
+    first_cold: list[tuple[float, float]] = []
+    first_warm: list[tuple[float, float]] = []
+    adb_push: list[tuple[float, float]] = []
+    raw: list[tuple[float, float]] = []
     for _ in range(args.reps):
         wipe()
         transport.shell(["mkdir", "-p", f"{BENCH_DIR}/raw"], check=True)
@@ -227,7 +230,7 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:  # type: ignore[n
     return 0 if ok_all and sent == 0 else 1
 
 
-def _profile(run, wipe, root: Path) -> None:  # type: ignore[no-untyped-def]
+def _profile(run, wipe, root: Path) -> None:
     """Where a `harness push` CLI run spends its time: imports (-X importtime, top-level
     modules) and the main steps (cProfile, cumulative seconds)."""
     import pstats
@@ -242,7 +245,7 @@ def _profile(run, wipe, root: Path) -> None:  # type: ignore[no-untyped-def]
     wipe()  # a first push again
     run(["-m", "cProfile", "-o", str(prof)])
     stats = pstats.Stats(str(prof))
-    entries = stats.stats  # type: ignore[attr-defined]
+    entries = stats.stats  # type: ignore[attr-defined]  # the sync session's stats, not in its public type
     total = max(v[3] for v in entries.values())
     steps = sorted(((ct, f"{Path(path).name}:{func}") for (path, _line, func), (_cc, _nc, _tt, ct, _c)
                     in entries.items() if "/harness/" in path and "<" not in func), reverse=True)

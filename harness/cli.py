@@ -13,9 +13,9 @@ import os
 import posixpath
 import signal
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
-from collections.abc import Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.inventory import Inventory, load_inventory
@@ -62,11 +62,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from harness.provision import provision_model
-    from harness.transport import open_transport
-
     from harness.lab.claims import claim_dir, open_claim
     from harness.lab.exitcodes import UsageError
+    from harness.provision import provision_model
+    from harness.transport import open_transport
 
     if not args.model_dir and not args.runtime:
         raise UsageError("harness push: nothing to push; give a model folder and/or --runtime DIR")

@@ -29,19 +29,18 @@ from harness.checks.agreement import Agreement, compare
 from harness.checks.coherence import Verdict, judge
 from harness.checks.export_verdict import Instrument, LineVerdict, verdict_of_records
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
-from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.inventory import DeviceSpec
+from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import cpu_first, reference_of, uses_qnn
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
 from harness.runners.cases import PromptCase
-from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.diff_tools import shows_b_images
+from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.logits_diff import DiffResult, LogitsDiffRunner
 from harness.runners.overlay import Overlay
 from harness.runners.prompts import Prompt
 from harness.runners.vl_chunks import POSDBG_ENV, image_grids
-
 
 
 @dataclass
@@ -207,19 +206,19 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
         compared = tf is not None and reference is not None and pair != reference
         diffs: list[DiffResult | None] = []
         unchecked: dict[str, str] = {}
-        if compared:
+        if tf is not None and reference is not None and compared:
             # Prompt by prompt, each llm_demo run followed by its comparison: a link lost
             # later leaves every earlier prompt complete (the lab delivers those).
             parts = []
             for case in cases:
                 parts.append(runner.run([case.prompt], backend=pair, overlay=overlay, one_per_process=True,
                                         timeout=timeout, extra_env=extra_env))
-                if case.prompt.images and not shows_b_images(tf.tool_name):  # type: ignore[union-attr]
+                if case.prompt.images and not shows_b_images(tf.tool_name):
                     diffs.append(None)
-                    unchecked[case.id] = (f"not checkable: {tf.tool_name} shows B no image "  # type: ignore[union-attr]
+                    unchecked[case.id] = (f"not checkable: {tf.tool_name} shows B no image "
                                           "(needs llm_logits_diff_vl, docs/logits-diff.md#vl-prompts)")
                     continue
-                diffs.append(run_teacher_forced(tf, case, pair, reference=reference,  # type: ignore[arg-type]
+                diffs.append(run_teacher_forced(tf, case, pair, reference=reference,
                                                 max_new_tokens=max_new_tokens, timeout=timeout,
                                                 extra_env=extra_env))
             result = LlmDemoResult([r for p in parts for r in p.runs], [o for p in parts for o in p.prompts])

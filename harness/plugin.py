@@ -4,10 +4,10 @@ fixtures only. All logic lives in importable modules; this file wires them to py
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Iterator
 
 import pytest
 
@@ -58,7 +58,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     need = normalize_arch(marker.args[0]) if marker.args else None
     if need is None:
         raise pytest.UsageError(f"{item.nodeid}: requires_arch needs an arch like 'v73', got {marker.args!r}")
-    device: DeviceSpec = item._request.getfixturevalue("device")  # type: ignore[attr-defined]
+    device: DeviceSpec = item._request.getfixturevalue("device")  # type: ignore[attr-defined]  # pytest.Function has it, untyped
     if not device.has_htp:
         pytest.skip(f"{device.name} is the host (soc: host): no HTP; this test needs {need} or newer")
     if device.arch_number < int(need[1:]):
@@ -281,4 +281,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         status = {"passed": "passed", "failed": "failed", "skipped": "skipped"}[report.outcome]
         if report.when == "setup" and report.outcome == "failed":
             status = "error"
-        item._harness_outcome = _Outcome(status, report.duration, _report_message(report))  # type: ignore[attr-defined]
+        item._harness_outcome = _Outcome(status, report.duration, _report_message(report))  # type: ignore[attr-defined]  # read back by device_record

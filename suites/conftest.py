@@ -5,15 +5,15 @@ suites/support.py, so no check is written twice."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from harness import pipeline
+from harness.plugin import session_records
 from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.plugin import session_records
 from harness.suite import DeviceInput, ExportInput, MatrixInput, Suite, SummaryInput, suite_cases
 from harness.suite.run import fit_reason
 from suites.support import selected
@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def llm_runner(transport, qnn_runtime, provisioned_model) -> Iterator[LlmDemoRunner]:  # type: ignore[no-untyped-def]
+def llm_runner(transport, qnn_runtime, provisioned_model) -> Iterator[LlmDemoRunner]:
     runner = LlmDemoRunner(transport, qnn_runtime, provisioned_model)
     yield runner
     runner.cleanup()
@@ -61,7 +61,7 @@ def export_input(model_dir: Path, pytestconfig: pytest.Config) -> ExportInput:
 
 
 @pytest.fixture(scope="session")
-def matrix_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest) -> MatrixInput:  # type: ignore[no-untyped-def]
+def matrix_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest) -> MatrixInput:
     """The matrix as the cell and pair checks see it; not run for an export the suite does not fit."""
     model = provisioned_model
     if fit_reason(suite, model.model_type) is not None:
@@ -74,7 +74,7 @@ def matrix_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest
 
 
 @pytest.fixture(scope="session")
-def device_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest) -> DeviceInput:  # type: ignore[no-untyped-def]
+def device_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest) -> DeviceInput:
     model = provisioned_model
     if fit_reason(suite, model.model_type) is not None:
         return DeviceInput(None, model)  # skipped on the fit before anything runs
@@ -83,18 +83,18 @@ def device_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest
 
 
 @pytest.fixture
-def summary_input(suite: Suite, provisioned_model, device, request: pytest.FixtureRequest) -> SummaryInput:  # type: ignore[no-untyped-def]
+def summary_input(suite: Suite, provisioned_model, device, request: pytest.FixtureRequest) -> SummaryInput:
     """This session's records of the suite on this device so far (the tests before this one)."""
     mine = [r for r in session_records(request.config) if r.suite == suite.name and r.device == device.name]
     return SummaryInput(provisioned_model.model_type, mine)
 
 
 @pytest.fixture(scope="session")
-def matrix(suite: Suite, llm_runner, provisioned_model, backends, cases, device,  # type: ignore[no-untyped-def]
+def matrix(suite: Suite, llm_runner, provisioned_model, backends, cases, device,
            qnn_runtime) -> dict[str, pipeline.PairRun]:
     return pipeline.run_matrix(llm_runner, cases, pipeline.select_pairs(provisioned_model, backends, device, qnn_runtime))
 
 
 @pytest.fixture(scope="session")
-def judged(matrix, cases, provisioned_model) -> list[pipeline.Judgement]:  # type: ignore[no-untyped-def]
+def judged(matrix, cases, provisioned_model) -> list[pipeline.Judgement]:
     return pipeline.judge_matrix(matrix, cases, system=provisioned_model.system_prompt)

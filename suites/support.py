@@ -47,14 +47,14 @@ def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
             where = f"{instance.pair} {instance.case_id}: " if instance.case_id else ""
             raise AssertionError(f"{where}{verdict.failure_class}: {verdict.message}")
         if verdict.warning_object is not None:
-            warnings.warn(verdict.warning_object)
+            warnings.warn(verdict.warning_object, stacklevel=2)
 
     parametrized = check.scope in (Scope.CELL, Scope.PAIR)
     if parametrized:
         def test(request: pytest.FixtureRequest, device_record: Any, instance: Instance) -> None:
             decide(request, device_record, instance)
     else:
-        def test(request: pytest.FixtureRequest, device_record: Any) -> None:  # type: ignore[misc]
+        def test(request: pytest.FixtureRequest, device_record: Any) -> None:  # type: ignore[misc]  # one name, two signatures: pytest reads the one defined
             decide(request, device_record, Instance())
 
     # The scope's input is set up before the test (its setup phase), not inside its call.

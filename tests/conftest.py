@@ -9,7 +9,7 @@ from virtual_lab.pytest_plugin import vlab, vlab_factory, vlab_transport  # noqa
 # not the dice's (a random run once failed CI on a bug it had just found; that example is now
 # pinned with @example). Hunting for new ones is deliberate:
 #   pytest --hypothesis-profile=fuzz --timeout=0 tests/provision/test_sync_names.py
-_COMMON = {"deadline": None, "database": None, "suppress_health_check": [HealthCheck.too_slow]}
-settings.register_profile("ci", max_examples=25, derandomize=True, **_COMMON)
-settings.register_profile("fuzz", max_examples=1500, derandomize=False, **_COMMON)
+for _name, _examples, _fixed in (("ci", 25, True), ("fuzz", 1500, False)):
+    settings.register_profile(_name, max_examples=_examples, derandomize=_fixed, deadline=None, database=None,
+                              suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")

@@ -72,7 +72,7 @@ class AdbServer:
         return res
 
     # ---- lifecycle ----------------------------------------------------------------------
-    def start(self) -> "AdbServer":
+    def start(self) -> AdbServer:
         # start-server listens on localhost only (no -a), and returns once it answers.
         self.run("start-server", timeout=30, check=True)
         self.started = True
@@ -88,7 +88,7 @@ class AdbServer:
         if self._own_home:
             shutil.rmtree(self.home, ignore_errors=True)
 
-    def __enter__(self) -> "AdbServer":
+    def __enter__(self) -> AdbServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

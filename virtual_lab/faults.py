@@ -36,9 +36,10 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Any, NamedTuple
 
 DROP_SCOPES = ("send", "any")
 
@@ -64,7 +65,7 @@ class FaultSettings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "fault settings") -> "FaultSettings":
+    def from_dict(cls, data: dict, source: str = "fault settings") -> FaultSettings:
         if not isinstance(data, dict):
             raise FaultError(f"{source}: expected a JSON object, got {type(data).__name__}")
         known = {f for f in cls.__dataclass_fields__}
@@ -232,7 +233,7 @@ class FaultPlan:
             self._replace(settings)
 
     # ---- internals ----------------------------------------------------------------------
-    def _set(self, **changes: object) -> None:
+    def _set(self, **changes: Any) -> None:
         with self._lock:
             new = replace(self._settings, **changes)
         new.validate()
@@ -266,7 +267,7 @@ class FaultControlFile:
         tmp.write_text(json.dumps(settings.to_dict(), indent=1))
         os.replace(tmp, self.path)  # atomic: the watcher never sees half a file
 
-    def update(self, **changes: object) -> FaultSettings:
+    def update(self, **changes: Any) -> FaultSettings:
         """Change some switches, e.g. update(free_bytes=0) or update(offline_until=time.time()+5)."""
         settings = replace(self.read(), **changes)
         self.write(settings)

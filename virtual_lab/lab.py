@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
@@ -65,7 +66,7 @@ class VirtualLab:
         self.devices_yaml = self.root / "devices.yaml"
 
     # ---- lifecycle ----------------------------------------------------------------------
-    def start(self) -> "VirtualLab":
+    def start(self) -> VirtualLab:
         try:
             self._start()
         except BaseException:
@@ -112,7 +113,7 @@ class VirtualLab:
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "VirtualLab":
+    def __enter__(self) -> VirtualLab:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -141,7 +142,7 @@ class VirtualLab:
         return path
 
     @property
-    def inventory(self):  # type: ignore[no-untyped-def]
+    def inventory(self):
         if self._inventory is None:
             from harness.inventory import load_inventory  # virtual_lab may use harness; never the reverse
 

@@ -3,8 +3,8 @@ and a factory for tests that need their own (to break devices without hurting ot
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import pytest
 
@@ -37,13 +37,13 @@ def vlab_factory(tmp_path: Path) -> Iterator[Callable[..., VirtualLab]]:
 
 
 @pytest.fixture
-def vlab_transport(vlab: VirtualLab):  # type: ignore[no-untyped-def]
+def vlab_transport(vlab: VirtualLab):
     """`vlab_transport("oneplus13")` opens a harness transport to a device of the shared lab."""
     from harness.transport import open_transport
 
     opened = []
 
-    def make(name: str):  # type: ignore[no-untyped-def]
+    def make(name: str):
         t = open_transport(vlab.inventory.get(name))
         opened.append(t)
         return t

@@ -142,7 +142,7 @@ class VirtualSshBoard:
         self.known_hosts_path.write_text(self.known_hosts_line())
 
     # ---- lifecycle ----------------------------------------------------------------------
-    def start(self, timeout: float = 15.0) -> "VirtualSshBoard":
+    def start(self, timeout: float = 15.0) -> VirtualSshBoard:
         self._prepare()
         if self.running:
             return self
@@ -203,7 +203,7 @@ class VirtualSshBoard:
             except OSError:
                 pass
 
-    def __enter__(self) -> "VirtualSshBoard":
+    def __enter__(self) -> VirtualSshBoard:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -26,8 +26,17 @@ from harness.compiled_io.read import read_compiled_io
 from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
 from harness.compiled_io.stub import parse_stub, read_stub, stub_paths
 from harness.compiled_io.target import binary_files, read_binary_target
-from harness.compiled_io.types import (SOURCE_SDK, SOURCE_SIDECAR, SOURCE_STUB, SOURCE_UNKNOWN, CompiledIO,
-                                       CompiledTarget, ContextBinary, GraphIO, StubIO)
+from harness.compiled_io.types import (
+                                       SOURCE_SDK,
+                                       SOURCE_SIDECAR,
+                                       SOURCE_STUB,
+                                       SOURCE_UNKNOWN,
+                                       CompiledIO,
+                                       CompiledTarget,
+                                       ContextBinary,
+                                       GraphIO,
+                                       StubIO,
+)
 from harness.export import SIDECAR_PATH
 
 __all__ = [

@@ -33,10 +33,10 @@ import os
 import re
 import struct
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
-from collections.abc import Mapping, Sequence
 
 from harness.errors import HarnessError
 
@@ -230,7 +230,7 @@ def parse_ceval_csv(lines: Sequence[str]) -> list[list[str]]:
 
 def _import_llm() -> Any:
     try:
-        import MNN.llm as mnn_llm   # prints the engine's CPU-feature line, as llm_demo does at load
+        import MNN.llm as mnn_llm  # prints the engine's CPU-feature line, as llm_demo does at load
     except ImportError as exc:
         raise EngineUnavailable(
             f"the PyPI `mnn` package is not importable ({exc}); the host llm_demo needs its MNN.llm "

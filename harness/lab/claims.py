@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
-from collections.abc import Callable, Mapping, Sequence
 
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.locks import DeviceBusy, DeviceLock, lock_state

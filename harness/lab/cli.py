@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.exitcodes import ExitCode, for_night

@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan, PlanEntry

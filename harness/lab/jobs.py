@@ -27,8 +27,7 @@ from harness.provision.types import ProvisionedModel
 from harness.report.records import TestRecord
 from harness.runners.cases import PromptCase, write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.suite import (Check, DeviceInput, Instance, MatrixInput, Scope, Suite, SummaryInput, run_check,
-                           suite_cases)
+from harness.suite import Check, DeviceInput, Instance, MatrixInput, Scope, Suite, SummaryInput, run_check, suite_cases
 from harness.suite.run import fit_reason
 
 

@@ -16,9 +16,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from collections.abc import Callable
 
 from harness.errors import HarnessError
 

@@ -35,10 +35,10 @@ from __future__ import annotations
 import os
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
 
 import yaml
 

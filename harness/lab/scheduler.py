@@ -34,10 +34,22 @@ from harness.errors import HostWriteError
 from harness.hostfiles import prepare_output_dir
 from harness.inventory import Inventory
 from harness.lab.claims import claim_dir
+
 # The names callers import from here (the lab job's types, the night's result and reports).
-from harness.lab.context import (BUSY, COMPLETED, INTERNAL_ERROR, INTERRUPTED, QUARANTINED,  # noqa: F401
-                                 TRANSPORT_FAULT_CLASSES, DeviceContext, DeviceOutcome, ExportChecks, JobFn,
-                                 SayFn, TransportFactory)
+from harness.lab.context import (  # noqa: F401
+    BUSY,
+    COMPLETED,
+    INTERNAL_ERROR,
+    INTERRUPTED,
+    QUARANTINED,
+    TRANSPORT_FAULT_CLASSES,
+    DeviceContext,
+    DeviceOutcome,
+    ExportChecks,
+    JobFn,
+    SayFn,
+    TransportFactory,
+)
 from harness.lab.night_reports import NightCounts, NightResult, write_meta, write_night_reports  # noqa: F401
 from harness.lab.plan import Plan, PlanError
 from harness.lab.worker import DeviceWorker, Night

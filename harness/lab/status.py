@@ -10,10 +10,10 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory
-from harness.lab.health import HealthPolicy, HealthVerdict, check_device
 from harness.lab.claims import claim_states, unclaimed_address
-from harness.report.table import text_table
 from harness.lab.context import TransportFactory
+from harness.lab.health import HealthPolicy, HealthVerdict, check_device
+from harness.report.table import text_table
 from harness.transport.factory import open_transport
 
 

@@ -15,8 +15,18 @@ from pathlib import Path
 from harness.errors import ConnectionDropped, HarnessError, StopRequested, TransportError
 from harness.inventory import DeviceSpec
 from harness.lab.claims import DeviceBusy, open_claim
-from harness.lab.context import (BUSY, INTERNAL_ERROR, INTERRUPTED, QUARANTINED, TRANSPORT_FAULT_CLASSES,
-                                 DeviceContext, DeviceOutcome, JobFn, SayFn, TransportFactory)
+from harness.lab.context import (
+    BUSY,
+    INTERNAL_ERROR,
+    INTERRUPTED,
+    QUARANTINED,
+    TRANSPORT_FAULT_CLASSES,
+    DeviceContext,
+    DeviceOutcome,
+    JobFn,
+    SayFn,
+    TransportFactory,
+)
 from harness.lab.health import HealthVerdict, check_device
 from harness.lab.plan import Plan, PlanEntry
 from harness.outcomes import FailureClass

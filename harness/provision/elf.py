@@ -71,7 +71,7 @@ def read_elf(path: Path) -> ElfInfo:
             for sec in elf.iter_sections():
                 if isinstance(sec, DynamicSection):
                     # pyelftools sets `needed` on DT_NEEDED tags with setattr; its stubs miss it.
-                    needed += [t.needed for t in sec.iter_tags()  # type: ignore[attr-defined]
+                    needed += [t.needed for t in sec.iter_tags()  # type: ignore[attr-defined]  # pyelftools' DynamicTag attributes are set at run time
                                if t.entry.d_tag == "DT_NEEDED"]
             return ElfInfo(path, str(elf["e_machine"]), elf.elfclass, interp, tuple(needed))
     except (ELFError, OSError, ValueError) as exc:

@@ -16,9 +16,9 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator, Sequence
 
 from harness.errors import ProvisionError
 from harness.hostfiles import user_cache_dir

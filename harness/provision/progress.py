@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Protocol, TextIO
 from collections.abc import Mapping
+from typing import Protocol, TextIO
 
 
 class Progress(Protocol):

@@ -22,9 +22,9 @@ import json
 import sqlite3
 import statistics
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
 
 from harness.errors import HarnessError
 from harness.report.records import TestRecord, export_verdict_of, teacher_forced_metrics

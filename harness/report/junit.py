@@ -14,8 +14,8 @@ import datetime as _dt
 import re
 import socket
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 
 from junit_xml import TestCase, TestSuite
 

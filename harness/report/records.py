@@ -11,10 +11,10 @@ import math
 import os
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Iterator
 
 from harness.hostfiles import append_whole, write_error
 from harness.outcomes import Status

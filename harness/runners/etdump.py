@@ -18,13 +18,13 @@ import argparse
 import json
 import logging
 import math
-import sys
 import subprocess
+import sys
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Mapping, Sequence
 
 from harness.errors import HarnessError
 

@@ -20,10 +20,10 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping, Sequence
 
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedRuntime

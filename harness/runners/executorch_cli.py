@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
 from harness.runners.executorch_output import parse_run
 from harness.runners.signatures import Classification, load_signatures

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Mapping
 
 _OBSERVER = re.compile(r"^PyTorchObserver (\{.*\})\s*$", re.M)
 LOG_LINE = re.compile(r"^\[(?P<file>[\w.+-]+):(?P<line>\d+)\] ?(?P<msg>.*)$")

@@ -7,8 +7,8 @@ that an arch cannot run is *skipped with the reason*, never run and reported as 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from harness.errors import HarnessError
 from harness.soc import normalize_arch

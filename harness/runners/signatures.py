@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 import signal as signal_mod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
 
 import yaml
 

@@ -116,9 +116,10 @@ def image_grids(case: PromptCase) -> list[mrope.Image] | None:
     """The LLM grids of a prompt's images when every image has a forced size, else None (then
     the dump's own first call gives them)."""
     sizes = [(i.height, i.width) for i in case.prompt.images]
-    if any(h is None or w is None for h, w in sizes):
+    known = [(h, w) for h, w in sizes if h is not None and w is not None]
+    if len(known) != len(sizes):
         return None
-    return [mrope.image_llm_grid(h, w) for h, w in sizes]  # type: ignore[arg-type]
+    return [mrope.image_llm_grid(h, w) for h, w in known]
 
 
 def run_chunkings(runner: LlmDemoRunner, cases: Sequence[PromptCase], pair: str, *, compiled: int | None = None,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import harness.suite.checks as checks
 from harness.outcomes import FailureClass
 from harness.runners.cases import PromptCase, default_cases
-import harness.suite.checks as checks
 from harness.suite.model import Check, Need, Scope, Suite
 
 EXPORT_SHAPES = Check("export_shapes", Scope.EXPORT, checks.export_shapes, groups=("static", "structural"),

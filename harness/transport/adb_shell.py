@@ -9,9 +9,9 @@ device process by pid).
 
 from __future__ import annotations
 
+import os
 import re
 import socket
-import os
 import time
 
 from harness.transport.base import RawExec

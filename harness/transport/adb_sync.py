@@ -20,10 +20,10 @@ import select
 import socket
 import stat as stat_mod
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Sequence
 
 SYNC_DATA_MAX = 64 * 1024  # protocol limit for one DATA chunk's payload
 # What we send per DATA: like the adb CLI, the whole message (8-byte header + payload) is

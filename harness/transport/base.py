@@ -6,16 +6,16 @@ behaviour built on top of them (kill-on-timeout by pid, trees, health) lives her
 
 from __future__ import annotations
 
+import os
 import posixpath
 import stat as stat_mod
-import os
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
-from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
 from harness.inventory import DeviceSpec

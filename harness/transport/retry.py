@@ -4,9 +4,9 @@ own failure is a result and is never retried; only errors whose `retryable` is t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
-from collections.abc import Callable
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 

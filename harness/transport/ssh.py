@@ -1,10 +1,8 @@
 """ssh driver (paramiko) for Linux boards such as the SA8295 cockpit.
 
 Commands run over exec channels (exit status, stdout and stderr apart); files go over
-SFTP with pipelined writes. Host keys are checked against the inventory's known_hosts
-(reject by default); trusting a new key is an explicit per-device opt-in. known_hosts is
-read line by line as OpenSSH reads it: a malformed line (even another host's) is skipped with
-a warning naming the file and line, and `@revoked` keys are refused. The connection is opened
+SFTP with pipelined writes. The link is opened by ssh_connect.py (host keys as OpenSSH checks
+them, the login, paramiko's log kept off the terminal). The connection is opened
 lazily and reopened by the next call after a link fault; a link that dies during login is a
 dropped connection (retried), only the server's refusal is "unauthorized". A link lost after
 a command was sent is CommandOutcomeUnknown: the command is never sent again.
@@ -12,41 +10,39 @@ a command was sent is CommandOutcomeUnknown: the command is never sent again.
 
 from __future__ import annotations
 
-import base64
 import errno
-import hashlib
 import logging
 import posixpath
 import select
-import socket
 import threading
 import time
 from pathlib import Path
 
 import paramiko
-from paramiko.hostkeys import HostKeyEntry
 
 from harness.errors import (
-    CommandOutcomeUnknown, ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, HostKeyError, RemoteNoSpaceError,
-    RemotePathError, TransportError,
+    CommandOutcomeUnknown,
+    ConnectionDropped,
+    RemoteNoSpaceError,
+    RemotePathError,
+    TransportError,
 )
-from harness.inventory import DeviceSpec, SshSpec
+from harness.inventory import DeviceSpec
 from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
+from harness.transport.ssh_connect import (
+    CONNECT_TIMEOUT,
+    PARAMIKO_LOG,
+    connect_client,
+    fingerprint,
+    is_link_fault,
+    load_known_hosts,
+)
 
 log = logging.getLogger("harness.transport")
-# paramiko's own log (a traceback at ERROR when a host sends no banner, even after connect
-# returned) stops at this logger: the harness's error is the user's line. Not propagated, since a
-# root handler may exist unasked (labgrid logs through the root logger, which installs one);
-# attach a handler here to debug an ssh link.
-PARAMIKO_LOG = "harness.transport.paramiko"
-logging.getLogger(PARAMIKO_LOG).addHandler(logging.NullHandler())
-logging.getLogger(PARAMIKO_LOG).propagate = False
-
 _CHUNK = 1 << 20  # local read size; paramiko splits SFTP writes into 32 KiB requests
 _WINDOW = 16 << 20  # a large channel window keeps pipelined SFTP writes flowing
-_CONNECT_TIMEOUT = 15.0
 
 # Why a fixed script: one round trip for all facts; it interpolates nothing.
 _FACTS_SCRIPT = (
@@ -57,179 +53,11 @@ _FACTS_SCRIPT = (
 )
 
 
-def fingerprint(key: paramiko.PKey) -> str:
-    """OpenSSH-style `SHA256:...` fingerprint."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-class _UnknownHostKey(paramiko.SSHException):
-    def __init__(self, hostname: str, key: paramiko.PKey):
-        super().__init__(f"unknown host key for {hostname}")
-        self.hostname, self.key = hostname, key
-
-
-class _RejectUnknown(paramiko.MissingHostKeyPolicy):
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        raise _UnknownHostKey(hostname, key)
-
-
-class _TrustAndRecord(paramiko.MissingHostKeyPolicy):
-    """Opt-in trust on first use: accept the key and append it to the known_hosts file
-    (appending keeps the file's other lines and comments untouched)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        existing = self.path.read_text() if self.path.exists() else ""
-        sep = "" if not existing or existing.endswith("\n") else "\n"
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(f"{sep}{hostname} {key.get_name()} {key.get_base64()}\n")
-
-
-def load_known_hosts(keys: paramiko.HostKeys, path: Path) -> list[paramiko.PKey]:
-    """Add the entries of OpenSSH known_hosts `path` to `keys`; returns the `@revoked` keys.
-    Like OpenSSH (and unlike paramiko's HostKeys.load, which raises on a truncated key), a line
-    that cannot be read is skipped with a warning naming the file and line; fields may be
-    separated by any run of blanks. `@cert-authority` lines are skipped (not supported here)."""
-    revoked: list[paramiko.PKey] = []
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        fields = raw.split()
-        if not fields or fields[0].startswith("#"):
-            continue
-        marker = fields.pop(0) if fields[0].startswith("@") else None
-        if marker not in (None, "@revoked", "@cert-authority"):
-            log.warning("%s:%d: skipped a known_hosts line with unknown marker %s", path, lineno, marker)
-            continue
-        if marker == "@cert-authority":
-            log.warning("%s:%d: skipped a @cert-authority line (host certificates are not supported); "
-                        "list the host's own key instead", path, lineno)
-            continue
-        try:
-            entry = HostKeyEntry.from_line(" ".join(fields[:3]), lineno)
-        except Exception as exc:  # InvalidHostKey, SSHException, struct/ValueError on a cut key
-            entry, why = None, f"{type(exc).__name__}: {exc}"
-        else:
-            why = "too few fields or an unknown key type"
-            # paramiko reads a cut key blob as a shorter key; OpenSSH's parser refuses it.
-            if entry is not None and entry.key is not None and entry.key.asbytes() != _b64(fields[2]):
-                entry, why = None, "the key data is cut short or has trailing bytes"
-        if entry is None or entry.key is None:
-            log.warning("%s:%d: skipped a malformed known_hosts line (%s); OpenSSH skips it too",
-                        path, lineno, why)
-            continue
-        if marker == "@revoked":
-            revoked.append(entry.key)
-            continue
-        for name in entry.hostnames:
-            keys.add(name, entry.key.get_name(), entry.key)
-    return revoked
-
-
-def _b64(text: str) -> bytes | None:
-    try:
-        return base64.b64decode(text, validate=True)
-    except ValueError:
-        return None
-
-
-def _is_link_fault(exc: BaseException) -> bool:
-    # SFTP status errors are OSErrors too, but carry an errno (or none at all) and no
-    # socket semantics; these are the ones that mean the link itself broke.
-    return isinstance(exc, (EOFError, paramiko.SSHException, socket.timeout, ConnectionError, BrokenPipeError))
-
-
-def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float = _CONNECT_TIMEOUT,
-                   section: str = "ssh", role: str = "board") -> paramiko.SSHClient:
-    """A logged-in paramiko client, the host key checked against `spec.known_hosts` (unknown
-    keys refused unless `trust_new_host_key`, @revoked keys refused). Shared by ssh boards and
-    ssh tunnels (tunnel.py), so both check host keys the same way. `section` is the
-    devices.yaml key the settings live under, and `role` what the host is ("board", "lab host"), for messages."""
-    known = spec.known_hosts or Path.home() / ".ssh" / "known_hosts"
-    where = f"{spec.host}:{spec.port}"
-    known_name = spec.host if spec.port == 22 else f"[{spec.host}]:{spec.port}"
-    client = paramiko.SSHClient()
-    client.set_log_channel(PARAMIKO_LOG)  # its transport and SFTP log there (see PARAMIKO_LOG)
-    revoked: list[paramiko.PKey] = []
-    if known.exists():
-        try:
-            revoked = load_known_hosts(client.get_host_keys(), known)
-        except OSError as exc:
-            raise HostKeyError(f"{name}: cannot read known_hosts file {known} ({exc}); "
-                               "check its permissions") from None
-    elif not spec.trust_new_host_key:
-        raise HostKeyError(
-            f"{name}: known_hosts file {known} does not exist, so the host key of {where} cannot be "
-            f"verified; create it with `ssh-keyscan -p {spec.port} {spec.host} >> {known}` after checking "
-            f"the fingerprint, or set `trust_new_host_key: true` under `{section}:` in {inventory} once")
-    client.set_missing_host_key_policy(_TrustAndRecord(known) if spec.trust_new_host_key else _RejectUnknown())
-    if spec.key is not None and not spec.key.exists():
-        raise DeviceUnauthorizedError(
-            f"{name}: ssh key file {spec.key} does not exist; fix `{section}.key` in {inventory}")
-    try:
-        client.connect(
-            spec.host, port=spec.port, username=spec.user,
-            key_filename=str(spec.key) if spec.key else None,
-            look_for_keys=spec.key is None, allow_agent=spec.key is None,
-            timeout=timeout, banner_timeout=timeout,
-            auth_timeout=timeout,
-        )
-    except _UnknownHostKey as exc:
-        client.close()
-        raise HostKeyError(
-            f"{name}: host key of {where} ({exc.key.get_name()} {fingerprint(exc.key)}) is not in "
-            f"{known}; refusing to connect. Check the fingerprint on the {role} "
-            f"(`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then add it with "
-            f"`ssh-keyscan -p {spec.port} {spec.host} >> {known}` or set `trust_new_host_key: true` under "
-            f"`{section}:` in {inventory} once") from None
-    except paramiko.BadHostKeyException as exc:
-        client.close()
-        raise HostKeyError(
-            f"{name}: host key of {where} CHANGED: the {role} offers {exc.key.get_name()} "
-            f"{fingerprint(exc.key)} but {known} has {fingerprint(exc.expected_key)}. Someone may be "
-            f"intercepting the connection, or the {role} was re-flashed; if you expected this, remove the "
-            f"old entry with `ssh-keygen -R '{known_name}' -f {known}` and connect again "
-            f"(with `trust_new_host_key: true` to record the new key)") from None
-    except paramiko.AuthenticationException as exc:
-        transport = client.get_transport()
-        link_alive = transport is not None and transport.is_active()
-        client.close()
-        if not link_alive:
-            # paramiko reports a link that died mid-login as an authentication failure
-            # ("transport shut down or saw EOF"); nothing was refused.
-            raise ConnectionDropped(
-                f"{name}: ssh link to {where} dropped during login ({type(exc).__name__}: {exc})"
-            ) from None
-        key = spec.key or "your default keys/agent"
-        raise DeviceUnauthorizedError(
-            f"{name}: ssh login as {spec.user}@{where} with {key} was refused ({exc}); "
-            f"add the public key to ~{spec.user}/.ssh/authorized_keys on the {role}, or fix `{section}.user`/"
-            f"`{section}.key` in {inventory}") from None
-    except (OSError, EOFError, paramiko.SSHException) as exc:
-        client.close()
-        raise DeviceOfflineError(
-            f"{name}: cannot reach ssh {where} ({type(exc).__name__}: {exc}); check that the {role} "
-            "is powered, on the network and running sshd") from None
-    transport = client.get_transport()
-    offered = transport.get_remote_server_key() if transport is not None else None
-    if offered is not None and any(offered == key for key in revoked):
-        client.close()
-        raise HostKeyError(
-            f"{name}: host key of {where} ({offered.get_name()} {fingerprint(offered)}) is marked "
-            f"@revoked in {known}; refusing to connect. Give the {role} a new host key and record it")
-    if transport is not None:
-        transport.set_keepalive(15)  # notice a dead board during long runs
-    return client
-
-
 class SshTransport(Transport):
     kind = "ssh"
 
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None,
-                 connect_timeout: float = _CONNECT_TIMEOUT):
+                 connect_timeout: float = CONNECT_TIMEOUT):
         super().__init__(device, retry)
         if device.ssh is None:
             raise TransportError(f"{device.name}: no `ssh:` settings in {device.source or 'devices.yaml'}; "
@@ -363,7 +191,7 @@ class SshTransport(Transport):
     def _file_error(self, what: str, remote: str, exc: BaseException, size: int = 0) -> TransportError:
         """Map an SFTP failure: link faults are retryable, the rest name the path."""
         chan = self._sftp.get_channel() if self._sftp is not None else None
-        if _is_link_fault(exc) or not self._link_alive() or (chan is not None and chan.closed):
+        if is_link_fault(exc) or not self._link_alive() or (chan is not None and chan.closed):
             return self._dropped(f"{what} {remote}", exc)
         code = getattr(exc, "errno", None)
         if code == errno.ENOENT:
@@ -497,4 +325,5 @@ class SshTransport(Transport):
         return facts
 
 
-__all__ = ["SshTransport", "connect_client", "fingerprint", "load_known_hosts"]
+# The connect side's names stay importable from here (tests, older callers).
+__all__ = ["PARAMIKO_LOG", "SshTransport", "connect_client", "fingerprint", "load_known_hosts"]

@@ -5,8 +5,8 @@ the runner is ExecuTorch's real LLM runner on the CPU (`harness.hostrt.executorc
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -37,7 +37,7 @@ def _tokenizer(folder: Path) -> str:
     pytest.fail(f"{folder}: no tokenizer (tokenizer.json / .model / .bin) next to the .pte", pytrace=False)
 
 
-def _run(transport, runtime, folder: Path, name: str, tmp_path: Path, *, seq_len: int = 128,  # type: ignore[no-untyped-def]
+def _run(transport, runtime, folder: Path, name: str, tmp_path: Path, *, seq_len: int = 128,
          extra_env: dict[str, str] | None = None):
     model = provision_model(transport, folder, name=name)
     cfg = LlamaRunConfig(model_path=next(iter(model.configs.values())), tokenizer_path=_tokenizer(folder),
@@ -45,7 +45,7 @@ def _run(transport, runtime, folder: Path, name: str, tmp_path: Path, *, seq_len
     return model, QnnLlamaRunner(transport, runtime, model.remote_dir).run(cfg, local_dir=tmp_path, extra_env=extra_env)
 
 
-def _judge(result, label: str, device_record) -> None:  # type: ignore[no-untyped-def]
+def _judge(result, label: str, device_record) -> None:
     """The run as the real runner reports it: class, its own numbers adding up, some text."""
     assert result.ok, f"{label}: the runner failed ({result.classification.cls}): {result.classification.errors[:3]}"
     assert not result.problems, f"{label}: the runner's numbers do not add up: {result.problems}"
@@ -58,7 +58,7 @@ def _judge(result, label: str, device_record) -> None:  # type: ignore[no-untype
 
 @pytest.mark.qnn
 @pytest.mark.parametrize("quant", QUANT_FORMATS)
-def test_quant_format_runs(quant: str, device, transport, et_runtime, et_exports, device_record, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_quant_format_runs(quant: str, device, transport, et_runtime, et_exports, device_record, tmp_path) -> None:
     """qnn_llama_runner answers with each quant format the device's HTP arch supports."""
     if not device.has_htp:
         pytest.skip(f"{quant} is a QNN format: {device.name} has no HTP (the host); the CPU exports run in "
@@ -80,7 +80,7 @@ def _cpu_exports(et_exports: dict[str, Path]) -> dict[str, Path]:
     return {name: f for name, f in et_exports.items() if name not in QUANT_FORMATS and not load_export(f).uses_qnn}
 
 
-def test_cpu_export_runs(device, transport, et_runtime, et_exports, device_record, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cpu_export_runs(device, transport, et_runtime, et_exports, device_record, tmp_path) -> None:
     """Exports for the CPU (XNNPACK, portable) run with the runner's own numbers adding up."""
     cpu = _cpu_exports(et_exports)
     if not cpu:
@@ -96,7 +96,7 @@ def test_cpu_export_runs(device, transport, et_runtime, et_exports, device_recor
         assert limit is None or produced <= limit, f"{name}: {produced} tokens produced over the limit {limit}"
 
 
-def test_load_failure_is_classified(pytestconfig, device, transport, et_runtime, et_exports, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_load_failure_is_classified(pytestconfig, device, transport, et_runtime, et_exports, tmp_path) -> None:
     """The real runner without the LLM custom-op kernels registered: the load fails, and the
     run is classified by its real signature (the missing operator, then the method load)."""
     if not host_lane(pytestconfig, device):
@@ -116,7 +116,7 @@ def test_load_failure_is_classified(pytestconfig, device, transport, et_runtime,
     assert any("llama::custom_sdpa.out" in e for e in cls.errors), cls.errors[:5]
 
 
-def _host_etdump(transport, folder: Path, out: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def _host_etdump(transport, folder: Path, out: Path) -> dict:
     """A real ETDump of the export on the host: 1 prefill + 4 decode calls (hostrt.executorch_etdump)."""
     repo = str(Path(__file__).resolve().parents[2])
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH", "")]))}
@@ -127,7 +127,7 @@ def _host_etdump(transport, folder: Path, out: Path) -> dict:  # type: ignore[no
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def test_etdump_profile(pytestconfig, device, transport, et_runtime, et_exports, tmp_path, device_record,  # type: ignore[no-untyped-def]
+def test_etdump_profile(pytestconfig, device, transport, et_runtime, et_exports, tmp_path, device_record,
                         record_property, request) -> None:
     """A real ETDump, analysed per op with ExecuTorch's Inspector: delegated ops and their
     backend, the non-delegated rest by time, ops that cost nothing, prefill vs decode."""
@@ -142,10 +142,10 @@ def test_etdump_profile(pytestconfig, device, transport, et_runtime, et_exports,
         etdump, qnn, prefill_calls = Path(run["etdump"]), False, run["prefill_calls"]
         calls = run["prefill_calls"] + run["decode_calls"]
     else:
-        folder = next(iter(et_exports.values()), None)
-        if folder is None:
+        found: Path | None = next(iter(et_exports.values()), None)
+        if found is None:
             pytest.skip("no export folder with a .pte")
-        model = provision_model(transport, folder)
+        model = provision_model(transport, found)
         result = QnnExecutorRunner(transport, request.getfixturevalue("qnn_runtime"), model.remote_dir).run(
             next(iter(model.configs.values())), local_dir=tmp_path)
         assert result.ok and "etdump" in result.files, result.to_json()

@@ -8,7 +8,6 @@ chunked-prefill equivalence), the same list `harness lab run` iterates for `- na
 from __future__ import annotations
 
 from harness.suite import QWEN3
-
 from suites.support import suite_tests
 
 SUITE = QWEN3

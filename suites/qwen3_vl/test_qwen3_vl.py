@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from harness.suite import QWEN3_VL
-
 from suites.support import suite_tests
 
 SUITE = QWEN3_VL

@@ -278,7 +278,7 @@ def test_assert_coherent_message_names_rule_and_quotes_text():
 
 def test_judge_rejects_non_string():
     with pytest.raises(TypeError, match="str"):
-        judge(None)  # type: ignore[arg-type]
+        judge(None)
 
 
 # -- CLI -----------------------------------------------------------------------------------------

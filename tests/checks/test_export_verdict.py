@@ -9,8 +9,14 @@ from __future__ import annotations
 import pytest
 
 from harness import pipeline
-from harness.checks.export_verdict import (Instrument, LineVerdict, export_verdict, static_quant_line,
-                                           text_coherence_line, verdict_of_records)
+from harness.checks.export_verdict import (
+    Instrument,
+    LineVerdict,
+    export_verdict,
+    static_quant_line,
+    text_coherence_line,
+    verdict_of_records,
+)
 from harness.checks.teacher_forced import PromptFigures, judge_export
 from harness.report.records import TestRecord
 

@@ -32,7 +32,7 @@ from virtual_lab.mrope_sim import posdbg_lines, prefill_chunks
 
 # A prompt like "<|im_start|>user\n<img>..</img>Describe..." : 15 text tokens, a 512x512 image
 # on Qwen3-VL (16 x 16 after merge, 258 tokens with start/end), then 300 text tokens.
-IMAGE_PROMPT = [Text(15), Image(h=16, w=16), Text(300)]
+IMAGE_PROMPT: list[Text | Image] = [Text(15), Image(h=16, w=16), Text(300)]
 
 
 # ---- reference positions ------------------------------------------------------------------
@@ -59,7 +59,7 @@ def test_image_grid_positions_by_hand() -> None:
 
 
 def test_variants_differ_only_where_documented() -> None:
-    segs = [Text(3), Image(h=3, w=2), Text(2)]
+    segs: list[Text | Image] = [Text(3), Image(h=3, w=2), Text(2)]
     hf = reference_positions(segs, variant=Variant.HF)
     mnn = reference_positions(segs, variant="mnn")
     last_w = reference_positions(segs, variant=Variant.MNN_LAST_W)
@@ -67,7 +67,7 @@ def test_variants_differ_only_where_documented() -> None:
     assert last_w.row(10) == (6, 6, 6)  # start 4 + w=2
     assert last_w.row(11) == (7, 7, 7) and last_w.row(13) == (9, 9, 9)
     # video (t > 1): HF restarts after max(t,h,w), MNN after max(h,w)
-    video = [Text(1), Image(h=2, w=2, t=3), Text(1)]
+    video: list[Text | Image] = [Text(1), Image(h=2, w=2, t=3), Text(1)]
     assert reference_positions(video, variant=Variant.HF).row(14) == (5, 5, 5)
     assert reference_positions(video, variant=Variant.MNN).row(14) == (4, 4, 4)
 
@@ -93,7 +93,7 @@ def test_bad_segments_raise() -> None:
     with pytest.raises(ValueError):
         reference_positions([Image(h=0, w=4)])
     with pytest.raises(TypeError):
-        reference_positions(["text"])  # type: ignore[list-item]
+        reference_positions(["text"])  # type: ignore[list-item]  # the wrong type on purpose
 
 
 # ---- dump format and parsing ----------------------------------------------------------------
@@ -185,7 +185,7 @@ def test_past_end_flagged_even_when_values_coincide() -> None:
 
 def test_other_differences_are_plain_mismatch() -> None:
     # A tall image (h=16 > w=8): a runtime restarting text at start + w instead of max(h, w).
-    segs = [Text(15), Image(h=16, w=8), Text(300)]
+    segs: list[Text | Image] = [Text(15), Image(h=16, w=8), Text(300)]
     ref = reference_positions(segs)
     wrong = reference_positions(segs, variant=Variant.MNN_LAST_W)
     findings = check_position_log("\n".join(posdbg_lines(wrong, mode="ok")), ref)

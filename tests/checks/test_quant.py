@@ -51,10 +51,12 @@ def _corrected(graph: dict[str, Any], report: quant.QuantReport, use: str) -> di
     for m in report.mlp_muls:
         if use == "calibrated":
             p = m.hops[-1].params
+            assert p is not None
             scale, zero = p.scale, p.zero
         else:
-            scale = m.fallback_scale
-            zero = round(m.derived_min / scale)
+            fallback = m.fallback_scale
+            assert fallback is not None and m.derived_min is not None
+            scale, zero = fallback, round(m.derived_min / fallback)
         for hop in m.hops:
             _set_param(fixed, hop.tensor, scale, zero)
     ints = set().union(*quant.integer_tensors(graph).values())
@@ -70,18 +72,22 @@ def test_real_export_reports_inherited_mlp_mul_scales(real_report: quant.QuantRe
     assert r.down_proj_mismatch == 30
     m2 = r.mul_for_layer(2)
     assert m2 is not None and m2.output == "/blocks.2/mlp/Mul_output_0"
+    assert m2.output_params is not None
     assert m2.output_params.scale == 0.0002167140263354941
     assert m2.output_params.zero == -1285
     assert m2.inherited_from == "/blocks.2/mlp/act_fn/Mul_output_0"
     act = m2.input_params[m2.inputs.index("/blocks.2/mlp/act_fn/Mul_output_0")]
+    assert act is not None
     assert act.scale == m2.output_params.scale and act.zero == m2.output_params.zero
     # down_proj walk: pre_reshape keeps the copied range, the calibrated pre_convert does not
     assert [h.producer for h in m2.hops] == ["BinaryOp", "Reshape", "ConvertTensor"]
     assert m2.down_proj == "/layers.2/mlp/down_proj/Linear"
+    assert m2.hops[-1].params is not None
     assert m2.hops[-1].params.scale == 0.001374504372831103 and m2.down_proj_agrees is False
     # fallback for the never-calibrated product: s_a * s_b * 32767
-    s_a, s_b = (p.scale for p in m2.input_params)
+    s_a, s_b = (p.scale for p in m2.input_params if p is not None)
     assert m2.fallback_scale == pytest.approx(s_a * s_b * 32767, rel=1e-12)
+    assert m2.derived_min is not None and m2.derived_max is not None
     assert m2.derived_min < 0 < m2.derived_max
     msgs = [f.message for f in r.findings if f.kind == "mlp_mul_inherited" and f.layer == 2]
     assert len(msgs) == 1 and "0.0002167140263354941" in msgs[0] and "-1285" in msgs[0]

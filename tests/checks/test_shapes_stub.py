@@ -96,9 +96,9 @@ def test_real_stub_missing_binaries_are_named(smollm2: Path) -> None:
     assert check_export_shapes(smollm2, "config_qnn.json") == []
     (smollm2 / "qnn" / "graphllm7.bin").unlink()
     (smollm2 / "qnn" / "graphllm32.bin").write_bytes(b"old")  # from an older compile
-    found = {f.kind: f for f in check_export_shapes(smollm2, "config_qnn.json")}
-    assert found["missing_binary"].found == "1 missing: qnn/graphllm7.bin"
-    assert found["leftover_binary"].found == "1 more: qnn/graphllm32.bin"
+    by_kind = {f.kind: f for f in check_export_shapes(smollm2, "config_qnn.json")}
+    assert by_kind["missing_binary"].found == "1 missing: qnn/graphllm7.bin"
+    assert by_kind["leftover_binary"].found == "1 more: qnn/graphllm32.bin"
 
 
 def test_real_stub_cli_json(smollm2: Path, capsys) -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 import yaml
 
 from harness.inventory import load_inventory
-
 from tests.cli.clikit import REPO, harness
 
 
@@ -40,7 +39,7 @@ def test_virtual_lab_up_writes_a_working_inventory(tmp_path: Path) -> None:
     assert proc.returncode == 0
 
 
-def test_push_and_status_commands(vlab_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_push_and_status_commands(vlab_factory, tmp_path: Path) -> None:
     from virtual_lab.exports import make_qwen3_export
 
     vlab = vlab_factory()  # its own devices: what this test pushes must not be on the shared lab's
@@ -59,7 +58,7 @@ def test_push_and_status_commands(vlab_factory, tmp_path: Path) -> None:  # type
     assert "sm8650-qrd" in refused.stderr and "v79" in refused.stderr and "v75" in refused.stderr
 
 
-def test_lab_run_and_status_commands(vlab_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_lab_run_and_status_commands(vlab_factory, tmp_path: Path) -> None:
     from virtual_lab.exports import make_qwen3_export
 
     vlab = vlab_factory()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from labkit import write_inventory, write_plan
 
 from harness.inventory import load_inventory
 from harness.lab.plan import load_plan
-from labkit import write_inventory, write_plan
 
 
 @pytest.fixture

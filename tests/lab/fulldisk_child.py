@@ -8,9 +8,10 @@ import os
 import sys
 from pathlib import Path
 
+from labkit import ShellJob, write_inventory, write_plan
+
 import harness.lab.cli as lab_cli
 from harness.cli import main
-from labkit import ShellJob, write_inventory, write_plan
 
 root, disk = Path(sys.argv[1]), Path(sys.argv[2])
 root.mkdir(parents=True, exist_ok=True)

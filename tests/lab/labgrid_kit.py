@@ -64,7 +64,7 @@ class LabgridLab:
             raise RuntimeError(f"labgrid-client {' '.join(args)} exited {res.returncode}: {res.stderr or res.stdout}")
         return res
 
-    def start(self) -> "LabgridLab":
+    def start(self) -> LabgridLab:
         self.root.mkdir(parents=True, exist_ok=True)
         self._spawn(["labgrid-coordinator", "-l", self.address], "coordinator.log")
         self._wait_port()
@@ -112,7 +112,7 @@ class LabgridLab:
                 proc.wait(timeout=10)
         self._procs.clear()
 
-    def __enter__(self) -> "LabgridLab":
+    def __enter__(self) -> LabgridLab:
         try:
             return self.start()
         except BaseException:

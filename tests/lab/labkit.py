@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import yaml
 
 from harness.errors import DeviceOfflineError
-from harness.inventory import DeviceSpec, load_inventory
-from harness.lab.plan import load_plan
+from harness.inventory import DeviceSpec
 from harness.lab.scheduler import DeviceContext
 from harness.report.records import TestRecord
 from harness.transport.base import RawExec
@@ -68,7 +68,7 @@ class FaultyLocal(LocalTransport):
 
 
 # What a test may make a device say (Switch.facts), in DeviceFacts' own types.
-_FACT_TYPES: dict[str, Callable[[str], object]] = {
+_FACT_TYPES: dict[str, Callable[[str], Any]] = {
     "battery_pct": int, "battery_temp_c": float, "boot_completed": lambda v: v == "1"}
 
 

@@ -7,12 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+from labkit import FaultyLocal, ShellJob, Switch, write_inventory, write_plan
+
 from harness.inventory import load_inventory
 from harness.lab.exitcodes import for_night
 from harness.lab.plan import load_plan
 from harness.lab.scheduler import run_night
 from harness.transport.retry import NO_RETRY
-from labkit import FaultyLocal, ShellJob, Switch, write_inventory, write_plan
 
 KILL_DELAY_S = 1.5
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from labkit import write_inventory, write_plan
 
 from harness.checks.quant import export as quant_export
 from harness.inventory import load_inventory
@@ -14,10 +15,8 @@ from harness.lab.export_checks import export_check_records
 from harness.lab.plan import PlanError, load_plan
 from harness.suite import Scope
 
-from labkit import write_inventory, write_plan
 
-
-def _plan(tmp_path: Path, scenario: str, **overrides):  # type: ignore[no-untyped-def]
+def _plan(tmp_path: Path, scenario: str, **overrides):
     from virtual_lab.exports import make_qwen3_vl_export
 
     make_qwen3_vl_export(tmp_path / "exports" / "vl", size_mb=0.5, scenario=scenario)
@@ -25,12 +24,16 @@ def _plan(tmp_path: Path, scenario: str, **overrides):  # type: ignore[no-untype
     return load_plan(write_plan(tmp_path, models={"vl": {"path": "exports/vl"}}, **overrides))
 
 
-def test_a_failing_export_check_runs_once_and_fails_the_export_on_every_device(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_failing_export_check_runs_once_and_fails_the_export_on_every_device(tmp_path: Path, monkeypatch) -> None:
     plan = _plan(tmp_path, "activation_saturation", repeats=2)
     devices = list(load_inventory(write_inventory(tmp_path, 3)).devices.values())
     calls: list[Path] = []
     real = quant_export.check_export_quant
-    monkeypatch.setattr("harness.suite.checks.check_export_quant", lambda p: calls.append(p) or real(p))
+    def counted(p: Path) -> quant_export.ExportQuant:
+        calls.append(p)
+        return real(p)
+
+    monkeypatch.setattr("harness.suite.checks.check_export_quant", counted)
     recs = export_check_records(plan, devices, run_id="r1")
     assert len(calls) == 1  # one export: checked once for 3 devices x 2 repeats
     quant = [r for r in recs if r.name.startswith("test_quant_metadata")]

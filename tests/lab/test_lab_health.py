@@ -1,11 +1,10 @@
-import pytest
+
+from labkit import FaultyLocal, Switch
 
 from harness.lab.health import HealthPolicy, check_device, judge
 from harness.transport.facts import DeviceFacts
 from harness.transport.local import LocalTransport
 from harness.transport.retry import NO_RETRY
-
-from labkit import FaultyLocal, Switch
 
 MB = 1 << 20
 
@@ -49,9 +48,8 @@ def test_unreachable_and_reported_facts(lab4):
 
 
 def test_virtual_adb_device_health(vlab_factory):
-    from virtual_lab.lab import LabDeviceConfig
-
     from harness.transport.factory import open_transport
+    from virtual_lab.lab import LabDeviceConfig
 
     lab = vlab_factory(devices=[LabDeviceConfig("phone", soc="SM8750", htp_arch="v79")])
     policy = HealthPolicy(min_free_mb=1, min_battery_pct=20, max_battery_temp_c=40)

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from labkit import ShellJob, Switch, faulty_factory, write_inventory, write_plan
 
 import harness.lab.cli as lab_cli
 from harness.cli import main
@@ -24,7 +25,6 @@ from harness.lab.exitcodes import ExitCode, for_night
 from harness.lab.scheduler import run_night
 from harness.report.history import History
 from harness.report.records import TestRecord, read_records
-from labkit import ShellJob, Switch, faulty_factory, write_inventory, write_plan
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

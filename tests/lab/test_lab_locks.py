@@ -96,9 +96,8 @@ def test_stop_event_cancels_the_wait(tmp_path):
 
 
 def test_claim_dir_is_resolved_once_and_absolute(tmp_path, monkeypatch):
-    from harness.lab.claims import claim_dir
-
     from harness.inventory import Inventory
+    from harness.lab.claims import claim_dir
 
     inv = Inventory(path=tmp_path / "devices.yaml")
     assert claim_dir(inv, environ={}) == tmp_path.resolve() / "locks"

@@ -2,11 +2,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from harness.lab.plan import PlanError, load_plan
-
 from labkit import write_inventory, write_plan
+
 from harness.inventory import load_inventory
+from harness.lab.plan import PlanError, load_plan
 
 
 def test_plan_loads_with_defaults_and_relative_paths(tmp_path):

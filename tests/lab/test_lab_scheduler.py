@@ -4,12 +4,11 @@ import threading
 import xml.etree.ElementTree as ET
 
 import pytest
+from labkit import ShellJob, Switch, faulty_factory
 
 from harness.lab.locks import DeviceLock, lock_state
 from harness.lab.scheduler import run_night
 from harness.report.records import read_records
-
-from labkit import ShellJob, Switch, faulty_factory
 
 
 def _by_name(records):
@@ -163,7 +162,6 @@ def test_interrupt_stops_cleanly_kills_device_processes_and_releases_claims(tmp_
     always joining that worker when Ctrl-C lands (on 3.11 an interrupted join() made
     is_alive() lie, and the run exited while its worker still killed)."""
     import os
-    import signal
     import subprocess
     import sys
     from pathlib import Path

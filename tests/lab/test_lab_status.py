@@ -1,7 +1,7 @@
+from labkit import Switch, faulty_factory
+
 from harness.lab.locks import DeviceLock
 from harness.lab.status import collect_status, lab_status
-
-from labkit import Switch, faulty_factory
 
 
 def test_status_shows_devices_health_and_lock_holders(lab4):

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_lab_exitcodes_vlab import DEVICE, Lab, _no_claim_left
 
 from harness.lab.exitcodes import ExitCode
-from test_lab_exitcodes_vlab import DEVICE, Lab, _no_claim_left
 
 pytestmark = pytest.mark.slow
 

@@ -10,16 +10,20 @@ import threading
 import time
 
 import pytest
+from labgrid_kit import LabgridLab, labgrid_missing, run_python
 
 from harness.errors import HarnessError
 from harness.inventory import load_inventory
 from harness.lab.labgrid import (
-    PROCESS_COORDINATORS, LabgridClaim, LabgridError, identity, labgrid_holders,
+    PROCESS_COORDINATORS,
+    LabgridClaim,
+    LabgridError,
+    identity,
+    labgrid_holders,
 )
 from harness.lab.locks import DeviceBusy
 from harness.transport.factory import AdbOverSsh, open_transport
 from harness.transport.retry import NO_RETRY
-from labgrid_kit import LabgridLab, labgrid_missing, run_python
 
 pytestmark = pytest.mark.slow
 
@@ -204,9 +208,10 @@ def test_a_night_over_two_lab_hosts_killed_and_run_again(lg, coordinators, tmp_p
     """A night over both lab hosts while a person holds phone3; the harness is SIGKILLed
     mid-night (its places stay acquired, as labgrid keeps them) and run again: the new night
     releases the dead night's places, runs on them, and skips phone3 naming its holder."""
+    from labkit import ShellJob, write_plan
+
     from harness.lab.plan import load_plan
     from harness.lab.scheduler import run_night
-    from labkit import ShellJob, write_plan
 
     plan_path = write_plan(tmp_path, locks={"dir": "locks", "wait_s": 2})
     records = tmp_path / "killed" / "records.jsonl"

@@ -18,7 +18,7 @@ CLIENT = ("labgrid", "labgrid.remote", "labgrid.remote.client")
 
 def _failing_import(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
     class Broken(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+        def find_spec(self, name, path, target=None):
             if name in CLIENT:
                 raise exc
             return None

@@ -28,6 +28,7 @@ def test_text_export_loads_with_type_configs_and_target(qwen3_export: Path):
     assert art.model_type == "qwen3"
     assert art.configs == {"qnn": "config_qnn.json", "cpu": "config.json"}
     assert art.uses_qnn and not art.is_visual
+    assert art.target is not None
     assert (art.target.soc_id, art.target.htp_arch, art.target.chunk_size) == (69, "v79", 128)
     rels = {f.rel for f in art.files}
     assert {"qnn/graphllm0.bin", "qnn/graphllm3.bin", "llm.mnn.weight", "virtual_behaviour.json"} <= rels
@@ -139,6 +140,7 @@ def test_target_from_export_args_when_no_sidecar(qwen3_export: Path, tmp_path: P
     (qwen3_export / "qnn/export_manifest.json").unlink()
     _edit_json(qwen3_export / "export_args.json", soc_id=57, dsp_arch="v75")
     art = load_export(qwen3_export)
+    assert art.target is not None
     assert (art.target.soc_id, art.target.htp_arch) == (57, "v75")
     with pytest.raises(ArtifactError, match="HTP v75"):
         check_target(art, local_device(tmp_path))
@@ -174,6 +176,7 @@ def test_executorch_export(tmp_path: Path):
         {"decoder_model_version": "qwen3", "soc_model": "SM8650"}))
     art = load_export(tmp_path)
     assert (art.kind, art.model_type, art.configs) == ("executorch", "qwen3", {"qnn": "kv_llama_qnn.pte"})
+    assert art.target is not None
     assert (art.target.soc_id, art.target.htp_arch) == (57, "v75")
     with pytest.raises(ArtifactError, match="HTP v75"):
         check_target(art, local_device(tmp_path))

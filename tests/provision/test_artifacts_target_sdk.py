@@ -27,6 +27,7 @@ def test_target_from_the_context_binaries_without_sidecar(tmp_path: Path, sdk: P
     with pytest.raises(ArtifactError, match=r"without a recorded target.*--qnn-sdk"):
         check_target(unknown, local_device(tmp_path))
     art = load_export(tmp_path / "m", qnn_sdk=sdk)
+    assert art.target is not None
     assert (art.target.soc_id, art.target.htp_arch) == (57, "v75")
     assert "qnn-context-binary-utility (qnn/graphllm0.bin)" in art.target.source
     with pytest.raises(ArtifactError, match=r"HTP v75.*--dsp_arch v79"):
@@ -38,7 +39,8 @@ def test_binaries_and_a_stale_sidecar_disagree(tmp_path: Path, sdk: Path) -> Non
     make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=3, soc_id=57, dsp_arch="v75")
     manifest = tmp_path / "m" / "qnn/export_manifest.json"
     manifest.write_text(manifest.read_text().replace('"soc_id": 57', '"soc_id": 69').replace('"v75"', '"v79"'))
-    assert load_export(tmp_path / "m").target.soc_id == 69  # the sidecar alone
+    target = load_export(tmp_path / "m").target
+    assert target is not None and target.soc_id == 69  # the sidecar alone
     with pytest.raises(ArtifactError, match="disagrees with itself"):
         load_export(tmp_path / "m", qnn_sdk=sdk)
 

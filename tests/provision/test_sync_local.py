@@ -10,9 +10,9 @@ import pytest
 
 from harness.errors import ArtifactError, ConnectionDropped, ProvisionError, RemoteNoSpaceError
 from harness.provision import HashCache, NullProgress, device_status, provision_model, remove_set
+from harness.provision.artifacts import list_files
 from harness.provision.manifest import LOCAL_MANIFEST_NAME, read_local_manifest
 from harness.provision.sync import sync_set
-from harness.provision.artifacts import list_files
 from tests.provision.conftest import CountingTransport, local_device
 
 Q = NullProgress()

@@ -29,7 +29,7 @@ LOOPING = ("Explain what a transformer model is in one short sentence.", "Descri
 
 
 @pytest.fixture(scope="module")
-def real_run(vlab):  # type: ignore[no-untyped-def]
+def real_run(vlab):
     transport = open_transport(vlab.inventory.get("oneplus13"))
     runtime = provision_runtime(transport, vlab.runtime_dir("v79"), qnn_sdk=vlab.qnn_sdk_dir)
     # The export records no QNN target (a CPU export): accept it knowingly.
@@ -40,13 +40,13 @@ def real_run(vlab):  # type: ignore[no-untyped-def]
     transport.close()
 
 
-def test_export_is_pushed_and_read_from_llm_config(real_run) -> None:  # type: ignore[no-untyped-def]
+def test_export_is_pushed_and_read_from_llm_config(real_run) -> None:
     model, _ = real_run
     assert model.model_type == "llama"  # from llm_config.json, not the folder name
     assert model.configs == {"cpu": "config.json"}
 
 
-def test_france_prompt_answered_on_the_device(real_run) -> None:  # type: ignore[no-untyped-def]
+def test_france_prompt_answered_on_the_device(real_run) -> None:
     _, result = real_run
     proc = result.runs[0]
     assert proc.classification.ok, proc.stdout + proc.stderr
@@ -56,7 +56,7 @@ def test_france_prompt_answered_on_the_device(real_run) -> None:  # type: ignore
     assert judge(proc.parsed.texts[0], prompt=FRANCE, expect_any=("Paris",)).coherent
 
 
-def test_looping_answers_flagged_as_degenerate_repetition(real_run) -> None:  # type: ignore[no-untyped-def]
+def test_looping_answers_flagged_as_degenerate_repetition(real_run) -> None:
     _, result = real_run
     for proc, prompt in zip(result.runs[1:], LOOPING):
         assert proc.classification.ok  # the run itself is fine: only the text is broken

@@ -4,9 +4,9 @@ sandbox runs the host binary (the host's dynamic loader and libc are mounted the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -29,7 +29,7 @@ class RealSetup:
     model: ProvisionedModel
     build_tree: Path
 
-    def runner(self, **kw) -> LlmDemoRunner:  # type: ignore[no-untyped-def]
+    def runner(self, **kw) -> LlmDemoRunner:
         return LlmDemoRunner(self.transport, self.runtime, self.model, **kw)
 
 

@@ -9,7 +9,7 @@ from tests.cli.clikit import harness
 from tests.real_runtime.realrt import RUNTIME_FILES, make_build_tree, real_runtime_or_skip
 
 
-def test_push_real_build_tree_then_unchanged_repush_sends_nothing(vlab_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_push_real_build_tree_then_unchanged_repush_sends_nothing(vlab_factory, tmp_path: Path) -> None:
     real_runtime_or_skip()
     vlab = vlab_factory()
     tree = make_build_tree(tmp_path / "build")
@@ -28,7 +28,7 @@ def test_push_real_build_tree_then_unchanged_repush_sends_nothing(vlab_factory, 
     assert pushed == sorted(RUNTIME_FILES)
 
 
-def test_push_runtime_with_qnn_sdk_and_its_errors(vlab_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_push_runtime_with_qnn_sdk_and_its_errors(vlab_factory, tmp_path: Path) -> None:
     from virtual_lab.runtime import make_runtime_dir
 
     vlab = vlab_factory()

@@ -126,7 +126,7 @@ def test_suite_on_the_host_judges_each_variant(omni: Path, tmp_path: Path, varia
 
 
 @pytest.mark.parametrize("variant", ["V1", "V3"])
-def test_suite_on_a_virtual_phone_judges_the_real_binary(omni: Path, vlab_factory, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_suite_on_a_virtual_phone_judges_the_real_binary(omni: Path, vlab_factory, tmp_path: Path,
                                                         variant: str) -> None:
     vlab = vlab_factory()
     recs = _suite(vlab.devices_yaml, "oneplus13", runtime_folder(tmp_path / "rt", variant), tmp_path / "records.jsonl")

@@ -23,14 +23,14 @@ from tests.real_runtime.realrt import CMAKE_FILES, REAL_EXPORT, RUNTIME_FILES, m
 CAT = "Describe a cat in two sentences."
 
 
-def _device_files(real, remote_dir: str) -> set[str]:  # type: ignore[no-untyped-def]
+def _device_files(real, remote_dir: str) -> set[str]:
     res = real.transport.shell(["ls", remote_dir], timeout=60, check=True)
     return set(res.stdout.split())
 
 
 # ---- the runtime ---------------------------------------------------------------------------
 
-def test_build_tree_bundle_takes_the_runner_and_its_libraries(build_tree) -> None:  # type: ignore[no-untyped-def]
+def test_build_tree_bundle_takes_the_runner_and_its_libraries(build_tree) -> None:
     b = resolve_runtime(build_tree, None, need_qnn=False)
     assert {f.rel for f in b.files} == set(RUNTIME_FILES)  # express/libMNN_Express.so found by NEEDED
     assert next(f for f in b.files if f.rel == "libMNN_Express.so").path == build_tree / "express/libMNN_Express.so"
@@ -40,7 +40,7 @@ def test_build_tree_bundle_takes_the_runner_and_its_libraries(build_tree) -> Non
     assert "/lib/x86_64-linux-gnu" in b.system_dirs
 
 
-def test_cpu_runtime_is_pushed_without_qnn_or_build_files(real) -> None:  # type: ignore[no-untyped-def]
+def test_cpu_runtime_is_pushed_without_qnn_or_build_files(real) -> None:
     assert not real.runtime.qnn and posixpath.basename(real.runtime.remote_dir) == "llm_demo-cpu"
     on_device = _device_files(real, real.runtime.remote_dir)
     assert on_device == set(RUNTIME_FILES)
@@ -48,7 +48,7 @@ def test_cpu_runtime_is_pushed_without_qnn_or_build_files(real) -> None:  # type
     assert "ADSP_LIBRARY_PATH" not in real.runtime.env()
 
 
-def test_missing_library_refused_before_a_byte_moves(real, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_missing_library_refused_before_a_byte_moves(real, tmp_path) -> None:
     tree = make_build_tree(tmp_path / "build", drop=("libMNN_Express.so",))
     with pytest.raises(ArtifactError) as err:
         provision_runtime(real.transport, tree, need_qnn=False, name="llm_demo-no-express")
@@ -60,7 +60,7 @@ def test_missing_library_refused_before_a_byte_moves(real, tmp_path) -> None:  #
 # ---- the CPU pair of the matrix and its checks ---------------------------------------------
 
 @pytest.fixture(scope="session")
-def cpu_matrix(real):  # type: ignore[no-untyped-def]
+def cpu_matrix(real):
     runner = real.runner()
     cases = default_cases(visual=False)
     runs = pipeline.run_matrix(runner, cases, ["cpu"], max_new_tokens=64)
@@ -72,7 +72,7 @@ def cpu_matrix(real):  # type: ignore[no-untyped-def]
     return runs, {j.case.id: j for j in judged}, {r.name.rsplit("::", 1)[-1]: r for r in records}
 
 
-def test_france_is_answered_coherently(cpu_matrix) -> None:  # type: ignore[no-untyped-def]
+def test_france_is_answered_coherently(cpu_matrix) -> None:
     runs, judged, records = cpu_matrix
     proc = runs["cpu"].result.runs[0]
     assert proc.classification.ok, proc.stdout + proc.stderr
@@ -86,7 +86,7 @@ def test_france_is_answered_coherently(cpu_matrix) -> None:  # type: ignore[no-u
     assert rec.duration_s == pytest.approx(proc.wall_s)
 
 
-def test_greedy_cat_loop_is_judged_garbled(cpu_matrix) -> None:  # type: ignore[no-untyped-def]
+def test_greedy_cat_loop_is_judged_garbled(cpu_matrix) -> None:
     runs, judged, records = cpu_matrix
     proc = runs["cpu"].result.runs[1]
     assert proc.classification.ok  # the engine ran fine: the text is what fails
@@ -100,7 +100,7 @@ def test_greedy_cat_loop_is_judged_garbled(cpu_matrix) -> None:  # type: ignore[
 
 # ---- failures, classified -------------------------------------------------------------------
 
-def test_loader_failure_is_classified_by_library_name(real) -> None:  # type: ignore[no-untyped-def]
+def test_loader_failure_is_classified_by_library_name(real) -> None:
     runtime = provision_runtime(real.transport, real.build_tree, need_qnn=False, name="llm_demo-broken")
     real.transport.remove(posixpath.join(runtime.remote_dir, "libMNN_Express.so"))  # lost on the device
     from harness.runners.llm_demo import LlmDemoRunner
@@ -114,7 +114,7 @@ def test_loader_failure_is_classified_by_library_name(real) -> None:  # type: ig
     assert b"libMNN_Express.so" in (next(iter(kept.values())) or b"")
 
 
-def test_missing_weight_is_an_init_error(real) -> None:  # type: ignore[no-untyped-def]
+def test_missing_weight_is_an_init_error(real) -> None:
     from harness.provision.status import remove_set
     from harness.runners.llm_demo import LlmDemoRunner
 
@@ -123,6 +123,7 @@ def test_missing_weight_is_an_init_error(real) -> None:  # type: ignore[no-untyp
         real.transport.remove(posixpath.join(model.remote_dir, "llm.mnn.weight"))
         result = LlmDemoRunner(real.transport, real.runtime, model).run(["Hi"], backend="cpu")
         cls = result.runs[0].classification
+        assert cls is not None and cls.primary is not None
         assert result.failure_class == "init-error" and cls.primary.signature.id == "file-not-found"
         assert result.runs[0].exit_code == 0  # llm_demo exits 0 after LLM init error
         assert "llm.mnn.weight" in cls.hint and "tokenizer" not in cls.hint
@@ -130,7 +131,7 @@ def test_missing_weight_is_an_init_error(real) -> None:  # type: ignore[no-untyp
         remove_set(real.transport, "model", "smollm2-no-weight")
 
 
-def test_timeout_keeps_the_partial_output(real, cpu_matrix) -> None:  # type: ignore[no-untyped-def]
+def test_timeout_keeps_the_partial_output(real, cpu_matrix) -> None:
     runs, _, _ = cpu_matrix
     # Long enough to load and print text, far too short for ~2000 greedy tokens (a minute or more).
     timeout = 5 + 2 * runs["cpu"].result.runs[0].wall_s
@@ -149,7 +150,7 @@ def test_timeout_keeps_the_partial_output(real, cpu_matrix) -> None:  # type: ig
     assert text.encode() in stdout_kept
 
 
-def test_sigsegv_is_a_crash(real) -> None:  # type: ignore[no-untyped-def]
+def test_sigsegv_is_a_crash(real) -> None:
     token = uuid.uuid4().hex
     killer = signal_own_process_later(token, signal.SIGSEGV, after_s=0.5)
     result = real.runner().run([CAT], backend="cpu", overlay=Overlay(greedy=True, max_new_tokens=4000),

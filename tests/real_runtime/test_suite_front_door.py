@@ -27,7 +27,7 @@ def _records(path: Path) -> dict[str, dict]:
     return {json.loads(line)["name"].split("::", 1)[1]: json.loads(line) for line in path.read_text().splitlines()}
 
 
-def test_cpu_only_selection_skips_qnn_cells_and_records_every_outcome(vlab_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_cpu_only_selection_skips_qnn_cells_and_records_every_outcome(vlab_factory, tmp_path: Path) -> None:
     from virtual_lab.exports import default_behaviour, make_qwen3_export
     from virtual_lab.runtime import make_runtime_dir
 

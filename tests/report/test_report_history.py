@@ -1,6 +1,6 @@
-from harness.report.history import History, aggregate
-
 from reportkit import night_records
+
+from harness.report.history import History, aggregate
 
 
 def _fill(db, speeds, crash_tonight=False):

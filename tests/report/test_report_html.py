@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 from PIL import Image as PILImage
+from reportkit import HOSTILE, night_records
 
 from harness.report.history import History
 from harness.report.html import group_failures, render_html, write_html
-
-from reportkit import HOSTILE, night_records
 
 
 def test_hostile_text_is_escaped_everywhere():
@@ -70,6 +69,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
+    assert CHROMIUM is not None, "chromium is not installed (make install puts it there)"
     return subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -5,10 +5,9 @@ import textwrap
 import xml.etree.ElementTree as ET
 
 from junitparser import Error, Failure, JUnitXml, Skipped
+from reportkit import night_records
 
 from harness.report.junit import write_junit
-
-from reportkit import night_records
 
 
 def _case_props(case):

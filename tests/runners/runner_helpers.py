@@ -40,6 +40,7 @@ def local_device(work_dir: Path, soc: str = "SM8750") -> LocalTransport:
     from harness import soc as soc_table
 
     info = soc_table.lookup(soc)
+    assert info is not None, f"{soc} is not in the SoC table"
     spec = DeviceSpec(name="local", transport="local", soc_model=info.model, soc_id=info.soc_id,
                       htp_arch=info.htp_arch, vtcm_mb=info.vtcm_mb, work_dir=str(work_dir))
     return LocalTransport(spec)

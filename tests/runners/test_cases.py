@@ -19,6 +19,7 @@ def test_test_image_is_a_red_square_over_the_middle_half_on_white(tmp_path: Path
     image = PILImage.open(path)
     assert (image.format, image.mode, image.size) == ("PNG", "RGB", (width, height))
     px = image.load()
+    assert px is not None
     x0, x1, y0, y1 = width // 4, 3 * width // 4, height // 4, 3 * height // 4
     reds = sum(px[x, y] == RED for y in range(height) for x in range(width))
     assert reds == (x1 - x0) * (y1 - y0)
@@ -46,5 +47,5 @@ def test_default_image_cases_are_non_square_in_both_orientations(tmp_path: Path)
     cases = default_cases(visual=True, image=tmp_path / "red.png")
     images = {c.id: c.prompt.images[0] for c in cases if c.prompt.images}
     assert list(images) == ["image", "image-224x448"]
-    grids = [image_llm_grid(i.height, i.width) for i in images.values()]
+    grids = [image_llm_grid(i.height or 0, i.width or 0) for i in images.values()]
     assert [(g.h, g.w) for g in grids] == [(14, 7), (7, 14)]  # h > w and w > h on the LLM grid

@@ -8,15 +8,20 @@ import posixpath
 from pathlib import Path
 
 import pytest
+from runner_helpers import SM8750_ENV, local_device
 
 from harness.errors import HarnessError
 from harness.provision.types import ProvisionedRuntime
 from harness.runners.etdump import analyse_rows, executorch_available, format_table
 from harness.runners.executorch import (
-    LlamaRunConfig, QnnExecutorRunner, QnnLlamaRunner, observer_metrics, parse_inference_speed, parse_observer,
+    LlamaRunConfig,
+    QnnExecutorRunner,
+    QnnLlamaRunner,
+    observer_metrics,
+    parse_inference_speed,
+    parse_observer,
 )
 from harness.runners.quant_matrix import QUANT_FORMATS, plan_matrix, skip_reason, weight_sharing_supported
-from runner_helpers import SM8750_ENV, local_device
 from virtual_lab.runtime import make_runtime_dir
 
 # executorch-qnn.md §1 (the captured line, with its two elided values filled in)

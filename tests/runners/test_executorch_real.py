@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from runner_helpers import SM8750_ENV, local_device
 
+from harness.provision.types import ProvisionedRuntime
 from harness.runners.executorch import LlamaRunConfig, QnnLlamaRunner
 from harness.runners.executorch_output import LOG_LINE, observer_metrics, parse_run
 from harness.runners.signatures import load_signatures
-from harness.provision.types import ProvisionedRuntime
-from runner_helpers import SM8750_ENV, local_device
 from virtual_lab.runtime import make_runtime_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,6 +33,7 @@ def capture(name: str) -> tuple[str, str]:
 def test_real_run_counts_spans_and_summary() -> None:
     run = parse_run(*capture("run-ok"))
     assert run.problems == []
+    assert run.stats is not None
     m = observer_metrics(run.stats)
     # "Max new tokens resolved: 30" and 30 produced: the runner's generated_tokens says 29.
     assert run.limits[0]["max_new_tokens"] == 30 and m["generated_tokens"] == 29 and m["produced_tokens"] == 30
@@ -48,6 +49,7 @@ def test_real_run_counts_spans_and_summary() -> None:
 def test_real_run_with_one_token_has_no_decode_rate() -> None:
     run = parse_run(*capture("run-one-token"))
     assert run.problems == []
+    assert run.stats is not None
     m = observer_metrics(run.stats)
     assert m["generated_tokens"] == 0 and m["produced_tokens"] == 1 and m["decode_tok_s"] is None
     assert "decode_token_per_sec" not in run.stats and m["decode_s"] == 0
@@ -66,6 +68,7 @@ def test_the_checks_catch_what_the_old_virtual_runner_printed() -> None:
 def test_real_load_failure_signature() -> None:
     out, err = capture("run-no-custom-ops")
     cls = load_signatures().classify(stdout=out, stderr=err, exit_code=1)
+    assert cls.primary is not None
     assert cls.cls == "init-error" and cls.primary.signature.id == "et-missing-operator"
     assert cls.signature_ids == ["et-missing-operator", "et-method-load-failed", "et-generation-failed"]
     assert "[method.cpp:822] Missing operator: [16] llama::custom_sdpa.out" in cls.errors
@@ -84,6 +87,7 @@ QNN_SDK_ERRORS = {
 @pytest.mark.parametrize("line", list(QNN_SDK_ERRORS))
 def test_qualcomm_sdk_errors_have_their_signatures(line: str) -> None:
     cls = load_signatures().classify(stderr="Traceback (most recent call last):\n" + line + "\n", exit_code=1)
+    assert cls.primary is not None
     assert cls.cls == "qnn-library-missing" and cls.primary.signature.id == QNN_SDK_ERRORS[line]
 
 
@@ -114,7 +118,9 @@ def _shape(message: str) -> str:
 
 
 def _observer_keys(stdout: str) -> list[str]:
-    return list(json.loads(re.search(r"^PyTorchObserver (\{.*\})$", stdout, re.M)[1]))
+    found = re.search(r"^PyTorchObserver (\{.*\})$", stdout, re.M)
+    assert found is not None, "no PyTorchObserver line"
+    return list(json.loads(found[1]))
 
 
 def test_virtual_runner_prints_what_the_real_one_prints(tmp_path: Path) -> None:
@@ -130,6 +136,7 @@ def test_virtual_runner_prints_what_the_real_one_prints(tmp_path: Path) -> None:
     real_out, real_err = capture("run-ok")
     assert virtual.ok and virtual.problems == [], virtual.to_json()
     # stdout: the echoed prompt and its text, then the stats line with the real keys in the real order
+    assert virtual.output is not None
     assert virtual.output.texts[0].startswith("Once upon a time")
     assert _observer_keys(virtual.stdout) == _observer_keys(real_out)
     # stderr: only `[file:N] message` lines, and the stats summary line for line as the real one

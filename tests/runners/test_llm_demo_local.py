@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from runner_helpers import SM8750_ENV
 
 from harness.errors import HarnessError
 from harness.runners.overlay import Overlay, derived_name
 from harness.runners.prompts import Image, Prompt, render_prompt_file
-from runner_helpers import SM8750_ENV
 
 FRANCE = "What is the capital of France?"
 CAT = "Describe a cat in two sentences."

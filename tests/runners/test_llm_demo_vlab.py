@@ -6,13 +6,12 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
+from runner_helpers import install
 
 from harness.transport import open_transport
 from harness.transport.retry import NO_RETRY
-from runner_helpers import install
 
 FRANCE = "What is the capital of France?"
 

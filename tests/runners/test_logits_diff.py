@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from runner_helpers import REPO, SM8750_ENV, local_device
 
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.runners import logits_diff as ld
-from runner_helpers import REPO, SM8750_ENV, local_device
 
 FIX = REPO / "fixtures" / "logits_diff"
 SHARED = (REPO / ".." / "shared").resolve()
@@ -214,8 +214,9 @@ def test_virtual_tool_healthy_close_and_saturated(tmp_path):
 
 
 def test_virtual_tool_long_prompt_shows_the_chunk_artefact_only_at_step0(tmp_path):
-    from harness.runners.overlay import Overlay
     from runner_helpers import install
+
+    from harness.runners.overlay import Overlay
 
     transport = local_device(tmp_path / "device")
     s = install(transport, tmp_path / "h")

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from runner_helpers import SM8750_ENV
 
 from harness.errors import HarnessError, UnsendableText
-from runner_helpers import SM8750_ENV
 
 
 @pytest.mark.parametrize("bad, what", [("caf\udce9 au lait", "lone surrogate U+DCE9"), ("a\0b", "NUL byte")])

@@ -29,7 +29,7 @@ def test_a_compiled_chunk_that_does_not_pad_gets_a_padding_partner() -> None:
 @pytest.mark.parametrize("n,compiled,image", [(281, 128, (100, 199)), (300, 64, (10, 150)), (500, 128, (120, 400))])
 def test_extra_chunkings_keep_boundaries_out_of_the_image(n: int, compiled: int, image: tuple[int, int]) -> None:
     for c in chunkings(n, compiled, [image]):
-        size = c.limits[0]  # type: ignore[index]
+        size = c.limits[0]  # type: ignore[index]  # these chunkings all have limits
         inside = [b for b in range(size, n, size) if image[0] < b <= image[1]]
         if c.role in ("padding", "no-padding"):
             assert not inside, c

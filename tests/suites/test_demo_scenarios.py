@@ -24,27 +24,27 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def outcomes(demo_dir: Path):  # type: ignore[no-untyped-def]
+def outcomes(demo_dir: Path):
     return {o.scenario.name: o for o in run_scenarios(demo_dir, say=lambda _m: None)}
 
 
 @pytest.fixture(scope="module")
-def lab_side(demo_dir: Path, outcomes):  # type: ignore[no-untyped-def]
+def lab_side(demo_dir: Path, outcomes):
     return run_doors_night(demo_dir)
 
 
 @pytest.mark.parametrize("name", [s.name for s in SCENARIOS])
-def test_scenario_behaves_as_expected(outcomes, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_scenario_behaves_as_expected(outcomes, name: str) -> None:
     outcome = outcomes[name]
     assert outcome.as_expected, "\n".join(outcome.problems)
 
 
-def test_good_export_passes_every_test(outcomes) -> None:  # type: ignore[no-untyped-def]
+def test_good_export_passes_every_test(outcomes) -> None:
     good = outcomes["good"]
     assert not good.failed and len(good.passed) >= 16
 
 
-def test_broken_exports_fail_only_where_expected(outcomes) -> None:  # type: ignore[no-untyped-def]
+def test_broken_exports_fail_only_where_expected(outcomes) -> None:
     # The garbled answer is scripted for one prompt on one pair: nothing else may fail.
     assert sorted(outcomes["garbled-qnn"].failed) == ["test_generation[qnn/qnn-cat]"]
     assert sorted(outcomes["position-bug"].failed) == ["test_mrope_positions[qnn/qnn]"]
@@ -53,7 +53,7 @@ def test_broken_exports_fail_only_where_expected(outcomes) -> None:  # type: ign
 
 
 @pytest.mark.parametrize("name", [s.name for s in SCENARIOS])
-def test_both_doors_agree_check_by_check(demo_dir: Path, outcomes, lab_side, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_both_doors_agree_check_by_check(demo_dir: Path, outcomes, lab_side, name: str) -> None:
     pytest_side = pytest_verdicts(demo_dir, name)
     # Every check of the suite is there, in both doors, with every one of its testcases.
     assert {n.split("[")[0] for n in pytest_side} == {c.test_name for c in QWEN3_VL.checks}

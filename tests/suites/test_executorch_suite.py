@@ -12,7 +12,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_executorch_suite_runs_each_exported_format(vlab, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_executorch_suite_runs_each_exported_format(vlab, tmp_path: Path) -> None:
     exports = tmp_path / "exports"
     for quant in ("16a4w", "16a8w", "16a4w_block"):
         d = exports / quant
@@ -35,6 +35,6 @@ def test_executorch_suite_runs_each_exported_format(vlab, tmp_path: Path) -> Non
         case = cases[f"test_quant_format_runs[{quant}]"]
         assert case.find("skipped") is None and case.find("failure") is None
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        assert props["backend_pair"] == f"qnn:{quant}" and float(props["decode_tps"]) > 0
+        assert props["backend_pair"] == f"qnn:{quant}" and float(props["decode_tps"] or 0) > 0
     assert cases["test_quant_format_runs[8a8w]"].find("skipped") is not None
     assert cases["test_load_failure_is_classified"].find("skipped") is not None  # host runner only

@@ -14,12 +14,11 @@ import pytest
 from harness import pipeline
 from harness.checks import mrope
 from harness.checks.agreement import DriftWarning
-from harness.outcomes import FailureClass, RecordWarning
+from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.report.records import TestRecord
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.prompts import Prompt
-from harness.outcomes import Status
 from harness.suite import MATRIX, QWEN3_VL, Instance, MatrixInput, Suite, run_check
 from harness.suite.registry import GENERATION
 
@@ -28,12 +27,12 @@ def check_generation(rec: TestRecord, runs: dict[str, pipeline.PairRun], j: pipe
                      suite: Suite = MATRIX) -> None:
     """The generation testcase as suites/support.py runs it: run_check, then fail or warn."""
     model = type("Model", (), {"model_type": "qwen3_vl", "visual": True, "configs": {}})()
-    inp = MatrixInput(model, runs, {(j.pair, j.case.id): j}, lambda _p: None)  # type: ignore[arg-type]
+    inp = MatrixInput(model, runs, {(j.pair, j.case.id): j}, lambda _p: None)
     verdict = run_check(suite, GENERATION, Instance(j.pair, j.case.id), inp, rec)
     if verdict.status is not Status.PASSED:
         raise AssertionError(f"{j.pair} {j.case.id}: {verdict.failure_class}: {verdict.message}")
     if verdict.warning_object is not None:
-        warnings.warn(verdict.warning_object)
+        warnings.warn(verdict.warning_object, stacklevel=2)
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "logits_diff"
 SUMMARY = ("\n#################################\nprompt tokens num = 18\ndecode tokens num = 8\n"

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from harness.errors import (
-    ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, RemoteNoSpaceError, RemotePathError,
+    ConnectionDropped,
+    DeviceOfflineError,
+    DeviceUnauthorizedError,
+    RemoteNoSpaceError,
+    RemotePathError,
 )
 from harness.transport.adb import AdbTransport
 from harness.transport.adb_state import is_tcp_serial

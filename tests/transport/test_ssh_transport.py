@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 import platform
+import time
 from pathlib import Path
 
 import pytest
 
 from harness.errors import (
-    ConnectionDropped, DeviceOfflineError, DeviceUnauthorizedError, HostKeyError, RemotePathError,
+    ConnectionDropped,
+    DeviceOfflineError,
+    DeviceUnauthorizedError,
+    HostKeyError,
+    RemotePathError,
 )
 from harness.transport.retry import RetryPolicy
 from harness.transport.ssh import SshTransport
@@ -264,7 +268,7 @@ class _CutLoginProxy:
             threading.Thread(target=self._pipe, args=(upstream, client, None), daemon=True).start()
             threading.Thread(target=self._pipe, args=(client, upstream, cut), daemon=True).start()
 
-    def _pipe(self, src, dst, cut: bool | None) -> None:  # type: ignore[no-untyped-def]
+    def _pipe(self, src, dst, cut: bool | None) -> None:
         import socket
 
         buf, newkeys_seen, encrypted_writes = b"", False, 0

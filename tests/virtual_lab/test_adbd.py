@@ -10,6 +10,7 @@ import stat
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,14 +26,14 @@ pytestmark = pytest.mark.skipif(
 
 # ---- fixtures --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def adb_server() -> AdbServer:
+def adb_server() -> Iterator[AdbServer]:
     server = AdbServer().start()
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def device(tmp_path_factory: pytest.TempPathFactory, adb_server: AdbServer) -> VirtualDevice:
+def device(tmp_path_factory: pytest.TempPathFactory, adb_server: AdbServer) -> Iterator[VirtualDevice]:
     dev = VirtualDevice(VirtualDeviceSpec(name="oneplus13"), tmp_path_factory.mktemp("dev") / "oneplus13")
     dev.start()
     adb_server.attach(dev.serial)

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def adb_server() -> AdbServer:
+def adb_server() -> Iterator[AdbServer]:
     if shutil.which("adb") is None:
         pytest.skip("needs the Debian `adb` package")
     server = AdbServer().start()
@@ -33,7 +34,7 @@ def adb_server() -> AdbServer:
 
 
 @pytest.fixture
-def device(tmp_path: Path, adb_server: AdbServer) -> VirtualDevice:
+def device(tmp_path: Path, adb_server: AdbServer) -> Iterator[VirtualDevice]:
     """A fresh device per test: faults break it on purpose."""
     dev = VirtualDevice(VirtualDeviceSpec(name="faulty"), tmp_path / "faulty").start()
     adb_server.attach(dev.serial)
@@ -54,7 +55,7 @@ def adb(server: AdbServer, dev: VirtualDevice, *args: str) -> subprocess.Complet
                           text=True, timeout=60)
 
 
-def wait_until(predicate, seconds: float = 15, what: str = "condition"):  # type: ignore[no-untyped-def]
+def wait_until(predicate, seconds: float = 15, what: str = "condition"):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         value = predicate()

@@ -242,14 +242,14 @@ class _SyncSession:
                 if res.host is not None and os.path.isdir(res.host):
                     continue
                 err = OSError(errno.EROFS, os.strerror(errno.EROFS))
-                err.mkdirs = True  # type: ignore[attr-defined]
+                err.mkdirs = True  # type: ignore[attr-defined]  # a mark the caller reads on this OSError
                 raise err
             try:
                 os.mkdir(res.host, 0o775)
             except FileExistsError:
                 pass
             except OSError as exc:
-                exc.mkdirs = True  # type: ignore[attr-defined]
+                exc.mkdirs = True  # type: ignore[attr-defined]  # a mark the caller reads on this OSError
                 raise
 
     def _receive_file(self, fd: int) -> tuple[bool, int]:

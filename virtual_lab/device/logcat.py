@@ -68,12 +68,12 @@ def fmt(opts, line):
         t = float(ts)
     except ValueError:
         return None
-    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(t)) + ".%03d" % int((t % 1) * 1000)
+    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(t)) + f".{int((t % 1) * 1000):03d}"
     if opts["fmt"] == "brief":
-        return "%s/%s(%5s): %s" % (level, tag, pid, msg)
+        return f"{level}/{tag}({pid:>5}): {msg}"
     if opts["fmt"] == "time":
-        return "%s %s/%s(%5s): %s" % (stamp, level, tag, pid, msg)
-    return "%s %5s %5s %s %-8s: %s" % (stamp, pid, pid, level, tag, msg)
+        return f"{stamp} {level}/{tag}({pid:>5}): {msg}"
+    return f"{stamp} {pid:>5} {pid:>5} {level} {tag:<8}: {msg}"
 
 
 def main():

@@ -59,7 +59,7 @@ class VirtualDeviceSpec:
                 raise DeviceError(f"{where}: property {k!r} must be a name without '=', spaces or newlines")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object], source: str = "virtual device spec") -> "VirtualDeviceSpec":
+    def from_dict(cls, data: Mapping[str, object], source: str = "virtual device spec") -> VirtualDeviceSpec:
         if not isinstance(data, Mapping):
             raise DeviceError(f"{source}: expected a mapping, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
@@ -67,7 +67,7 @@ class VirtualDeviceSpec:
         if unknown:
             raise DeviceError(f"{source}: unknown key(s) {unknown}; known: {sorted(known)}")
         try:
-            return cls(**data)  # type: ignore[arg-type]
+            return cls(**data)  # type: ignore[arg-type]  # device.json written by to_dict: its own fields
         except TypeError as exc:
             raise DeviceError(f"{source}: {exc}") from None
 

@@ -24,6 +24,8 @@ from virtual_lab.faults import FaultControlFile, FaultPlan, FaultSettings, Throt
 class VirtualDevice:
     """An emulated Android device reachable as `127.0.0.1:PORT` through `adb connect`."""
 
+    _battery: tuple[int, int]  # (level %, temperature in tenths of a degree C)
+
     def __init__(self, spec: VirtualDeviceSpec, root: Path, *, host: str = "127.0.0.1", port: int = 0,
                  extra_ro_binds: Sequence[Path] = (), watch_control_file: bool = True) -> None:
         if shutil.which("bwrap") is None:
@@ -46,7 +48,7 @@ class VirtualDevice:
         self.faults.add_listener(self._on_faults)
 
     # ---- lifecycle ----------------------------------------------------------------------
-    def start(self) -> "VirtualDevice":
+    def start(self) -> VirtualDevice:
         if self._server is not None:
             return self
         server = AdbdServer(self, host=self.host, port=self._port)
@@ -69,7 +71,7 @@ class VirtualDevice:
         self.stop()
         self.start()
 
-    def __enter__(self) -> "VirtualDevice":
+    def __enter__(self) -> VirtualDevice:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

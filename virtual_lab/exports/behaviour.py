@@ -138,10 +138,10 @@ def validate_behaviour(data: Any, source: str = BEHAVIOUR_FILE) -> VirtualBehavi
             raise ValueError(f"{source}: {where}.posdbg {ans['posdbg']!r} is not one of {POSDBG_MODES}")
         if ans.get("logits") is not None and ans["logits"] not in LOGITS_MODES:
             raise ValueError(f"{source}: {where}.logits {ans['logits']!r} is not one of {LOGITS_MODES}")
-    return data  # type: ignore[return-value]
+    return data  # type: ignore[return-value]  # validated key by key above; JSON has no TypedDict
 
 
-def load_behaviour(path: Path) -> VirtualBehaviour:
+def load_behaviour(path: Path | str) -> VirtualBehaviour:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
@@ -209,4 +209,4 @@ def merge_behaviour(base: VirtualBehaviour, extra: Mapping[str, dict]) -> Virtua
         slot = prompts.setdefault(key, {})
         for pair, ans in pairs.items():
             slot.setdefault(pair, {}).update(ans)
-    return {"default": dict(base["default"]), "prompts": prompts}  # type: ignore[typeddict-item]
+    return {"default": dict(base["default"]), "prompts": prompts}  # type: ignore[typeddict-item]  # the default answer is copied whole from a validated one

@@ -27,7 +27,7 @@ def context_header(graphs: list[str], spec: ExportSpec, graph_io: dict | None = 
     return CONTEXT_MAGIC + struct.pack("<I", len(meta)) + meta
 
 
-def read_context_header(path: Path) -> dict:
+def read_context_header(path: Path | str) -> dict:
     """The JSON header of a virtual-lab `qnn/graph*.bin`; ValueError when it has none."""
     with open(path, "rb") as fh:
         head = fh.read(len(CONTEXT_MAGIC) + 4)

@@ -154,7 +154,7 @@ def stub_bytes(graph_json: str) -> bytes:
         return out.read_bytes()
 
 
-def edit_stub(path: Path, edit: Callable[[dict], None]) -> None:
+def edit_stub(path: Path, edit: Callable[[dict], object]) -> None:
     """Dump an NPU stub to its JSON graph, let `edit` change it, and write it back in place
     (tests make the faulty stubs upstream writes this way)."""
     with tempfile.TemporaryDirectory(prefix="vlab-stub-") as tmp:

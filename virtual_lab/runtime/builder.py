@@ -9,7 +9,6 @@ import `virtual_lab.runtime.*` from this checkout, which the device sandbox bind
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path

@@ -12,9 +12,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 BUILD_PROP = "/system/etc/vlab/build.prop"
 LOGCAT_FILE = "/data/misc/logcat.log"  # virtual_lab.device.layout.LOGCAT_DEVICE_PATH

@@ -22,14 +22,23 @@ import json
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from harness.pairs import BackendPair
-
 from virtual_lab.runtime.devenv import (
-    Output, c_div, c_fmt, device_facts, die, missing_qnn_libs, read_first_prompt,
+    Output,
+    c_div,
+    c_fmt,
+    device_facts,
+    die,
+    missing_qnn_libs,
+    read_first_prompt,
 )
+
+if TYPE_CHECKING:
+    from virtual_lab import exports
 
 INIT_FAULTS = ("init_error", "qnn_lib_missing", "binary_mismatch")
 RUN_FAULTS = ("shape_error", "poison_next")
@@ -45,7 +54,7 @@ class Model:
     base_dir: str
     config: dict[str, Any]
     llm_config: dict[str, Any]
-    behaviour: dict[str, Any]
+    behaviour: exports.VirtualBehaviour
     pair: str
     manifest: dict[str, Any] = field(default_factory=dict)
 
@@ -297,17 +306,18 @@ class Engine:
         stats.prompt_len += n_prompt
         stats.prefill_s += padded * answer.prefill_ms_per_token * scale / 1000
         tokens = _TOKEN_RE.findall(answer.text)
-        dies = answer.fault in ("crash", "abort", "hang")
+        fault = answer.fault or ""
+        dies = fault in ("crash", "abort", "hang")
         printed = 0
         for i, tok in enumerate(tokens):
             if printed >= limit:
                 break
             if dies and i == len(tokens) // 2:
-                die(answer.fault)  # mid-generation, after some tokens were flushed
+                die(fault)  # mid-generation, after some tokens were flushed
             self.out.cout(tok)
             printed += 1
         if dies:
-            die(answer.fault)
+            die(fault)
         eos = printed == len(tokens) and printed < limit
         if eos:
             self.out.cout("\n")  # end_with

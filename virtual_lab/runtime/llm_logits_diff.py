@@ -23,11 +23,19 @@ import math
 import os
 import random
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from virtual_lab.runtime.devenv import Output, device_facts, die
 from virtual_lab.runtime.llm_demo import (
-    RUN_FAULTS, Engine, Model, _check_files, _check_qnn, _chunk_limits, _load_config, prompt_tokens,
+    RUN_FAULTS,
+    Engine,
+    Model,
+    _check_files,
+    _check_qnn,
+    _chunk_limits,
+    _load_config,
+    prompt_tokens,
 )
 
 VOCAB = 151936
@@ -178,7 +186,7 @@ def _chunk_local(model: Model, answer: Any, prompt: str, n_prompt: int, out: Out
     """This config meets the scripted chunk-local position fault: an image prompt split into chunks."""
     limits = _chunk_limits(model, out)
     return (answer.posdbg == "chunk_local_bug" and "<img>" in prompt and bool(limits)
-            and n_prompt > max(limits))  # type: ignore[arg-type]
+            and n_prompt > max(limits))  # type: ignore[arg-type]  # limits holds ints once bool(limits) is true
 
 
 def _chunks_differ(a: Model, b: Model, out: Output) -> bool:

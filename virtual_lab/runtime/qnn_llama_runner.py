@@ -20,10 +20,14 @@ import os
 import re
 import sys
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from harness.hostrt.executorch import LLAMA_FLAGS, FlagError, parse_flags
 from virtual_lab.runtime.devenv import device_facts, die, missing_qnn_libs
+
+if TYPE_CHECKING:
+    from virtual_lab import exports
 
 # qnn_llama_runner's gflags: one table, the host runner's (docs/executorch-runner.md#qnn_llama_runner-flags).
 EXECUTOR_FLAGS: dict[str, Any] = {
@@ -58,7 +62,8 @@ def _stats_report(prompt_tokens: int, generated: int, stats: Mapping[str, Any]) 
     _log("I", "stats.h:197", f"\t\tPrompt evaluation:\t{pre:f} (seconds)\t\t Rate: \t{rate(prompt_tokens, pre):f} (tokens/second)")
     _log("I", "stats.h:207", f"\t\tGenerated {generated} tokens:\t{dec:f} (seconds)\t\t Rate: \t{rate(generated, dec):f} (tokens/second)")
     _log("I", "stats.h:219", f"\tTime to first generated token:\t{secs('inference_start_ms', 'first_token_ms'):f} (seconds)")
-    _log("I", "stats.h:225", f"\tSampling time over {prompt_tokens + generated} tokens:\t{stats['aggregate_sampling_time_ms'] / 1000:f} (seconds)")
+    sampling_s = stats["aggregate_sampling_time_ms"] / 1000
+    _log("I", "stats.h:225", f"\tSampling time over {prompt_tokens + generated} tokens:\t{sampling_s:f} (seconds)")
 
 
 def _check_libs(build: Mapping[str, Any], prog: str) -> bool:
@@ -76,7 +81,7 @@ def _check_libs(build: Mapping[str, Any], prog: str) -> bool:
     return True
 
 
-def _behaviour(model_path: str) -> dict[str, Any]:
+def _behaviour(model_path: str) -> exports.VirtualBehaviour:
     from virtual_lab import exports
 
     try:

@@ -6,8 +6,8 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from harness.checks.coherence.rows import RowsError, Tally, load_rows
 from harness.checks.coherence.rules import judge, quote

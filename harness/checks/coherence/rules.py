@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 from harness.checks import textstats as ts
 from harness.checks.coherence.measure import measure

@@ -64,7 +64,6 @@ from harness.checks.mrope.reference import (
     reference_positions,
     smart_resize,
 )
-
 from harness.checks.mrope.verdict import PositionVerdict, judge_log
 
 __all__ = [

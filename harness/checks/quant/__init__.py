@@ -18,12 +18,10 @@ CLI: `python -m harness.checks.quant FILE [--json] [--baseline FILE]`
 (FILE: llm.mnn.json, llm.mnn.json.gz or llm.mnn). Exit 0 passed, 1 findings, 2 bad input.
 """
 
-from harness.checks.quant.analysis import (analyze, assert_quant_ok, check_file, compare_coverage,
-                                           integer_tensors)
+from harness.checks.quant.analysis import analyze, assert_quant_ok, check_file, compare_coverage, integer_tensors
 from harness.checks.quant.cli import main, render
+from harness.checks.quant.report import INTEGER_KINDS, Finding, Hop, IntegerKindCount, MulCheck, QuantParams, QuantReport
 from harness.mnn_graph import load_graph_json
-from harness.checks.quant.report import (INTEGER_KINDS, Finding, Hop, IntegerKindCount, MulCheck,
-                                         QuantParams, QuantReport)
 
 __all__ = ["INTEGER_KINDS", "Finding", "Hop", "IntegerKindCount", "MulCheck", "QuantParams",
            "QuantReport", "analyze", "assert_quant_ok", "check_file", "compare_coverage",

@@ -7,10 +7,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.mnn_graph import load_graph_json
-from harness.checks.quant.report import (INT_KIND_TEXT, INTEGER_KINDS, Finding, Hop, IntegerKindCount,
-                                         MulCheck, QuantParams, QuantReport, fmt_params)
+from harness.checks.quant.report import (
+    INT_KIND_TEXT,
+    INTEGER_KINDS,
+    Finding,
+    Hop,
+    IntegerKindCount,
+    MulCheck,
+    QuantParams,
+    QuantReport,
+    fmt_params,
+)
 from harness.errors import ArtifactError
+from harness.mnn_graph import load_graph_json
 
 # Ops whose output is the same tensor data (layout/shape only): the down_proj walk crosses them.
 _PASS_THROUGH = ("Reshape", "ConvertTensor")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from harness.checks.quant.analysis import check_file, compare_coverage
 from harness.checks.quant.report import INT_KIND_TEXT, QuantReport, fmt_params

@@ -19,8 +19,18 @@ its own event-loop thread; every claim of the process goes through it.
 from harness.lab.labgrid.claim import LabgridClaim, resolve_address
 from harness.lab.labgrid.coordinator import PROCESS_COORDINATORS, Coordinator, Coordinators, LabgridError
 from harness.lab.labgrid.holders import labgrid_holders
-from harness.lab.labgrid.places import (TAG_PID, TAG_PURPOSE, TAG_RUN, TAG_TOKEN, PlaceResource, PlaceState,
-                                        identity, process_alive, process_tag, tag_value)
+from harness.lab.labgrid.places import (
+                                        TAG_PID,
+                                        TAG_PURPOSE,
+                                        TAG_RUN,
+                                        TAG_TOKEN,
+                                        PlaceResource,
+                                        PlaceState,
+                                        identity,
+                                        process_alive,
+                                        process_tag,
+                                        tag_value,
+)
 
 __all__ = ["PROCESS_COORDINATORS", "TAG_PID", "TAG_PURPOSE", "TAG_RUN", "TAG_TOKEN", "Coordinator",
            "Coordinators", "LabgridClaim", "LabgridError", "PlaceResource", "PlaceState", "identity",

@@ -9,10 +9,8 @@ import threading
 import time
 
 from harness.inventory import AdbServer, DeviceSpec
-from harness.lab.labgrid.coordinator import (PROCESS_COORDINATORS, Coordinator, Coordinators, LabgridError,
-                                             RpcRefused, SayFn)
-from harness.lab.labgrid.places import (TAG_PID, TAG_PURPOSE, TAG_RUN, TAG_TOKEN, PlaceResource, process_tag,
-                                        tag_value)
+from harness.lab.labgrid.coordinator import PROCESS_COORDINATORS, Coordinator, Coordinators, LabgridError, RpcRefused, SayFn
+from harness.lab.labgrid.places import TAG_PID, TAG_PURPOSE, TAG_RUN, TAG_TOKEN, PlaceResource, process_tag, tag_value
 from harness.lab.locks import DeviceBusy, wait_longer
 
 _POLL_S = 0.5

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Coroutine
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
-from collections.abc import Callable, Coroutine
 
 from harness.errors import HarnessError
 from harness.lab.labgrid.imports import LabgridError, import_labgrid_client
-from harness.lab.labgrid.places import (HARNESS_TAGS, TAG_PID, TAG_TOKEN, PlaceResource, PlaceState, identity,
-                                        process_alive)
+from harness.lab.labgrid.places import HARNESS_TAGS, TAG_PID, TAG_TOKEN, PlaceResource, PlaceState, identity, process_alive
 
 T = TypeVar("T")
 SayFn = Callable[[str], None]

@@ -30,8 +30,7 @@ llm_demo printed for them (`nan`, `-nan`, `inf`) is listed under `summary_nonfin
 
 from harness.runners.llm_demo.cli import DEFAULT_MAX_NEW_TOKENS, main, prompt_count_of_run, token_limit_of_run
 from harness.runners.llm_demo.output import ParsedOutput, PromptOutput, parse_output
-from harness.runners.llm_demo.result import (LOGCAT_TAG, LlmDemoResult, ProcessRun, analyse, combine_summaries,
-                                             result_json)
+from harness.runners.llm_demo.result import LOGCAT_TAG, LlmDemoResult, ProcessRun, analyse, combine_summaries, result_json
 from harness.runners.llm_demo.runner import OUTPUT_FILES, PROMPT_FILE, LlmDemoRunner
 
 __all__ = ["DEFAULT_MAX_NEW_TOKENS", "LOGCAT_TAG", "OUTPUT_FILES", "PROMPT_FILE", "LlmDemoResult", "LlmDemoRunner",

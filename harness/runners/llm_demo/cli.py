@@ -7,8 +7,8 @@ import argparse
 import json
 import re
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.runners.llm_demo.result import analyse, result_json

@@ -5,9 +5,9 @@ between `prompt file is ...` and the summary block, MNN log lines removed, split
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Sequence
 
 from harness.runners.summary import Summary, find_summary, parse_summary_lines
 

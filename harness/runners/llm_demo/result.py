@@ -3,13 +3,12 @@ result types, and their JSON."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Sequence
 
 from harness.runners.llm_demo.output import ParsedOutput, PromptOutput, parse_output
-from harness.runners.signatures import (Classification, SignatureSet, load_signatures, logcat_messages,
-                                        signal_name, signal_of)
+from harness.runners.signatures import Classification, SignatureSet, load_signatures, logcat_messages, signal_name, signal_of
 from harness.runners.summary import Summary
 
 LOGCAT_TAG = "MNNJNI"

@@ -7,9 +7,9 @@ import posixpath
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping, Sequence
 
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime

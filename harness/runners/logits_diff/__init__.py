@@ -23,10 +23,9 @@ CLI: `python -m harness.runners.logits_diff STDOUT [--stderr F] [--exit-code N] 
 (null when none), mean_kl, nll_a, nll_b, worst_max_abs_diff, verdict, reasons, ...
 """
 
-from harness.runners.logits_diff.cli import main
-from harness.runners.logits_diff.judge import (DEFAULT_THRESHOLDS, VERDICTS, DiffResult, Thresholds, Verdict,
-                                               analyse, chunk_of, judge)
 from harness.runners.diff_tools import TOOL
+from harness.runners.logits_diff.cli import main
+from harness.runners.logits_diff.judge import DEFAULT_THRESHOLDS, VERDICTS, DiffResult, Thresholds, Verdict, analyse, chunk_of, judge
 from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 from harness.runners.logits_diff.runner import PROMPT_FILE, LogitsDiffRunner
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.runners.logits_diff.judge import analyse
 from harness.runners.diff_tools import TOOL
+from harness.runners.logits_diff.judge import analyse
 
 
 def _read(path: str, what: str) -> str:

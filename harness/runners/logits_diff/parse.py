@@ -10,7 +10,6 @@ from typing import Any
 
 from harness.runners.diff_tools import without_engine_text
 
-
 # printf formats of llm_logits_diff.cpp (MNN master 4d40bdbd, docs/logits-diff.md):
 #   "%4d | %6d %6d %s | %7.4f %7.4f | %9.5f %11.7f | %s"
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+|nan|inf|infinity)(?:[eE][-+]?\d+)?"

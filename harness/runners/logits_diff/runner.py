@@ -15,8 +15,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
-from harness.runners.logits_diff.judge import DEFAULT_THRESHOLDS, DiffResult, Thresholds, analyse, chunk_of
 from harness.runners.diff_tools import TOOL, pick_tool
+from harness.runners.logits_diff.judge import DEFAULT_THRESHOLDS, DiffResult, Thresholds, analyse, chunk_of
 from harness.runners.overlay import Overlay, read_remote_config, write_overlay
 from harness.runners.prompts import Prompt, images_of, render_prompt_file
 from harness.transport.base import Transport
