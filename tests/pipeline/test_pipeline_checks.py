@@ -55,7 +55,7 @@ def test_correct_dumps_pass_and_the_chunk_local_bug_is_named(tmp_path: Path) -> 
 
 def test_no_dumps_means_not_instrumented(tmp_path: Path) -> None:
     prompt = _image_prompt(tmp_path)
-    assert _positions(_result(prompt, [], 50), [pipeline.PromptCase(prompt)]) is None
+    assert pipeline.position_findings_of(_result(prompt, [], 50), [pipeline.PromptCase(prompt)]) is None
 
 
 def test_image_without_hw_takes_its_grid_from_the_dump(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_warmup_lines_are_not_a_prompt(tmp_path: Path) -> None:
     res = _result(prompt, warmup + mrope_sim.posdbg_lines(ref, mode="ok", decode_tokens=3), len(ref))
     assert _positions(res, [pipeline.PromptCase(prompt)]) == {"image": []}
     only = _result(prompt, warmup, len(ref))  # an instrumented build whose prompt printed nothing
-    assert _positions(only, [pipeline.PromptCase(prompt)]) is None
+    assert pipeline.position_findings_of(only, [pipeline.PromptCase(prompt)]) is None
 
 
 def test_malformed_dump_is_a_finding_not_a_crash(tmp_path: Path) -> None:
