@@ -181,15 +181,15 @@ class ExportFolder:
         return tuple(self.config(n) for n in self.config_names)
 
     @functools.cached_property
-    def pairs(self) -> dict[str, str]:
-        """Backend pair name -> config file name, from each config's content, in the exporter's
+    def pairs(self) -> dict[BackendPair, str]:
+        """Backend pair -> config file name, from each config's content, in the exporter's
         pair order. Two configs running the same pair: the one the exporter names so wins,
         else the first by name."""
         found: dict[BackendPair, str] = {}
         for cfg in self.configs():
             if cfg.pair not in found or cfg.name == cfg.pair.config_name:
                 found[cfg.pair] = cfg.name
-        return {p.name: found[p] for p in BackendPair.all(visual=self.is_visual) if p in found}
+        return {p: found[p] for p in BackendPair.all(visual=self.is_visual) if p in found}
 
     @functools.cached_property
     def sidecars(self) -> tuple[Sidecar, ...]:

@@ -9,6 +9,13 @@ order) is made here, on the parsed `BackendPair`.
 A runtime config's pair comes from its content (`BackendPair.of_config`): a model path under a
 `qnn/` folder is an NPU stub run by the QNN plugin (docs/mnn-export-layout.md); the config file
 names below are only what the exporter names them (`config_name`).
+
+A pair equals its name and hashes as it, as a `harness.outcomes` member equals its string:
+records, JUnit and SQLite hold the name, a dict keyed by pairs is looked up by what a user
+typed, and a record read back compares equal to the pair that wrote it.
+
+An ExecuTorch export runs one backend with its own quantization format or CPU delegate:
+"qnn:16a4w", "cpu:xnnpack" (`variant`); it has no visual side and no MNN config.
 """
 
 from __future__ import annotations
@@ -37,18 +44,36 @@ def path_on_qnn(model_path: str) -> bool:
     return "qnn" in PurePosixPath(model_path).parts[:-1]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BackendPair:
     llm: Backend
     visual: Backend | None = None  # None: a text-only model (no visual side)
+    variant: str = ""  # an ExecuTorch export's quant format or CPU delegate ("16a4w", "xnnpack")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BackendPair):
+            return self.name == other.name
+        return isinstance(other, str) and self.name == other
+
+    def __hash__(self) -> int:
+        return hash(self.name)
 
     # ---- parsing ----------------------------------------------------------------------------
 
     @classmethod
     def parse(cls, text: str | BackendPair) -> BackendPair:
-        """"qnn/cpu" (visual/llm) or "qnn" (text model). Case and spaces are ignored."""
+        """"qnn/cpu" (visual/llm), "qnn" (text model) or "qnn:16a4w" (an ExecuTorch export's
+        backend and format). Case and spaces are ignored."""
         if isinstance(text, BackendPair):
             return text
+        head, colon, variant = str(text).partition(":")
+        if colon:
+            try:
+                backend = Backend(head.strip().lower())
+            except ValueError:
+                backend = None
+            if backend is not None and variant.strip():
+                return cls(backend, variant=variant.strip())
         parts = [p.strip().lower() for p in str(text).split("/")]
         try:
             backends = [Backend(p) for p in parts]
@@ -62,7 +87,7 @@ class BackendPair:
                         "(visual/llm for visual models, the LLM backend alone for text models); fix --backends")
 
     @classmethod
-    def try_parse(cls, text: str) -> BackendPair | None:
+    def try_parse(cls, text: str | BackendPair) -> BackendPair | None:
         try:
             return cls.parse(text)
         except PairError:
@@ -91,6 +116,8 @@ class BackendPair:
     @property
     def name(self) -> str:
         """The user-facing name ("qnn/cpu", "qnn")."""
+        if self.variant:
+            return f"{self.llm.value}:{self.variant}"
         return self.llm.value if self.visual is None else f"{self.visual.value}/{self.llm.value}"
 
     def __str__(self) -> str:
@@ -120,7 +147,10 @@ class BackendPair:
 
     @property
     def config_name(self) -> str:
-        """The config file the exporter writes for this pair."""
+        """The config file the exporter writes for this pair (an MNN pair's; PairError for
+        an ExecuTorch variant, which has its .pte instead)."""
+        if self.variant:
+            raise PairError(f"backend {self.name} is an ExecuTorch variant: it has a .pte, no MNN config")
         return (VL_CONFIGS if self.is_visual else TEXT_CONFIGS)[self.name]
 
     @property
@@ -152,15 +182,15 @@ def is_cpu_reference(pair: str | BackendPair) -> bool:
     return parsed is not None and parsed.is_cpu_reference
 
 
-def cpu_first(pairs: Iterable[str]) -> list[str]:
-    """Pair names with the CPU reference first (every other pair is compared with its answer),
-    the rest in their given order."""
-    return sorted(pairs, key=lambda p: not is_cpu_reference(p))
+def cpu_first(pairs: Iterable[str | BackendPair]) -> list[BackendPair]:
+    """The pairs with the CPU reference first (every other pair is compared with its answer),
+    the rest in their given order. PairError for a name that is no pair."""
+    return sorted((BackendPair.parse(p) for p in pairs), key=lambda p: not p.is_cpu_reference)
 
 
-def reference_of(pairs: Iterable[str]) -> str | None:
-    """The CPU reference among pair names, or None."""
-    return next((p for p in pairs if is_cpu_reference(p)), None)
+def reference_of(pairs: Iterable[str | BackendPair]) -> BackendPair | None:
+    """The CPU reference among the pairs, or None."""
+    return next((p for p in map(BackendPair.try_parse, pairs) if p is not None and p.is_cpu_reference), None)
 
 
 __all__ = [

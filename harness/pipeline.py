@@ -8,7 +8,7 @@ provisioned export, check what came out, and turn it into TestRecords.
 
 When the pushed runtime holds MNN's `llm_logits_diff`, run_matrix also compares every pair
 other than the CPU reference with it, teacher-forced (A = CPU reference, B = the pair), per
-prompt; `export_verdict_record` judges those over all prompts of the export, one line per
+prompt; `export_verdict_of` judges those over all prompts of the export, one line per
 instrument (docs/logits-diff.md#the-exports-verdict-over-all-its-prompts).
 
 Both front doors decide a (pair, prompt) with `decide`, through the suites' generation check
@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 
 from harness.checks import mrope
 from harness.checks.agreement import Agreement, compare
-from harness.checks.coherence import Verdict, judge
-from harness.checks.export_verdict import Instrument, LineVerdict, verdict_of_records
+from harness.checks.coherence import Verdict as TextVerdict
+from harness.checks.coherence import judge
+from harness.checks.export_verdict import ExportVerdict, verdict_of_records
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass, RecordWarning, Status
-from harness.pairs import cpu_first, reference_of, uses_qnn
+from harness.pairs import BackendPair, cpu_first, reference_of
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
 from harness.runners.cases import PromptCase
@@ -41,13 +42,14 @@ from harness.runners.logits_diff import DiffResult, LogitsDiffRunner
 from harness.runners.overlay import Overlay
 from harness.runners.prompts import Prompt
 from harness.runners.vl_chunks import POSDBG_ENV, image_grids
+from harness.verdict import Verdict
 
 
 @dataclass
 class PairRun:
     """One backend pair's llm_demo runs (a process per prompt) and the log checks."""
 
-    pair: str
+    pair: BackendPair
     result: LlmDemoResult
     # Shape/graph errors found in each process's log (stdout, stderr, logcat), in prompt order.
     process_shape_findings: list[list[ShapeFinding]] = field(default_factory=list)
@@ -89,7 +91,7 @@ def teacher_forced_runner(runner: LlmDemoRunner) -> LogitsDiffRunner | None:
     return LogitsDiffRunner.if_available(runner.transport, runner.runtime, runner.model)
 
 
-def run_teacher_forced(tf: LogitsDiffRunner, case: PromptCase, pair: str, *, reference: str,
+def run_teacher_forced(tf: LogitsDiffRunner, case: PromptCase, pair: BackendPair, *, reference: BackendPair,
                        max_new_tokens: int = 64, timeout: float = 300.0,
                        extra_env: Mapping[str, str] | None = None) -> DiffResult:
     """A = the CPU reference, B = `pair`, one llm_logits_diff run, greedy."""
@@ -123,7 +125,7 @@ class ChunkedPrefill:
         return self.text.explain() if self.text is not None else f"{self.label}: not compared"
 
 
-def chunked_prefill_check(runner: LlmDemoRunner, prompts: Sequence[Prompt], *, backend: str, chunk: int = 128,
+def chunked_prefill_check(runner: LlmDemoRunner, prompts: Sequence[Prompt], *, backend: BackendPair, chunk: int = 128,
                           single: int | None = None, max_new_tokens: int = 32, timeout: float = 300.0,
                           extra_env: Mapping[str, str] | None = None) -> list[ChunkedPrefill]:
     """Does the output depend on the prefill chunk? Teacher-forced where the runtime holds
@@ -165,17 +167,17 @@ def chunked_prefill_check(runner: LlmDemoRunner, prompts: Sequence[Prompt], *, b
     return out
 
 
-def pair_skip_reason(pair: str, model: ProvisionedModel, wanted: list[str] | None,
+def pair_skip_reason(pair: BackendPair, model: ProvisionedModel, wanted: Sequence[BackendPair] | None,
                      device: DeviceSpec | None = None, runtime: ProvisionedRuntime | None = None, *,
                      selection: str = "--backends") -> str | None:
     """Why a backend pair does not run in this session or night (None: it runs); the suites
     skip with it and the lab job records it, so both front doors give the same reason
     (`selection`: where `wanted` came from, --backends or the plan's `backends:`)."""
     if wanted is not None and pair not in wanted:
-        return f"backend {pair} not selected ({selection} {','.join(wanted)})"
+        return f"backend {pair} not selected ({selection} {','.join(p.name for p in wanted)})"
     if pair not in model.configs:
-        return f"backend {pair} has no config in this export (have: {', '.join(model.configs) or 'none'})"
-    if uses_qnn(pair):
+        return f"backend {pair} has no config in this export (have: {', '.join(map(str, model.configs)) or 'none'})"
+    if pair.is_qnn:
         if device is not None and not device.has_htp:
             return f"backend {pair} needs a QNN/HTP device; {device.name} is the host (soc: host)"
         if runtime is not None and not runtime.qnn:
@@ -183,14 +185,15 @@ def pair_skip_reason(pair: str, model: ProvisionedModel, wanted: list[str] | Non
     return None
 
 
-def select_pairs(model: ProvisionedModel, wanted: list[str] | None, device: DeviceSpec | None = None,
-                 runtime: ProvisionedRuntime | None = None) -> list[str]:
+def select_pairs(model: ProvisionedModel, wanted: Sequence[BackendPair] | None, device: DeviceSpec | None = None,
+                 runtime: ProvisionedRuntime | None = None) -> list[BackendPair]:
     return cpu_first(p for p in model.configs if pair_skip_reason(p, model, wanted, device, runtime) is None)
 
 
-def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterable[str], *,
+def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterable[BackendPair], *,
                max_new_tokens: int = 64, timeout: float = 300.0, overlay: Overlay | None = None,
-               extra_env: Mapping[str, str] | None = None, teacher_forced: bool = True) -> dict[str, PairRun]:
+               extra_env: Mapping[str, str] | None = None,
+               teacher_forced: bool = True) -> dict[BackendPair, PairRun]:
     """Run every prompt on every pair, one llm_demo process per prompt (a failure in one
     prompt poisons the rest of its process,
     docs/llm-demo-output.md#one-error-poisons-the-process), and, when the runtime holds
@@ -201,7 +204,7 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
     prompts = [c.prompt for c in cases]
     reference = reference_of(runner.model.configs)
     tf = teacher_forced_runner(runner) if teacher_forced and reference else None
-    out: dict[str, PairRun] = {}
+    out: dict[BackendPair, PairRun] = {}
     for pair in pairs:
         compared = tf is not None and reference is not None and pair != reference
         diffs: list[DiffResult | None] = []
@@ -236,16 +239,16 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
 
 @dataclass
 class Judgement:
-    pair: str
+    pair: BackendPair
     case: PromptCase
     index: int  # the prompt's position in the run (its llm_demo process)
     text: str | None
-    verdict: Verdict | None  # None when the run produced no text
+    verdict: TextVerdict | None  # None when the run produced no text
     agreement: Agreement | None  # None for the reference pair itself or without a reference
     teacher_forced: DiffResult | None = None  # llm_logits_diff against the CPU reference
 
 
-def judge_matrix(runs: dict[str, PairRun], cases: Sequence[PromptCase], *, system: str = "") -> list[Judgement]:
+def judge_matrix(runs: Mapping[BackendPair, PairRun], cases: Sequence[PromptCase], *, system: str = "") -> list[Judgement]:
     """Coherence of every text (with the export's system prompt, `system`, when it has one:
     an answer reading it back is garbled) and its agreement with the CPU reference."""
     ref_pair = reference_of(runs)
@@ -267,23 +270,7 @@ def finite(x: float | None) -> float | None:
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """The verdict on one (pair, prompt): passed (maybe with a warning) or failed with a class."""
-
-    status: Status
-    failure_class: FailureClass | None = None
-    message: str = ""  # the failure's, or the warning's
-    warning: RecordWarning | None = None
-    signature: str = ""  # the runner's first matched failure signature, if any
-    deferred: FailureClass | None = None  # the verdict, left to the front door's own test of it
-
-    @property
-    def failed(self) -> bool:
-        return self.status == Status.FAILED
-
-
-def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureClass] = ()) -> Outcome:
+def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureClass] = ()) -> Verdict:
     """THE failure policy of a (pair, prompt); both doors call it through the suites' generation
     check (harness/suite/checks.py), so they give the same verdict by construction.
 
@@ -302,10 +289,8 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     its later findings are that one's consequences, as in the lab's record of the cell."""
     proc = run.result.runs[j.index] if j.index < len(run.result.runs) else None
     problems: list[tuple[FailureClass, str]] = []
-    signature = ""
     cls = proc.classification if proc is not None else None
     if cls is not None and not cls.ok:
-        signature = cls.signature_ids[0] if cls.signature_ids else ""
         problems.append((FailureClass(cls.cls), "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls))
     found = run.process_shape_findings[j.index] if j.index < len(run.process_shape_findings) else []
     shape_errors = [f for f in found if f.severity == "error"]
@@ -329,7 +314,7 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     # A content word of the CPU answer replaced ("France is France" for "Paris") is the more
     # telling finding: it names both texts, whatever the text checker also disliked.
     if ag is not None and ag.wrong_answer and not problems:
-        problems.append((FailureClass(ag.level), ag.describe(j.pair)))
+        problems.append((FailureClass(ag.level), ag.describe(j.pair.name)))
     if j.verdict is not None and not j.verdict.coherent and not expectation_only and not problems:
         problems.append((FailureClass.GARBLED, "; ".join(j.verdict.reasons)))
     if j.text is None and not problems:
@@ -338,30 +323,30 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     if ag is not None:
         if ag.wrong_answer or ag.level == "disagree" or (expectation_only and ag.level != "agree"):
             if not problems:  # class "drift" or "disagree", both texts in the message
-                problems.append((FailureClass(ag.level), ag.describe(j.pair)))
+                problems.append((FailureClass(ag.level), ag.describe(j.pair.name)))
         elif ag.level != "agree" and not problems:
-            warning = (RecordWarning.DRIFT, ag.describe(j.pair))
+            warning = (RecordWarning.DRIFT, ag.describe(j.pair.name))
     # One prompt's teacher-forced verdict is evidence, not the export's verdict: the export's
     # record judges all its prompts together (export_verdict_record), so one odd prompt warns.
     if tf is not None and tf.verdict in ("drift", "disagree") and not problems and warning is None:
         warning = (RecordWarning.LOGITS_DRIFT if tf.verdict == "drift" else RecordWarning.LOGITS_DISAGREE,
                    tf.describe())
     if problems and problems[0][0] in checked_elsewhere:
-        return Outcome(Status.PASSED, signature=signature, deferred=problems[0][0])
+        return Verdict(Status.PASSED, deferred=problems[0][0])
     if problems:
-        return Outcome(Status.FAILED, problems[0][0], problems[0][1], signature=signature)
+        return Verdict.failed(*problems[0])
     if warning is not None:
-        return Outcome(Status.PASSED, None, warning[1], warning=warning[0], signature=signature)
-    return Outcome(Status.PASSED, signature=signature)
+        return Verdict.passed(warning[1], warning=warning[0])
+    return Verdict.passed()
 
 
-def record_outcome(rec: TestRecord, run: PairRun, j: Judgement, *,
-                   checked_elsewhere: Collection[FailureClass] = ()) -> Outcome:
-    """Decide the (pair, prompt) and copy the verdict, its figures and its evidence into `rec`
-    (status, class, message, signature, perf, text, coherence verdict, agreement and
-    teacher-forced extras, log excerpt). Both front doors record through this."""
+def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool) -> None:
+    """Copy a (pair, prompt)'s figures and evidence into `rec`: the runner's signature, perf,
+    text, coherence verdict, agreement and teacher-forced extras, and the log excerpt of a
+    failed cell. Its verdict is `decide`'s, written by the door (`TestRecord.set_verdict`)."""
     proc = run.result.runs[j.index] if j.index < len(run.result.runs) else None
-    outcome = decide(run, j, checked_elsewhere=checked_elsewhere)
+    cls = proc.classification if proc is not None else None
+    rec.signature = cls.signature_ids[0] if cls is not None and not cls.ok and cls.signature_ids else ""
     rec.backend_pair, rec.text = j.pair, j.text or ""
     if proc is not None:
         rec.duration_s = proc.wall_s
@@ -379,57 +364,32 @@ def record_outcome(rec: TestRecord, run: PairRun, j: Judgement, *,
     if ag is not None:
         rec.extras["agreement"] = {"similarity": round(ag.similarity, 3), "level": ag.level,
                                    "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}
-    rec.signature = outcome.signature
-    rec.status = outcome.status.value
-    if outcome.failure_class is not None:
-        rec.failure_class = outcome.failure_class.value
-    if outcome.message:
-        rec.message = outcome.message
-    if outcome.warning is not None:
-        rec.extras["warning"] = outcome.warning.value
-    if outcome.deferred is not None:
-        rec.extras["checked_elsewhere"] = outcome.deferred.value
-    if outcome.failed:
+    if failed:
         rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
-    return outcome
 
 
-def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, suite: str, device: str,
+def matrix_records(runs: Mapping[BackendPair, PairRun], judged: Sequence[Judgement], *, suite: str, device: str,
                    soc_model: str = "", htp_arch: str = "", model: str = "") -> list[TestRecord]:
     """One record per (pair, prompt), its verdict from `decide`."""
     records = []
     for j in judged:
         rec = TestRecord(name=f"{suite}::{j.pair}::{j.case.id}", suite=suite, device=device, soc_model=soc_model,
                          htp_arch=htp_arch, model=model, backend_pair=j.pair, text=j.text or "")
-        record_outcome(rec, runs[j.pair], j)
+        verdict = decide(runs[j.pair], j)
+        record_evidence(rec, runs[j.pair], j, failed=verdict.is_bad)
+        rec.set_verdict(verdict)
         records.append(rec)
     return records
 
 
-EXPORT_VERDICT = "test_export_verdict"  # the export's record (the suites' export_verdict check)
-
-
-def export_verdict_record(records: Iterable[TestRecord], *, suite: str, device: str, soc_model: str = "",
-                          htp_arch: str = "", model: str = "") -> TestRecord | None:
-    """The export's verdict on one device as a record of its own, from that device's records of
-    the export (harness/checks/export_verdict.py): one line per instrument, the teacher-forced
-    lines over all prompts of each pair (a consistent shift fails, one odd prompt does not).
-    Both front doors call it: the lab after an entry, the suites' test_export_verdict. None
-    when no matrix record was made."""
+def export_verdict_of(records: Iterable[TestRecord]) -> ExportVerdict | None:
+    """The export's verdict on one device from that device's records of the export
+    (harness/checks/export_verdict.py): one line per instrument, the teacher-forced lines over
+    all prompts of each pair (a consistent shift fails, one odd prompt does not). The suites'
+    export_verdict check calls it, so both doors. None when no matrix record was made."""
     records = [r for r in records if "export_verdict" not in r.extras]
-    verdict = verdict_of_records(records, reference=reference_of({r.backend_pair for r in records}))
-    if verdict is None:
-        return None
-    rec = TestRecord(name=EXPORT_VERDICT, suite=suite, device=device, soc_model=soc_model,
-                     htp_arch=htp_arch, model=model, message=verdict.describe())
-    rec.extras["export_verdict"] = verdict.to_json()
-    if verdict.verdict == LineVerdict.FAIL:
-        rec.status = Status.FAILED.value
-        rec.failure_class = (verdict.failure_class or FailureClass.CHECK_FAILED).value
-    elif verdict.verdict == LineVerdict.WARN and verdict.deciding is not None:
-        rec.extras["warning"] = (RecordWarning.LOGITS_DRIFT if verdict.deciding.instrument == Instrument.TEACHER_FORCED
-                                 else RecordWarning.GARBLED_ANSWERS).value
-    return rec
+    pairs = {r.backend_pair for r in records if r.backend_pair is not None}
+    return verdict_of_records(records, reference=reference_of(pairs))
 
 
 def _excerpt(log: str, lines: int = 12) -> str:

@@ -1,11 +1,14 @@
 """pytest plugin (registered through the `pytest11` entry point): options, markers and
-fixtures only. All logic lives in importable modules; this file wires them to pytest."""
+fixtures only. All logic lives in importable modules; this file wires them to pytest.
+
+What the plugin keeps about a test lives in pytest's own places: `item.stash` under the
+StashKeys below (pytest's report of the test, the verdict a suite check decided), markers for
+what a test needs (`requires_arch`) and which suite check it is (`suite_check`)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,8 +17,9 @@ import pytest
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory, load_inventory
 from harness.outcomes import FailureClass
-from harness.pairs import uses_qnn
+from harness.pairs import BackendPair, PairError
 from harness.report.records import RecordWriter, TestRecord
+from harness.verdict import Verdict
 
 if TYPE_CHECKING:
     from harness.provision.artifacts import ModelArtifact
@@ -47,18 +51,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requires_arch(arch): needs an HTP arch at least this new, e.g. 'v73'")
     config.addinivalue_line("markers", "visual: needs a model with a visual encoder")
     config.addinivalue_line("markers", "qnn: runs on the QNN/HTP backend")
+    config.addinivalue_line("markers", "suite_check(name): the suite check this test decides (harness/suite/)")
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    marker = item.get_closest_marker("requires_arch")
-    if marker is None or "device" not in getattr(item, "fixturenames", ()):
+@pytest.fixture(autouse=True)
+def _requires_arch(request: pytest.FixtureRequest) -> None:
+    """A `requires_arch` test on a device whose HTP is older (or absent) is skipped."""
+    marker = request.node.get_closest_marker("requires_arch")
+    if marker is None or "device" not in request.fixturenames:
         return
     from harness.soc import normalize_arch
 
     need = normalize_arch(marker.args[0]) if marker.args else None
     if need is None:
-        raise pytest.UsageError(f"{item.nodeid}: requires_arch needs an arch like 'v73', got {marker.args!r}")
-    device: DeviceSpec = item._request.getfixturevalue("device")  # type: ignore[attr-defined]  # pytest.Function has it, untyped
+        raise pytest.UsageError(f"{request.node.nodeid}: requires_arch needs an arch like 'v73', got {marker.args!r}")
+    device: DeviceSpec = request.getfixturevalue("device")
     if not device.has_htp:
         pytest.skip(f"{device.name} is the host (soc: host): no HTP; this test needs {need} or newer")
     if device.arch_number < int(need[1:]):
@@ -124,9 +131,12 @@ def transport(claimed_device: DeviceSpec) -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def backends(pytestconfig: pytest.Config) -> list[str] | None:
+def backends(pytestconfig: pytest.Config) -> list[BackendPair] | None:
     raw = _opt(pytestconfig, "--backends")
-    return [b.strip().lower() for b in raw.split(",") if b.strip()] if raw else None
+    try:
+        return [BackendPair.parse(b) for b in raw.split(",") if b.strip()] if raw else None
+    except PairError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.fixture(scope="session")
@@ -146,15 +156,16 @@ def setup_error(message: str) -> None:
     pytest.exit(message, returncode=int(ExitCode.USAGE_ERROR))
 
 
-def qnn_needed(device: DeviceSpec, configs: dict[str, str] | None, wanted: list[str] | None) -> bool:
+def qnn_needed(device: DeviceSpec, configs: Mapping[BackendPair, str] | None,
+               wanted: Sequence[BackendPair] | None) -> bool:
     """QNN libraries are needed only when a QNN pair will run: the device has an HTP, and a
     selected pair (--backends, or every pair by default) is QNN and the export has its config.
     `configs` None: not known (a folder of several exports): any selected QNN pair counts."""
     if not device.has_htp:
         return False
     if configs is None:
-        return wanted is None or any(uses_qnn(p) for p in wanted)
-    return any(uses_qnn(p) for p in configs if wanted is None or p in wanted)
+        return wanted is None or any(p.is_qnn for p in wanted)
+    return any(p.is_qnn for p in configs if wanted is None or p in wanted)
 
 
 @pytest.fixture(scope="session")
@@ -223,47 +234,36 @@ def record_writer(pytestconfig: pytest.Config) -> Iterator[RecordWriter | None]:
     writer.close()
 
 
+# pytest's report of a test's call (or of its setup when that did not pass), for its record.
+REPORT = pytest.StashKey[pytest.TestReport]()
+# The verdict a suite check decided for this test (suites/support.py); its record holds it already.
+DECIDED = pytest.StashKey[Verdict]()
+
+
 @pytest.fixture
-def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceSpec):
+def device_record(request: pytest.FixtureRequest, record_writer: RecordWriter | None,
+                  device: DeviceSpec) -> Iterator[TestRecord]:
     """A TestRecord for this test: fields set by the test become JUnit properties and, with
-    --harness-records, a JSON line. Status and (when the test set none) the duration, the
-    failure class and the message come from the test's own outcome; a test_generation cell
-    records its llm_demo process's time, as the lab's record of that cell does."""
+    --harness-records, a JSON line. A suite check's test decided its verdict into the record
+    (harness/suite/run.py); any other test's verdict is pytest's outcome of it. When the test
+    set none, the duration is its phase's; a test_generation cell records its llm_demo
+    process's time, as the lab's record of that cell does."""
     rec = TestRecord(name=request.node.nodeid, suite=request.node.module.__name__, device=device.name,
                      soc_model=device.soc_model, htp_arch=device.htp_arch)
     yield rec
-    outcome: _Outcome | None = getattr(request.node, "_harness_outcome", None)
-    if outcome is not None:
-        outcome.apply(rec)
+    report = request.node.stash.get(REPORT, None)
+    if report is not None:
+        rec.duration_s = rec.duration_s or round(report.duration, 3)
+        if DECIDED not in request.node.stash:
+            rec.set_verdict(verdict_of_report(report))
     for key in ("device", "soc_model", "htp_arch", "backend_pair", "model", "failure_class",
                 "prefill_tps", "decode_tps", "verdict"):
         value = getattr(rec, key)
         if value not in ("", None):
-            request.node.user_properties.append((key, value))
+            request.node.user_properties.append((key, str(value)))
     request.config.stash.setdefault(SESSION_RECORDS, []).append(rec)
     if record_writer is not None:
         record_writer.write(rec)
-
-
-@dataclass
-class _Outcome:
-    """What pytest decided about a test, for its record."""
-
-    status: str
-    duration_s: float  # the test's own phase (its call; its setup when it never got there)
-    message: str = ""
-
-    def apply(self, rec: TestRecord) -> None:
-        rec.status = self.status
-        # A test that timed its own work (a matrix cell: its process) keeps that figure.
-        rec.duration_s = rec.duration_s or round(self.duration_s, 3)
-        if self.status in ("failed", "error"):
-            # A check that failed before the test named a class: the assertion itself is the class.
-            rec.failure_class = rec.failure_class or (FailureClass.SETUP_ERROR.value if self.status == "error"
-                                                      else FailureClass.CHECK_FAILED.value)
-            rec.message = rec.message or self.message
-        elif self.status == "skipped":
-            rec.message = rec.message or self.message
 
 
 def _report_message(report: pytest.TestReport) -> str:
@@ -273,12 +273,23 @@ def _report_message(report: pytest.TestReport) -> str:
     return str(crash.message).splitlines()[0][:500] if crash is not None else ""
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    outcome = yield
-    report = outcome.get_result()
+def verdict_of_report(report: pytest.TestReport) -> Verdict:
+    """pytest's outcome as a verdict: a failed setup is an error; a failure the test named no
+    class for is the assertion's own class (check-failed)."""
+    message = _report_message(report)
+    if report.skipped:
+        return Verdict.skipped(message)
+    if report.failed:
+        if report.when == "setup":
+            return Verdict.error(FailureClass.SETUP_ERROR, message)
+        return Verdict.failed(FailureClass.CHECK_FAILED, message)
+    return Verdict.passed()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        status = {"passed": "passed", "failed": "failed", "skipped": "skipped"}[report.outcome]
-        if report.when == "setup" and report.outcome == "failed":
-            status = "error"
-        item._harness_outcome = _Outcome(status, report.duration, _report_message(report))  # type: ignore[attr-defined]  # read back by device_record
+        item.stash[REPORT] = report
+    return report

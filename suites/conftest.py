@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import pipeline
+from harness.pairs import BackendPair
 from harness.plugin import session_records
 from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
@@ -25,7 +26,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     keep, drop = [], []
     for item in items:
-        check = getattr(getattr(item, "function", None), "_suite_check", None)
+        marker = item.get_closest_marker("suite_check")
+        check = marker.args[0] if marker is not None else None
         suite = getattr(getattr(item, "module", None), "SUITE", None)
         if check is None or suite is None or check in {c.name for c in selected(suite, config).checks}:
             keep.append(item)
@@ -91,7 +93,7 @@ def summary_input(suite: Suite, provisioned_model, device, request: pytest.Fixtu
 
 @pytest.fixture(scope="session")
 def matrix(suite: Suite, llm_runner, provisioned_model, backends, cases, device,
-           qnn_runtime) -> dict[str, pipeline.PairRun]:
+           qnn_runtime) -> dict[BackendPair, pipeline.PairRun]:
     return pipeline.run_matrix(llm_runner, cases, pipeline.select_pairs(provisioned_model, backends, device, qnn_runtime))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness.outcomes import Status
+from harness.plugin import DECIDED
 from harness.suite import Check, Instance, Scope, Suite, case_ids, run_check
 from harness.suite.run import CheckInput
 
@@ -41,22 +42,23 @@ def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
         chosen: Suite = request.getfixturevalue("suite")
         inp: CheckInput = request.getfixturevalue(INPUT_FIXTURE[check.scope])
         verdict = run_check(chosen, check, instance, inp, device_record)
+        request.node.stash[DECIDED] = verdict  # the record holds it: the plugin writes no other
         if verdict.status is Status.SKIPPED:
             pytest.skip(verdict.message)
         if verdict.status is not Status.PASSED:
             where = f"{instance.pair} {instance.case_id}: " if instance.case_id else ""
             raise AssertionError(f"{where}{verdict.failure_class}: {verdict.message}")
-        if verdict.warning_object is not None:
-            warnings.warn(verdict.warning_object, stacklevel=2)
+        if verdict.warn_with is not None:
+            warnings.warn(verdict.warn_with, stacklevel=2)
+
+    def cell_test(request: pytest.FixtureRequest, device_record: Any, instance: Instance) -> None:
+        decide(request, device_record, instance)
+
+    def whole_test(request: pytest.FixtureRequest, device_record: Any) -> None:
+        decide(request, device_record, Instance())
 
     parametrized = check.scope in (Scope.CELL, Scope.PAIR)
-    if parametrized:
-        def test(request: pytest.FixtureRequest, device_record: Any, instance: Instance) -> None:
-            decide(request, device_record, instance)
-    else:
-        def test(request: pytest.FixtureRequest, device_record: Any) -> None:  # type: ignore[misc]  # one name, two signatures: pytest reads the one defined
-            decide(request, device_record, Instance())
-
+    test: Callable[..., None] = cell_test if parametrized else whole_test
     # The scope's input is set up before the test (its setup phase), not inside its call.
     test = pytest.mark.usefixtures(INPUT_FIXTURE[check.scope])(test)
     test.__name__ = test.__qualname__ = check.test_name
@@ -66,8 +68,8 @@ def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
         test = pytest.mark.parametrize("instance", instances, ids=[i.id for i in instances])(test)
     for mark in check.marks:
         test = getattr(pytest.mark, mark)(test)
-    test._suite_check = check.name  # type: ignore[attr-defined]  # suites/conftest.py deselects by it
-    return test
+    # Which check the test decides: suites/conftest.py deselects by it (harness/plugin.py registers it).
+    return pytest.mark.suite_check(check.name)(test)
 
 
 def suite_tests(suite: Suite) -> dict[str, Any]:

@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.lab.context import NightOutcome
+from harness.outcomes import FailureClass, Status
+from harness.report.records import TestRecord
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -193,9 +197,9 @@ def run_lab_night(out_dir: Path, say: Callable[[str], None] = print, pytest_name
     ok = True
     for name, outcome in sorted(night.devices.items()):
         recs = [r for r in night.records() if r.device == name]
-        passed = sum(r.status == "passed" for r in recs)
-        bad = [r.name for r in recs if r.status in ("failed", "error")]
-        good = outcome.status == "completed" and recs and not bad
+        passed = sum(r.status is Status.PASSED for r in recs)
+        bad = [r.name for r in recs if r.is_bad]
+        good = outcome.status is NightOutcome.COMPLETED and recs and not bad
         ok &= bool(good)
         say(f"[{'ok ' if good else 'BAD'}] night {name:<12} {outcome.status:<11} {passed}/{len(recs)} passed "
             f"({len(recs) - passed - len(bad)} skipped) in {outcome.wall_s:.1f}s" + (f"; failing: {bad}" if bad else ""))
@@ -211,15 +215,15 @@ def run_lab_night(out_dir: Path, say: Callable[[str], None] = print, pytest_name
     return ok
 
 
-Verdicts = dict[str, tuple[str, str]]  # testcase name -> (status, failure class)
+Verdicts = dict[str, tuple[Status, FailureClass | None]]  # testcase name -> (status, failure class)
 
 
 def pytest_verdicts(out_dir: Path, scenario: str) -> Verdicts:
     """A scenario's pytest records (--harness-records), by JUnit testcase name."""
     out: Verdicts = {}
     for line in (out_dir / f"{scenario}.records.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        out[rec["name"].rsplit("::", 1)[-1]] = (rec["status"], rec.get("failure_class") or "")
+        rec = TestRecord.from_dict(json.loads(line))
+        out[rec.name.rsplit("::", 1)[-1]] = (rec.status, rec.failure_class)
     return out
 
 
@@ -249,7 +253,7 @@ def run_doors_night(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS) 
     for rec in night.records():
         scenario = rec.model.split(" (", 1)[0]
         if scenario in out:
-            out[scenario][rec.name] = (rec.status, rec.failure_class or "")
+            out[scenario][rec.name] = (rec.status, rec.failure_class)
     return out
 
 

@@ -16,7 +16,9 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from harness.checks.teacher_forced import ExportTeacherForced, PromptFigures, judge_export
-from harness.outcomes import FailureClass
+from harness.outcomes import FailureClass, RecordWarning, Status
+from harness.pairs import BackendPair
+from harness.verdict import Verdict
 
 
 class Instrument(StrEnum):
@@ -76,6 +78,18 @@ class ExportVerdict:
 
     def describe(self) -> str:
         return "\n".join(ln.describe() for ln in self.lines)
+
+    def record_verdict(self) -> Verdict:
+        """The testcase's verdict: failed with the deciding line's class; a warning line passes
+        with the warning of its instrument (a teacher-forced drift, or some answers garbled)."""
+        if self.verdict == LineVerdict.FAIL:
+            return Verdict.failed(self.failure_class or FailureClass.CHECK_FAILED, self.describe())
+        deciding = self.deciding
+        if self.verdict == LineVerdict.WARN and deciding is not None:
+            warning = (RecordWarning.LOGITS_DRIFT if deciding.instrument == Instrument.TEACHER_FORCED
+                       else RecordWarning.GARBLED_ANSWERS)
+            return Verdict.passed(self.describe(), warning=warning)
+        return Verdict.passed(self.describe())
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict.value,
@@ -140,16 +154,19 @@ class RecordLike(Protocol):
     """What the export's verdict reads of a matrix record (harness/report/records.py TestRecord)."""
 
     name: str
-    status: str
-    backend_pair: str
+    status: Status
+    backend_pair: BackendPair | None
     verdict: str
     message: str
-    failure_class: str
+    failure_class: FailureClass | None
     extras: dict[str, Any]
+
+    @property
+    def is_bad(self) -> bool: ...
 
 
 # A run that failed before there was an answer to judge (harness/runners/signatures.yaml classes).
-_RUN_FAILED = frozenset(c.value for c in (
+_RUN_FAILED = frozenset((
     FailureClass.TRANSPORT_ERROR, FailureClass.TIMEOUT, FailureClass.CRASH, FailureClass.LIBRARY_MISSING,
     FailureClass.QNN_LIBRARY_MISSING, FailureClass.BINARY_MISMATCH, FailureClass.INIT_ERROR,
     FailureClass.RUNTIME_ERROR))
@@ -158,27 +175,30 @@ NO_QUANT = ("no static quant check ran for this export in this run (it reads llm
 NO_TOOL = "no comparison ran: the runtime holds no llm_logits_diff, or no pair besides the CPU reference ran"
 
 
-def verdict_of_records(records: Iterable[RecordLike], *, reference: str | None = None) -> ExportVerdict | None:
+def verdict_of_records(records: Iterable[RecordLike], *,
+                       reference: BackendPair | None = None) -> ExportVerdict | None:
     """The export's verdict from one device's records of it: matrix records (a backend pair, a
     coherence verdict, maybe `extras["teacher_forced"]`) and, when one ran, the static quant
     check's record (`extras["instrument"] == "static-quant"`). None: no matrix record to judge, or
     no instrument saw anything."""
     records = list(records)
     quant = next((r for r in records if r.extras.get("instrument") == Instrument.STATIC_QUANT.value), None)
-    cells = [r for r in records if r.backend_pair and r.status != "skipped" and r is not quant]
+    cells = [r for r in records if r.backend_pair is not None and r.status is not Status.SKIPPED and r is not quant]
     if not cells:
         return None
     prompts: dict[str, list[PromptFigures]] = {}
     answers: dict[str, list[str]] = {}
     failed_runs = 0
     for r in cells:
+        assert r.backend_pair is not None
         if r.failure_class in _RUN_FAILED:
             failed_runs += 1
             continue  # the runtime failed before an answer: its record says so, nothing to judge here
-        answers.setdefault(r.backend_pair, []).append(r.verdict)
+        pair = r.backend_pair.name
+        answers.setdefault(pair, []).append(r.verdict)
         tf = r.extras.get("teacher_forced")
         if isinstance(tf, dict) and tf.get("verdict") and r.backend_pair != reference:
-            prompts.setdefault(r.backend_pair, []).append(PromptFigures.of_extras(tf, r.name.rsplit("::", 1)[-1]))
+            prompts.setdefault(pair, []).append(PromptFigures.of_extras(tf, r.name.rsplit("::", 1)[-1]))
     lines = [_quant_line(quant)]
     lines += [teacher_forced_line(judge_export(p, pair=pair)) for pair, p in prompts.items()]
     if not prompts:
@@ -193,8 +213,8 @@ def verdict_of_records(records: Iterable[RecordLike], *, reference: str | None =
 def _quant_line(rec: RecordLike | None) -> InstrumentLine:
     if rec is None:
         return static_quant_line(skip_reason=NO_QUANT)
-    if rec.status == "skipped":
-        return static_quant_line(skip_reason=rec.message or "skipped")
-    if rec.status in ("failed", "error"):
-        return static_quant_line(errors=[rec.message or rec.status])
+    if rec.status is Status.SKIPPED:
+        return static_quant_line(skip_reason=rec.message or rec.status.value)
+    if rec.is_bad:
+        return static_quant_line(errors=[rec.message or rec.status.value])
     return static_quant_line(summary=rec.message)

@@ -7,26 +7,27 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan, PlanEntry
-from harness.outcomes import FailureClass
 from harness.report.records import TestRecord
 from harness.transport.base import Transport
 
 TransportFactory = Callable[[DeviceSpec], Transport]
 SayFn = Callable[[str], None]
 
-# Runners that swallow a link fault report it as a record of this class; for the lab that is
-# a device fault (reconnect, retry once, quarantine), never a test failure.
-TRANSPORT_FAULT_CLASSES = frozenset({FailureClass.TRANSPORT_ERROR.value})
 
-# Outcome of one device for the night.
-COMPLETED, QUARANTINED, BUSY, INTERRUPTED = "completed", "quarantined", "busy", "interrupted"
-# Failure class of a result that is a harness bug, not a device's or model's (exit code 3).
-INTERNAL_ERROR = FailureClass.INTERNAL_ERROR.value
+
+class NightOutcome(StrEnum):
+    """How one device's night ended (night.json's `outcomes`, `harness lab run`'s last lines)."""
+
+    COMPLETED = "completed"  # every entry ran (its records say how each went)
+    QUARANTINED = "quarantined"  # unhealthy or lost: the rest of its entries skipped
+    BUSY = "busy"  # not claimed: another run held it, or the claim engine failed
+    INTERRUPTED = "interrupted"  # a stop (Ctrl-C, SIGTERM) ended it
 
 
 @dataclass
@@ -74,7 +75,7 @@ class ExportChecks(Protocol):
 @dataclass
 class DeviceOutcome:
     device: str
-    status: str = COMPLETED  # completed | quarantined | busy | interrupted
+    status: NightOutcome = NightOutcome.COMPLETED
     reason: str = ""
     records: int = 0
     faults: int = 0

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.export import open_export
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan, PlanEntry
-from harness.outcomes import Status
 from harness.report.records import TestRecord
 from harness.suite import ExportInput, Instance, Scope, run_check
+from harness.verdict import Verdict
 
 
 def device_path(template: str, device: DeviceSpec) -> Path:
@@ -39,7 +40,7 @@ def _label(name: str, path: Path) -> str:
 def export_check_records(plan: Plan, devices: Sequence[DeviceSpec], *, run_id: str) -> list[TestRecord]:
     """One record per (plan entry, device, export check); each check runs once per export and
     SDK, whatever the number of devices, suites and repeats that share it."""
-    decided: dict[tuple[str, Path, Path | None], TestRecord] = {}
+    decided: dict[tuple[str, Path, Path | None], tuple[TestRecord, Verdict]] = {}
     runs_on: dict[tuple[str, Path, Path | None], list[str]] = {}
     jobs: list[tuple[PlanEntry, DeviceSpec, tuple[str, Path, Path | None]]] = []
     for entry in plan.entries():
@@ -52,18 +53,18 @@ def export_check_records(plan: Plan, devices: Sequence[DeviceSpec], *, run_id: s
                     rec = TestRecord(name=check.testcase(Instance()), suite=entry.suite.name, device="",
                                      model=_label(entry.model.name, path))
                     rec.extras["decided"] = "once per export, before any device was claimed"
-                    run_check(suite, check, Instance(), ExportInput(path, sdk), rec)
-                    decided[key] = rec
+                    decided[key] = rec, run_check(suite, check, Instance(), ExportInput(path, sdk), rec)
                 if device.name not in runs_on.setdefault(key, []):
                     runs_on[key].append(device.name)
                 jobs.append((entry, device, key))
     out = []
     for entry, device, key in jobs:
-        rec = copy.deepcopy(decided[key])
-        if rec.status in (Status.FAILED.value, Status.ERROR.value):
-            rec.message = (f"{rec.message}\n[export check, run once for {key[1].name} before any device was "
-                           f"claimed: it fails this export on every device it would run on: "
-                           f"{', '.join(runs_on[key])}]")
+        made, verdict = decided[key]
+        rec = copy.deepcopy(made)
+        if verdict.is_bad:
+            rec.set_verdict(replace(verdict, message=(
+                f"{verdict.message}\n[export check, run once for {key[1].name} before any device was "
+                f"claimed: it fails this export on every device it would run on: {', '.join(runs_on[key])}]")))
         rec.device, rec.soc_model, rec.htp_arch = device.name, device.soc_model, device.htp_arch
         if plan.repeats > 1:
             rec.name = f"{rec.name}#{entry.repeat}"

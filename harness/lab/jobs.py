@@ -20,7 +20,7 @@ from harness.inventory import DeviceSpec
 from harness.lab.context import DeviceContext
 from harness.lab.export_checks import device_path, export_check_records
 from harness.lab.plan import Plan
-from harness.pairs import cpu_first, is_cpu_reference, uses_qnn
+from harness.pairs import BackendPair, cpu_first
 from harness.pipeline import PairRun, judge_matrix, pair_skip_reason, run_matrix
 from harness.provision import provision_model, provision_runtime
 from harness.provision.types import ProvisionedModel
@@ -37,7 +37,7 @@ def _record(ctx: DeviceContext, check: Check, instance: Instance, label: str) ->
 
 
 def _matrix_records(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], inp: MatrixInput,
-                    pairs: Sequence[str], case_ids: Sequence[str], label: str) -> Iterator[TestRecord]:
+                    pairs: Sequence[BackendPair], case_ids: Sequence[str], label: str) -> Iterator[TestRecord]:
     """The cell and pair checks' testcases of `pairs`, decided on `inp`."""
     for check in checks:
         for inst in suite.instances(check, visual=inp.model.visual, case_ids=case_ids):
@@ -93,8 +93,8 @@ def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], mod
     wanted = list(ctx.entry.suite.backends) or None
     if wanted and not any(p in model.configs for p in wanted):
         raise HarnessError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r} asks for backends "
-                           f"{', '.join(wanted)} but {ctx.entry.model.name} has configs for "
-                           f"{', '.join(model.configs) or 'none'}; fix `backends:` (visual/llm pairs for VL models)")
+                           f"{', '.join(map(str, wanted))} but {ctx.entry.model.name} has configs for "
+                           f"{', '.join(map(str, model.configs)) or 'none'}; fix `backends:` (visual/llm pairs for VL models)")
     selection = f"`backends:` of suite {ctx.entry.suite.name}"
     matrix_checks = [c for c in on_device if c.scope in (Scope.CELL, Scope.PAIR)]
     device_checks = [c for c in on_device if c.scope is Scope.DEVICE]
@@ -104,7 +104,7 @@ def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], mod
     pairs = cpu_first(p for p in all_pairs
                       if fits and matrix_checks and pair_skip_reason(p, model, wanted, ctx.device) is None)
 
-    def why_not(pair: str) -> str | None:
+    def why_not(pair: BackendPair) -> str | None:
         return pair_skip_reason(pair, model, wanted, ctx.device, selection=selection)
 
     # Testcases of pairs that do not run (and every one when the suite does not fit): skipped.
@@ -122,7 +122,7 @@ def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], mod
         return
     # The CPU pairs need no QNN library: they are required only when a QNN pair runs.
     runtime = provision_runtime(ctx.transport, device_path(str(options["runtime_dir"]), ctx.device),
-                                qnn_sdk=sdk, need_qnn=any(uses_qnn(p) for p in pairs),
+                                qnn_sdk=sdk, need_qnn=any(p.is_qnn for p in pairs),
                                 qnn_sdk_option=f"options.qnn_sdk in {ctx.plan.path}")
     runner = LlmDemoRunner(ctx.transport, runtime, model)
     env = {str(k): str(v) for k, v in dict(options.get("env") or {}).items()}
@@ -144,7 +144,7 @@ def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], mod
 
 
 def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], model: ProvisionedModel,
-           runner: LlmDemoRunner, pairs: Sequence[str], cases: Sequence[PromptCase], label: str, *,
+           runner: LlmDemoRunner, pairs: Sequence[BackendPair], cases: Sequence[PromptCase], label: str, *,
            max_new_tokens: int, timeout: float, env: dict[str, str]) -> Iterator[TestRecord]:
     """Pair by pair, CPU reference first, so results arrive as they are made and a retry after a
     dropped link re-runs only what was not delivered; the reference is re-run when a later
@@ -153,12 +153,12 @@ def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], model: Pro
     names = {p: [c.testcase(i) for c in checks for i in suite.instances(c, visual=model.visual, case_ids=case_ids)
                  if i.pair == p] for p in pairs}
 
-    def done(pair: str) -> bool:
+    def done(pair: BackendPair) -> bool:
         return all(ctx.already_done(n) for n in names[pair])
 
-    reference: dict[str, PairRun] = {}
+    reference: dict[BackendPair, PairRun] = {}
     for i, pair in enumerate(pairs):
-        is_reference = is_cpu_reference(pair)
+        is_reference = pair.is_cpu_reference
         needed_as_reference = is_reference and not all(done(p) for p in pairs[i + 1:])
         if done(pair) and not needed_as_reference:
             continue

@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.hostfiles import write_atomic, write_error
 from harness.inventory import DeviceSpec
-from harness.lab.context import BUSY, INTERNAL_ERROR, QUARANTINED, DeviceOutcome
+from harness.lab.context import DeviceOutcome, NightOutcome
 from harness.lab.plan import Plan
+from harness.outcomes import FailureClass, Status
 from harness.report.records import TestRecord, read_records
 
 
@@ -37,11 +39,14 @@ class NightCounts:
 
     @classmethod
     def of(cls, records: list[TestRecord], devices: dict[str, DeviceOutcome], regressions: int) -> NightCounts:
-        by = {s: sum(1 for r in records if r.status == s) for s in ("passed", "failed", "error", "skipped")}
-        return cls(**by, quarantined=sum(o.status == QUARANTINED for o in devices.values()),
-                   flaky=sum(1 for r in records if r.flaky), busy=sum(o.status == BUSY for o in devices.values()),
+        by = Counter(r.status for r in records)
+        return cls(passed=by[Status.PASSED], failed=by[Status.FAILED], error=by[Status.ERROR],
+                   skipped=by[Status.SKIPPED],
+                   quarantined=sum(o.status is NightOutcome.QUARANTINED for o in devices.values()),
+                   flaky=sum(1 for r in records if r.flaky),
+                   busy=sum(o.status is NightOutcome.BUSY for o in devices.values()),
                    regressions=regressions,
-                   internal_errors=sum(1 for r in records if r.failure_class == INTERNAL_ERROR))
+                   internal_errors=sum(1 for r in records if r.failure_class is FailureClass.INTERNAL_ERROR))
 
     def line(self) -> str:
         """`N passed, N failed, N error, N skipped, N quarantined, N flaky` (+ busy, regressions)."""

@@ -45,7 +45,7 @@ import yaml
 from harness.errors import HarnessError, InventoryError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy
-from harness.pairs import ALL_NAMES
+from harness.pairs import ALL_NAMES, BackendPair
 from harness.suite import Suite, suite_for
 from harness.validation import check_keys, type_name, typed_get
 
@@ -102,7 +102,7 @@ class SuiteSpec:
     name: str
     runner: str
     models: tuple[str, ...]
-    backends: tuple[str, ...]
+    backends: tuple[BackendPair, ...]
     timeout_s: float = 900.0
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     checks: tuple[str, ...] = ()  # check names or groups selected (empty: every check)
@@ -363,11 +363,12 @@ def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec], base: Path)
                 raise ctx.fail(f"{label}.models", f"names model {m!r} which is not under `models:` "
                                f"(known: {', '.join(models)})", "add it to `models:` or fix the name")
         # No `backends:` means every backend pair the export has configs for.
-        backends = _names(ctx, spec, "backends", f"{label}.backends") or ()
-        for b in backends:
+        names = _names(ctx, spec, "backends", f"{label}.backends") or ()
+        for b in names:
             if b not in BACKEND_PAIRS:
                 raise ctx.fail(f"{label}.backends", f"{b!r} is not a backend pair",
                                f"use {', '.join(BACKEND_PAIRS)} (visual/llm for VL models)")
+        backends = tuple(BackendPair.parse(b) for b in names)
         timeout = _get(ctx, spec, "timeout_s", (int, float), f"{label}.timeout_s", default=900.0)
         _positive(ctx, f"{label}.timeout_s", timeout)
         runner = _get(ctx, spec, "runner", str, f"{label}.runner", default="llm_demo")

@@ -37,16 +37,11 @@ from harness.lab.claims import claim_dir
 
 # The names callers import from here (the lab job's types, the night's result and reports).
 from harness.lab.context import (  # noqa: F401
-    BUSY,
-    COMPLETED,
-    INTERNAL_ERROR,
-    INTERRUPTED,
-    QUARANTINED,
-    TRANSPORT_FAULT_CLASSES,
     DeviceContext,
     DeviceOutcome,
     ExportChecks,
     JobFn,
+    NightOutcome,
     SayFn,
     TransportFactory,
 )
@@ -107,7 +102,7 @@ def _wait_for_workers(workers: list[DeviceWorker], stop: threading.Event, say: S
             say("stopping: ending workers, killing device processes, releasing claims")
             deadline = time.monotonic() + grace_s
             for w in workers:
-                if w.outcome.status != QUARANTINED and not w.finished.is_set():
+                if w.outcome.status is not NightOutcome.QUARANTINED and not w.finished.is_set():
                     k = threading.Thread(target=w.kill_processes, daemon=True, name=f"kill-{w.device.name}")
                     k.start()
                     killers.append(k)
@@ -115,8 +110,8 @@ def _wait_for_workers(workers: list[DeviceWorker], stop: threading.Event, say: S
             say(f"workers still busy after {grace_s:.0f} s: leaving them (their claims go with this process)")
             break
     for w in workers:
-        if stop.is_set() and w.outcome.status == COMPLETED:
-            w.outcome.status = INTERRUPTED
+        if stop.is_set() and w.outcome.status is NightOutcome.COMPLETED:
+            w.outcome.status = NightOutcome.INTERRUPTED
 
 
 def new_run_id() -> str:

@@ -15,23 +15,13 @@ from pathlib import Path
 from harness.errors import ConnectionDropped, HarnessError, StopRequested, TransportError
 from harness.inventory import DeviceSpec
 from harness.lab.claims import DeviceBusy, open_claim
-from harness.lab.context import (
-    BUSY,
-    INTERNAL_ERROR,
-    INTERRUPTED,
-    QUARANTINED,
-    TRANSPORT_FAULT_CLASSES,
-    DeviceContext,
-    DeviceOutcome,
-    JobFn,
-    SayFn,
-    TransportFactory,
-)
+from harness.lab.context import DeviceContext, DeviceOutcome, JobFn, NightOutcome, SayFn, TransportFactory
 from harness.lab.health import HealthVerdict, check_device
 from harness.lab.plan import Plan, PlanEntry
-from harness.outcomes import FailureClass
+from harness.outcomes import FailureClass, Status
 from harness.report.records import RecordWriter, TestRecord
 from harness.transport.base import Transport
+from harness.verdict import Verdict
 
 log = logging.getLogger("harness.lab")
 
@@ -64,7 +54,9 @@ class EntryRun:
 
     def deliver(self, rec: TestRecord) -> None:
         w = self.worker
-        if rec.status in ("failed", "error") and rec.failure_class in TRANSPORT_FAULT_CLASSES:
+        # A runner that swallowed a link fault reports it as a record of this class; for the
+        # lab that is a device fault (reconnect, retry once, quarantine), never a test failure.
+        if rec.is_bad and rec.failure_class is FailureClass.TRANSPORT_ERROR:
             raise ConnectionDropped(f"{w.device.name}: link lost during {rec.name}: {rec.message}")
         if rec.name in self.delivered:
             return  # a retry re-ran a test that already has its result
@@ -73,13 +65,12 @@ class EntryRun:
         if self.attempt > 1:
             rec.attempts = max(rec.attempts, self.attempt)
             if self.interrupted_pending:
-                rec.flaky = rec.status == "passed"
+                rec.flaky = rec.status is Status.PASSED
                 rec.extras["retried_after"] = self.worker.last_fault
                 self.interrupted_pending = False
-        if w.night.stop.is_set() and rec.status in ("failed", "error"):
+        if w.night.stop.is_set() and rec.is_bad:
             # A result cut short by our own stop is not the model's fault.
-            rec.status, rec.failure_class = "error", FailureClass.INTERRUPTED.value
-            rec.message = f"interrupted by a stop request: {rec.message}"
+            rec.set_verdict(Verdict.error(FailureClass.INTERRUPTED, f"interrupted by a stop request: {rec.message}"))
         w.write(rec, self.entry)
 
 
@@ -111,22 +102,22 @@ class DeviceWorker:
         self.night.writer.write(rec)
         self.outcome.records += 1
 
-    def _lab_record(self, name: str, status: str, cls: str, message: str, entry: PlanEntry | None,
-                    signature: str = "", log_excerpt: str = "", extras: dict | None = None) -> None:
+    def _lab_record(self, name: str, verdict: Verdict, entry: PlanEntry | None, signature: str = "",
+                    log_excerpt: str = "", extras: dict[str, object] | None = None) -> None:
         rec = TestRecord(name=name, suite=entry.suite.name if entry else "lab", device=self.device.name,
-                         status=status, failure_class=cls, signature=signature, message=message,
-                         log_excerpt=log_excerpt, model=entry.model.name if entry else "",
+                         signature=signature, log_excerpt=log_excerpt, model=entry.model.name if entry else "",
                          extras=dict(extras or {}))
+        rec.set_verdict(verdict)
         self.write(rec, entry, from_job=False)  # lab record names already carry the entry id
 
-    def _skip_rest(self, entries: list[PlanEntry], cls: str, why: str) -> None:
+    def _skip_rest(self, entries: list[PlanEntry], cls: FailureClass, why: str) -> None:
         for e in entries:
-            self._lab_record(e.id, "skipped", cls, f"not run: {why}", e)
+            self._lab_record(e.id, Verdict.skipped(f"not run: {why}", cls), e)
 
     def _quarantine(self, reason: str, remaining: list[PlanEntry]) -> None:
-        self.outcome.status, self.outcome.reason = QUARANTINED, reason
+        self.outcome.status, self.outcome.reason = NightOutcome.QUARANTINED, reason
         self.night.say(f"{self.device.name}: quarantined for the night: {reason}")
-        self._skip_rest(remaining, FailureClass.QUARANTINED.value, f"device quarantined: {reason}")
+        self._skip_rest(remaining, FailureClass.QUARANTINED, f"device quarantined: {reason}")
 
     # ---- the worker ----------------------------------------------------------------------
     def run(self) -> None:
@@ -139,37 +130,37 @@ class DeviceWorker:
                 self.device = claim.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
             except DeviceBusy as exc:
                 if night.stop.is_set():
-                    self.outcome.status, self.outcome.reason = INTERRUPTED, str(exc)
+                    self.outcome.status, self.outcome.reason = NightOutcome.INTERRUPTED, str(exc)
                     return
-                self.outcome.status, self.outcome.reason = BUSY, str(exc)
+                self.outcome.status, self.outcome.reason = NightOutcome.BUSY, str(exc)
                 night.say(str(exc))
-                self._skip_rest(night.entries, FailureClass.BUSY.value, str(exc))
+                self._skip_rest(night.entries, FailureClass.BUSY, str(exc))
                 return
             except HarnessError as exc:
                 # The claim engine's own fault (a labgrid coordinator down or restarted, a
                 # reservation no place can meet): the device could not be had tonight, named
                 # with the reason; not a harness bug, and nothing was touched.
                 if night.stop.is_set():
-                    self.outcome.status, self.outcome.reason = INTERRUPTED, str(exc)
+                    self.outcome.status, self.outcome.reason = NightOutcome.INTERRUPTED, str(exc)
                     return
                 why = f"{self.device.name}: could not be claimed: {exc}"
-                self.outcome.status, self.outcome.reason = BUSY, why
+                self.outcome.status, self.outcome.reason = NightOutcome.BUSY, why
                 night.say(why)
-                self._skip_rest(night.entries, FailureClass.BUSY.value, why)
+                self._skip_rest(night.entries, FailureClass.BUSY, why)
                 return
             try:
                 self._run_entries()
             finally:
                 # Leftover device processes: ours to kill (a lost device is not reachable anyway).
-                if self.outcome.status != QUARANTINED and night.stop.is_set():
+                if self.outcome.status is not NightOutcome.QUARANTINED and night.stop.is_set():
                     self.kill_processes()
                 self._close()
                 claim.release()
         except Exception as exc:  # never lose the other devices to one worker's bug
             log.exception("worker for %s failed", self.device.name)
-            self.outcome.status = QUARANTINED
+            self.outcome.status = NightOutcome.QUARANTINED
             self.outcome.reason = f"internal error: {type(exc).__name__}: {exc}"
-            self._lab_record("lab::worker", "error", INTERNAL_ERROR, self.outcome.reason, None,
+            self._lab_record("lab::worker", Verdict.error(FailureClass.INTERNAL_ERROR, self.outcome.reason), None,
                              log_excerpt=traceback.format_exc()[-4000:])
         finally:
             self.outcome.wall_s = time.monotonic() - started
@@ -197,7 +188,7 @@ class DeviceWorker:
         self.dir.mkdir(parents=True, exist_ok=True)
         for i, entry in enumerate(entries):
             if night.stop.is_set():
-                self.outcome.status = INTERRUPTED
+                self.outcome.status = NightOutcome.INTERRUPTED
                 return
             verdict: HealthVerdict | None
             try:
@@ -209,14 +200,14 @@ class DeviceWorker:
             if verdict is None or not verdict.ok:
                 when = "before the first suite" if i == 0 else f"before {entry.id}"
                 reason = f"health check {when} failed: {reasons}"
-                self._lab_record("lab::health", "error", FailureClass.QUARANTINED.value, reason, None,
+                self._lab_record("lab::health", Verdict.error(FailureClass.QUARANTINED, reason), None,
                                  signature="lab:health",
                                  extras={"facts": verdict.facts if verdict else {}})
                 self._quarantine(reason, entries[i:])
                 return
             if not self._run_entry(entry):
-                if self.outcome.status == QUARANTINED:
-                    self._skip_rest(entries[i + 1:], FailureClass.QUARANTINED.value,
+                if self.outcome.status is NightOutcome.QUARANTINED:
+                    self._skip_rest(entries[i + 1:], FailureClass.QUARANTINED,
                                     f"device quarantined: {self.outcome.reason}")
                 return
 
@@ -244,17 +235,17 @@ class DeviceWorker:
                     if close is not None:
                         close()  # let an abandoned generator job run its clean-up now
                 if night.stop.is_set():
-                    self.outcome.status = INTERRUPTED
+                    self.outcome.status = NightOutcome.INTERRUPTED
                     return False
                 return True
             except StopRequested:
-                self.outcome.status = INTERRUPTED
+                self.outcome.status = NightOutcome.INTERRUPTED
                 return False
             except TransportError as exc:
                 self.outcome.faults += 1
                 self.last_fault = f"{type(exc).__name__}: {exc}"
                 if night.stop.is_set():
-                    self.outcome.status = INTERRUPTED
+                    self.outcome.status = NightOutcome.INTERRUPTED
                     return False
                 night.say(f"{self.device.name}: transport fault in {entry.id} (attempt {run.attempt}): {exc}")
                 why = None
@@ -270,23 +261,26 @@ class DeviceWorker:
                     if not back:
                         why = f"did not come back within {night.plan.recovery.reconnect_s:.0f} s after {exc} ({detail})"
                 if why is not None:
-                    self._lab_record(f"{entry.id}::interrupted", "error", FailureClass.QUARANTINED.value,
-                                     f"device lost: {why}", entry, signature="lab:device-lost",
+                    self._lab_record(f"{entry.id}::interrupted",
+                                     Verdict.error(FailureClass.QUARANTINED, f"device lost: {why}"), entry,
+                                     signature="lab:device-lost",
                                      log_excerpt=self.last_fault, extras={"attempt": run.attempt})
-                    self.outcome.status, self.outcome.reason = QUARANTINED, why
+                    self.outcome.status, self.outcome.reason = NightOutcome.QUARANTINED, why
                     night.say(f"{self.device.name}: quarantined for the night: {why}")
                     return False
                 run.attempt += 1
                 run.interrupted_pending = True
             except HarnessError as exc:
                 # Harness-side trouble (bad export, provisioning...): this entry fails, the device goes on.
-                self._lab_record(f"{entry.id}::setup", "error", type(exc).__name__, str(exc), entry,
+                # The exception's type names the fault in the signature; its class is a setup error.
+                self._lab_record(f"{entry.id}::setup", Verdict.error(FailureClass.SETUP_ERROR, str(exc)), entry,
                                  signature=f"lab:{type(exc).__name__}")
                 return True
             except Exception as exc:
                 log.exception("job failed on %s for %s", self.device.name, entry.id)
-                self._lab_record(f"{entry.id}::setup", "error", INTERNAL_ERROR,
-                                 f"{type(exc).__name__}: {exc}", entry, signature="lab:internal-error",
+                self._lab_record(f"{entry.id}::setup",
+                                 Verdict.error(FailureClass.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"), entry,
+                                 signature="lab:internal-error",
                                  log_excerpt=traceback.format_exc()[-4000:])
                 return True
 

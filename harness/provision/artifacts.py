@@ -81,7 +81,7 @@ class ModelArtifact:
     kind: str  # "mnn" | "executorch"
     model_type: str
     files: tuple[ArtifactFile, ...]
-    configs: dict[str, str] = field(default_factory=dict)  # backend pair -> config (or .pte) name
+    configs: dict[BackendPair, str] = field(default_factory=dict)  # backend pair -> config (or .pte) name
     target: ExportTarget | None = None
     uses_qnn: bool = False
     is_visual: bool = False
@@ -400,7 +400,7 @@ def _load_executorch(export: ExportFolder, files: list[ArtifactFile]) -> ModelAr
     _refuse_empty(root, [(pte, by_rel[pte])] + [(t.rel, t) for t in toks])
     uses_qnn = any(_pte_uses_qnn(f.path) for f in ptes) or any(k in sidecar for k in ("soc_id", "dsp_arch", "htp_arch"))
     return ModelArtifact(root=root, kind="executorch", model_type=str(model_type), files=tuple(files),
-                         configs={BackendPair(Backend.QNN if uses_qnn else Backend.CPU).name: pte},
+                         configs={BackendPair(Backend.QNN if uses_qnn else Backend.CPU): pte},
                          target=read_target(root, files, export=export),
                          uses_qnn=uses_qnn)
 

@@ -38,8 +38,8 @@ def provision_model(
         artifact = load_export(model_dir, qnn_sdk=qnn_sdk, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
     target = artifact.target
-    meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type, "configs": artifact.configs,
-                            "source": str(artifact.root)}
+    meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type,
+                            "configs": {p.name: c for p, c in artifact.configs.items()}, "source": str(artifact.root)}
     if target is not None:
         meta.update({k: v for k, v in (("soc_id", target.soc_id), ("htp_arch", target.htp_arch)) if v is not None})
     result = sync_set(transport, artifact.files, kind="model", name=name or artifact.root.name, meta=meta,

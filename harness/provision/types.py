@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # The pair -> config file table lives with the pair type; named here for older imports.
-from harness.pairs import TEXT_CONFIGS, VL_CONFIGS
+from harness.pairs import TEXT_CONFIGS, VL_CONFIGS, BackendPair
 
 
 @dataclass(frozen=True)
@@ -14,7 +14,7 @@ class ProvisionedModel:
     remote_dir: str  # the export as-is on the device (config*.json, llm.mnn*, qnn/...)
     kind: str  # "mnn" | "executorch"
     model_type: str  # from llm_config.json, never the folder name
-    configs: dict[str, str] = field(default_factory=dict)  # backend pair name -> config file name (harness.pairs)
+    configs: dict[BackendPair, str] = field(default_factory=dict)  # backend pair -> config file name (harness.pairs)
     bytes_sent: int = 0
     files_sent: int = 0
     visual: bool = False  # llm_config.json's is_visual (harness.export.ExportFolder.is_visual)

@@ -25,8 +25,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError
+from harness.outcomes import Status
+from harness.pairs import BackendPair
 from harness.report.records import TestRecord, export_verdict_of, teacher_forced_metrics
 
 SCHEMA = """
@@ -85,7 +88,7 @@ class Regression:
     kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict"
     device: str
     model: str
-    backend_pair: str
+    backend_pair: BackendPair | None
     metric: str  # a PERF_METRICS key, or the new failure class
     tonight: float | None = None
     baseline: float | None = None  # median of the past nights
@@ -98,7 +101,7 @@ class Regression:
         return (self.tonight - self.baseline) / self.baseline * 100.0
 
     def describe(self) -> str:
-        where = "/".join(p for p in (self.device, self.model, self.backend_pair) if p)
+        where = "/".join(p for p in (self.device, self.model, self.backend_pair.name if self.backend_pair else "") if p)
         if self.kind == "perf":
             return (f"{where}: {self.metric} {self.tonight:.2f} vs median {self.baseline:.2f} of {self.nights} "
                     f"nights ({self.change_pct:+.1f}%)")
@@ -119,8 +122,8 @@ class ResultRow:
     soc: str
     arch: str
     model: str
-    backend_pair: str
-    status: str
+    backend_pair: BackendPair | None
+    status: Status
     tests: int
     passed: int
     failed: int
@@ -137,7 +140,7 @@ class ResultRow:
     export_verdict: str | None = None
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> tuple[str, str, BackendPair | None]:
         return (self.device, self.model, self.backend_pair)
 
 
@@ -150,21 +153,23 @@ def _max(values: Iterable[float | None]) -> float | None:
     return max((v for v in values if v is not None), default=None)
 
 
-def aggregate(records: Iterable[TestRecord]) -> list[dict]:
-    """One row per (device, model, backend pair) from a night's records."""
+def aggregate(records: Iterable[TestRecord]) -> list[dict[str, Any]]:
+    """One row per (device, model, backend pair) from a night's records; the typed fields as
+    the text the database holds."""
     groups: dict[tuple[str, str, str], list[TestRecord]] = {}
     for r in records:
-        groups.setdefault((r.device, r.model, r.backend_pair), []).append(r)
+        groups.setdefault((r.device, r.model, r.backend_pair.name if r.backend_pair else ""), []).append(r)
     rows = []
     for (device, model, pair), recs in groups.items():
-        bad = [r for r in recs if r.status in ("failed", "error")]
-        passed = sum(1 for r in recs if r.status == "passed")
+        bad = [r for r in recs if r.is_bad]
+        passed = sum(1 for r in recs if r.status is Status.PASSED)
+        status = Status.FAILED if bad else (Status.PASSED if passed else Status.SKIPPED)
         rows.append({
             "device": device, "soc": recs[0].soc_model, "arch": recs[0].htp_arch, "model": model,
-            "backend_pair": pair, "status": "failed" if bad else ("passed" if passed else "skipped"),
+            "backend_pair": pair, "status": status.value,
             "tests": len(recs), "passed": passed, "failed": len(bad),
-            "skipped": sum(1 for r in recs if r.status == "skipped"), "flaky": sum(1 for r in recs if r.flaky),
-            "failure_classes": json.dumps(sorted({r.failure_class or r.status for r in bad})),
+            "skipped": sum(1 for r in recs if r.status is Status.SKIPPED), "flaky": sum(1 for r in recs if r.flaky),
+            "failure_classes": json.dumps(sorted({r.cause for r in bad})),
             "prefill_tps": _median(r.prefill_tps for r in recs), "decode_tps": _median(r.decode_tps for r in recs),
             "load_s": _median(r.load_s for r in recs),
             **{k: _median(teacher_forced_metrics(r)[k] for r in recs) for k in AGREEMENT_METRICS if k != "tf_worst_kl"},
@@ -248,7 +253,7 @@ class History:
     def nights(self, limit: int | None = None, before: float | None = None) -> list[tuple[str, float]]:
         """(night_id, started_at), newest first."""
         sql = "SELECT night_id, started_at FROM nights"
-        args: list = []
+        args: list[float | int] = []
         if before is not None:
             sql += " WHERE started_at < ?"
             args.append(before)
@@ -279,6 +284,9 @@ class History:
         out = []
         for row in self.db.execute(sql, args):
             vals = list(row)
+            # The text the database holds, typed again (harness/report/records.py).
+            vals[6] = BackendPair.try_parse(vals[6]) if vals[6] else None
+            vals[7] = Status(vals[7])
             vals[13] = tuple(json.loads(vals[13]))
             out.append(ResultRow(*vals))
         return out
@@ -287,7 +295,7 @@ class History:
         row = self.db.execute("SELECT started_at FROM nights WHERE night_id = ?", (night_id,)).fetchone()
         if row is None:
             raise HarnessError(f"{self.path}: no night {night_id!r} in the history")
-        return row[0]
+        return float(row[0])
 
     def regressions(self, night_id: str, *, nights: int = 7, perf_drop_pct: float = 15.0,
                     min_nights: int = 3, agreement_nights: int = 30) -> list[Regression]:
@@ -296,11 +304,11 @@ class History:
         agreement, so a slow drift is caught)."""
         before = self.started_at(night_id)
         past = [n for n, _ in self.nights(limit=nights, before=before)]
-        by_key: dict[tuple[str, str, str], list[ResultRow]] = {}
+        by_key: dict[tuple[str, str, BackendPair | None], list[ResultRow]] = {}
         for row in self.results(past):
             by_key.setdefault(row.key, []).append(row)
         long_past = [n for n, _ in self.nights(limit=max(agreement_nights, nights), before=before)]
-        long_by_key: dict[tuple[str, str, str], list[ResultRow]] = {}
+        long_by_key: dict[tuple[str, str, BackendPair | None], list[ResultRow]] = {}
         for row in self.results(long_past):  # oldest first
             long_by_key.setdefault(row.key, []).append(row)
         found: list[Regression] = []
@@ -339,7 +347,8 @@ class History:
                     found.append(Regression("new-failure", *row.key, cls, nights=len(history)))
         return found
 
-    def trend(self, device: str, metric: str = "decode_tps", nights: int = 30) -> dict[tuple[str, str], list[tuple[str, float, float]]]:
+    def trend(self, device: str, metric: str = "decode_tps",
+              nights: int = 30) -> dict[tuple[str, str], list[tuple[str, float, float]]]:
         """(model, backend pair) -> [(night_id, started_at, value)] oldest first, last `nights` nights."""
         if metric not in PERF_METRICS:
             raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(PERF_METRICS)}")
@@ -348,7 +357,8 @@ class History:
         for row in self.results(ids, device=device):
             value = getattr(row, metric)
             if value is not None:
-                out.setdefault((row.model, row.backend_pair), []).append((row.night_id, row.started_at, value))
+                pair = row.backend_pair.name if row.backend_pair else ""
+                out.setdefault((row.model, pair), []).append((row.night_id, row.started_at, value))
         return out
 
     def devices(self) -> list[str]:

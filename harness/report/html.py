@@ -25,7 +25,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from harness.hostfiles import write_atomic
-from harness.outcomes import FailureClass
+from harness.outcomes import FailureClass, Status
 from harness.report.history import History, Regression
 from harness.report.junit import xml_safe
 from harness.report.plots import plot_trends
@@ -33,7 +33,6 @@ from harness.report.records import TestRecord, by_device, export_verdict_of, tea
 
 _CSS = Path(__file__).with_name("style.css")
 TEXT_EXCERPT = 240
-STATUSES = ("passed", "failed", "error", "skipped")
 FAILURE_TESTS_SHOWN = 8
 
 
@@ -62,9 +61,9 @@ class DeviceSummary:
     device: str
     soc: str = ""
     arch: str = ""
-    status: str = "completed"  # completed | quarantined | busy
+    status: str = "completed"  # completed | quarantined | busy: the CSS class
     reason: str = ""
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[Status] = field(default_factory=Counter)
 
 
 def summarize_devices(records: Sequence[TestRecord]) -> list[DeviceSummary]:
@@ -72,10 +71,10 @@ def summarize_devices(records: Sequence[TestRecord]) -> list[DeviceSummary]:
     for device, recs in by_device(records).items():
         s = DeviceSummary(device, recs[0].soc_model, recs[0].htp_arch)
         s.counts = Counter(r.status for r in recs)
-        lab = [r for r in recs if r.failure_class == FailureClass.QUARANTINED and r.status == "error"]
+        lab = [r for r in recs if r.failure_class is FailureClass.QUARANTINED and r.status is Status.ERROR]
         if lab:
             s.status, s.reason = "quarantined", lab[0].message
-        elif recs and all(r.status == "skipped" and r.failure_class == FailureClass.BUSY for r in recs):
+        elif recs and all(r.status is Status.SKIPPED and r.failure_class is FailureClass.BUSY for r in recs):
             s.status, s.reason = "busy", recs[0].message
         out.append(s)
     return out
@@ -104,10 +103,10 @@ class Cell:
 
 def _cell(recs: list[TestRecord]) -> Cell:
     total = len(recs)
-    bad = [r for r in recs if r.status in ("failed", "error")]
-    passed = sum(1 for r in recs if r.status == "passed")
+    bad = [r for r in recs if r.is_bad]
+    passed = sum(1 for r in recs if r.status is Status.PASSED)
     if bad:
-        classes = sorted({r.failure_class or r.status for r in bad})
+        classes = sorted({r.cause for r in bad})
         cell = Cell("fail", f"FAIL {len(bad)}/{total} ({', '.join(classes)})")
     elif passed:
         flaky = any(r.flaky for r in recs)
@@ -158,6 +157,10 @@ class OtherResult:
     message: str
 
 
+# A record's status as the page's CSS class.
+_KIND = {Status.PASSED: "pass", Status.SKIPPED: "skip"}
+
+
 @dataclass
 class DeviceMatrix:
     device: str
@@ -167,16 +170,16 @@ class DeviceMatrix:
 
 
 def _matrix(device: str, recs: list[TestRecord]) -> DeviceMatrix:
-    cells = [r for r in recs if r.backend_pair]
-    pairs = sorted({r.backend_pair for r in cells})
+    cells = [r for r in recs if r.backend_pair is not None]
+    pairs = sorted({r.backend_pair for r in cells if r.backend_pair is not None}, key=str)
     rows = []
     for suite, model in dict.fromkeys((r.suite, r.model) for r in cells):
         groups = [[r for r in cells if (r.suite, r.model, r.backend_pair) == (suite, model, p)] for p in pairs]
         rows.append(MatrixRow(suite, model, [_cell(g) if g else None for g in groups]))
-    other = [OtherResult(r.name, {"passed": "pass", "skipped": "skip"}.get(r.status, "fail"), r.status,
-                         r.failure_class, _clip(r.message, 600))
+    other = [OtherResult(r.name, _KIND.get(r.status, "fail"), r.status.value,
+                         r.failure_class.value if r.failure_class else None, _clip(r.message, 600))
              for r in recs if not r.backend_pair and export_verdict_of(r) is None]
-    return DeviceMatrix(device, pairs, rows, other)
+    return DeviceMatrix(device, [p.name for p in pairs], rows, other)
 
 
 @dataclass
@@ -242,8 +245,8 @@ def group_failures(records: Iterable[TestRecord]) -> dict[str, list[TestRecord]]
     """Failures by signature (the failure class when no signature matched), biggest group first."""
     groups: dict[str, list[TestRecord]] = {}
     for r in records:
-        if r.status in ("failed", "error"):
-            groups.setdefault(r.signature or f"class:{r.failure_class or r.status}", []).append(r)
+        if r.is_bad:
+            groups.setdefault(r.signature or f"class:{r.cause}", []).append(r)
     return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
 
 
@@ -264,7 +267,7 @@ def _failures(records: Sequence[TestRecord]) -> list[FailureGroup]:
     for sig, recs in group_failures(records).items():
         first = recs[0]
         tests = list(dict.fromkeys(f"{r.device}: {r.name}" for r in recs))
-        out.append(FailureGroup(sig, first.failure_class or first.status, len(recs),
+        out.append(FailureGroup(sig, first.cause, len(recs),
                                 ", ".join(sorted({r.device for r in recs})), tests[:FAILURE_TESTS_SHOWN],
                                 max(0, len(tests) - FAILURE_TESTS_SHOWN), _clip(first.message, 800),
                                 _clip(first.log_excerpt, 8000) if first.log_excerpt else ""))
@@ -281,8 +284,8 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
         title=title,
         generated=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(generated_at or time.time())),
         total=len(records),
-        counts=[(counts.get(s, 0), s) for s in STATUSES],
-        statuses=STATUSES,
+        counts=[(counts.get(s, 0), s.value) for s in Status],
+        statuses=[s.value for s in Status],
         devices=[replace(s, reason=_clip(s.reason, 600)) for s in summarize_devices(records)],
         regressions=[r.describe() for r in regressions],
         matrices=[_matrix(device, recs) for device, recs in by_device(records).items()],

@@ -20,6 +20,7 @@ from pathlib import Path
 from junit_xml import TestCase, TestSuite
 
 from harness.hostfiles import write_atomic
+from harness.outcomes import Status
 from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_metrics, teacher_forced_of
 
 # XML 1.0 forbids these (tab, LF and CR are allowed); surrogates cannot be encoded.
@@ -36,9 +37,9 @@ def _fmt(value: float | None) -> str | None:
 
 def case_properties(rec: TestRecord) -> dict[str, str]:
     props = {
-        "model": rec.model, "backend_pair": rec.backend_pair, "prefill_tps": _fmt(rec.prefill_tps),
+        "model": rec.model, "backend_pair": rec.backend_pair.name if rec.backend_pair else None, "prefill_tps": _fmt(rec.prefill_tps),
         "decode_tps": _fmt(rec.decode_tps), "load_s": _fmt(rec.load_s), "verdict": rec.verdict,
-        "failure_class": rec.failure_class, "signature": rec.signature,
+        "failure_class": rec.failure_class.value if rec.failure_class else None, "signature": rec.signature,
         "attempts": str(rec.attempts) if rec.attempts != 1 else None, "flaky": "true" if rec.flaky else None,
     }
     ag = rec.extras.get("agreement")
@@ -99,13 +100,13 @@ def _case(rec: TestRecord) -> TestCase:
         stdout=xml_safe(rec.text) or None,
         timestamp=_dt.datetime.fromtimestamp(rec.started_at, _dt.UTC).isoformat(),
     )
-    cls = rec.failure_class or rec.status
+    cls = rec.cause
     message = xml_safe(f"[{cls}] {rec.message}".strip())
-    if rec.status == "failed":
+    if rec.status is Status.FAILED:
         case.add_failure_info(message=message, output=xml_safe(rec.log_excerpt) or None, failure_type=xml_safe(cls))
-    elif rec.status == "error":
+    elif rec.status is Status.ERROR:
         case.add_error_info(message=message, output=xml_safe(rec.log_excerpt) or None, error_type=xml_safe(cls))
-    elif rec.status == "skipped":
+    elif rec.status is Status.SKIPPED:
         case.add_skipped_info(message=xml_safe(rec.message) or "skipped")
     return case
 
@@ -117,7 +118,7 @@ def suite_element(device: str, records: list[TestRecord]) -> ET.Element:
                                              _dt.UTC).isoformat(),
         properties=suite_properties(device, records),
     )
-    elem = suite.build_xml_doc()
+    elem: ET.Element = suite.build_xml_doc()
     # junit-xml has no per-case properties; pytest writes them first inside <testcase>.
     for case_elem, rec in zip(elem.findall("testcase"), records):
         props = case_properties(rec)

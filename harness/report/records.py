@@ -2,6 +2,12 @@
 
 Both front doors produce these: the pytest plugin (suites/) and the lab scheduler. The
 reporters (JUnit, SQLite history, HTML) consume only records, never runner internals.
+
+A record's status, failure class and backend pair are typed (`Status`, `FailureClass`,
+`BackendPair`); they become text only where the record leaves as bytes (`to_json`, JUnit,
+SQLite) and are read back from text only in `from_dict`: the JSON line keeps its old shape
+(`"failure_class": ""` and `"backend_pair": ""` for none). Its verdict (status, class,
+message, warning) is written by `set_verdict` alone.
 """
 
 from __future__ import annotations
@@ -17,9 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.hostfiles import append_whole, write_error
-from harness.outcomes import Status
+from harness.outcomes import FailureClass, RecordWarning, Status
+from harness.pairs import BackendPair
+from harness.verdict import Verdict, cause, is_bad
 
-STATUSES = tuple(s.value for s in Status)
+# Fields that are typed in memory and text in a JSON line.
+_TYPED = {"status": Status, "failure_class": FailureClass, "backend_pair": BackendPair}
 
 
 @dataclass
@@ -27,12 +36,12 @@ class TestRecord:
     name: str  # test id, e.g. "qwen3_vl::matrix[qnn/qnn]::cat-prompt"
     suite: str
     device: str
-    status: str = "passed"  # passed | failed | error | skipped
+    status: Status = Status.PASSED
     soc_model: str = ""
     htp_arch: str = ""
     model: str = ""
-    backend_pair: str = ""
-    failure_class: str = ""  # runner class (crash, init-error, ...) or check class (garbled, drift, ...)
+    backend_pair: BackendPair | None = None
+    failure_class: FailureClass | None = None  # runner class (crash, init-error, ...) or check class (garbled, ...)
     signature: str = ""  # id of the known-failure signature that matched, for grouping
     message: str = ""
     log_excerpt: str = ""
@@ -50,19 +59,75 @@ class TestRecord:
     __test__ = False  # not a pytest test class
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
+        for name, kind in _TYPED.items():
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(f"TestRecord.{name} is a {kind.__name__}, not {value!r} "
+                                "(text is read only by TestRecord.from_dict)")
 
-    def to_json(self) -> str:
+    @property
+    def is_bad(self) -> bool:
+        """Failed or error (harness.verdict.is_bad)."""
+        return is_bad(self.status)
+
+    @property
+    def cause(self) -> str:
+        """Its class, else its status, as a word ("crash", "failed"; harness.verdict.cause)."""
+        return cause(self)
+
+    def set_verdict(self, verdict: Verdict) -> None:
+        """THE writer of a record's status, failure class, message and warning."""
+        self.status, self.failure_class = verdict.status, verdict.failure_class
+        self.message = verdict.message
+        if verdict.warning is not None:
+            self.extras["warning"] = verdict.warning.value
+        else:
+            self.extras.pop("warning", None)
+        if verdict.deferred is not None:
+            self.extras["checked_elsewhere"] = verdict.deferred.value
+
+    @property
+    def warning(self) -> RecordWarning | None:
+        raw = self.extras.get("warning")
+        return RecordWarning(raw) if raw else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as its JSON line holds it: typed fields as their text, "" for none."""
         def clean(v: Any) -> Any:
             return None if isinstance(v, float) and not math.isfinite(v) else v
 
-        return json.dumps({k: clean(v) for k, v in asdict(self).items()}, ensure_ascii=False, sort_keys=True)
+        data = {k: clean(v) for k, v in asdict(self).items()}
+        data["status"] = self.status.value
+        data["failure_class"] = self.failure_class.value if self.failure_class is not None else ""
+        data["backend_pair"] = self.backend_pair.name if self.backend_pair is not None else ""
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestRecord:
+        """A record from its JSON line (or any dict of its fields' text)."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        kept = {k: v for k, v in data.items() if k in names}
+        if "status" in kept:
+            kept["status"] = Status(kept["status"])
+        kept["failure_class"] = failure_class_of(kept.get("failure_class"))
+        pair = kept.get("backend_pair")
+        kept["backend_pair"] = (pair if isinstance(pair, BackendPair)
+                                else BackendPair.try_parse(pair) if pair else None)
+        return cls(**kept)
+
+
+def failure_class_of(text: str | FailureClass | None) -> FailureClass | None:
+    """A class read back from text. An older night named a lab entry's setup fault by its
+    exception's type ("ArtifactError"): that is a setup error (its signature keeps the name)."""
+    if not text:
+        return None
+    try:
+        return FailureClass(text)
+    except ValueError:
+        return FailureClass.SETUP_ERROR
 
 
 class RecordWriter:

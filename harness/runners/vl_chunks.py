@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from harness.checks import mrope
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
 from harness.errors import HarnessError, TransportError
+from harness.pairs import BackendPair
 from harness.runners.cases import PromptCase
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.logits_diff import chunk_of
@@ -102,7 +103,7 @@ class ChunkedRun:
     prompt_tokens: int | None = None
 
 
-def _judge(case: PromptCase, chunking: Chunking, result: LlmDemoResult, pair: str) -> ChunkedRun:
+def _judge(case: PromptCase, chunking: Chunking, result: LlmDemoResult, pair: BackendPair) -> ChunkedRun:
     proc = result.runs[0]
     n = proc.parsed.summary.prompt_tokens if proc.parsed.summary is not None else None
     log = f"{proc.stdout}\n{proc.logcat or ''}"
@@ -122,7 +123,7 @@ def image_grids(case: PromptCase) -> list[mrope.Image] | None:
     return [mrope.image_llm_grid(h, w) for h, w in known]
 
 
-def run_chunkings(runner: LlmDemoRunner, cases: Sequence[PromptCase], pair: str, *, compiled: int | None = None,
+def run_chunkings(runner: LlmDemoRunner, cases: Sequence[PromptCase], pair: BackendPair, *, compiled: int | None = None,
                   max_new_tokens: int = 8, timeout: float = 300.0,
                   extra_env: Mapping[str, str] | None = None) -> list[ChunkedRun]:
     """Every case once in one chunk, then under each chunking of `chunkings` (greedy, the dump

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import pipeline
@@ -17,7 +17,7 @@ from harness.checks.export_verdict import Instrument
 from harness.checks.quant.export import check_export_quant
 from harness.checks.shapes import ERROR, assert_shapes_ok, check_export_shapes
 from harness.export import open_export
-from harness.outcomes import FailureClass, RecordWarning, Status
+from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
 from harness.provision.types import ProvisionedModel
 from harness.report.records import TestRecord
@@ -25,7 +25,8 @@ from harness.runners import vl_chunks
 from harness.runners.cases import chunked_image_cases
 from harness.runners.llm_demo import LlmDemoRunner
 from harness.runners.prompts import Prompt
-from harness.suite.model import Instance, Verdict
+from harness.suite.model import Instance
+from harness.verdict import Verdict
 
 # The chunked-prefill prompt: longer than one compiled chunk (128 tokens).
 LONG_TEXT = "Summarise this list: " + " ".join(f"Item {i} is a small blue box on the shelf." for i in range(40))
@@ -49,15 +50,15 @@ class MatrixInput:
     pair did not run (`pipeline.pair_skip_reason` with the door's selection)."""
 
     model: ProvisionedModel
-    runs: Mapping[str, pipeline.PairRun]
-    judged: Mapping[tuple[str, str], pipeline.Judgement]
-    skip_reason: Callable[[str], str | None]
+    runs: Mapping[BackendPair, pipeline.PairRun]
+    judged: Mapping[tuple[BackendPair, str], pipeline.Judgement]
+    skip_reason: Callable[[BackendPair], str | None]
 
     @property
     def model_type(self) -> str:
         return self.model.model_type
 
-    def not_run(self, pair: str) -> str | None:
+    def not_run(self, pair: BackendPair) -> str | None:
         if pair in self.runs:
             return None
         return self.skip_reason(pair) or f"backend pair {pair} did not run"
@@ -82,7 +83,7 @@ class DeviceInput:
         """A VL export's CPU pair under the compiled chunk and the other chunkings (run once)."""
         assert self.runner is not None and self.image is not None
         return vl_chunks.run_chunkings(self.runner, chunked_image_cases(self.image),
-                                       BackendPair.cpu_reference(visual=True).name, timeout=self.timeout,
+                                       BackendPair.cpu_reference(visual=True), timeout=self.timeout,
                                        extra_env=self.extra_env)
 
 
@@ -136,13 +137,10 @@ def generation(inp: MatrixInput, rec: TestRecord, i: Instance, deferred: Collect
     log, coherent text agreeing with the CPU reference (teacher-forced where the tool runs)."""
     assert i.pair is not None and i.case_id is not None
     run, j = inp.runs[i.pair], inp.judged[(i.pair, i.case_id)]
-    outcome = pipeline.record_outcome(rec, run, j, checked_elsewhere=deferred)
-    if outcome.failed:
-        assert outcome.failure_class is not None
-        return Verdict.failed(outcome.failure_class, outcome.message)
-    verdict = Verdict(Status.PASSED, message=outcome.message, warning=outcome.warning)
-    if outcome.warning is not None:
-        verdict.warning_object = DriftWarning(outcome.message, j.agreement)
+    verdict = pipeline.decide(run, j, checked_elsewhere=deferred)
+    pipeline.record_evidence(rec, run, j, failed=verdict.is_bad)
+    if verdict.warning is not None:
+        return replace(verdict, warn_with=DriftWarning(verdict.message, j.agreement))
     return verdict
 
 
@@ -176,7 +174,7 @@ def mrope_positions(inp: MatrixInput, rec: TestRecord, i: Instance, _d: Collecti
 def _roles(inp: DeviceInput, rec: TestRecord, roles: tuple[str, ...],
            judge: Callable[[list[vl_chunks.ChunkedRun], str], vl_chunks.RoleVerdict], failure: FailureClass,
            what: str) -> Verdict:
-    rec.backend_pair = BackendPair.cpu_reference(visual=True).name
+    rec.backend_pair = BackendPair.cpu_reference(visual=True)
     if inp.image is None:
         return Verdict.skipped("no image prompt: the chunked runs are for a visual export")
     verdicts = [judge(inp.chunked_runs, role) for role in roles]
@@ -215,7 +213,7 @@ def chunked_prefill(inp: DeviceInput, rec: TestRecord, _i: Instance, _d: Collect
     on a visual export), on the CPU reference: teacher-forced with llm_logits_diff when the
     runtime has it, else the greedy texts (pipeline.chunked_prefill_check)."""
     assert inp.runner is not None
-    pair = BackendPair.cpu_reference(visual=inp.model.visual).name
+    pair = BackendPair.cpu_reference(visual=inp.model.visual)
     rec.backend_pair = pair
     prompts = [Prompt(LONG_TEXT, id="long-text")]
     if inp.model.visual and inp.image is not None:
@@ -248,11 +246,8 @@ def export_verdict(inp: SummaryInput, rec: TestRecord, _i: Instance, _d: Collect
     (static quant, teacher-forced, text coherence; harness/checks/export_verdict.py): a
     consistent teacher-forced shift fails, one odd prompt does not."""
     judged = [r for r in inp.records if check_of(r) in ("test_generation", "test_quant_metadata")]
-    made = pipeline.export_verdict_record(judged, suite=rec.suite, device=rec.device)
+    made = pipeline.export_verdict_of(judged)
     if made is None:
         return Verdict.skipped("no backend pair ran: nothing to judge the export by")
-    rec.extras["export_verdict"] = made.extras["export_verdict"]
-    if made.status == Status.FAILED.value:
-        return Verdict.failed(FailureClass(made.failure_class or FailureClass.CHECK_FAILED), made.message)
-    warning = made.extras.get("warning")
-    return Verdict(Status.PASSED, message=made.message, warning=RecordWarning(warning) if warning else None)
+    rec.extras["export_verdict"] = made.to_json()
+    return made.record_verdict()

@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.outcomes import FailureClass, RecordWarning, Status
+from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
+from harness.verdict import Verdict
 
 
 class Scope(enum.StrEnum):
@@ -36,40 +37,17 @@ class Need(enum.StrEnum):
     MNN_CONVERTER = "mnn-converter"  # the `mnn` package's converter, to read llm.mnn (harness/mnn_graph.py)
 
 
-@dataclass
-class Verdict:
-    """What one check instance decided; the record holds the same (suite/records.py)."""
-
-    status: Status
-    failure_class: FailureClass | None = None
-    message: str = ""
-    warning: RecordWarning | None = None
-    warning_object: Warning | None = None  # what pytest warns with (a DriftWarning)
-
-    @classmethod
-    def passed(cls, message: str = "") -> Verdict:
-        return cls(Status.PASSED, message=message)
-
-    @classmethod
-    def failed(cls, failure_class: FailureClass, message: str) -> Verdict:
-        return cls(Status.FAILED, failure_class, message)
-
-    @classmethod
-    def skipped(cls, reason: str) -> Verdict:
-        return cls(Status.SKIPPED, message=reason)
-
-
 @dataclass(frozen=True)
 class Instance:
     """One testcase of a check: the pair and prompt it covers (None where its scope has none)."""
 
-    pair: str | None = None
+    pair: BackendPair | None = None
     case_id: str | None = None
 
     @property
     def id(self) -> str:
         """pytest's parametrize id: "qnn/qnn-cat", "qnn/qnn", "" for an unparametrized check."""
-        return "-".join(p for p in (self.pair, self.case_id) if p)
+        return "-".join(p for p in (self.pair.name if self.pair else None, self.case_id) if p)
 
 
 @dataclass(frozen=True)
@@ -122,9 +100,9 @@ class Suite:
         return (f"model type is {model_type!r} (llm_config.json), not {' or '.join(self.model_types)}: "
                 f"suite {self.name} does not fit this export")
 
-    def pairs(self, visual: bool) -> tuple[str, ...]:
-        """Every backend pair name the suite covers (the matrix it parametrizes)."""
-        return tuple(p.name for p in BackendPair.all(visual=self.visual if self.visual is not None else visual))
+    def pairs(self, visual: bool) -> tuple[BackendPair, ...]:
+        """Every backend pair the suite covers (the matrix it parametrizes)."""
+        return BackendPair.all(visual=self.visual if self.visual is not None else visual)
 
     def instances(self, check: Check, *, visual: bool, case_ids: Sequence[str]) -> list[Instance]:
         """The testcases of `check`, in the order pytest parametrizes them."""

@@ -1,17 +1,18 @@
 """Running one check instance, the same for both front doors: the suite's fit and the check's
 needs first (an unmet one skips with its reason), then the check, then its verdict written
-into the record. pytest (suites/support.py) turns the verdict into a pass, a skip or a failed
+into the record (`TestRecord.set_verdict`, the one writer). pytest (suites/support.py) turns the verdict into a pass, a skip or a failed
 assertion; the night (harness/lab/jobs.py, lab/export_checks.py) writes the record."""
 
 from __future__ import annotations
 
 from harness.errors import HarnessError
-from harness.outcomes import FailureClass, Status
+from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
 from harness.report.records import TestRecord
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput, converter_missing
-from harness.suite.model import Check, Instance, Need, Suite, Verdict
+from harness.suite.model import Check, Instance, Need, Suite
 from harness.suite.registry import other_suite_for
+from harness.verdict import Verdict
 
 CheckInput = ExportInput | MatrixInput | DeviceInput | SummaryInput
 
@@ -25,7 +26,7 @@ def unmet_need(need: Need, inp: CheckInput, instance: Instance) -> str | None:
         if inp.runs[instance.pair].position_findings is None:
             return f"{instance.pair}: the runtime printed no [POSDBG] dumps (not an instrumented build)"
     if need is Need.CPU_CONFIG and isinstance(inp, DeviceInput):
-        pair = BackendPair.cpu_reference(visual=inp.model.visual).name
+        pair = BackendPair.cpu_reference(visual=inp.model.visual)
         if pair not in inp.model.configs:
             return f"no {pair} config in this export: the chunked-prefill check runs on the CPU reference"
     if need is Need.IMAGE and isinstance(inp, (MatrixInput, DeviceInput)) and not inp.model.visual:
@@ -43,16 +44,6 @@ def fit_reason(suite: Suite, model_type: str) -> str | None:
     return why + (f"; run suite {other} for it" if other and other != suite.name else "")
 
 
-def apply(rec: TestRecord, verdict: Verdict) -> None:
-    rec.status = verdict.status.value
-    if verdict.failure_class is not None:
-        rec.failure_class = verdict.failure_class.value
-    if verdict.message:
-        rec.message = verdict.message
-    if verdict.warning is not None:
-        rec.extras["warning"] = verdict.warning.value
-
-
 def run_check(suite: Suite, check: Check, instance: Instance, inp: CheckInput, rec: TestRecord) -> Verdict:
     """Decide one testcase of `check` into `rec` (suite, pair, status, class, message, evidence)."""
     rec.suite = suite.name
@@ -65,6 +56,6 @@ def run_check(suite: Suite, check: Check, instance: Instance, inp: CheckInput, r
                    else check.run(inp, rec, instance, suite.deferred_classes(check)))
     except HarnessError as exc:
         # An export the check cannot read is this check's failure, named, not a crash of the door.
-        verdict = Verdict(Status.FAILED, FailureClass.SETUP_ERROR, str(exc))
-    apply(rec, verdict)
+        verdict = Verdict.failed(FailureClass.SETUP_ERROR, str(exc))
+    rec.set_verdict(verdict)
     return verdict

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.pairs import Backend, BackendPair
 from harness.provision import provision_model
 from harness.runners.etdump import analyse_etdump, executorch_available
 from harness.runners.executorch import LlamaRunConfig, QnnExecutorRunner, QnnLlamaRunner, observer_metrics
@@ -69,7 +70,7 @@ def test_quant_format_runs(quant: str, device, transport, et_runtime, et_exports
     if quant not in et_exports:
         pytest.skip(f"no export for {quant} (no {quant}/ folder with a .pte)")
     model, result = _run(transport, et_runtime, et_exports[quant], f"et-{quant}", tmp_path)
-    device_record.backend_pair = f"qnn:{quant}"
+    device_record.backend_pair = BackendPair(Backend.QNN, variant=quant)
     device_record.model = model.model_type
     _judge(result, quant, device_record)
 
@@ -87,7 +88,7 @@ def test_cpu_export_runs(device, transport, et_runtime, et_exports, device_recor
         pytest.skip("no CPU export (a .pte without QnnBackend) in --model-dir")
     for name, folder in cpu.items():
         model, result = _run(transport, et_runtime, folder, f"et-{name}", tmp_path / name, seq_len=HOST_SEQ_LEN)
-        device_record.backend_pair = f"cpu:{name}"
+        device_record.backend_pair = BackendPair(Backend.CPU, variant=name)
         device_record.model = model.model_type
         _judge(result, name, device_record)
         assert result.text.startswith(PROMPT), f"{name}: the runner echoes the prompt first: {result.text[:80]!r}"

@@ -18,7 +18,10 @@ from harness.checks.export_verdict import (
     verdict_of_records,
 )
 from harness.checks.teacher_forced import PromptFigures, judge_export
+from harness.outcomes import FailureClass, Status
+from harness.pairs import BackendPair
 from harness.report.records import TestRecord
+from harness.verdict import Verdict
 
 
 def _p(kl: float, flips: int, gap: float, verdict: str = "agree", counted: int = 32, name: str = "") -> PromptFigures:
@@ -90,8 +93,12 @@ def test_text_is_the_fallback_where_no_tool_runs_and_one_garbled_answer_only_war
     assert most.verdict == LineVerdict.FAIL and most.failure_class == "garbled"
 
 
-def _rec(pair: str, case: str, verdict: str = "coherent", tf: dict | None = None, **kw) -> TestRecord:
-    rec = TestRecord(name=f"s::{pair}::{case}", suite="s", device="d", backend_pair=pair, verdict=verdict, **kw)
+def _rec(pair: str, case: str, verdict: str = "coherent", tf: dict | None = None,
+         skipped: bool = False) -> TestRecord:
+    rec = TestRecord(name=f"s::{pair}::{case}", suite="s", device="d", backend_pair=BackendPair.parse(pair),
+                     verdict=verdict)
+    if skipped:
+        rec.set_verdict(Verdict.skipped("not run"))
     if tf is not None:
         rec.extras["teacher_forced"] = tf
     return rec
@@ -106,11 +113,13 @@ def test_the_export_record_from_matrix_records_and_the_quant_record():
     recs = [_rec("cpu", "a"), _rec("cpu", "b"), _rec("cpu", "c"),
             _rec("qnn", "a", tf=_tf(15.0, 32, "disagree")), _rec("qnn", "b", tf=_tf(14.0, 32, "disagree")),
             _rec("qnn", "c", tf=_tf(0.05, 3, "agree")),
-            TestRecord(name="s::quant", suite="s", device="d", status="failed", failure_class="quant-metadata",
-                       message="MLP Mul range inherited in blocks 0-29", extras={"instrument": "static-quant"})]
-    rec = pipeline.export_verdict_record(recs, suite="s", device="d", model="smol")
-    assert rec is not None and rec.status == "failed" and rec.failure_class == "quant-metadata"
-    ev = rec.extras["export_verdict"]
+            TestRecord(name="s::quant", suite="s", device="d", extras={"instrument": "static-quant"})]
+    recs[-1].set_verdict(Verdict.failed(FailureClass.QUANT_METADATA, "MLP Mul range inherited in blocks 0-29"))
+    made = pipeline.export_verdict_of(recs)
+    assert made is not None
+    verdict = made.record_verdict()
+    assert verdict.status is Status.FAILED and verdict.failure_class is FailureClass.QUANT_METADATA
+    ev = made.to_json()
     assert [(ln["instrument"], ln["verdict"]) for ln in ev["lines"]] == [
         ("static-quant", "fail"), ("teacher-forced", "fail"), ("text-coherence", "pass")]
     assert ev["lines"][1]["figures"]["median_kl"] == 14.0 and ev["lines"][1]["figures"]["worst_kl"] == 15.0
@@ -118,12 +127,12 @@ def test_the_export_record_from_matrix_records_and_the_quant_record():
 
 def test_without_the_tool_the_teacher_forced_line_says_so_and_text_decides():
     recs = [_rec("cpu", "a"), _rec("qnn", "a", "garbled"), _rec("qnn", "b", "garbled"),
-            _rec("qnn", "c", status="skipped")]
-    v = verdict_of_records(recs, reference="cpu")
+            _rec("qnn", "c", skipped=True)]
+    v = verdict_of_records(recs, reference=BackendPair.parse("cpu"))
     assert v is not None
     assert [ln.verdict for ln in v.lines] == [LineVerdict.NOT_RUN, LineVerdict.NOT_RUN, LineVerdict.FAIL]
     assert "llm_logits_diff" in v.lines[1].summary and "the fallback" in v.lines[2].summary
 
 
 def test_no_matrix_record_no_export_record():
-    assert pipeline.export_verdict_record([_rec("qnn", "a", status="skipped")], suite="s", device="d") is None
+    assert pipeline.export_verdict_of([_rec("qnn", "a", skipped=True)]) is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from harness import pipeline
+from harness.pairs import BackendPair
 from harness.report.history import History, aggregate
 from harness.report.html import render_html
 from harness.report.junit import junit_document
@@ -18,17 +19,21 @@ def _night(kls: list[float], run_id: str = "n1") -> list[TestRecord]:
     """One device's matrix (cpu reference + qnn, one prompt per KL) and the export's record."""
     recs = []
     for i, kl in enumerate(kls):
-        recs.append(TestRecord(name=f"m::cpu::p{i}", suite="m", device="phone", model="smol", backend_pair="cpu",
+        recs.append(TestRecord(name=f"m::cpu::p{i}", suite="m", device="phone", model="smol",
+                               backend_pair=BackendPair.parse("cpu"),
                                verdict="coherent", extras={"run_id": run_id}))
         flips = 32 if kl > 1 else 2
-        recs.append(TestRecord(name=f"m::qnn::p{i}", suite="m", device="phone", model="smol", backend_pair="qnn",
+        recs.append(TestRecord(name=f"m::qnn::p{i}", suite="m", device="phone", model="smol",
+                               backend_pair=BackendPair.parse("qnn"),
                                verdict="coherent", extras={"run_id": run_id, "teacher_forced": {
                                    "verdict": "disagree" if kl > 1 else "agree", "a": "cpu", "b": "qnn",
                                    "mean_kl": kl, "nll_gap": kl, "kl_used": True, "disagreements": flips,
                                    "counted_steps": 32}}))
-    export = pipeline.export_verdict_record(recs, suite="m", device="phone", model="smol")
-    assert export is not None
-    export.extras["run_id"] = run_id
+    verdict = pipeline.export_verdict_of(recs)
+    assert verdict is not None
+    export = TestRecord(name="test_export_verdict", suite="m", device="phone", model="smol",
+                        extras={"run_id": run_id, "export_verdict": verdict.to_json()})
+    export.set_verdict(verdict.record_verdict())
     return [*recs, export]
 
 
@@ -67,7 +72,7 @@ def test_a_rise_of_the_exports_median_across_nights_is_a_regression(tmp_path):
         for i in range(4):
             h.add_night(f"n{i}", _night([0.04, 0.05, 0.06], f"n{i}"), started_at=1000.0 + i)
         h.add_night("tonight", _night([0.07, 0.08, 0.1], "tonight"), started_at=2000.0)  # still agree
-        regs = [r for r in h.regressions("tonight") if (r.device, r.backend_pair) == ("phone", "")]
+        regs = [r for r in h.regressions("tonight") if (r.device, r.backend_pair) == ("phone", None)]
         assert {r.metric for r in regs if r.kind == "agreement"} >= {"tf_mean_kl", "tf_worst_kl"}
         steady = History(tmp_path / "steady.sqlite")
         for i in range(5):
@@ -81,7 +86,7 @@ def test_an_export_verdict_worse_than_every_past_night_is_a_regression(tmp_path)
         for i in range(3):
             h.add_night(f"n{i}", _night([0.04, 0.05, 0.06], f"n{i}"), started_at=1000.0 + i)
         h.add_night("tonight", _night([15.0, 16.0, 0.05], "tonight"), started_at=2000.0)
-        regs = {r.kind: r for r in h.regressions("tonight") if (r.device, r.backend_pair) == ("phone", "")}
+        regs = {r.kind: r for r in h.regressions("tonight") if (r.device, r.backend_pair) == ("phone", None)}
         assert regs["export-verdict"].metric == "pass -> fail"
         assert "went pass -> fail" in regs["export-verdict"].describe()
         assert regs["new-failure"].metric == "logits-disagree"

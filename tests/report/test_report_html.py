@@ -8,8 +8,10 @@ import pytest
 from PIL import Image as PILImage
 from reportkit import HOSTILE, night_records
 
+from harness.outcomes import FailureClass
 from harness.report.history import History
 from harness.report.html import group_failures, render_html, write_html
+from harness.verdict import Verdict
 
 
 def test_hostile_text_is_escaped_everywhere():
@@ -29,7 +31,8 @@ def test_hostile_text_is_escaped_in_departures_failures_and_plots():
         "context": {"before": HOSTILE, "token": HOSTILE, "after": HOSTILE}, "exclusion_note": HOSTILE,
         "rows_near": [{"step": HOSTILE, "tok_a": HOSTILE, "tok_b": 2, "agree": False, "max_abs_diff": HOSTILE,
                        "text": HOSTILE}]}
-    recs[3].signature, recs[3].status, recs[3].log_excerpt = HOSTILE, "failed", HOSTILE
+    recs[3].set_verdict(Verdict.failed(FailureClass.CRASH, ""))
+    recs[3].signature, recs[3].log_excerpt = HOSTILE, HOSTILE
     page = render_html(recs, title="t", plots={HOSTILE: HOSTILE})
     assert 'id="departures"' in page and page.count("<mark>") == 1 and "<pre>" in page
     assert "<script>" not in page and "\x00" not in page and "\x1b" not in page and HOSTILE not in page

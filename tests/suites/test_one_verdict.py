@@ -15,6 +15,7 @@ from harness import pipeline
 from harness.checks import mrope
 from harness.checks.agreement import DriftWarning
 from harness.outcomes import FailureClass, RecordWarning, Status
+from harness.pairs import BackendPair
 from harness.report.records import TestRecord
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
@@ -23,7 +24,7 @@ from harness.suite import MATRIX, QWEN3_VL, Instance, MatrixInput, Suite, run_ch
 from harness.suite.registry import GENERATION
 
 
-def check_generation(rec: TestRecord, runs: dict[str, pipeline.PairRun], j: pipeline.Judgement,
+def check_generation(rec: TestRecord, runs: dict[BackendPair, pipeline.PairRun], j: pipeline.Judgement,
                      suite: Suite = MATRIX) -> None:
     """The generation testcase as suites/support.py runs it: run_check, then fail or warn."""
     model = type("Model", (), {"model_type": "qwen3_vl", "visual": True, "configs": {}})()
@@ -31,8 +32,8 @@ def check_generation(rec: TestRecord, runs: dict[str, pipeline.PairRun], j: pipe
     verdict = run_check(suite, GENERATION, Instance(j.pair, j.case.id), inp, rec)
     if verdict.status is not Status.PASSED:
         raise AssertionError(f"{j.pair} {j.case.id}: {verdict.failure_class}: {verdict.message}")
-    if verdict.warning_object is not None:
-        warnings.warn(verdict.warning_object, stacklevel=2)
+    if verdict.warn_with is not None:
+        warnings.warn(verdict.warn_with, stacklevel=2)
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "logits_diff"
 SUMMARY = ("\n#################################\nprompt tokens num = 18\ndecode tokens num = 8\n"
@@ -60,45 +61,44 @@ def _proc(case: pipeline.PromptCase, text: str, *, log: str = "") -> ProcessRun:
 def _pair(pair: str, france: str, cat: str, *, tf: list[ld.DiffResult | None] | None = None,
           log: str = "") -> pipeline.PairRun:
     procs = [_proc(FRANCE, france, log=log), _proc(CAT, cat)]
-    return pipeline.PairRun(pair, LlmDemoResult(procs, [p.parsed.prompts[0] for p in procs]),
+    return pipeline.PairRun(BackendPair.parse(pair), LlmDemoResult(procs, [p.parsed.prompts[0] for p in procs]),
                             teacher_forced=tf or [])
 
 
-def _matrix() -> dict[str, pipeline.PairRun]:
-    """CPU reference plus one pair per finding (the pair names only have to differ)."""
+def _matrix() -> dict[BackendPair, pipeline.PairRun]:
+    """CPU reference plus one pair per finding (QNN variants: the pair names only have to differ)."""
     transport = ld.analyse("", "", exit_code=None)  # what LogitsDiffRunner.run makes of a lost link
     transport.transport_error = "link to the device lost during llm_logits_diff"
-    return {
+    runs = {
         "cpu": _pair("cpu", PARIS, CAT_TEXT),
-        "same": _pair("same", PARIS, CAT_TEXT),
-        "wrong-answer": _pair("wrong-answer", "The capital of France is France.", CAT_TEXT),
-        "other-answer": _pair("other-answer", "Cats sleep for most of the day and love warm places to rest.",
+        "qnn:same": _pair("qnn:same", PARIS, CAT_TEXT),
+        "qnn:wrong-answer": _pair("qnn:wrong-answer", "The capital of France is France.", CAT_TEXT),
+        "qnn:other-answer": _pair("qnn:other-answer", "Cats sleep for most of the day and love warm places to rest.",
                               "Cats are independent pets that hunt mice and groom themselves for hours each day."),
-        "garbled": _pair("garbled", PARIS, "the the the the the the the the the the the the the the the the"),
-        "reworded": _pair("reworded", "Paris is the capital of France.", CAT_TEXT),
-        "logits": _pair("logits", PARIS, CAT_TEXT, tf=[_tf("corrupted-weights"), _tf("one-token-chunks-cat")]),
-        "link": _pair("link", PARIS, CAT_TEXT, tf=[transport, None]),
-        "init": _pair("init", "", CAT_TEXT, log="LLM init error\n"),
+        "qnn:garbled": _pair("qnn:garbled", PARIS, "the the the the the the the the the the the the the the the the"),
+        "qnn:reworded": _pair("qnn:reworded", "Paris is the capital of France.", CAT_TEXT),
+        "qnn:logits": _pair("qnn:logits", PARIS, CAT_TEXT, tf=[_tf("corrupted-weights"), _tf("one-token-chunks-cat")]),
+        "qnn:link": _pair("qnn:link", PARIS, CAT_TEXT, tf=[transport, None]),
+        "qnn:init": _pair("qnn:init", "", CAT_TEXT, log="LLM init error\n"),
     }
+    return {run.pair: run for run in runs.values()}
 
 
-def _suite_front_door(runs: dict[str, pipeline.PairRun], j: pipeline.Judgement) -> tuple[TestRecord, bool]:
+def _suite_front_door(runs: dict[BackendPair, pipeline.PairRun],
+                      j: pipeline.Judgement) -> tuple[TestRecord, bool]:
     """What `test_generation` and the plugin make of it: the record, and whether a DriftWarning came."""
     rec = TestRecord(name=f"test_generation[{j.pair}-{j.case.id}]", suite="suite", device="d")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            check_generation(rec, runs, j)
-            status = "passed"
+            check_generation(rec, runs, j)  # the record holds the check's verdict: the plugin writes no other
         except AssertionError as exc:
-            status = "failed"
-            assert j.pair in str(exc) and rec.message in str(exc)
-    rec.status = status  # the plugin's outcome (harness/plugin.py _Outcome.apply)
+            assert j.pair.name in str(exc) and rec.message in str(exc)
     return rec, any(issubclass(w.category, DriftWarning) for w in caught)
 
 
 def _verdict(rec: TestRecord) -> tuple[str, str, str, str]:
-    return rec.status, rec.failure_class, rec.message, str(rec.extras.get("warning", ""))
+    return rec.status, rec.failure_class or "", rec.message, str(rec.extras.get("warning", ""))
 
 
 def test_the_lab_and_the_suites_give_the_same_verdict_on_every_cell() -> None:
@@ -115,21 +115,22 @@ def test_the_lab_and_the_suites_give_the_same_verdict_on_every_cell() -> None:
 
     # The matrix covers what the policy decides, so the comparison above is not vacuous.
     classes = {(p, c): _verdict(r)[1] or _verdict(r)[3] or "passed" for (p, c), r in lab.items()}
-    assert classes[("same", "france")] == classes[("cpu", "cat")] == "passed"
-    assert classes[("wrong-answer", "france")] == FailureClass.DRIFT
-    assert classes[("other-answer", "france")] == FailureClass.GARBLED  # misses "Paris", off the prompt
-    assert classes[("other-answer", "cat")] == FailureClass.DISAGREE  # fluent, a different answer altogether
-    assert classes[("garbled", "cat")] == FailureClass.GARBLED
-    assert classes[("reworded", "france")] == RecordWarning.DRIFT
-    assert classes[("logits", "france")] == FailureClass.LOGITS_DISAGREE
-    assert classes[("logits", "cat")] == RecordWarning.LOGITS_DRIFT
-    assert classes[("link", "france")] == FailureClass.TRANSPORT_ERROR
-    assert classes[("init", "france")] == FailureClass.INIT_ERROR
+    assert classes[("qnn:same", "france")] == classes[("cpu", "cat")] == "passed"
+    assert classes[("qnn:wrong-answer", "france")] == FailureClass.DRIFT
+    assert classes[("qnn:other-answer", "france")] == FailureClass.GARBLED  # misses "Paris", off the prompt
+    assert classes[("qnn:other-answer", "cat")] == FailureClass.DISAGREE  # fluent, a different answer altogether
+    assert classes[("qnn:garbled", "cat")] == FailureClass.GARBLED
+    assert classes[("qnn:reworded", "france")] == RecordWarning.DRIFT
+    assert classes[("qnn:logits", "france")] == FailureClass.LOGITS_DISAGREE
+    assert classes[("qnn:logits", "cat")] == RecordWarning.LOGITS_DRIFT
+    assert classes[("qnn:link", "france")] == FailureClass.TRANSPORT_ERROR
+    assert classes[("qnn:init", "france")] == FailureClass.INIT_ERROR
 
 
 def test_a_cell_with_no_text_fails_on_both_front_doors() -> None:
-    runs = {"cpu": _pair("cpu", PARIS, CAT_TEXT)}
-    j = pipeline.Judgement("cpu", FRANCE, 0, None, None, None)
+    cpu = _pair("cpu", PARIS, CAT_TEXT)
+    runs = {cpu.pair: cpu}
+    j = pipeline.Judgement(cpu.pair, FRANCE, 0, None, None, None)
     lab = pipeline.matrix_records(runs, [j], suite="lab", device="d")[0]
     suite, _ = _suite_front_door(runs, j)
     assert _verdict(lab) == _verdict(suite)
@@ -142,14 +143,15 @@ def test_a_position_finding_fails_the_lab_cell_and_the_suites_position_test_not_
     the teacher-forced disagreement the position bug causes stays its consequence on both."""
     run = _pair("qnn", PARIS, CAT_TEXT, tf=[_tf("corrupted-weights"), None])
     run.position_findings = {"france": [mrope.PositionFinding("chunk_local_bug", "chunk 1 restarts at 0", chunk=1)]}
-    runs = {"cpu": _pair("cpu", PARIS, CAT_TEXT), "qnn": run}
-    judged = [j for j in pipeline.judge_matrix(runs, CASES) if j.pair == "qnn"]
+    cpu = _pair("cpu", PARIS, CAT_TEXT)
+    runs = {cpu.pair: cpu, run.pair: run}
+    judged = [j for j in pipeline.judge_matrix(runs, CASES) if j.pair == run.pair]
     lab = pipeline.matrix_records(runs, judged, suite="lab", device="d")
-    assert [(r.status, r.failure_class) for r in lab] == [("failed", FailureClass.MROPE_POSITIONS), ("passed", "")]
+    assert [(r.status, r.failure_class) for r in lab] == [("failed", FailureClass.MROPE_POSITIONS), ("passed", None)]
     for j in judged:
         rec = TestRecord(name="t", suite="s", device="d")
         check_generation(rec, runs, j, QWEN3_VL)  # passes: QWEN3_VL reports positions in test_mrope_positions
-        assert rec.status == "passed" and rec.failure_class == ""
+        assert rec.status == "passed" and rec.failure_class is None
     assert pipeline.decide(run, judged[0], checked_elsewhere={FailureClass.MROPE_POSITIONS}).deferred == "mrope-positions"
     with pytest.raises(AssertionError, match="chunk_local_bug"):  # what test_mrope_positions asserts
         mrope.assert_positions_ok(run.position_findings["france"])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError, TransportError
+from harness.pairs import BackendPair
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.runners.llm_demo.output import PromptOutput
 from harness.runners.llm_demo.result import LOGCAT_TAG, LlmDemoResult, ProcessRun, analyse
@@ -47,17 +48,17 @@ class LlmDemoRunner:
         self._logcat = LogcatService(self.transport, self.logcat, tuple(self.logcat_tags))
         self._finished_dirs: list[str] = []  # clean run dirs, removed with the next staging
 
-    def config_for(self, backend: str) -> str:
+    def config_for(self, backend: BackendPair | str) -> str:
         """Config file name for a backend pair (as provisioning named them) or a file name."""
         if backend in self.model.configs:
-            return self.model.configs[backend]
-        if backend.endswith(".json"):
+            return self.model.configs[BackendPair.parse(backend)]
+        if isinstance(backend, str) and backend.endswith(".json"):
             return backend
-        have = ", ".join(sorted(self.model.configs)) or "none"
+        have = ", ".join(sorted(map(str, self.model.configs))) or "none"
         raise HarnessError(f"{self.model.device}: model {self.model.remote_dir} has no config for backend "
-                           f"{backend!r} (have: {have}); pick one of them or pass a config file name")
+                           f"{str(backend)!r} (have: {have}); pick one of them or pass a config file name")
 
-    def run(self, prompts: Sequence[Prompt | str], *, backend: str = "qnn", overlay: Overlay | None = None,
+    def run(self, prompts: Sequence[Prompt | str], *, backend: BackendPair | str = "qnn", overlay: Overlay | None = None,
             max_tokens: int | None = None, one_per_process: bool = True, timeout: float = 600.0,
             extra_env: Mapping[str, str] | None = None) -> LlmDemoResult:
         """Run the prompts; never raises for a failing run (the result carries the class).

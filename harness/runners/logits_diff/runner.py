@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError, TransportError
+from harness.pairs import BackendPair
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.runners.diff_tools import TOOL, pick_tool
 from harness.runners.logits_diff.judge import DEFAULT_THRESHOLDS, DiffResult, Thresholds, analyse, chunk_of
@@ -47,16 +48,19 @@ class LogitsDiffRunner:
         name = pick_tool(transport, runtime.remote_dir) if model.kind == "mnn" else None
         return cls(transport, runtime, model, tool_name=name) if name is not None else None
 
-    def _config(self, backend: str, overlay: Overlay) -> tuple[str, int | None]:
-        name = self.model.configs.get(backend, backend if backend.endswith(".json") else None)
+    def _config(self, backend: BackendPair | str, overlay: Overlay) -> tuple[str, int | None]:
+        pair = BackendPair.try_parse(backend)
+        name = self.model.configs.get(pair) if pair is not None else None
+        if name is None and isinstance(backend, str) and backend.endswith(".json"):
+            name = backend
         if name is None:
-            have = ", ".join(sorted(self.model.configs)) or "none"
+            have = ", ".join(sorted(map(str, self.model.configs))) or "none"
             raise HarnessError(f"{self.model.device}: model {self.model.remote_dir} has no config for backend "
-                               f"{backend!r} (have: {have})")
+                               f"{str(backend)!r} (have: {have})")
         path = write_overlay(self.transport, self.model.remote_dir, name, overlay)
         return path, chunk_of(read_remote_config(self.transport, path))
 
-    def run(self, prompt: Prompt | str, *, a: str, b: str, max_tokens: int = 32,
+    def run(self, prompt: Prompt | str, *, a: BackendPair | str, b: BackendPair | str, max_tokens: int = 32,
             overlay_a: Overlay | None = None, overlay_b: Overlay | None = None, timeout: float = 600.0,
             extra_env: Mapping[str, str] | None = None,
             thresholds: Thresholds = DEFAULT_THRESHOLDS) -> DiffResult:
@@ -79,7 +83,7 @@ class LogitsDiffRunner:
             out = analyse("", "", exit_code=None)
             out.reasons.append(f"transport failure: {exc}")
             out.transport_error = str(exc)
-            out.label_a, out.label_b, out.wall_s = a, b, time.monotonic() - started
+            out.label_a, out.label_b, out.wall_s = str(a), str(b), time.monotonic() - started
             return out
         exit_code = None if res.timed_out else res.exit_code
         out = analyse(res.stdout, res.stderr, exit_code=exit_code, chunk_a=chunk_a, chunk_b=chunk_b,
@@ -87,7 +91,7 @@ class LogitsDiffRunner:
         if res.timed_out:
             out.verdict = "error"
             out.reasons.append(f"{TOOL} timed out after {timeout:.0f} s")
-        out.label_a, out.label_b, out.wall_s = a, b, time.monotonic() - started
+        out.label_a, out.label_b, out.wall_s = str(a), str(b), time.monotonic() - started
         if out.verdict != "error" and not self.keep_run_dirs:
             try:
                 self.transport.remove(run_dir, recursive=True)
