@@ -36,7 +36,9 @@ sys.path.insert(0, str(ROOT))
 from harness.inventory import Inventory, load_inventory  # noqa: E402
 from harness.lab.plan import load_plan  # noqa: E402
 from harness.lab.scheduler import DeviceContext, run_night  # noqa: E402
+from harness.outcomes import FailureClass  # noqa: E402
 from harness.report.records import TestRecord  # noqa: E402
+from harness.verdict import Verdict  # noqa: E402
 
 
 def sleeping_job(tests: int, seconds: float):
@@ -46,9 +48,11 @@ def sleeping_job(tests: int, seconds: float):
             if ctx.already_done(name):
                 continue
             res = ctx.transport.shell(["sleep", str(seconds)], timeout=seconds + 60)
-            yield TestRecord(name=name, suite=ctx.entry.suite.name, device=ctx.device.name,
-                             status="passed" if res.ok else "failed", duration_s=res.duration_s,
-                             message="" if res.ok else f"exit {res.exit_code}")
+            rec = TestRecord(name=name, suite=ctx.entry.suite.name, device=ctx.device.name,
+                             duration_s=res.duration_s)
+            if not res.ok:
+                rec.set_verdict(Verdict.failed(FailureClass.RUNTIME_ERROR, f"exit {res.exit_code}"))
+            yield rec
     return job
 
 

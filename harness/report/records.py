@@ -191,7 +191,7 @@ def teacher_forced_of(rec: TestRecord) -> dict[str, Any] | None:
 
 
 def export_verdict_of(rec: TestRecord) -> dict[str, Any] | None:
-    """The export's verdict an export record carries (harness.pipeline.export_verdict_record:
+    """The export's verdict an export record carries (harness.suite.checks.export_verdict:
     `verdict` and one line per instrument), or None."""
     ev = rec.extras.get("export_verdict")
     return ev if isinstance(ev, dict) and ev.get("verdict") else None

@@ -16,11 +16,13 @@ import yaml
 from harness.errors import DeviceOfflineError
 from harness.inventory import DeviceSpec
 from harness.lab.scheduler import DeviceContext
+from harness.outcomes import FailureClass
 from harness.report.records import TestRecord
 from harness.transport.base import RawExec
 from harness.transport.facts import DeviceFacts
 from harness.transport.local import LocalTransport
 from harness.transport.retry import NO_RETRY
+from harness.verdict import Verdict
 
 SOCS = ["SM8750", "SM8650", "SA8295", "SM8550"]
 
@@ -134,7 +136,7 @@ class ShellJob:
                 hook()
             self.calls.append((ctx.device.name, name, ctx.attempt))
             decode = 10.0 + 5 * int(ctx.device.name[-1]) + (3 if pair == "qnn" else 0)
-            script = self.scripts.get((ctx.device.name, pair)) or (
+            script = self.scripts.get((ctx.device.name, pair.name)) or (
                 f"sleep {self.sleep_s}; echo 'prefill: {decode * 8:.1f} tok/s'; echo 'decode: {decode:.1f} tok/s'; "
                 "echo 'The capital of France is Paris.'")
             res = ctx.transport.shell(["sh", "-c", script], timeout=120)
@@ -144,7 +146,7 @@ class ShellJob:
                              backend_pair=pair, text=text, duration_s=res.duration_s,
                              prefill_tps=speeds.get("prefill"), decode_tps=speeds.get("decode"))
             if not res.ok:
-                rec.status, rec.failure_class = "failed", "crash" if res.signal else "exit-code"
-                rec.message = f"exited {res.exit_code}"
+                rec.set_verdict(Verdict.failed(FailureClass.CRASH if res.signal else FailureClass.RUNTIME_ERROR,
+                                               f"exited {res.exit_code}"))
                 rec.log_excerpt = (res.stdout + res.stderr)[-2000:]
             yield rec

@@ -23,6 +23,7 @@ import harness.lab.cli as lab_cli
 from harness.cli import main
 from harness.lab.exitcodes import ExitCode, for_night
 from harness.lab.scheduler import run_night
+from harness.pairs import BackendPair
 from harness.report.history import History
 from harness.report.records import TestRecord, read_records
 
@@ -100,7 +101,7 @@ def test_a_model_path_that_is_a_symlink_loop_names_the_key(tmp_path, capsys, she
 def _damaged_history(path: Path) -> None:
     with History(path) as h:
         for n in range(12):
-            h.add_night(f"n{n}", [TestRecord(name=f"t{i}", suite="s", device="d", model="m", backend_pair=f"p{i}",
+            h.add_night(f"n{n}", [TestRecord(name=f"t{i}", suite="s", device="d", model="m", backend_pair=BackendPair.parse(f"qnn:p{i}"),
                                              decode_tps=10.0) for i in range(20)])
     with open(path, "r+b") as fh:  # a b-tree page overwritten: the header still says SQLite
         fh.seek(4096 * 3)

@@ -8,7 +8,9 @@ from labkit import ShellJob, Switch, faulty_factory
 
 from harness.lab.locks import DeviceLock, lock_state
 from harness.lab.scheduler import run_night
+from harness.outcomes import FailureClass
 from harness.report.records import read_records
+from harness.verdict import Verdict
 
 
 def _by_name(records):
@@ -201,7 +203,7 @@ def test_a_record_classed_transport_error_counts_as_a_device_fault(lab4, make_pl
     def lossy(ctx):
         for rec in real(ctx):
             if ctx.device.name == "dev0" and ctx.attempt == 1 and rec.status == "failed":
-                rec.failure_class = "transport-error"
+                rec.set_verdict(Verdict.failed(FailureClass.TRANSPORT_ERROR, rec.message))
                 job.scripts.clear()  # the link is back for the retry
             yield rec
 

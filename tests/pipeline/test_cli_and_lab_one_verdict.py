@@ -9,6 +9,7 @@ import json
 import pytest
 
 from harness import pipeline
+from harness.pairs import BackendPair
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.llm_demo.cli import main
 from harness.runners.prompts import Prompt
@@ -24,10 +25,11 @@ def _lab(stdout: str) -> str:
     """The lab's record for the run (the runner's analyse, then pipeline.decide)."""
     parsed, cls = analyse(stdout, "", exit_code=0, prompts=[PROMPT.text])
     proc = ProcessRun(["llm_demo"], [PROMPT.text], stdout, "", None, 0, False, 0.2, parsed, cls)
-    runs = {"cpu": pipeline.PairRun("cpu", LlmDemoResult([proc], parsed.prompts))}
+    cpu = BackendPair.parse("cpu")
+    runs = {cpu: pipeline.PairRun(cpu, LlmDemoResult([proc], parsed.prompts))}
     rec = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, [pipeline.PromptCase(PROMPT, ())]),
                                   suite="m", device="d")[0]
-    return rec.failure_class or rec.status
+    return rec.cause
 
 
 def _cli(stdout: str, tmp_path, capsys) -> str:

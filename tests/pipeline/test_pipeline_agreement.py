@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import pipeline
+from harness.pairs import BackendPair
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.prompts import Prompt
@@ -25,11 +26,16 @@ def _run(pair: str, text: str, tf: ld.DiffResult | None = None) -> pipeline.Pair
     stdout = f"config path is c.json\nprompt file is prompts.txt\n{text}\n{SUMMARY}"
     parsed, cls = analyse(stdout, "", exit_code=0, prompts=[FRANCE.text])
     proc = ProcessRun(["llm_demo"], [FRANCE.text], stdout, "", None, 0, False, 0.2, parsed, cls)
-    return pipeline.PairRun(pair, LlmDemoResult([proc], parsed.prompts), teacher_forced=[tf] if tf else [])
+    return pipeline.PairRun(BackendPair.parse(pair), LlmDemoResult([proc], parsed.prompts),
+                            teacher_forced=[tf] if tf else [])
+
+
+def _matrix(*runs: pipeline.PairRun) -> dict[BackendPair, pipeline.PairRun]:
+    return {r.pair: r for r in runs}
 
 
 def _records(qnn_text: str, expect: tuple[str, ...], tf: ld.DiffResult | None = None):
-    runs = {"cpu": _run("cpu", "The capital of France is Paris."), "qnn": _run("qnn", qnn_text, tf)}
+    runs = _matrix(_run("cpu", "The capital of France is Paris."), _run("qnn", qnn_text, tf))
     cases = [pipeline.PromptCase(FRANCE, expect)]
     recs = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, cases), suite="m", device="d")
     return {r.backend_pair: r for r in recs}
@@ -50,7 +56,7 @@ def test_the_same_answer_reworded_shorter_still_passes():
 
 
 def test_the_reference_pair_keeps_its_own_expectation_check():
-    runs = {"cpu": _run("cpu", "The capital of France is Lyon.")}
+    runs = _matrix(_run("cpu", "The capital of France is Lyon."))
     cases = [pipeline.PromptCase(FRANCE, ("Paris",))]
     rec = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, cases), suite="m", device="d")[0]
     assert rec.status == "failed" and rec.failure_class == "garbled"
@@ -71,8 +77,9 @@ def test_one_prompt_disagreeing_warns_and_the_exports_verdict_fails_the_shift():
     assert "first disagreement at step 0" in rec.message
     tf = rec.extras["teacher_forced"]
     assert tf["verdict"] == "disagree" and tf["a"] == "cpu" and tf["b"] == "qnn" and tf["rows_near"]
-    export = pipeline.export_verdict_record(recs.values(), suite="m", device="d", model="smol")
-    assert export is not None and export.name == "test_export_verdict" and export.model == "smol"
+    made = pipeline.export_verdict_of(recs.values())
+    assert made is not None
+    export = made.record_verdict()
     assert export.status == "failed" and export.failure_class == "logits-disagree"
     assert export.message.splitlines()[1].startswith("teacher-forced qnn: fail: disagree")
 
@@ -106,8 +113,8 @@ def test_a_different_answer_altogether_fails_as_disagree_with_both_texts():
 
 def test_an_answer_reading_back_the_exports_system_prompt_is_garbled_only_when_it_is_known():
     system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
-    runs = {"cpu": _run("cpu", "The capital of France is Paris."),
-            "qnn": _run("qnn", "Paris is the capital. I am an assistant named SmolLM, trained by Hugging Face.")}
+    runs = _matrix(_run("cpu", "The capital of France is Paris."),
+                   _run("qnn", "Paris is the capital. I am an assistant named SmolLM, trained by Hugging Face."))
     cases = [pipeline.PromptCase(FRANCE, ("Paris",))]
     with_system = {j.pair: j for j in pipeline.judge_matrix(runs, cases, system=system)}
     assert not with_system["qnn"].verdict.coherent, with_system["qnn"].verdict.reasons

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ArtifactError, ConnectionDropped, ProvisionError, RemoteNoSpaceError
+from harness.pairs import BackendPair
 from harness.provision import HashCache, NullProgress, device_status, provision_model, remove_set
 from harness.provision.artifacts import list_files
 from harness.provision.manifest import LOCAL_MANIFEST_NAME, read_local_manifest
@@ -34,7 +35,7 @@ def test_first_push_then_unchanged_costs_one_round_trip(transport: CountingTrans
     assert first.bytes_sent == transport.pushed_bytes == _total(qwen3_export)
     assert transport.shells == 3  # probe (+prepare, df), place, commit (+manifest): not per file
     assert _tree(Path(first.remote_dir)) == _tree(qwen3_export)
-    assert first.model_type == "qwen3" and first.configs["qnn"] == "config_qnn.json"
+    assert first.model_type == "qwen3" and first.configs[BackendPair.parse("qnn")] == "config_qnn.json"
 
     transport.reset_counts()
     fresh_cache = HashCache(tmp_path / "hashes.json")  # a new process: the cache comes from disk

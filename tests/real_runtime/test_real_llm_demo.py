@@ -13,6 +13,7 @@ import pytest
 
 from harness import pipeline
 from harness.errors import ArtifactError
+from harness.pairs import BackendPair
 from harness.provision import provision_model, provision_runtime, resolve_runtime
 from harness.runners.cases import default_cases
 from harness.runners.llm_demo import OUTPUT_FILES
@@ -137,8 +138,9 @@ def test_timeout_keeps_the_partial_output(real, cpu_matrix) -> None:
     timeout = 5 + 2 * runs["cpu"].result.runs[0].wall_s
     case = pipeline.PromptCase(Prompt(CAT, id="cat-long"))
     runner = real.runner()
-    hung = pipeline.run_matrix(runner, [case], ["cpu"], max_new_tokens=4000, timeout=timeout)
-    proc = hung["cpu"].result.runs[0]
+    cpu = BackendPair.parse("cpu")
+    hung = pipeline.run_matrix(runner, [case], [cpu], max_new_tokens=4000, timeout=timeout)
+    proc = hung[cpu].result.runs[0]
     assert proc.timed_out and proc.classification.cls == "timeout"
     assert "prompt file is" in proc.stdout
     text = proc.parsed.texts[0]

@@ -11,6 +11,7 @@ import pytest
 
 from harness import pairs
 from harness.inventory import DeviceSpec
+from harness.pairs import BackendPair
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.runners.llm_demo import LlmDemoRunner
 from harness.transport.base import Transport
@@ -65,9 +66,10 @@ def install(transport: Transport, host_root: Path, *, arch: str = "v79", visual:
     transport.push_tree(export_dir, remote_model)
     transport.push_tree(runtime_dir, remote_rt)
     transport.shell(["chmod", "755", posixpath.join(remote_rt, "llm_demo")], timeout=30, check=True)
-    configs = dict(TEXT_CONFIGS) if not visual else dict(info.configs)
+    names = dict(TEXT_CONFIGS) if not visual else dict(info.configs)
     model = ProvisionedModel(device=transport.device.name, remote_dir=remote_model, kind="mnn",
-                             model_type=info.model_type, configs=configs)
+                             model_type=info.model_type,
+                             configs={BackendPair.parse(p): c for p, c in names.items()})
     runtime = ProvisionedRuntime(device=transport.device.name, remote_dir=remote_rt,
                                  runner=posixpath.join(remote_rt, "llm_demo"),
                                  lib_dirs=(remote_rt,), adsp_dirs=(remote_rt,), htp_arch=arch)

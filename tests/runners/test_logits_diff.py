@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from runner_helpers import REPO, SM8750_ENV, local_device
 
+from harness.pairs import BackendPair
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.runners import logits_diff as ld
 
@@ -161,7 +162,7 @@ def _real_setup(tmp_path: Path, b_changes: dict) -> tuple:
     base["base_dir"] = str(REAL_MODEL) + "/"  # the export stays where it is; configs live here
     (model_dir / "config.json").write_text(json.dumps(base))
     (model_dir / "config_b.json").write_text(json.dumps({**base, **b_changes}))
-    model = ProvisionedModel("local", str(model_dir), "mnn", "llama", {"cpu": "config.json", "b": "config_b.json"})
+    model = ProvisionedModel("local", str(model_dir), "mnn", "llama", {BackendPair.parse("cpu"): "config.json"})
     runtime = ProvisionedRuntime("local", str(REAL_RT), posixpath.join(str(REAL_RT), "llm_demo"),
                                  lib_dirs=(str(REAL_RT),))
     return transport, model, runtime
@@ -171,7 +172,7 @@ def test_real_binary_identical_configs_agree_end_to_end(tmp_path):
     transport, model, runtime = _real_setup(tmp_path, {})
     runner = ld.LogitsDiffRunner.if_available(transport, runtime, model)
     assert runner is not None
-    res = runner.run(CAT, a="cpu", b="b", max_tokens=8, timeout=300)
+    res = runner.run(CAT, a="cpu", b="config_b.json", max_tokens=8, timeout=300)
     assert res.exit_code == 0, res.stdout + res.stderr
     p = res.parsed
     assert p.prompt_tokens == 37 and len(p.steps) == 8 and p.steps[1].text == " cat"
@@ -186,7 +187,7 @@ def test_real_binary_chunked_prefill_step0_is_excluded(tmp_path):
     knows both chunks from the configs and does not count it."""
     transport, model, runtime = _real_setup(tmp_path, {"chunk_limits": [16, 1]})
     runner = ld.LogitsDiffRunner(transport, runtime, model)
-    res = runner.run(CAT, a="cpu", b="b", max_tokens=6, timeout=300)
+    res = runner.run(CAT, a="cpu", b="config_b.json", max_tokens=6, timeout=300)
     assert res.parsed.steps[0].agree is False and res.parsed.first_at == 0
     assert res.chunk_a is None and res.chunk_b == 16 and res.excluded_steps == (0,)
     assert res.verdict == "agree" and "step 0 not counted" in res.describe()

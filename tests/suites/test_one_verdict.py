@@ -114,7 +114,7 @@ def test_the_lab_and_the_suites_give_the_same_verdict_on_every_cell() -> None:
         assert suite.signature == lab[(j.pair, j.case.id)].signature
 
     # The matrix covers what the policy decides, so the comparison above is not vacuous.
-    classes = {(p, c): _verdict(r)[1] or _verdict(r)[3] or "passed" for (p, c), r in lab.items()}
+    classes = {(str(p), c): _verdict(r)[1] or _verdict(r)[3] or "passed" for (p, c), r in lab.items()}
     assert classes[("qnn:same", "france")] == classes[("cpu", "cat")] == "passed"
     assert classes[("qnn:wrong-answer", "france")] == FailureClass.DRIFT
     assert classes[("qnn:other-answer", "france")] == FailureClass.GARBLED  # misses "Paris", off the prompt
