@@ -30,10 +30,8 @@ from harness.checks.coherence import Verdict as TextVerdict
 from harness.checks.coherence import judge
 from harness.checks.export_verdict import ExportVerdict, verdict_of_records
 from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
-from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass, RecordWarning, Status
-from harness.pairs import BackendPair, cpu_first, reference_of
-from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+from harness.pairs import BackendPair, reference_of
 from harness.report.records import TestRecord
 from harness.runners.cases import PromptCase
 from harness.runners.diff_tools import shows_b_images
@@ -167,29 +165,6 @@ def chunked_prefill_check(runner: LlmDemoRunner, prompts: Sequence[Prompt], *, b
     return out
 
 
-def pair_skip_reason(pair: BackendPair, model: ProvisionedModel, wanted: Sequence[BackendPair] | None,
-                     device: DeviceSpec | None = None, runtime: ProvisionedRuntime | None = None, *,
-                     selection: str = "--backends") -> str | None:
-    """Why a backend pair does not run in this session or night (None: it runs); the suites
-    skip with it and the lab job records it, so both front doors give the same reason
-    (`selection`: where `wanted` came from, --backends or the plan's `backends:`)."""
-    if wanted is not None and pair not in wanted:
-        return f"backend {pair} not selected ({selection} {','.join(p.name for p in wanted)})"
-    if pair not in model.configs:
-        return f"backend {pair} has no config in this export (have: {', '.join(map(str, model.configs)) or 'none'})"
-    if pair.is_qnn:
-        if device is not None and not device.has_htp:
-            return f"backend {pair} needs a QNN/HTP device; {device.name} is the host (soc: host)"
-        if runtime is not None and not runtime.qnn:
-            return f"backend {pair}: the runtime was pushed without QNN libraries (pass --qnn-sdk)"
-    return None
-
-
-def select_pairs(model: ProvisionedModel, wanted: Sequence[BackendPair] | None, device: DeviceSpec | None = None,
-                 runtime: ProvisionedRuntime | None = None) -> list[BackendPair]:
-    return cpu_first(p for p in model.configs if pair_skip_reason(p, model, wanted, device, runtime) is None)
-
-
 def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterable[BackendPair], *,
                max_new_tokens: int = 64, timeout: float = 300.0, overlay: Overlay | None = None,
                extra_env: Mapping[str, str] | None = None,
@@ -202,7 +177,8 @@ def run_matrix(runner: LlmDemoRunner, cases: Sequence[PromptCase], pairs: Iterab
     overlay = overlay or Overlay(greedy=True, max_new_tokens=max_new_tokens)
     extra_env = {**POSDBG_ENV, **(dict(extra_env) if extra_env else {})}  # the dump on, for the positions check
     prompts = [c.prompt for c in cases]
-    reference = reference_of(runner.model.configs)
+    # The CPU reference among the export's pairs (harness/pairs.py decides which that is).
+    reference = next((p for p in runner.model.configs if p.is_cpu_reference), None)
     tf = teacher_forced_runner(runner) if teacher_forced and reference else None
     out: dict[BackendPair, PairRun] = {}
     for pair in pairs:

@@ -16,7 +16,7 @@ from harness.plugin import session_records
 from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
 from harness.suite import DeviceInput, ExportInput, MatrixInput, Suite, SummaryInput, suite_cases
-from harness.suite.run import fit_reason
+from harness.suite.run import fit_reason, pair_skip_reason, select_pairs
 from suites.support import selected
 
 
@@ -72,7 +72,7 @@ def matrix_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest
     backends, device, runtime = get("backends"), get("device"), get("qnn_runtime")
     judged = {(j.pair, j.case.id): j for j in get("judged")}
     return MatrixInput(model, get("matrix"), judged,
-                       lambda p: pipeline.pair_skip_reason(p, model, backends, device, runtime))
+                       lambda p: pair_skip_reason(p, model, backends, device, runtime))
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +94,7 @@ def summary_input(suite: Suite, provisioned_model, device, request: pytest.Fixtu
 @pytest.fixture(scope="session")
 def matrix(suite: Suite, llm_runner, provisioned_model, backends, cases, device,
            qnn_runtime) -> dict[BackendPair, pipeline.PairRun]:
-    return pipeline.run_matrix(llm_runner, cases, pipeline.select_pairs(provisioned_model, backends, device, qnn_runtime))
+    return pipeline.run_matrix(llm_runner, cases, select_pairs(provisioned_model, backends, device, qnn_runtime))
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ class ExportInput:
 @dataclass
 class MatrixInput:
     """The backend matrix of one device session: the runs made, their judgements, and why a
-    pair did not run (`pipeline.pair_skip_reason` with the door's selection)."""
+    pair did not run (`harness.suite.run.pair_skip_reason` with the door's selection)."""
 
     model: ProvisionedModel
     runs: Mapping[BackendPair, pipeline.PairRun]

@@ -5,9 +5,13 @@ assertion; the night (harness/lab/jobs.py, lab/export_checks.py) writes the reco
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from harness.errors import HarnessError
+from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
-from harness.pairs import BackendPair
+from harness.pairs import BackendPair, cpu_first
+from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput, converter_missing
 from harness.suite.model import Check, Instance, Need, Suite
@@ -15,6 +19,30 @@ from harness.suite.registry import other_suite_for
 from harness.verdict import Verdict
 
 CheckInput = ExportInput | MatrixInput | DeviceInput | SummaryInput
+
+
+def pair_skip_reason(pair: BackendPair, model: ProvisionedModel, wanted: Sequence[BackendPair] | None,
+                     device: DeviceSpec | None = None, runtime: ProvisionedRuntime | None = None, *,
+                     selection: str = "--backends") -> str | None:
+    """Why a backend pair does not run in this session or night (None: it runs): the unmet
+    need of its testcases (Need.PAIR_RUNS), so both front doors give the same reason
+    (`selection`: where `wanted` came from, --backends or the plan's `backends:`)."""
+    if wanted is not None and pair not in wanted:
+        return f"backend {pair} not selected ({selection} {','.join(p.name for p in wanted)})"
+    if pair not in model.configs:
+        return f"backend {pair} has no config in this export (have: {', '.join(map(str, model.configs)) or 'none'})"
+    if pair.is_qnn:
+        if device is not None and not device.has_htp:
+            return f"backend {pair} needs a QNN/HTP device; {device.name} is the host (soc: host)"
+        if runtime is not None and not runtime.qnn:
+            return f"backend {pair}: the runtime was pushed without QNN libraries (pass --qnn-sdk)"
+    return None
+
+
+def select_pairs(model: ProvisionedModel, wanted: Sequence[BackendPair] | None, device: DeviceSpec | None = None,
+                 runtime: ProvisionedRuntime | None = None) -> list[BackendPair]:
+    """The pairs that run, the CPU reference first (every other pair is compared with it)."""
+    return cpu_first(p for p in model.configs if pair_skip_reason(p, model, wanted, device, runtime) is None)
 
 
 def unmet_need(need: Need, inp: CheckInput, instance: Instance) -> str | None:
