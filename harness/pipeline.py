@@ -29,7 +29,8 @@ from harness.checks.agreement import Agreement, compare
 from harness.checks.coherence import Verdict as TextVerdict
 from harness.checks.coherence import judge
 from harness.checks.export_verdict import ExportVerdict, verdict_of_records
-from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
+from harness.checks.shapes import scan_log_for_shape_errors
+from harness.findings import Finding, errors
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair, reference_of
 from harness.report.records import TestRecord
@@ -50,9 +51,9 @@ class PairRun:
     pair: BackendPair
     result: LlmDemoResult
     # Shape/graph errors found in each process's log (stdout, stderr, logcat), in prompt order.
-    process_shape_findings: list[list[ShapeFinding]] = field(default_factory=list)
+    process_shape_findings: list[list[Finding]] = field(default_factory=list)
     # None: the runtime printed no [POSDBG] lines (not instrumented); else per-prompt findings.
-    position_findings: dict[str, list[mrope.PositionFinding]] | None = None
+    position_findings: dict[str, list[Finding]] | None = None
     # Teacher-forced comparison with the CPU reference, per prompt; empty when not run (the
     # reference pair itself, or a runtime without llm_logits_diff).
     teacher_forced: list[DiffResult | None] = field(default_factory=list)
@@ -61,15 +62,15 @@ class PairRun:
     teacher_forced_unchecked: dict[str, str] = field(default_factory=dict)
 
     @property
-    def shape_findings(self) -> list[ShapeFinding]:
+    def shape_findings(self) -> list[Finding]:
         return [f for found in self.process_shape_findings for f in found]
 
 
-def position_findings_of(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dict[str, list[mrope.PositionFinding]] | None:
+def position_findings_of(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dict[str, list[Finding]] | None:
     """Per prompt, the `[POSDBG]` verdict's findings (harness.checks.mrope.judge_log, the CLI's
     too); None when no process printed a dump of a prompt (not an instrumented build). Findings
     of the kinds in mrope.UNCHECKED_KINDS say the dump could not decide, not that it failed."""
-    found: dict[str, list[mrope.PositionFinding]] = {}
+    found: dict[str, list[Finding]] = {}
     for proc, case in zip(run.runs, cases):
         text = f"{proc.stdout}\n{proc.logcat or ''}"
         prompt_len = proc.parsed.summary.prompt_tokens if proc.parsed.summary is not None else None
@@ -79,7 +80,7 @@ def position_findings_of(run: LlmDemoResult, cases: Sequence[PromptCase]) -> dic
     return found or None
 
 
-def failing_positions(findings: Sequence[mrope.PositionFinding] | None) -> list[mrope.PositionFinding]:
+def failing_positions(findings: Sequence[Finding] | None) -> list[Finding]:
     """The findings that fail a run (not those saying the dump could not decide)."""
     return [f for f in findings or () if f.kind not in mrope.UNCHECKED_KINDS]
 
@@ -269,7 +270,7 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     if cls is not None and not cls.ok:
         problems.append((FailureClass(cls.cls), "; ".join([cls.reason, *cls.errors[:3]]).strip("; ") or cls.cls))
     found = run.process_shape_findings[j.index] if j.index < len(run.process_shape_findings) else []
-    shape_errors = [f for f in found if f.severity == "error"]
+    shape_errors = errors(found)
     if shape_errors and not problems:
         problems.append((FailureClass.SHAPE_ERROR, shape_errors[0].explain()))
     pos = failing_positions((run.position_findings or {}).get(j.case.id))

@@ -290,6 +290,6 @@ def verdict_of_report(report: pytest.TestReport) -> Verdict:
 def pytest_runtest_makereport(item: pytest.Item,
                               call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+    if report.when == "call" or (report.when == "setup" and not report.passed):
         item.stash[REPORT] = report
     return report

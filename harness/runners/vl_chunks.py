@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.checks import mrope
-from harness.checks.shapes import ShapeFinding, scan_log_for_shape_errors
+from harness.checks.shapes import scan_log_for_shape_errors
 from harness.errors import HarnessError, TransportError
+from harness.findings import Finding
 from harness.pairs import BackendPair
 from harness.runners.cases import PromptCase
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
@@ -99,7 +100,7 @@ class ChunkedRun:
     chunking: Chunking
     result: LlmDemoResult
     positions: mrope.PositionVerdict
-    shape_findings: list[ShapeFinding] = field(default_factory=list)
+    shape_findings: list[Finding] = field(default_factory=list)
     prompt_tokens: int | None = None
 
 
@@ -187,5 +188,5 @@ def shapes_verdict(runs: Sequence[ChunkedRun], role: str) -> RoleVerdict:
     if not mine:
         return RoleVerdict(skip=f"no {role} chunking for these prompts (see harness/runners/vl_chunks.py chunkings)")
     fails = tuple(f"{r.case_id} {r.chunking.label}: {f.explain()}"
-                  for r in mine for f in r.shape_findings if f.severity == "error")
+                  for r in mine for f in r.shape_findings if f.is_error)
     return RoleVerdict(failures=fails)

@@ -151,11 +151,11 @@ def test_chunk_local_bug_is_classified(full: bool) -> None:
     log = "\n".join(posdbg_lines(ref, mode="chunk_local_bug", decode_tokens=2, full=full))
     findings = check_position_log(log, ref)
     assert {f.kind for f in findings} == {CHUNK_LOCAL_BUG}
-    assert [f.chunk for f in findings] == [1, 2, 3, 4]  # chunk 0 is right, decode is right
+    assert [f.where.chunk for f in findings] == [1, 2, 3, 4]  # chunk 0 is right, decode is right
     if full:
         first = findings[0]
         # token 128 is grid row (128-16)//16 = 7: (16, 23, 16); the bug gives list[0] + 128
-        assert (first.index, first.axis, first.expected, first.got) == (128, 0, 16, 128)
+        assert (first.where.index, first.where.axis, first.expected, first.found) == (128, 0, 16, 128)
 
 
 def test_chunk_local_bug_is_invisible_for_text_only() -> None:
@@ -170,9 +170,9 @@ def test_past_end_is_classified(full: bool) -> None:
     log = "\n".join(posdbg_lines(ref, mode="past_end", full=full))
     findings = check_position_log(log, ref)
     assert {f.kind for f in findings} == {PAST_END}
-    assert findings[0].chunk == 1 and findings[0].index == 128
+    assert findings[0].where.chunk == 1 and findings[0].where.index == 128
     # The full form shows the fallback row; a summary cannot (padding may hold anything).
-    assert findings[0].got == ((128, 128, 128) if full else None)
+    assert findings[0].found == ((128, 128, 128) if full else None)
 
 
 def test_past_end_flagged_even_when_values_coincide() -> None:
@@ -180,7 +180,7 @@ def test_past_end_flagged_even_when_values_coincide() -> None:
     log = "\n".join(posdbg_lines(ref, mode="past_end", list_size=150))
     findings = check_position_log(log, ref)
     assert [f.kind for f in findings] == [PAST_END]
-    assert findings[0].index == 150
+    assert findings[0].where.index == 150
 
 
 def test_other_differences_are_plain_mismatch() -> None:
@@ -192,7 +192,7 @@ def test_other_differences_are_plain_mismatch() -> None:
     assert findings and {f.kind for f in findings} == {MISMATCH}
     first = findings[0]
     # vision_end is token 15 + 1 + 128 = 144, in chunk 1: expected 16 + 16, got 16 + 8
-    assert (first.chunk, first.index, first.axis, first.expected, first.got) == (1, 144, 0, 32, 24)
+    assert (first.where.chunk, first.where.index, first.where.axis, first.expected, first.found) == (1, 144, 0, 32, 24)
 
 
 def test_decode_mismatch_detected() -> None:
@@ -201,7 +201,7 @@ def test_decode_mismatch_detected() -> None:
     log = "\n".join(posdbg_lines(raw, mode="ok", decode_tokens=2))
     findings = check_position_log(log, ref)
     assert [f.kind for f in findings] == [DECODE_MISMATCH, DECODE_MISMATCH]
-    assert findings[0].decode_step == 0 and findings[0].expected == 333 and findings[0].got == 573
+    assert findings[0].where.decode_step == 0 and findings[0].expected == 333 and findings[0].found == 573
 
 
 def test_runs_length_and_missing_dumps() -> None:

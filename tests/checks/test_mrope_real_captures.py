@@ -80,25 +80,25 @@ def test_same_verdict_with_the_tokenizers_reference(name: str) -> None:
 
 def test_chunk_local_finding_names_chunk_row_and_values() -> None:
     [first, second] = mrope.judge_log(_text("V1-chunk-128.full")).findings
-    assert (first.chunk, first.index, first.axis, first.expected, first.got) == (1, 128, 0, 44, 128)
-    assert (second.chunk, second.index, second.expected, second.got) == (2, 256, 172, 256)
+    assert (first.where.chunk, first.where.index, first.where.axis, first.expected, first.found) == (1, 128, 0, 44, 128)
+    assert (second.where.chunk, second.where.index, second.expected, second.found) == (2, 256, 172, 256)
     assert "prefill chunk 1" in first.explain() and "row 0 of the call" in first.explain()
     v0, last = mrope.judge_log(_text("V0-chunk-140.full")).findings
-    assert (v0.chunk, v0.index, v0.expected, v0.got) == (1, 140, 56, 140)
-    assert (last.chunk, last.seq_len, last.index, last.expected, last.got) == (2, 1, 280, 196, 280)
+    assert (v0.where.chunk, v0.where.index, v0.expected, v0.found) == (1, 140, 56, 140)
+    assert (last.where.chunk, last.where.seq_len, last.where.index, last.expected, last.found) == (2, 1, 280, 196, 280)
 
 
 def test_row_inflation_names_the_rows_and_the_image() -> None:
     inflated, *past = mrope.judge_log(_text("V3-chunk-64.full")).findings
-    assert inflated.kind == "row_inflation" and (inflated.expected, inflated.got) == (281, 374)
+    assert inflated.kind == "row_inflation" and (inflated.expected, inflated.found) == (281, 374)
     assert "first token chunk of 64 tokens was forwarded as 157 rows" in inflated.message
-    assert [(f.kind, f.all_seq_len, f.index) for f in past] == [
+    assert [(f.kind, f.where.all_seq_len, f.where.index) for f in past] == [
         ("past_end", 221, 281), ("past_end", 285, 285), ("past_end", 349, 349)]
     with_ref = mrope.judge_log(_text("V3-chunk-64.full"), reference=_reference("V3-chunk-64.full"))
     assert "chunk boundary at token 64 falls inside the image block at tokens 28..127" in with_ref.findings[0].message
     # V0 stops on the first call: the shape error's rows are the evidence.
     [v0] = mrope.judge_log(_text("V0-chunk-64.full")).findings
-    assert (v0.chunk, v0.expected, v0.got) == (0, 64, 157) and "dim1 = 157, dim2 = 64" in v0.message
+    assert (v0.where.chunk, v0.expected, v0.found) == (0, 64, 157) and "dim1 = 157, dim2 = 64" in v0.message
 
 
 def test_padding_rows_are_masked_whatever_they_hold() -> None:
@@ -117,14 +117,14 @@ def test_summary_over_padding_is_still_checked_where_it_can_be() -> None:
                        "listSize=281 | ax0[first=256")
     assert bad != text
     [finding] = mrope.judge_log(bad, reference=_reference("V3")).findings
-    assert finding.kind in ("mismatch", "chunk_local_bug") and finding.chunk == 2 and "summary first" in finding.message
+    assert finding.kind in ("mismatch", "chunk_local_bug") and finding.where.chunk == 2 and "summary first" in finding.message
 
 
 def test_decode_positions_follow_the_prompts_largest_position() -> None:
     text = _text("V3-chunk-one.full")
     bad = text.replace("gen_seq_len=1 | ax0=197 ax1=197 ax2=197", "gen_seq_len=1 | ax0=281 ax1=281 ax2=281")
     [finding] = mrope.judge_log(bad).findings
-    assert (finding.kind, finding.decode_step, finding.expected, finding.got) == ("decode_mismatch", 0, 197, 281)
+    assert (finding.kind, finding.where.decode_step, finding.expected, finding.found) == ("decode_mismatch", 0, 197, 281)
 
 
 def test_swapped_grid_shows_against_the_expected_grid() -> None:

@@ -89,7 +89,7 @@ def test_real_export_reports_inherited_mlp_mul_scales(real_report: quant.QuantRe
     assert m2.fallback_scale == pytest.approx(s_a * s_b * 32767, rel=1e-12)
     assert m2.derived_min is not None and m2.derived_max is not None
     assert m2.derived_min < 0 < m2.derived_max
-    msgs = [f.message for f in r.findings if f.kind == "mlp_mul_inherited" and f.layer == 2]
+    msgs = [f.message for f in r.findings if f.kind == "mlp_mul_inherited" and f.where.layer == 2]
     assert len(msgs) == 1 and "0.0002167140263354941" in msgs[0] and "-1285" in msgs[0]
 
 
@@ -213,7 +213,7 @@ def test_mini_graph_missing_mul_range_reports_fallback() -> None:
 def test_mini_graph_down_proj_disagrees() -> None:
     r = quant.analyze(_mini(_qi(0.0015, -20000), _qi(0.0014, -20000)))
     f = [f for f in r.findings if f.kind == "down_proj_mismatch"]
-    assert len(f) == 1 and f[0].tensor == "/layers.0/mlp/down_proj/Linear/pre_convert"
+    assert len(f) == 1 and f[0].where.tensor == "/layers.0/mlp/down_proj/Linear/pre_convert"
 
 
 def test_mini_graph_integer_and_rope_faults() -> None:

@@ -51,7 +51,7 @@ def test_deepstack_placeholder_caught(tmp_path: Path) -> None:
              if f.kind == "deepstack_placeholder"]
     assert [f.expected for f in found] == ["[3,128,2048]", "[3,1,2048]"]  # prefill, decode
     # read from the NPU stub, not the sidecar
-    assert all(f.file == "qnn/llm.mnn" and f.source == "stub" and "[3,1,1]" in f.found for f in found)
+    assert all(f.where.file == "qnn/llm.mnn" and f.source == "stub" and "[3,1,1]" in f.found for f in found)
     with pytest.raises(AssertionError, match=r"deepstack_embeds: expected \[3,128,2048\]"):
         assert_shapes_ok(found)
     # the CPU/CPU config never touches the QNN graphs
@@ -70,7 +70,7 @@ def test_missing_deepstack_feature_caught(tmp_path: Path) -> None:
 def test_chunk_mismatch_caught(tmp_path: Path) -> None:
     info = make_qwen3_export(tmp_path / "m", size_mb=SMALL, chunk_limits=[256, 1])
     found = check_export_shapes(info.path)
-    assert [(f.kind, f.file, f.key) for f in found] == [("chunk_mismatch", "config_qnn.json", "chunk_limits")]
+    assert [(f.kind, f.where.file, f.where.key) for f in found] == [("chunk_mismatch", "config_qnn.json", "chunk_limits")]
     assert found[0].expected == "[128, 1]" and found[0].found == "[256, 1]"
     extra = make_qwen3_export(tmp_path / "x", size_mb=SMALL, chunk_limits=[128, 64, 1])
     assert kinds(check_export_shapes(extra.path)) == {"chunk_mismatch"}
@@ -138,7 +138,7 @@ def test_hidden_mismatch_and_unexpected_deepstack(tmp_path: Path) -> None:
     info = make_qwen3_export(tmp_path / "m", size_mb=SMALL)
     edit_stub(info.path / "qnn/llm.mnn", lambda g: set_compiled_dims(g, "input_ids", [[128, 1, 2048], [1, 1, 2048]]))
     found = check_export_shapes(info.path, "config_qnn.json")
-    assert kinds(found) == {"hidden_mismatch"} and [f.key.split()[1] for f in found] == ["0", "1"]
+    assert kinds(found) == {"hidden_mismatch"} and [f.where.key.split()[1] for f in found] == ["0", "1"]
     # a deepstack input compiled into a model whose llm_config.json says it has none
     vl = make_qwen3_vl_export(tmp_path / "vl", size_mb=SMALL, sidecar=False)
     cfg = json.loads((vl.path / "llm_config.json").read_text())
@@ -153,9 +153,9 @@ def test_missing_files_and_manifest(tmp_path: Path) -> None:
     info = make_qwen3_vl_export(tmp_path / "m", size_mb=SMALL,
                                 missing=["llm.mnn.weight", "qnn/graphvisual0.bin"])
     found = check_export_shapes(info.path, "config_qnn.json")
-    assert {(f.kind, f.key) for f in found} == {("missing_file", "llm_weight"),
+    assert {(f.kind, f.where.key) for f in found} == {("missing_file", "llm_weight"),
                                                  ("missing_binary", "context binaries")}
-    assert "empty file" in [f for f in found if f.key == "llm_weight"][0].hint
+    assert "empty file" in [f for f in found if f.where.key == "llm_weight"][0].hint
     assert [f.found for f in found if f.kind == "missing_binary"] == ["1 missing: qnn/graphvisual0.bin"]
     # no sidecar: the stub is enough
     nomani = make_qwen3_export(tmp_path / "n", size_mb=SMALL, sidecar=False)
@@ -171,12 +171,12 @@ def test_sidecar_is_the_fallback_without_a_stub(tmp_path: Path) -> None:
     info = make_qwen3_vl_export(tmp_path / "m", size_mb=SMALL, deepstack_placeholder=True,
                                 missing=["qnn/llm.mnn"])
     found = [f for f in check_export_shapes(info.path, "config_qnn.json") if f.kind == "deepstack_placeholder"]
-    assert [(f.file, f.source) for f in found] == [("qnn/export_manifest.json", "sidecar")] * 2
+    assert [(f.where.file, f.source) for f in found] == [("qnn/export_manifest.json", "sidecar")] * 2
 
 
 def test_target_soc_mismatch(good_vl) -> None:
     found = check_export_shapes(good_vl.path, "config_qnn.json", soc_id=57, dsp_arch="75")
-    assert {(f.kind, f.key) for f in found} == {("target_mismatch", "soc_id"), ("target_mismatch", "dsp_arch")}
+    assert {(f.kind, f.where.key) for f in found} == {("target_mismatch", "soc_id"), ("target_mismatch", "dsp_arch")}
 
 
 def test_soc_arch_pair_must_exist(tmp_path: Path) -> None:
@@ -191,9 +191,9 @@ def test_bad_input(tmp_path: Path) -> None:
     info = make_qwen3_export(tmp_path / "m", size_mb=SMALL)
     (info.path / "config_qnn.json").write_text("{not json")
     found = check_export_shapes(info.path, "config_qnn.json")
-    assert [(f.kind, f.file) for f in found] == [("bad_json", "config_qnn.json")]
+    assert [(f.kind, f.where.file) for f in found] == [("bad_json", "config_qnn.json")]
     (info.path / "llm_config.json").unlink()
-    assert [(f.kind, f.file) for f in check_export_shapes(info.path)] == [("missing_file", "llm_config.json")]
+    assert [(f.kind, f.where.file) for f in check_export_shapes(info.path)] == [("missing_file", "llm_config.json")]
     with pytest.raises(ArtifactError, match="width first"):
         parse_image_sizes("512*384")
     with pytest.raises(ArtifactError, match="height first"):
@@ -236,7 +236,7 @@ REAL_LINES = {
 def test_log_scan_finds_each_real_error_string() -> None:
     for kind, line in REAL_LINES.items():
         found = scan_log_for_shape_errors(f"config path is model/config_qnn.json\n{line}\n")
-        assert [(f.kind, f.line_no) for f in found] == [(kind, 2)], line
+        assert [(f.kind, f.where.line_no) for f in found] == [(kind, 2)], line
 
 
 def test_log_scan_real_sequence_and_hints() -> None:

@@ -52,7 +52,7 @@ def test_deepstack_input_with_other_rows_is_an_error(tiny: Path, tmp_path: Path)
     (export / "llm.mnn.json").unlink()
     (export / "llm.mnn.json").write_text(json.dumps(graph))
     [f] = check_export_shapes(export)
-    assert (f.kind, f.file, f.key, f.severity) == ("cpu_graph_io", "llm.mnn", "deepstack_embeds dim 0", "error")
+    assert (f.kind, f.where.file, f.where.key, f.severity) == ("cpu_graph_io", "llm.mnn", "deepstack_embeds dim 0", "error")
     assert "3 (visual DeepStack features)" in f.expected and f.found == "[2,1,128]"
 
 
@@ -62,7 +62,7 @@ def test_hidden_size_other_than_the_visual_merger_is_an_error(tiny: Path, tmp_pa
     cfg["hidden_size"] = 256
     (export / "llm_config.json").unlink()
     (export / "llm_config.json").write_text(json.dumps(cfg))
-    kinds = {(f.kind, f.key) for f in check_export_shapes(export)}
+    kinds = {(f.kind, f.where.key) for f in check_export_shapes(export)}
     assert ("cpu_graph_io", "image_embeds width") in kinds
 
 
@@ -77,4 +77,4 @@ def test_a_qnn_export_checks_its_cpu_graphs_too(tiny: Path, tmp_path: Path) -> N
     (export / "llm.mnn.json").write_text(json.dumps(graph))
     shutil.copy2(tiny / "config.json", export / "config_cpu.json")
     found = [f for f in check_export_shapes(export, "config_cpu.json") if f.kind == "cpu_graph_io"]
-    assert [(f.key, f.found) for f in found] == [("deepstack_embeds", "absent")]
+    assert [(f.where.key, f.found) for f in found] == [("deepstack_embeds", "absent")]

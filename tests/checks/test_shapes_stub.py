@@ -79,7 +79,7 @@ def test_real_stub_chunk_limits_agree(smollm2: Path) -> None:
 def test_real_stub_changed_chunk_limits_names_both_numbers(smollm2: Path) -> None:
     _set_limits(smollm2, [256, 1])
     (found,) = [f for f in check_export_shapes(smollm2, "config_qnn.json") if f.kind == "chunk_mismatch"]
-    assert (found.file, found.key, found.severity, found.source) == ("config_qnn.json", "chunk_limits", ERROR, "stub")
+    assert (found.where.file, found.where.key, found.severity, found.source) == ("config_qnn.json", "chunk_limits", ERROR, "stub")
     assert found.expected == "[128, 1]" and found.found == "[256, 1]"
     assert "compiled for chunk 128" in found.hint and "asks for 256" in found.hint
     _set_limits(smollm2, [128, 64, 1])  # 64 has no compiled graph
@@ -96,7 +96,7 @@ def test_real_stub_missing_binaries_are_named(smollm2: Path) -> None:
     assert check_export_shapes(smollm2, "config_qnn.json") == []
     (smollm2 / "qnn" / "graphllm7.bin").unlink()
     (smollm2 / "qnn" / "graphllm32.bin").write_bytes(b"old")  # from an older compile
-    by_kind = {f.kind: f for f in check_export_shapes(smollm2, "config_qnn.json")}
+    by_kind = {f.kind.value: f for f in check_export_shapes(smollm2, "config_qnn.json")}
     assert by_kind["missing_binary"].found == "1 missing: qnn/graphllm7.bin"
     assert by_kind["leftover_binary"].found == "1 more: qnn/graphllm32.bin"
 
@@ -180,7 +180,7 @@ def test_sdk_reads_the_binaries_and_their_target(tmp_path: Path, sdk: Path) -> N
     prefill = {i["name"]: i["shape"] for i in io.stubs["llm"].configs[0]["inputs"]}
     assert prefill["deepstack_embeds"] == [3, 128, 2048] and prefill["position_ids"] == [3, 128]
     found = check_export_shapes(info.path, "config_qnn.json", soc_id=69, dsp_arch="v79", qnn_sdk=sdk)
-    assert {(f.kind, f.key, f.source) for f in found} == {
+    assert {(f.kind, f.where.key, f.source) for f in found} == {
         ("target_mismatch", "soc_id", "qnn-context-binary-utility"),
         ("target_mismatch", "dsp_arch", "qnn-context-binary-utility")}
     # without the SDK or a sidecar the target is unknown: said, never guessed
@@ -215,7 +215,7 @@ def test_visual_sizes_without_sidecar_check_patch_counts(tmp_path: Path) -> None
                                prompts=["<img><hw>384, 512</hw>a.jpg</img>x"]) == []
     found = check_export_shapes(info.path, "config_qnn.json", image_sizes="448x448",
                                 prompts=["<img><hw>224, 224</hw>a.jpg</img>x"])
-    assert [(f.kind, f.key, f.source) for f in found] == [
+    assert [(f.kind, f.where.key, f.source) for f in found] == [
         ("image_size_mismatch", "image_sizes", "stub"), ("image_size_mismatch", "prompt 0 image 0", "stub")]
     assert "[768]" in found[0].expected and "784 patches" in found[0].found
     # the stub cannot tell 384x512 from 512x384 (same patch count): only the sidecar can

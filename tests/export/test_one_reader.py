@@ -25,4 +25,4 @@ def test_shapes_and_provisioning_agree_on_a_qnn_config(tmp_path: Path) -> None:
         "qnn": "config_qnn.json", "cpu": "config.json"}
     # Before the shared reader, shapes took "./qnn/llm.mnn" for a CPU model and checked nothing.
     found = [f for f in check_export_shapes(info.path, "config_qnn.json") if f.kind == "chunk_limits"]
-    assert [(f.file, f.key, f.found) for f in found] == [("config_qnn.json", "chunk_limits", "absent")]
+    assert [(f.where.file, f.where.key, f.found) for f in found] == [("config_qnn.json", "chunk_limits", "absent")]

@@ -25,7 +25,7 @@ assert VIRTUAL_LAB.is_dir(), VIRTUAL_LAB
 
 # Rank of each top-level room of `harness`; a module may import only lower ranks (or its own room).
 LAYERS: dict[str, int] = {
-    "harness.errors": 0, "harness.outcomes": 0,
+    "harness.errors": 0, "harness.outcomes": 0, "harness.findings": 0,
     "harness": 1, "harness.hostfiles": 1, "harness.soc": 1, "harness.validation": 1, "harness.pairs": 1,
     "harness.verdict": 1,
     "harness.export": 2, "harness.mnn_graph": 2,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness import pipeline
 from harness.checks import mrope
-from harness.checks.mrope import PositionFinding
+from harness.findings import Finding
 from harness.runners.cases import write_test_image
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.prompts import Image, Prompt
@@ -18,7 +18,7 @@ SUMMARY = ("\n#################################\nprompt tokens num = {n}\ndecode
            " decode speed = 30.00 tok/s\n##################################\n")
 
 
-def _positions(run: LlmDemoResult, cases: list[pipeline.PromptCase]) -> dict[str, list[PositionFinding]]:
+def _positions(run: LlmDemoResult, cases: list[pipeline.PromptCase]) -> dict[str, list[Finding]]:
     found = pipeline.position_findings_of(run, cases)
     assert found is not None, "the run printed no [POSDBG] dumps"
     return found

@@ -142,7 +142,7 @@ def test_a_position_finding_fails_the_lab_cell_and_the_suites_position_test_not_
     leaves them out and the lab's record of the cell names them: the same finding, one place each;
     the teacher-forced disagreement the position bug causes stays its consequence on both."""
     run = _pair("qnn", PARIS, CAT_TEXT, tf=[_tf("corrupted-weights"), None])
-    run.position_findings = {"france": [mrope.PositionFinding("chunk_local_bug", "chunk 1 restarts at 0", chunk=1)]}
+    run.position_findings = {"france": [mrope.position_finding(mrope.CHUNK_LOCAL_BUG, "chunk 1 restarts at 0", chunk=1)]}
     cpu = _pair("cpu", PARIS, CAT_TEXT)
     runs = {cpu.pair: cpu, run.pair: run}
     judged = [j for j in pipeline.judge_matrix(runs, CASES) if j.pair == run.pair]

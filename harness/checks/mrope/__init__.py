@@ -46,10 +46,11 @@ from harness.checks.mrope.positions import (
     ROW_INFLATION,
     RUN_COUNT,
     UNCHECKED_KINDS,
-    PositionFinding,
+    PositionKind,
     assert_positions_ok,
     check_position_log,
     check_positions,
+    position_finding,
 )
 from harness.checks.mrope.reference import (
     AXIS_NAMES,
@@ -70,7 +71,7 @@ __all__ = [
     "AXIS_NAMES", "CHUNK_LOCAL_BUG", "DECODE_MISMATCH", "LENGTH_MISMATCH", "MALFORMED_DUMP", "MISMATCH",
     "NO_DUMPS", "NO_REFERENCE", "OK", "PAST_END", "POSDBG_TAG", "ROW_INFLATION", "RUN_COUNT",
     "UNCHECKED_KINDS", "PositionVerdict", "image_spans", "is_warmup", "judge_log", "warmup_count", "SUMMARY_KEYS", "DecodeRule",
-    "EquivalenceResult", "Image", "PosDump", "PositionFinding", "Positions", "Segment", "Text",
+    "EquivalenceResult", "Image", "PosDump", "PositionKind", "position_finding", "Positions", "Segment", "Text",
     "Variant", "assert_chunked_equivalent", "assert_positions_ok", "check_position_log",
     "check_positions", "chunked_equivalence", "format_posdbg", "image_llm_grid", "parse_posdbg",
     "reference_from_first_chunk", "reference_positions", "smart_resize", "split_runs",

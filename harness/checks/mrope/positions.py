@@ -9,25 +9,41 @@ there is no tokenizer, `reference_from_first_chunk` rebuilds the reference from 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from harness.checks.mrope.calls import Call, RunRows, account_rows, split_runs
 from harness.checks.mrope.posdbg import PosDump, parse_posdbg, summarize_axis
 from harness.checks.mrope.reference import AXIS_NAMES, Positions, image_spans
+from harness.findings import Finding, Where
 
-# Finding kinds
-OK = "ok"
-CHUNK_LOCAL_BUG = "chunk_local_bug"
-PAST_END = "past_end"
-MISMATCH = "mismatch"
-DECODE_MISMATCH = "decode_mismatch"
-LENGTH_MISMATCH = "length_mismatch"
-NO_DUMPS = "no_dumps"
-RUN_COUNT = "run_count"
-ROW_INFLATION = "row_inflation"
-NO_REFERENCE = "no_reference"
-MALFORMED_DUMP = "malformed_dump"
+
+class PositionKind(StrEnum):
+    """What a position finding is (docs/posdbg.md#known-failure-shapes)."""
+
+    CHUNK_LOCAL_BUG = "chunk_local_bug"
+    PAST_END = "past_end"
+    MISMATCH = "mismatch"
+    DECODE_MISMATCH = "decode_mismatch"
+    LENGTH_MISMATCH = "length_mismatch"
+    NO_DUMPS = "no_dumps"
+    RUN_COUNT = "run_count"
+    ROW_INFLATION = "row_inflation"
+    NO_REFERENCE = "no_reference"
+    MALFORMED_DUMP = "malformed_dump"
+
+
+OK = "ok"  # the CLI's word for a run without findings
+CHUNK_LOCAL_BUG = PositionKind.CHUNK_LOCAL_BUG
+PAST_END = PositionKind.PAST_END
+MISMATCH = PositionKind.MISMATCH
+DECODE_MISMATCH = PositionKind.DECODE_MISMATCH
+LENGTH_MISMATCH = PositionKind.LENGTH_MISMATCH
+NO_DUMPS = PositionKind.NO_DUMPS
+RUN_COUNT = PositionKind.RUN_COUNT
+ROW_INFLATION = PositionKind.ROW_INFLATION
+NO_REFERENCE = PositionKind.NO_REFERENCE
+MALFORMED_DUMP = PositionKind.MALFORMED_DUMP
 # Kinds that say the dump cannot decide (verdict "unchecked"), not that positions are wrong.
 UNCHECKED_KINDS = frozenset({NO_DUMPS, NO_REFERENCE, RUN_COUNT})
 
@@ -70,39 +86,15 @@ _HINTS = {
 }
 
 
-@dataclass(frozen=True)
-class PositionFinding:
-    kind: str
-    message: str
-    run: int = 0
-    chunk: int | None = None  # prefill chunk index within the run; None for decode/global
-    decode_step: int | None = None
-    all_seq_len: int | None = None
-    seq_len: int | None = None
-    axis: int | None = None
-    index: int | None = None  # global token index of the first differing row
-    expected: object = None
-    got: object = None
-    line_no: int | None = None
-
-    @property
-    def hint(self) -> str:
-        return _HINTS.get(self.kind, "")
-
-    def explain(self, *, with_hint: bool = True) -> str:
-        where = f"run {self.run}"
-        if self.chunk is not None:
-            where += f", prefill chunk {self.chunk}"
-        if self.decode_step is not None:
-            where += f", decode step {self.decode_step}"
-        if self.all_seq_len is not None:
-            where += f" (all_seq_len={self.all_seq_len}, seq_len={self.seq_len})"
-        if self.line_no:
-            where += f", log line {self.line_no}"
-        text = f"[{self.kind}] {where}: {self.message}"
-        if with_hint and self.hint:
-            text += f"\n    what to do: {self.hint}"
-        return text
+def position_finding(kind: PositionKind, message: str, *, run: int = 0, chunk: int | None = None,
+                     decode_step: int | None = None, all_seq_len: int | None = None, seq_len: int | None = None,
+                     axis: int | None = None, index: int | None = None, expected: object = None,
+                     got: object = None, line_no: int | None = None) -> Finding:
+    """A position finding (harness/findings.py): where in the dump (run, chunk or decode step,
+    axis, token index, log line), expected vs what the runtime used, and the kind's hint."""
+    where = Where(run=run, chunk=chunk, decode_step=decode_step, all_seq_len=all_seq_len, seq_len=seq_len,
+                  axis=axis, index=index, line_no=line_no)
+    return Finding(kind, message, where=where, expected=expected, found=got, hint=_HINTS.get(kind, ""))
 
 
 def _chunk_local_rows(ref: Positions, d: PosDump, list_size: int) -> list[tuple[int, int, int]]:
@@ -158,13 +150,13 @@ def check_positions(
     reference: Positions | Sequence[Positions],
     *,
     log: str = "",
-) -> list[PositionFinding]:
+) -> list[Finding]:
     """Compare every dumped forward call with the reference. Empty list = all chunks correct.
     Start-up warm-up lines are not a prompt; `log` (the run's stdout) lends the evidence of a
     shape error for row inflation (`calls.account_rows`)."""
     runs = split_runs(dumps)
     if not runs:
-        return [PositionFinding(NO_DUMPS, "expected position dumps of a prompt, found none"
+        return [position_finding(NO_DUMPS, "expected position dumps of a prompt, found none"
                                 + (f" ({len(dumps)} start-up warm-up line(s) only)" if dumps else ""))]
     if isinstance(reference, Positions):
         refs = [reference] * len(runs)
@@ -172,11 +164,11 @@ def check_positions(
         refs = list(reference)
         if len(refs) != len(runs):
             return [
-                PositionFinding(
+                position_finding(
                     RUN_COUNT, f"{len(runs)} prompt runs in the dump but {len(refs)} references given"
                 )
             ]
-    findings: list[PositionFinding] = []
+    findings: list[Finding] = []
     for run_idx, (run, ref) in enumerate(zip(runs, refs)):
         findings.extend(check_run(run_idx, run, ref, log if len(runs) == 1 else ""))
     return findings
@@ -188,7 +180,7 @@ def _where(run_idx: int, c: Call) -> dict[str, Any]:
             "seq_len": d.seq_len, "line_no": d.line_no}
 
 
-def _inflation_finding(run_idx: int, rows: RunRows, ref: Positions | None, first: PosDump) -> PositionFinding:
+def _inflation_finding(run_idx: int, rows: RunRows, ref: Positions | None, first: PosDump) -> Finding:
     n = rows.prompt_len
     prefill = [c for c in rows.calls if not c.decode]
     block = max(c.dump.seq_len for c in prefill)
@@ -208,7 +200,7 @@ def _inflation_finding(run_idx: int, rows: RunRows, ref: Positions | None, first
                      f"and run to the call's last row {last})")
     if rows.inflated_rows is not None:
         c = next(c for c in prefill if c.chunk == rows.inflated_call)
-        return PositionFinding(
+        return position_finding(
             ROW_INFLATION,
             f"the call's embedding held {rows.inflated_rows} rows for a chunk of at most "
             f"{c.dump.seq_len} tokens (shape error 'dim1 = {rows.inflated_rows}, dim2 = "
@@ -216,7 +208,7 @@ def _inflation_finding(run_idx: int, rows: RunRows, ref: Positions | None, first
             **_where(run_idx, c))
     first_short = next((c for c in prefill if c.real < c.dump.seq_len and c is not prefill[-1]), None)
     c = first_short or prefill[0]
-    return PositionFinding(
+    return position_finding(
         ROW_INFLATION,
         f"the prefill forwarded {rows.prefill_rows} rows for a prompt of {n} tokens "
         f"({(rows.prefill_rows or 0) - n} extra"
@@ -226,11 +218,11 @@ def _inflation_finding(run_idx: int, rows: RunRows, ref: Positions | None, first
 
 
 def check_run(run_idx: int, run: Sequence[PosDump], ref: Positions | None, log: str = "", *,
-              prompt_len: int | None = None) -> list[PositionFinding]:
+              prompt_len: int | None = None) -> list[Finding]:
     """One prompt run's findings. Without a reference (`ref` None; `prompt_len`, else the
     run's listSize, gives the token count) only what needs no position value is judged: row
     inflation and rows past the list."""
-    findings: list[PositionFinding] = []
+    findings: list[Finding] = []
     n = ref.prompt_len if ref is not None else (prompt_len or run[0].list_size or 0)
     rows = account_rows(run, n, log)
     reported_length = False
@@ -239,96 +231,112 @@ def check_run(run_idx: int, run: Sequence[PosDump], ref: Positions | None, log: 
         findings.append(_inflation_finding(run_idx, rows, ref, run[0]))
     for c in rows.calls:
         d = c.dump
-        base = _where(run_idx, c)
         list_size = d.list_size if d.list_size is not None else n
         if d.list_size is not None and d.list_size > n and not reported_length:
             reported_length = True
-            findings.append(
-                PositionFinding(
-                    LENGTH_MISMATCH,
-                    f"runtime listSize={d.list_size} but the reference prompt has {n} tokens",
-                    expected=n, got=d.list_size, **base,
-                )
-            )
-        if c.decode:
-            if ref is None:
-                continue
-            # Decode step s continues after the prompt's largest position (rope_delta),
-            # docs/posdbg.md#decode-positions.
-            pos = top + 1 + (c.step or 0)
-            want = [(pos, pos, pos)] * d.seq_len
-            real = in_list = d.seq_len
-        else:
-            real = c.real
-            in_list = max(0, min(real, list_size - d.all_seq_len))
-            if in_list < real:
-                first = d.all_seq_len + in_list
-                exp = ref.row(first) if ref is not None and first < n else None
-                dumped = tuple(d.axes[k][in_list] for k in range(3)) if d.axes is not None else None
-                findings.append(
-                    PositionFinding(
-                        PAST_END,
-                        f"real rows {first}..{d.all_seq_len + real - 1} lie past the runtime's position "
-                        f"list (listSize={list_size}, prompt has {n} tokens)"
-                        + (f"; token {first}: expected {exp}" if exp is not None else
-                           " and match no prompt token") + (f", got {dumped}" if dumped else ""),
-                        index=first, expected=exp, got=dumped, **base,
-                    )
-                )
-            if rows.inflated or ref is None:
-                continue  # rows no longer map to tokens, or no values to compare with
-            want = ref.rows(d.all_seq_len, d.all_seq_len + in_list)
-        if d.axes is not None:
-            got = list(zip(*d.axes))
-            diff = _first_diff(got, want, in_list)
-            if diff is None:
-                continue
-            i, k = diff
-            idx = d.all_seq_len + i
-            if c.decode:
-                kind = DECODE_MISMATCH
-            elif _first_diff(got, _chunk_local_rows(ref, d, list_size), in_list) is None:
-                kind = CHUNK_LOCAL_BUG
-            else:
-                kind = MISMATCH
-            findings.append(
-                PositionFinding(
-                    kind,
-                    f"axis {k} ({AXIS_NAMES[k]}) first differs at token {idx} (row {i} of the call): "
-                    f"expected {want[i][k]}, got {got[i][k]}",
-                    axis=k, index=idx, expected=want[i][k], got=got[i][k], **base,
-                )
-            )
-        elif in_list == real and d.summary is not None:  # past-end rows cannot be compared row-wise
-            problem = _summary_problem(d.summary, want, in_list, d.seq_len)
-            if problem is None:
-                continue
-            k, key, what = problem
-            if c.decode:
-                kind = DECODE_MISMATCH
-            elif _summary_problem(d.summary, _chunk_local_rows(ref, d, list_size), in_list, d.seq_len) is None:
-                kind = CHUNK_LOCAL_BUG
-            else:
-                kind = MISMATCH
-            findings.append(
-                PositionFinding(
-                    kind,
-                    f"axis {k} ({AXIS_NAMES[k]}) summary {key}: {what} "
-                    f"(summary form: the first differing token cannot be located; print the full form)",
-                    axis=k, **base,
-                )
-            )
+            findings.append(position_finding(
+                LENGTH_MISMATCH, f"runtime listSize={d.list_size} but the reference prompt has {n} tokens",
+                expected=n, got=d.list_size, **_where(run_idx, c)))
+        findings += _call_findings(run_idx, c, rows, ref, n, list_size, top)
     return findings
+
+
+def _call_findings(run_idx: int, c: Call, rows: RunRows, ref: Positions | None, n: int, list_size: int,
+                   top: int) -> list[Finding]:
+    """One forward call: its real rows past the runtime's list, then its positions (rows, or
+    the summary) against the reference's slice. A decode step continues after the prompt's
+    largest position (rope_delta), docs/posdbg.md#decode-positions."""
+    d = c.dump
+    base = _where(run_idx, c)
+    out: list[Finding] = []
+    if c.decode:
+        if ref is None:
+            return out
+        pos = top + 1 + (c.step or 0)
+        want = [(pos, pos, pos)] * d.seq_len
+        real = in_list = d.seq_len
+    else:
+        real = c.real
+        in_list = max(0, min(real, list_size - d.all_seq_len))
+        if in_list < real:
+            out.append(_past_end_finding(c, ref, n, list_size, in_list, base))
+        if rows.inflated or ref is None:
+            return out  # rows no longer map to tokens, or no values to compare with
+        want = ref.rows(d.all_seq_len, d.all_seq_len + in_list)
+    if d.axes is not None:
+        found = _rows_finding(c, ref, want, in_list, list_size, base)
+    elif in_list == real and d.summary is not None:  # past-end rows cannot be compared row-wise
+        found = _summary_finding(c, ref, want, in_list, list_size, base)
+    else:
+        found = None
+    return out + ([found] if found is not None else [])
+
+
+def _past_end_finding(c: Call, ref: Positions | None, n: int, list_size: int, in_list: int,
+                      base: dict[str, Any]) -> Finding:
+    d = c.dump
+    first = d.all_seq_len + in_list
+    exp = ref.row(first) if ref is not None and first < n else None
+    dumped = tuple(d.axes[k][in_list] for k in range(3)) if d.axes is not None else None
+    return position_finding(
+        PAST_END,
+        f"real rows {first}..{d.all_seq_len + c.real - 1} lie past the runtime's position "
+        f"list (listSize={list_size}, prompt has {n} tokens)"
+        + (f"; token {first}: expected {exp}" if exp is not None else " and match no prompt token")
+        + (f", got {dumped}" if dumped else ""),
+        index=first, expected=exp, got=dumped, **base)
+
+
+def _mismatch_kind(c: Call, chunk_local_matches: bool) -> PositionKind:
+    if c.decode:
+        return DECODE_MISMATCH
+    return CHUNK_LOCAL_BUG if chunk_local_matches else MISMATCH
+
+
+def _rows_finding(c: Call, ref: Positions, want: Sequence[tuple[int, int, int]], in_list: int, list_size: int,
+                  base: dict[str, Any]) -> Finding | None:
+    """The first row whose position differs from the reference's, named by its known shape."""
+    d = c.dump
+    assert d.axes is not None
+    got = list(zip(*d.axes))
+    diff = _first_diff(got, want, in_list)
+    if diff is None:
+        return None
+    i, k = diff
+    idx = d.all_seq_len + i
+    kind = _mismatch_kind(c, not c.decode and _first_diff(got, _chunk_local_rows(ref, d, list_size), in_list) is None)
+    return position_finding(
+        kind, f"axis {k} ({AXIS_NAMES[k]}) first differs at token {idx} (row {i} of the call): "
+              f"expected {want[i][k]}, got {got[i][k]}",
+        axis=k, index=idx, expected=want[i][k], got=got[i][k], **base)
+
+
+def _summary_finding(c: Call, ref: Positions, want: Sequence[tuple[int, int, int]], in_list: int, list_size: int,
+                     base: dict[str, Any]) -> Finding | None:
+    """The summary form's first value the real rows contradict, named by its known shape."""
+    d = c.dump
+    assert d.summary is not None
+    problem = _summary_problem(d.summary, want, in_list, d.seq_len)
+    if problem is None:
+        return None
+    k, key, what = problem
+    local = not c.decode and _summary_problem(d.summary, _chunk_local_rows(ref, d, list_size), in_list,
+                                              d.seq_len) is None
+    return position_finding(
+        _mismatch_kind(c, local),
+        f"axis {k} ({AXIS_NAMES[k]}) summary {key}: {what} "
+        f"(summary form: the first differing token cannot be located; print the full form)",
+        axis=k, **base)
 
 
 def check_position_log(
     text: str, reference: Positions | Sequence[Positions]
-) -> list[PositionFinding]:
+) -> list[Finding]:
     """Parse `[POSDBG]` lines from a runtime log and check them (see `check_positions`)."""
     return check_positions(parse_posdbg(text), reference, log=text)
 
 
-def assert_positions_ok(findings: Iterable[PositionFinding]) -> None:
+def assert_positions_ok(findings: Iterable[Finding]) -> None:
     """Raise AssertionError listing every finding (which chunk, axis, index, expected vs got)."""
     findings = list(findings)
     if not findings:
@@ -336,5 +344,6 @@ def assert_positions_ok(findings: Iterable[PositionFinding]) -> None:
     kinds = sorted({f.kind for f in findings})
     lines = [f"mRoPE position check failed: {len(findings)} finding(s) ({', '.join(kinds)})"]
     lines += ["  " + f.explain(with_hint=False) for f in findings]
-    lines += [f"what to do ({kind}): {_HINTS[kind]}" for kind in kinds if kind in _HINTS]
+    hints = {f.kind: f.hint for f in findings if f.hint}
+    lines += [f"what to do ({kind}): {hints[kind]}" for kind in kinds if kind in hints]
     raise AssertionError("\n".join(lines))

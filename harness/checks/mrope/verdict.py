@@ -16,11 +16,12 @@ from harness.checks.mrope.positions import (
     NO_DUMPS,
     NO_REFERENCE,
     UNCHECKED_KINDS,
-    PositionFinding,
     check_run,
+    position_finding,
 )
 from harness.checks.mrope.reference import Image, Positions
 from harness.errors import HarnessError
+from harness.findings import Finding
 
 PASS, FAIL, UNCHECKED = "pass", "fail", "unchecked"
 
@@ -28,7 +29,7 @@ PASS, FAIL, UNCHECKED = "pass", "fail", "unchecked"
 @dataclass
 class PositionVerdict:
     verdict: str  # "pass" | "fail" | "unchecked"
-    findings: list[PositionFinding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     runs: int = 0  # prompt runs in the dump
     warmup_lines: int = 0  # start-up tuning lines before the first prompt (not a prompt)
     reference: str = ""  # where the reference came from
@@ -48,14 +49,13 @@ class PositionVerdict:
         return "\n".join([head] + ["  " + f.explain() for f in self.findings])
 
 
-def _finding_dict(f: PositionFinding) -> dict[str, Any]:
-    out: dict[str, Any] = {"kind": f.kind, "message": f.message, "explain": f.explain(with_hint=False)}
-    for key in ("run", "chunk", "decode_step", "all_seq_len", "seq_len", "axis", "index", "line_no"):
-        value = getattr(f, key)
-        if value is not None:
-            out[key] = value
-    for key in ("expected", "got"):
-        value = getattr(f, key)
+def _finding_dict(f: Finding) -> dict[str, Any]:
+    """A finding as the CLI's JSON has held it: kind, message, explain, where, expected/got, hint."""
+    out: dict[str, Any] = {"kind": f.kind.value, "message": f.message, "explain": f.explain(with_hint=False)}
+    where = f.where.to_json()
+    out.update({k: where[k] for k in ("run", "chunk", "decode_step", "all_seq_len", "seq_len", "axis", "index",
+                                      "line_no") if k in where})
+    for key, value in (("expected", f.expected), ("got", f.found)):
         if value is not None:
             out[key] = list(value) if isinstance(value, tuple) else value
     if f.hint:
@@ -63,7 +63,7 @@ def _finding_dict(f: PositionFinding) -> dict[str, Any]:
     return out
 
 
-def _decide(findings: Sequence[PositionFinding]) -> str:
+def _decide(findings: Sequence[Finding]) -> str:
     if any(f.kind not in UNCHECKED_KINDS for f in findings):
         return FAIL
     return UNCHECKED if findings else PASS
@@ -77,10 +77,10 @@ def judge_dumps(dumps: Sequence[PosDump], *, log: str = "", images: Sequence[Ima
     runs = split_runs(dumps)
     warm = warmup_count(dumps)
     if not runs:
-        f = PositionFinding(NO_DUMPS, "no [POSDBG] line of a prompt in the log"
+        f = position_finding(NO_DUMPS, "no [POSDBG] line of a prompt in the log"
                             + (f" ({warm} start-up warm-up line(s) only)" if warm else ""))
         return PositionVerdict(UNCHECKED, [f], 0, warm)
-    findings: list[PositionFinding] = []
+    findings: list[Finding] = []
     source = "given" if reference is not None else "the first prefill call"
     for i, run in enumerate(runs):
         ref = reference if reference is not None else reference_from_first_chunk(
@@ -89,7 +89,7 @@ def judge_dumps(dumps: Sequence[PosDump], *, log: str = "", images: Sequence[Ima
                           prompt_len=prompt_len if len(runs) == 1 else None)
         findings.extend(found)
         if ref is None and not found:
-            findings.append(PositionFinding(
+            findings.append(position_finding(
                 NO_REFERENCE, "the first prefill call cannot anchor a reference (summary form, or an "
                 "image whose pad tokens do not start inside the first call), and the row counts "
                 "show no fault", run=i))
@@ -103,5 +103,5 @@ def judge_log(text: str, *, images: Sequence[Image] | None = None, prompt_len: i
     try:
         dumps = parse_posdbg(text)
     except HarnessError as exc:
-        return PositionVerdict(FAIL, [PositionFinding(MALFORMED_DUMP, str(exc))])
+        return PositionVerdict(FAIL, [position_finding(MALFORMED_DUMP, str(exc))])
     return judge_dumps(dumps, log=text, images=images, prompt_len=prompt_len, reference=reference)

@@ -10,17 +10,20 @@ from typing import Any
 from harness.checks.quant.report import (
     INT_KIND_TEXT,
     INTEGER_KINDS,
-    Finding,
     Hop,
     IntegerKindCount,
     MulCheck,
+    QuantKind,
     QuantParams,
     QuantReport,
     fmt_params,
+    quant_finding,
 )
 from harness.errors import ArtifactError
+from harness.findings import Finding, Severity
 from harness.mnn_graph import load_graph_json
 
+ERROR, WARNING = Severity.ERROR, Severity.WARNING
 # Ops whose output is the same tensor data (layout/shape only): the down_proj walk crosses them.
 _PASS_THROUGH = ("Reshape", "ConvertTensor")
 # Ops that keep an integer input integer (data input = inputIndexes[0]).
@@ -195,78 +198,92 @@ def _is_rope_mul(g: _Graph, op: dict[str, Any]) -> bool:
     return _layer(text) is not None and ("/self_attn/" in text or "/attn/" in text)
 
 
+def _mul_findings(m: MulCheck) -> list[Finding]:
+    """One MLP Mul's findings: no quantInfo, copied from an operand, a down_proj input that
+    disagrees, a fallback scale that would clip."""
+    where = f"layer {m.layer}" if m.layer is not None else m.op
+    out: list[Finding] = []
+    fb = ""
+    if m.fallback_scale is not None:
+        fb = f"; fallback s_a*s_b*qmax = {m.fallback_scale:.6g}"
+        if m.derived_scale is not None:
+            fb += (f" (operand ranges give [{m.derived_min:.4g}, {m.derived_max:.4g}], "
+                   f"scale {m.derived_scale:.6g}, zero {m.derived_zero:g})")
+    if m.output_params is None:
+        out.append(quant_finding(QuantKind.MLP_MUL_MISSING, ERROR,
+                                 f"{where}: MLP Mul output {m.output} has no quantInfo: the calibrator never saw "
+                                 f"it and nothing propagated{fb}", m.output, m.layer))
+    elif m.inherited_from is not None:
+        out.append(quant_finding(QuantKind.MLP_MUL_INHERITED, ERROR,
+                                 f"{where}: MLP Mul output {m.output} ({fmt_params(m.output_params)}) is bit-identical "
+                                 f"to its input {m.inherited_from}: copied from an operand, not calibrated{fb}",
+                                 m.output, m.layer))
+    if m.down_proj_agrees is False and m.output_params is not None:
+        bad = next(h for h in m.hops[1:] if not m.output_params.same_as(h.params))
+        out.append(quant_finding(QuantKind.DOWN_PROJ_MISMATCH, ERROR,
+                                 f"{where}: {m.down_proj} input disagrees with the Mul output {m.output} "
+                                 f"({fmt_params(m.output_params)}): {bad.tensor} after {bad.producer} has "
+                                 f"{fmt_params(bad.params)}", bad.tensor, m.layer))
+    calibrated = m.hops[-1].params if m.down_proj is not None else None
+    if m.fallback_scale is not None and m.derived_scale is not None and calibrated is not None \
+            and m.fallback_scale < calibrated.scale and (m.inherited_from is not None or m.output_params is None):
+        # s_a*s_b*qmax assumes symmetric operands; with zero offsets it can fall short.
+        out.append(quant_finding(QuantKind.FALLBACK_TOO_NARROW, WARNING,
+                                 f"{where}: s_a*s_b*qmax = {m.fallback_scale:.6g} is below the calibrated "
+                                 f"{m.down_proj} input scale {calibrated.scale:.6g}: it would clip; use the "
+                                 f"operand-range scale {m.derived_scale:.6g} or the calibrated one",
+                                 m.output, m.layer))
+    return out
+
+
+def _integer_findings(g: _Graph, kinds: dict[str, set[int]]) -> tuple[dict[str, IntegerKindCount], list[Finding]]:
+    """Per integer kind, its count and quantized examples, and a finding for each kind that is quantized."""
+    by_kind: dict[str, IntegerKindCount] = {}
+    out: list[Finding] = []
+    for k in INTEGER_KINDS:
+        q = sorted(i for i in kinds[k] if i in g.params)
+        by_kind[k] = IntegerKindCount(len(kinds[k]), len(q), tuple(g.name(i) for i in q[:3]))
+        if q:
+            out.append(quant_finding(QuantKind.INTEGER_QUANTIZED, ERROR,
+                                     f"{len(q)} of {len(kinds[k])} {INT_KIND_TEXT[k]} carry activation "
+                                     f"quantization (e.g. {', '.join(g.name(i) for i in q[:3])}): integer "
+                                     f"tensors must stay unquantized", g.name(q[0])))
+    return by_kind, out
+
+
 def analyze(graph: dict[str, Any], source: str = "<graph>") -> QuantReport:
     """Check one parsed MNN graph JSON. Never raises for a graph `load_graph_json` accepted."""
     g = _index(graph)
     findings: list[Finding] = []
     if not g.params:
-        findings.append(Finding("no_quant_info", "error",
-                                f"{source}: no `extraTensorDescribe` quantInfo at all: the export has no "
-                                f"activation quantization (export with --smooth or --omni and --act_bit for NPU)"))
-
+        findings.append(quant_finding(QuantKind.NO_QUANT_INFO, ERROR,
+                                      f"{source}: no `extraTensorDescribe` quantInfo at all: the export has no "
+                                      f"activation quantization (export with --smooth or --omni and --act_bit for NPU)"))
     mlp = [_check_mul(g, op) for op in g.ops if _is_mlp_mul(g, op)]
     mlp.sort(key=lambda m: (m.layer if m.layer is not None else 1 << 30, m.op))
     for m in mlp:
-        where = f"layer {m.layer}" if m.layer is not None else m.op
-        fb = ""
-        if m.fallback_scale is not None:
-            fb = f"; fallback s_a*s_b*qmax = {m.fallback_scale:.6g}"
-            if m.derived_scale is not None:
-                fb += (f" (operand ranges give [{m.derived_min:.4g}, {m.derived_max:.4g}], "
-                       f"scale {m.derived_scale:.6g}, zero {m.derived_zero:g})")
-        if m.output_params is None:
-            findings.append(Finding("mlp_mul_missing", "error",
-                                    f"{where}: MLP Mul output {m.output} has no quantInfo: the calibrator never saw "
-                                    f"it and nothing propagated{fb}", m.output, m.layer))
-        elif m.inherited_from is not None:
-            findings.append(Finding("mlp_mul_inherited", "error",
-                                    f"{where}: MLP Mul output {m.output} ({fmt_params(m.output_params)}) is bit-identical to "
-                                    f"its input {m.inherited_from}: copied from an operand, not calibrated{fb}",
-                                    m.output, m.layer))
-        if m.down_proj_agrees is False and m.output_params is not None:
-            bad = next(h for h in m.hops[1:] if not m.output_params.same_as(h.params))
-            findings.append(Finding("down_proj_mismatch", "error",
-                                    f"{where}: {m.down_proj} input disagrees with the Mul output {m.output} "
-                                    f"({fmt_params(m.output_params)}): {bad.tensor} after {bad.producer} has "
-                                    f"{fmt_params(bad.params)}", bad.tensor, m.layer))
-
-        calibrated = m.hops[-1].params if m.down_proj is not None else None
-        if m.fallback_scale is not None and m.derived_scale is not None and calibrated is not None \
-                and m.fallback_scale < calibrated.scale and (m.inherited_from is not None or m.output_params is None):
-            # s_a*s_b*qmax assumes symmetric operands; with zero offsets it can fall short.
-            findings.append(Finding("fallback_too_narrow", "warning",
-                                    f"{where}: s_a*s_b*qmax = {m.fallback_scale:.6g} is below the calibrated "
-                                    f"{m.down_proj} input scale {calibrated.scale:.6g}: it would clip; use the "
-                                    f"operand-range scale {m.derived_scale:.6g} or the calibrated one",
-                                    m.output, m.layer))
+        findings += _mul_findings(m)
 
     rope = [op for op in g.ops if _is_rope_mul(g, op)]
     rope_with = [op for op in rope if op["outputIndexes"][0] in g.params]
     if g.params and len(rope_with) < len(rope):
         missing = [g.name(op["outputIndexes"][0]) for op in rope if op not in rope_with]
-        findings.append(Finding("rope_mul_missing", "error",
-                                f"{len(missing)} of {len(rope)} RoPE multiplies carry no quantInfo "
-                                f"(e.g. {', '.join(missing[:3])}): quantization coverage dropped", missing[0]))
+        findings.append(quant_finding(QuantKind.ROPE_MUL_MISSING, ERROR,
+                                      f"{len(missing)} of {len(rope)} RoPE multiplies carry no quantInfo "
+                                      f"(e.g. {', '.join(missing[:3])}): quantization coverage dropped", missing[0]))
 
     kinds = _integer_tensors_indexed(g)
-    by_kind: dict[str, IntegerKindCount] = {}
-    for k in INTEGER_KINDS:
-        q = sorted(i for i in kinds[k] if i in g.params)
-        by_kind[k] = IntegerKindCount(len(kinds[k]), len(q), tuple(g.name(i) for i in q[:3]))
-        if q:
-            findings.append(Finding("integer_quantized", "error",
-                                    f"{len(q)} of {len(kinds[k])} {INT_KIND_TEXT[k]} carry activation "
-                                    f"quantization (e.g. {', '.join(g.name(i) for i in q[:3])}): integer "
-                                    f"tensors must stay unquantized", g.name(q[0])))
+    by_kind, integer = _integer_findings(g, kinds)
+    findings += integer
     all_int = set().union(*kinds.values())
     int_quant = sum(i in g.params for i in all_int)
 
     precision = str(graph.get("_harness_scale_precision", "exact"))
     if precision != "exact":
-        findings.append(Finding("low_precision", "warning",
-                                f"{source}: scales were read back through the mnn package's converter, which prints 6 decimals; "
-                                f"'bit-identical' means identical to 6 decimals here. Use llm.mnn.json from the "
-                                f"export folder for exact values."))
+        findings.append(quant_finding(QuantKind.LOW_PRECISION, WARNING,
+                                      f"{source}: scales were read back through the mnn package's converter, which "
+                                      f"prints 6 decimals; 'bit-identical' means identical to 6 decimals here. Use "
+                                      f"llm.mnn.json from the export folder for exact values."))
 
     total = len(g.names)
     quantized = sum(1 for i in g.params if 0 <= i < total)
@@ -287,15 +304,15 @@ def compare_coverage(report: QuantReport, baseline: QuantReport) -> list[Finding
              ("RoPE multiplies with quantInfo", report.rope_mul_with_params, baseline.rope_mul_with_params))
     for what, now, before in pairs:
         if now < before:
-            out.append(Finding("coverage_drop", "error",
-                               f"{report.source}: {what} dropped from {before} ({baseline.source}) to {now}"))
+            out.append(quant_finding(QuantKind.COVERAGE_DROP, ERROR,
+                                     f"{report.source}: {what} dropped from {before} ({baseline.source}) to {now}"))
     return out
 
 
 def assert_quant_ok(report: QuantReport, per_kind: int = 5) -> None:
     """pytest helper: raise AssertionError summarising every failing finding by kind
     (counts first, then up to `per_kind` messages of each kind)."""
-    errors = [f for f in report.findings if f.severity == "error"]
+    errors = [f for f in report.findings if f.is_error]
     if not errors:
         return
     by_kind: dict[str, list[Finding]] = {}

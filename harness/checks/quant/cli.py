@@ -34,8 +34,8 @@ def render(report: QuantReport) -> str:
         if example.fallback_scale is not None:
             lines.append(f"    fallback s_a*s_b*qmax = {example.fallback_scale!r}; operand ranges give "
                          f"[{example.derived_min:.4g}, {example.derived_max:.4g}] -> scale {example.derived_scale!r}")
-    errors = [f for f in report.findings if f.severity == "error"]
-    warnings = [f for f in report.findings if f.severity != "error"]
+    errors = [f for f in report.findings if f.is_error]
+    warnings = [f for f in report.findings if not f.is_error]
     for f in warnings:
         lines.append(f"  warning: {f.message}")
     if errors:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.checks.quant.analysis import analyze
-from harness.checks.quant.report import INT_KIND_TEXT, QuantReport
+from harness.checks.quant.report import INT_KIND_TEXT, QuantKind, QuantReport
 from harness.errors import ArtifactError
 from harness.export import open_export
 from harness.mnn_graph import load_graph_json
@@ -111,8 +111,9 @@ def _errors(report: QuantReport) -> tuple[str, ...]:
     if report.integer_tensors_quantized:
         kinds = ", ".join(f"{c.quantized} {INT_KIND_TEXT[k]}" for k, c in report.integer_by_kind.items() if c.quantized)
         out.append(f"{report.integer_tensors_quantized} integer tensors quantized ({kinds})")
-    shown = {"mlp_mul_inherited", "mlp_mul_missing", "down_proj_mismatch", "integer_quantized"}
-    out += [f"[{f.kind}] {f.message}" for f in report.findings if f.severity == "error" and f.kind not in shown]
+    shown = {QuantKind.MLP_MUL_INHERITED, QuantKind.MLP_MUL_MISSING, QuantKind.DOWN_PROJ_MISMATCH,
+             QuantKind.INTEGER_QUANTIZED}
+    out += [f"[{f.kind}] {f.message}" for f in report.findings if f.is_error and f.kind not in shown]
     return tuple(out)
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
+
+from harness.findings import Finding, Severity, Where
 
 # Kinds of integer tensors, in report order. The first five are the ones the NPU export
 # bugs are usually described with; `int_derived` catches ints computed from them.
@@ -75,14 +78,30 @@ class MulCheck:
         return self.output_params is not None
 
 
-@dataclass(frozen=True)
-class Finding:
-    kind: str        # mlp_mul_inherited, mlp_mul_missing, down_proj_mismatch, integer_quantized,
-                     # rope_mul_missing, no_quant_info, coverage_drop, low_precision (warning)
-    severity: str    # "error" fails the check, "warning" does not
-    message: str
-    tensor: str | None = None
-    layer: int | None = None
+class QuantKind(StrEnum):
+    """What a quantization finding is about."""
+
+    NO_QUANT_INFO = "no_quant_info"
+    MLP_MUL_MISSING = "mlp_mul_missing"
+    MLP_MUL_INHERITED = "mlp_mul_inherited"
+    DOWN_PROJ_MISMATCH = "down_proj_mismatch"
+    FALLBACK_TOO_NARROW = "fallback_too_narrow"  # a warning
+    ROPE_MUL_MISSING = "rope_mul_missing"
+    INTEGER_QUANTIZED = "integer_quantized"
+    LOW_PRECISION = "low_precision"  # a warning
+    COVERAGE_DROP = "coverage_drop"
+
+
+def quant_finding(kind: QuantKind, severity: Severity, message: str, tensor: str | None = None,
+                  layer: int | None = None) -> Finding:
+    """A quantization finding (harness/findings.py): its message names the block and tensor."""
+    return Finding(kind, message, severity, Where(tensor=tensor, layer=layer))
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    """A quantization finding as the report's JSON has always held it."""
+    return {"kind": f.kind.value, "severity": f.severity.value, "message": f.message, "tensor": f.where.tensor,
+            "layer": f.where.layer}
 
 
 @dataclass(frozen=True)
@@ -130,7 +149,7 @@ class QuantReport:
 
     @property
     def passed(self) -> bool:
-        return not any(f.severity == "error" for f in self.findings)
+        return not any(f.is_error for f in self.findings)
 
     def mul_for_layer(self, layer: int) -> MulCheck | None:
         return next((m for m in self.mlp_muls if m.layer == layer), None)
@@ -161,7 +180,7 @@ class QuantReport:
             },
             "scale_precision": self.scale_precision,
             "mlp_muls": [asdict(m) for m in self.mlp_muls],
-            "findings": [asdict(f) for f in self.findings],
+            "findings": [finding_json(f) for f in self.findings],
         }
 
 

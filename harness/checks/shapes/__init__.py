@@ -4,7 +4,8 @@ docs/posdbg.md#image-grid-smart-resize).
 
 One job per module:
 
-- `findings`: `ShapeFinding` (where, expected vs found, what to do, IO source), `assert_shapes_ok`.
+- `findings`: `ShapeKind` and `shape_finding` (harness/findings.py's Finding: where, expected vs found,
+  what to do, IO source), `assert_shapes_ok`.
 - `compiled`: the compiled QNN IO against the model's needs (positions, deepstack, chunks,
               context binaries, soc/arch target).
 - `visual`:   the visual graph's outputs and image sizes (`WxH` vs `<hw>H, W</hw>`).
@@ -14,7 +15,7 @@ One job per module:
 """
 
 from harness.checks.shapes.cli import compiled_chunk_size, describe_io, main
-from harness.checks.shapes.findings import ERROR, WARNING, ShapeFinding, assert_shapes_ok
+from harness.checks.shapes.findings import ERROR, WARNING, ShapeKind, assert_shapes_ok, shape_finding
 from harness.checks.shapes.log import (
     GUARD_DEEPSTACK_SHAPE,
     GUARD_NO_DEEPSTACK,
@@ -27,6 +28,6 @@ from harness.checks.shapes.visual import parse_hw_tags, parse_image_sizes
 
 __all__ = [
     "ERROR", "GUARD_DEEPSTACK_SHAPE", "GUARD_NO_DEEPSTACK", "GUARD_NO_IMAGE_EMBEDS", "VISUAL_GUARDS", "WARNING",
-    "ShapeFinding", "assert_shapes_ok", "check_export_shapes", "compiled_chunk_size", "describe_io", "main",
+    "ShapeKind", "assert_shapes_ok", "shape_finding", "check_export_shapes", "compiled_chunk_size", "describe_io", "main",
     "parse_hw_tags", "parse_image_sizes", "scan_log_for_shape_errors",
 ]

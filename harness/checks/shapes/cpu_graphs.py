@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.shapes.compiled import ModelNeeds, fmt_shape
-from harness.checks.shapes.findings import ERROR, WARNING, ShapeFinding
+from harness.checks.shapes.findings import ERROR, WARNING, ShapeKind, shape_finding
 from harness.errors import ArtifactError
+from harness.findings import Finding
 from harness.mnn_graph import load_graph_json
 
 SOURCE = "graph"
@@ -92,18 +93,18 @@ def _load(base: Path, name: str) -> tuple[dict[str, Any] | None, str]:
 
 
 def check_cpu_graph_io(model: ModelNeeds, base: Path, rel: str, visual_model: str = "visual.mnn",
-                       llm_model: str = "llm.mnn") -> list[ShapeFinding]:
+                       llm_model: str = "llm.mnn") -> list[Finding]:
     """The visual graph's outputs against the LLM graph's inputs (both CPU graphs)."""
     if not model.visual:
         return []
     vis, vwhere = _load(base, visual_model)
     llm, lwhere = _load(base, llm_model)
-    out: list[ShapeFinding] = []
+    out: list[Finding] = []
     for graph, where, name in ((vis, vwhere, visual_model), (llm, lwhere, llm_model)):
         # Only a graph the harness could read with the converter installed is worth a warning;
         # a file that is no MNN graph at all (or missing) is other guards' finding.
         if graph is None and "needs the converter" in where:
-            out.append(ShapeFinding("io_unreadable", rel, name, "a readable MNN graph", where,
+            out.append(shape_finding(ShapeKind.IO_UNREADABLE, rel, name, "a readable MNN graph", where,
                                     "keep the exporter's graph (or its .json) in the export folder",
                                     WARNING, source=SOURCE))
     if vis is None or llm is None:
@@ -111,7 +112,7 @@ def check_cpu_graph_io(model: ModelNeeds, base: Path, rel: str, visual_model: st
     v, inputs = visual_outputs(vis), graph_inputs(llm)
 
     def add(key: str, expected: str, found: str, hint: str, file: str = visual_model) -> None:
-        out.append(ShapeFinding("cpu_graph_io", file, key, expected, found, hint, ERROR, source=SOURCE))
+        out.append(shape_finding(ShapeKind.CPU_GRAPH_IO, file, key, expected, found, hint, ERROR, source=SOURCE))
 
     embeds = inputs.get(EMBEDS_INPUT)
     hidden = model.hidden or (embeds[-1] if embeds else None)
@@ -120,7 +121,7 @@ def check_cpu_graph_io(model: ModelNeeds, base: Path, rel: str, visual_model: st
             "the visual merger must project to the LLM's hidden size; re-export both graphs together")
     ds_in = inputs.get(DEEPSTACK_INPUT)
     if model.deepstack and v.deepstack_count == 0:
-        add("deepstack_feature", "one feature per DeepStack layer", "absent",
+        add(ShapeKind.DEEPSTACK_FEATURE, "one feature per DeepStack layer", "absent",
             "llm_config.json has has_deepstack but the visual graph outputs no DeepStack feature")
     if v.deepstack_count and ds_in is None:
         add(DEEPSTACK_INPUT, f"[{v.deepstack_count},seq,{v.deepstack_width}]", "absent",

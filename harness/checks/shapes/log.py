@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from harness.checks.shapes.findings import ShapeFinding
+from harness.checks.shapes.findings import ShapeKind, shape_finding
+from harness.findings import Finding
 
 # The team's visual-output guard strings (printed by a patched runtime, matched as substrings).
 GUARD_NO_IMAGE_EMBEDS = "visual output missing image_embeds"
@@ -23,52 +24,52 @@ _CODE_HINTS = {
 }
 
 # (kind, regex, hint); the regexes match the upstream format strings (docs/llm-demo-output.md#error-strings).
-_LOG_PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
+_LOG_PATTERNS: tuple[tuple[ShapeKind, re.Pattern[str], str], ...] = tuple(
     (k, re.compile(p), h) for k, p, h in (
-        ("broadcast", r"Broad cast error, dim1 = (-?\d+), dim2 = (-?\d+)",
+        (ShapeKind.BROADCAST, r"Broad cast error, dim1 = (-?\d+), dim2 = (-?\d+)",
          "a binary op got mismatched rows; for Qwen3-VL with chunking the deepstack tensor keeps "
          "the whole prompt's rows (docs/posdbg.md#known-failure-shapes)"),
-        ("compute_shape", r"Compute Shape Error for (\S+)",
+        (ShapeKind.COMPUTE_SHAPE, r"Compute Shape Error for (\S+)",
          "shape inference failed inside the graph; see the preceding line"),
-        ("compute_size_code", r"code=3 in onForward", "COMPUTE_SIZE_ERROR from StaticModule"),
-        ("no_outputs", r"\[Error\]: onForward returned no outputs\.?.*",
+        (ShapeKind.COMPUTE_SIZE_CODE, r"code=3 in onForward", "COMPUTE_SIZE_ERROR from StaticModule"),
+        (ShapeKind.NO_OUTPUTS, r"\[Error\]: onForward returned no outputs\.?.*",
          "the forward produced nothing; the prompt's result is invalid"),
-        ("invalid_output", r"\[Error\]: invalid output tensor from onForward.*",
+        (ShapeKind.INVALID_OUTPUT, r"\[Error\]: invalid output tensor from onForward.*",
          "the forward produced an unusable tensor"),
-        ("qnn_plugin_shape", r"MNN_QNN: Failed to compute shape for Plugin Op\.",
+        (ShapeKind.QNN_PLUGIN_SHAPE, r"MNN_QNN: Failed to compute shape for Plugin Op\.",
          "runtime input shapes match no compiled allInputShape: check chunk_limits, "
          "deepstack_embeds [3,1,1], image sizes (check_export_shapes)"),
-        ("qnn_raw_shape", r"MNN_QNN: Failed to find raw shape (.*?)\.?$",
+        (ShapeKind.QNN_RAW_SHAPE, r"MNN_QNN: Failed to find raw shape (.*?)\.?$",
          "a tensor's shape is unknown to the plugin; the QNN export does not match the runtime"),
-        ("qnn_plugin_attr", r"MNN_QNN: Incorrect Plugin Op, can't find '(\w+)' attr\.",
+        (ShapeKind.QNN_PLUGIN_ATTR, r"MNN_QNN: Incorrect Plugin Op, can't find '(\w+)' attr\.",
          "qnn/llm.mnn is not a generate_llm_qnn.py output; regenerate it"),
-        ("qnn_execute", r"MNN_QNN: Failed to execute Plugin Op\.", "the QNN graph failed to run"),
-        ("qnn_validate_binary", r"QNN: Failed to validate binary: (-?\d+)",
+        (ShapeKind.QNN_EXECUTE, r"MNN_QNN: Failed to execute Plugin Op\.", "the QNN graph failed to run"),
+        (ShapeKind.QNN_VALIDATE_BINARY, r"QNN: Failed to validate binary: (-?\d+)",
          "context binaries were built for another soc_id/dsp_arch or QNN SDK"),
-        ("graph_io_missing", r"can't find (\d+) (input|output): (\S+)",
+        (ShapeKind.GRAPH_IO_MISSING, r"can't find (\d+) (input|output): (\S+)",
          "the graph and the runtime disagree on tensor names (e.g. deepstack_embeds)"),
-        ("qnn_mask", r"Can't find mask from qnn model", "the QNN graph lacks attention_mask"),
-        ("qnn_kv", r"QNN: Error: (KV length -?\d+ larger than max size = -?\d+"
+        (ShapeKind.QNN_MASK, r"Can't find mask from qnn model", "the QNN graph lacks attention_mask"),
+        (ShapeKind.QNN_KV, r"QNN: Error: (KV length -?\d+ larger than max size = -?\d+"
                    r"|Remove -?\d+ larger than current = -?\d+)",
          "the prompt exceeds the KV size compiled with --max_history_token"),
-        ("qnn_error_code", r"Error in file (\S+), line (\d+): error code (\d+)", ""),
-        ("merged_embeddings", r"\[Error\]: (failed to build merged multimodal embeddings"
+        (ShapeKind.QNN_ERROR_CODE, r"Error in file (\S+), line (\d+): error code (\d+)", ""),
+        (ShapeKind.MERGED_EMBEDDINGS, r"\[Error\]: (failed to build merged multimodal embeddings"
                               r"|merged multimodal embeddings are not readable).*",
          "image embeddings and image-pad tokens disagree"),
-        ("image_dropped", r"Omni Can't open image",
+        (ShapeKind.IMAGE_DROPPED, r"Omni Can't open image",
          "the image was not found (paths are relative to the cwd) and was silently dropped"),
-        ("image_too_small", r"Qwen-VL smart resize requires height and width >= factor.*",
+        (ShapeKind.IMAGE_TOO_SMALL, r"Qwen-VL smart resize requires height and width >= factor.*",
          "<hw> or the image is smaller than the resize factor"),
-        ("visual_guard", "(" + "|".join(re.escape(g) for g in VISUAL_GUARDS) + r").*",
+        (ShapeKind.VISUAL_GUARD, "(" + "|".join(re.escape(g) for g in VISUAL_GUARDS) + r").*",
          "the visual model's outputs do not feed the LLM correctly (e.g. QNN visual without "
          "deepstack_feature); see check_export_shapes"),
     )
 )
 
 
-def scan_log_for_shape_errors(text: str, *, source: str = "log") -> list[ShapeFinding]:
+def scan_log_for_shape_errors(text: str, *, source: str = "log") -> list[Finding]:
     """Every shape/graph error line in a runtime log (stdout or logcat), in order."""
-    findings: list[ShapeFinding] = []
+    findings: list[Finding] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         for kind, pattern, hint in _LOG_PATTERNS:
             m = pattern.search(line)
@@ -78,8 +79,8 @@ def scan_log_for_shape_errors(text: str, *, source: str = "log") -> list[ShapeFi
                 code = m.group(3)
                 hint = (_CODE_HINTS.get(code, "a QNN API call failed") +
                         "; CALL_QNN does not abort, so later output is unreliable")
-            findings.append(ShapeFinding(kind, source, m.group(0).strip()[:160], "no such line",
-                                         "present", hint, line_no=line_no))
+            findings.append(shape_finding(kind, source, m.group(0).strip()[:160], None, None, hint,
+                                          line_no=line_no))
             break
     return findings
 

@@ -19,11 +19,12 @@ from harness.checks.shapes.compiled import (
     model_needs,
 )
 from harness.checks.shapes.cpu_graphs import check_cpu_graph_io
-from harness.checks.shapes.findings import WARNING, ShapeFinding
+from harness.checks.shapes.findings import WARNING, ShapeKind, shape_finding
 from harness.checks.shapes.visual import check_image_sizes, check_patch_counts, check_visual_io, parse_image_sizes
 from harness.compiled_io import SOURCE_SIDECAR, CompiledIO, binary_files, read_compiled_io
 from harness.errors import ArtifactError
 from harness.export import SIDECAR_PATH, ExportFileError, ExportFolder, FileProblem
+from harness.findings import Finding
 
 
 def check_export_shapes(
@@ -36,7 +37,7 @@ def check_export_shapes(
     dsp_arch: str | None = None,
     qnn_sdk: Path | str | None = None,
     compiled: CompiledIO | None = None,
-) -> list[ShapeFinding]:
+) -> list[Finding]:
     """Check an export folder against its model type (from llm_config.json) before a run.
 
     config_name: one runtime config (e.g. "config_qnn.json"); None checks every config*.json.
@@ -50,9 +51,9 @@ def check_export_shapes(
     if not root.is_dir():
         raise ArtifactError(f"export folder {root} does not exist or is not a directory; "
                             "pass the folder holding llm_config.json and config*.json")
-    findings: list[ShapeFinding] = []
+    findings: list[Finding] = []
 
-    def add(new: Iterable[ShapeFinding]) -> None:
+    def add(new: Iterable[Finding]) -> None:
         findings.extend(f for f in new if f not in findings)
 
     export = ExportFolder(root)
@@ -62,12 +63,12 @@ def check_export_shapes(
         return [_file_finding(exc, root)]
     model = model_needs(llm_config)
     if model.hidden is None:
-        findings.append(ShapeFinding("bad_llm_config", "llm_config.json", "hidden_size",
+        findings.append(shape_finding(ShapeKind.BAD_LLM_CONFIG, "llm_config.json", "hidden_size",
                                      "an integer", repr(llm_config.get("hidden_size")),
                                      "re-export: llmexport.py always writes hidden_size"))
     names = (config_name,) if config_name is not None else export.config_names
     if not names:
-        findings.append(ShapeFinding("missing_file", "config*.json", "(file)", "a runtime config",
+        findings.append(shape_finding(ShapeKind.MISSING_FILE, "config*.json", "(file)", "a runtime config",
                                      "none", "re-run llmexport.py / generate_llm_qnn.py"))
     io = compiled
     for name in names:
@@ -93,8 +94,8 @@ def check_export_shapes(
         add(_check_files(cfg, rel, base, npu_dir, root, model, llm_qnn, vis_qnn, io))
         if llm_qnn:
             if cfg.get("backend_type") == "npu":
-                add([ShapeFinding(
-                    "backend_type", rel, "backend_type", '"cpu" (the QNN plugin runs on the CPU backend)',
+                add([shape_finding(
+                    ShapeKind.BACKEND_TYPE, rel, "backend_type", '"cpu" (the QNN plugin runs on the CPU backend)',
                     '"npu"', "npu is online QNN; offline context binaries need backend_type cpu")])
             stub = io.stubs.get("llm")
             if stub is None:
@@ -119,14 +120,14 @@ def check_export_shapes(
     return findings
 
 
-def _file_finding(exc: ExportFileError, root: Path) -> ShapeFinding:
+def _file_finding(exc: ExportFileError, root: Path) -> Finding:
     """An export record the reader (harness.export) could not use, as a finding."""
     rel = _rel(exc.path, root)
     if exc.problem is FileProblem.MISSING:
-        return ShapeFinding("missing_file", rel, "(file)", "present", "missing",
+        return shape_finding(ShapeKind.MISSING_FILE, rel, "(file)", "present", "missing",
                             "re-run the export or copy the file into the folder")
     expected = "a JSON object" if exc.problem is FileProblem.NOT_OBJECT else "valid JSON"
-    return ShapeFinding("bad_json", rel, "(file)", expected, exc.detail, "fix or regenerate the file")
+    return shape_finding(ShapeKind.BAD_JSON, rel, "(file)", expected, exc.detail, "fix or regenerate the file")
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -136,33 +137,33 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _reader_findings(io: CompiledIO) -> list[ShapeFinding]:
-    out = [ShapeFinding("io_unreadable", "qnn/", "(compiled IO)", "readable", p,
+def _reader_findings(io: CompiledIO) -> list[Finding]:
+    out = [shape_finding(ShapeKind.IO_UNREADABLE, "qnn/", "(compiled IO)", "readable", p,
                         "fix the file named, or give the sidecar / --qnn-sdk", severity=WARNING)
            for p in io.problems]
     for stub in io.stubs.values():
-        out += [ShapeFinding("io_unreadable", stub.path, "(compiled IO)", "readable", p,
+        out += [shape_finding(ShapeKind.IO_UNREADABLE, stub.path, "(compiled IO)", "readable", p,
                              "re-run generate_llm_qnn.py; the stub does not describe its graphs fully",
                              source=stub.source) for p in stub.problems]
     return out
 
 
-def _io_unknown(io: CompiledIO, kind: str) -> ShapeFinding:
+def _io_unknown(io: CompiledIO, kind: str) -> Finding:
     why = io.unread.get(kind) or f"no qnn/{kind}.mnn stub and no {SIDECAR_PATH}"
-    return ShapeFinding(
-        "io_unknown", f"qnn/{kind}.mnn", "(compiled IO)", f"the compiled {kind} IO", why,
+    return shape_finding(
+        ShapeKind.IO_UNKNOWN, f"qnn/{kind}.mnn", "(compiled IO)", f"the compiled {kind} IO", why,
         "the compiled shapes are read from the NPU stub qnn/*.mnn (needs the `mnn` package: "
         f"pip install 'harness[mnn]'); keep it next to the context binaries, or write {SIDECAR_PATH} "
         "(docs/qnn-export-artifacts.md)", severity=WARNING)
 
 
-def _sidecar_sizes(sidecar: dict | None, findings: list[ShapeFinding]) -> list[tuple[int, int]] | None:
+def _sidecar_sizes(sidecar: dict | None, findings: list[Finding]) -> list[tuple[int, int]] | None:
     if not sidecar or not sidecar.get("image_sizes"):
         return None
     try:
         return parse_image_sizes(sidecar["image_sizes"])
     except ArtifactError as exc:
-        f = ShapeFinding("bad_manifest", SIDECAR_PATH, "image_sizes", "['WxH', ...]",
+        f = shape_finding(ShapeKind.BAD_MANIFEST, SIDECAR_PATH, "image_sizes", "['WxH', ...]",
                          repr(sidecar.get("image_sizes")), str(exc), source=SOURCE_SIDECAR)
         if f not in findings:
             findings.append(f)
@@ -170,7 +171,7 @@ def _sidecar_sizes(sidecar: dict | None, findings: list[ShapeFinding]) -> list[t
 
 
 def _check_files(cfg: dict, rel: str, base: Path, npu_dir: Path, root: Path, model: ModelNeeds,
-                 llm_qnn: bool, vis_qnn: bool, io: CompiledIO | None) -> list[ShapeFinding]:
+                 llm_qnn: bool, vis_qnn: bool, io: CompiledIO | None) -> list[Finding]:
     need = [("llm_model", str(cfg.get("llm_model", "llm.mnn"))),
             ("llm_weight", str(cfg.get("llm_weight", "llm.mnn.weight"))),
             ("tokenizer_file", str(cfg.get("tokenizer_file", "tokenizer.txt")))]
@@ -186,12 +187,12 @@ def _check_files(cfg: dict, rel: str, base: Path, npu_dir: Path, root: Path, mod
         if not (base / name).is_file():
             hint = ("Llm::load() checks llm_weight even for QNN: keep llm.mnn.weight (an empty file "
                     "is enough)" if key == "llm_weight" else "push/copy the file or fix the key")
-            out.append(ShapeFinding("missing_file", rel, key, _rel(base / name, root), "missing", hint))
+            out.append(shape_finding(ShapeKind.MISSING_FILE, rel, key, _rel(base / name, root), "missing", hint))
     for enabled, kind in ((llm_qnn, "llm"), (vis_qnn, "visual")):
         named = io is not None and kind in io.stubs and io.stubs[kind].binaries
         if enabled and not named and not binary_files(root, npu_dir)[kind]:
-            out.append(ShapeFinding(
-                "missing_file", rel, f"qnn/graph{kind}<N>.bin", "the QNN context binaries", "none",
+            out.append(shape_finding(
+                ShapeKind.MISSING_FILE, rel, f"qnn/graph{kind}<N>.bin", "the QNN context binaries", "none",
                 "the plugin resolves them under npu_model_dir (default: the config's folder)"))
     return out
 

@@ -11,9 +11,10 @@ from typing import Any
 
 from harness.checks.mrope import smart_resize
 from harness.checks.shapes.compiled import ModelNeeds, fmt_shape, graph_inputs
-from harness.checks.shapes.findings import WARNING, ShapeFinding
+from harness.checks.shapes.findings import WARNING, ShapeKind, shape_finding
 from harness.errors import ArtifactError
 from harness.export import SIDECAR_PATH
+from harness.findings import Finding
 
 _SIZE_RE = re.compile(r"\s*(\d+)\s*[xX]\s*(\d+)\s*")
 _HW_RE = re.compile(r"<hw>(.*?)</hw>", re.S)
@@ -61,15 +62,15 @@ def qwen3_grid(w: int, h: int) -> tuple[int, int]:
 
 
 def check_visual_io(model: ModelNeeds, configs: Sequence[dict], rel: str, source: str,
-                     compiled_sizes: list[tuple[int, int]] | None) -> list[ShapeFinding]:
-    findings: list[ShapeFinding] = []
+                     compiled_sizes: list[tuple[int, int]] | None) -> list[Finding]:
+    findings: list[Finding] = []
     for n, cfg in enumerate(configs):
         outs = [str(o) for o in cfg.get("outputs", [])]
         needed = ["image_embeds"] + (["deepstack_feature"] if model.deepstack else [])
         for name in needed:
             if name not in outs:
-                findings.append(ShapeFinding(
-                    "visual_output_missing", rel, f"shape {n} outputs",
+                findings.append(shape_finding(
+                    ShapeKind.VISUAL_OUTPUT_MISSING, rel, f"shape {n} outputs",
                     " + ".join(needed), ", ".join(outs) or "none",
                     "upstream makeVLIOJson keeps only image_embeds, so Qwen3-VL loses its deepstack "
                     "features on QNN; add deepstack_feature to the visual outputs and recompile, or "
@@ -79,8 +80,8 @@ def check_visual_io(model: ModelNeeds, configs: Sequence[dict], rel: str, source
     if compiled_sizes is None:
         return findings
     if len(configs) != len(compiled_sizes) and compiled_sizes:
-        findings.append(ShapeFinding(
-            "image_sizes_io", rel, "compiled shapes", f"{len(compiled_sizes)} shape(s), one per "
+        findings.append(shape_finding(
+            ShapeKind.IMAGE_SIZES_IO, rel, "compiled shapes", f"{len(compiled_sizes)} shape(s), one per "
             f"image size in {SIDECAR_PATH}", str(len(configs)),
             "the sidecar and the compiled visual graphs disagree; regenerate the sidecar", source=source))
     else:
@@ -88,8 +89,8 @@ def check_visual_io(model: ModelNeeds, configs: Sequence[dict], rel: str, source
             gh, gw = qwen3_grid(w, h)
             patches = graph_inputs(cfg).get("patches")
             if patches and patches[0] != gh * gw:
-                findings.append(ShapeFinding(
-                    "image_sizes_io", rel, f"shape {n} patches", f"[{gh * gw},...] for "
+                findings.append(shape_finding(
+                    ShapeKind.IMAGE_SIZES_IO, rel, f"shape {n} patches", f"[{gh * gw},...] for "
                     f"{w}x{h} (WxH, {SIDECAR_PATH})", fmt_shape(patches),
                     "image_sizes and the compiled visual graphs disagree; regenerate the sidecar",
                     source=source))
@@ -98,16 +99,16 @@ def check_visual_io(model: ModelNeeds, configs: Sequence[dict], rel: str, source
 
 def check_image_sizes(compiled: list[tuple[int, int]], rel: str,
                        image_sizes: str | Sequence[Any] | None,
-                       prompts: Sequence[str], source: str) -> list[ShapeFinding]:
-    findings: list[ShapeFinding] = []
+                       prompts: Sequence[str], source: str) -> list[Finding]:
+    findings: list[Finding] = []
     grids = {qwen3_grid(w, h): (w, h) for w, h in compiled}
     shown = ",".join(f"{w}x{h}" for w, h in compiled) or "none"
     if image_sizes is not None:
         for w, h in parse_image_sizes(image_sizes):
             if qwen3_grid(w, h) not in grids:
                 swapped = qwen3_grid(h, w) in grids
-                findings.append(ShapeFinding(
-                    "image_size_mismatch", rel, "image_sizes", f"{w}x{h} (WxH) among compiled sizes",
+                findings.append(shape_finding(
+                    ShapeKind.IMAGE_SIZE_MISMATCH, rel, "image_sizes", f"{w}x{h} (WxH) among compiled sizes",
                     shown, "the export was compiled for the transposed size: --image_sizes is "
                     "WIDTH x HEIGHT" if swapped else
                     f"re-run generate_llm_qnn.py --model_name visual.mnn --image_sizes {w}x{h}",
@@ -116,8 +117,8 @@ def check_image_sizes(compiled: list[tuple[int, int]], rel: str,
         for i_idx, hw in enumerate(parse_hw_tags(prompt)):
             key = f"prompt {p_idx} image {i_idx}"
             if hw is None:
-                findings.append(ShapeFinding(
-                    "image_size_unforced", rel, key, "<hw>H, W</hw> matching a compiled size",
+                findings.append(shape_finding(
+                    ShapeKind.IMAGE_SIZE_UNFORCED, rel, key, "<hw>H, W</hw> matching a compiled size",
                     "no <hw> tag", "the image is resized from its own size and the QNN plugin "
                     f"lookup fails unless it lands on a compiled size ({shown}); add "
                     "<hw>HEIGHT, WIDTH</hw>", severity=WARNING, source=source))
@@ -126,14 +127,14 @@ def check_image_sizes(compiled: list[tuple[int, int]], rel: str,
             try:
                 rh, rw = smart_resize(height, width)
             except ValueError as exc:
-                findings.append(ShapeFinding("image_size_mismatch", rel, key, "height, width >= 32",
+                findings.append(shape_finding(ShapeKind.IMAGE_SIZE_MISMATCH, rel, key, "height, width >= 32",
                                              f"<hw>{height}, {width}</hw>", str(exc), source=source))
                 continue
             grid = (rh // 16, rw // 16)
             if grid not in grids:
                 swapped = (grid[1], grid[0]) in grids
-                findings.append(ShapeFinding(
-                    "image_size_mismatch", rel, key,
+                findings.append(shape_finding(
+                    ShapeKind.IMAGE_SIZE_MISMATCH, rel, key,
                     f"a compiled size ({shown}, WxH)", f"<hw>{height}, {width}</hw> -> {rw}x{rh} (WxH)",
                     "<hw> is HEIGHT, WIDTH (height first) while --image_sizes is WIDTH x HEIGHT; "
                     f"write <hw>{width}, {height}</hw>" if swapped else
@@ -143,7 +144,7 @@ def check_image_sizes(compiled: list[tuple[int, int]], rel: str,
 
 
 def check_patch_counts(configs: Sequence[dict], rel: str, image_sizes: str | Sequence[Any] | None,
-                        prompts: Sequence[str], source: str) -> list[ShapeFinding]:
+                        prompts: Sequence[str], source: str) -> list[Finding]:
     """Without the sidecar's image sizes the stub only tells each compiled shape's patch count:
     a requested size must land on one of them (its axis order cannot be told apart)."""
     counts = sorted({p[0] for p in (graph_inputs(c).get("patches") for c in configs) if p})
@@ -163,7 +164,7 @@ def check_patch_counts(configs: Sequence[dict], rel: str, image_sizes: str | Seq
             except ValueError:
                 continue
             wanted.append((f"prompt {p_idx} image {i_idx}", (rh // 16) * (rw // 16), f"<hw>{hw[0]}, {hw[1]}</hw>"))
-    return [ShapeFinding("image_size_mismatch", rel, key, f"one of the compiled patch counts {counts}",
+    return [shape_finding(ShapeKind.IMAGE_SIZE_MISMATCH, rel, key, f"one of the compiled patch counts {counts}",
                          f"{what} -> {n} patches", "recompile the visual model with --image_sizes for this "
                          "size, or ask for a compiled size", source=source)
             for key, n, what in wanted if n not in counts]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.outcomes import FailureClass
 from harness.runners.llm_demo.output import ParsedOutput, PromptOutput, parse_output
 from harness.runners.signatures import Classification, SignatureSet, load_signatures, logcat_messages, signal_name, signal_of
 from harness.runners.summary import Summary
@@ -51,11 +52,11 @@ class LlmDemoResult:
     @property
     def failure_class(self) -> str:
         sigs = load_signatures()
-        return sigs.worst(r.classification.cls for r in self.runs) if self.runs else "ok"
+        return sigs.worst(r.classification.cls for r in self.runs) if self.runs else FailureClass.OK.value
 
     @property
     def ok(self) -> bool:
-        return self.failure_class == "ok"
+        return self.failure_class == FailureClass.OK
 
     @property
     def errors(self) -> list[str]:
