@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.checks.coherence import Tally, Thresholds, decide, measure  # noqa: E402
+from harness.checks.coherence import Measurements, Tally, Thresholds, decide, measure  # noqa: E402
 from harness.checks.surprise import Surprise  # noqa: E402
 
 DEFAULT_FILE = ROOT / ".." / "shared" / "corpus" / "coherence-dev.jsonl"
@@ -59,7 +59,7 @@ def load(path: Path) -> list[dict]:
     return [r for r in rows if r.get("label") in ("coherent", "garbled")]
 
 
-def evaluate(ms: list[dict], rows: list[dict], th: Thresholds) -> tuple[Tally, float]:
+def evaluate(ms: list[Measurements], rows: list[dict], th: Thresholds) -> tuple[Tally, float]:
     """Tally plus the margin: garbled_at minus the highest suspicion of a coherent row."""
     tally, worst = Tally(), 0.0
     for m, r in zip(ms, rows):
@@ -70,7 +70,7 @@ def evaluate(ms: list[dict], rows: list[dict], th: Thresholds) -> tuple[Tally, f
     return tally, th.garbled_at - worst
 
 
-def fit(ms: list[dict], rows: list[dict]) -> Thresholds:
+def fit(ms: list[Measurements], rows: list[dict]) -> Thresholds:
     keys = list(GRID)
     best_key, best_th = None, Thresholds()
     for values in itertools.product(*(GRID[k] for k in keys)):
@@ -82,7 +82,7 @@ def fit(ms: list[dict], rows: list[dict]) -> Thresholds:
     return best_th
 
 
-def cross_validate(ms: list[dict], rows: list[dict], folds: list[list[str]]) -> Tally:
+def cross_validate(ms: list[Measurements], rows: list[dict], folds: list[list[str]]) -> Tally:
     total = Tally()
     for held in folds:
         held_set = set(held)

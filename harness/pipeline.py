@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from harness.checks import mrope
 from harness.checks.agreement import Agreement, compare
+from harness.checks.coherence import CoherenceKind, judge
 from harness.checks.coherence import Verdict as TextVerdict
-from harness.checks.coherence import judge
 from harness.checks.export_verdict import ExportVerdict, verdict_of_records
 from harness.checks.shapes import scan_log_for_shape_errors
 from harness.findings import Finding, errors
@@ -287,7 +287,7 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     # A fluent answer that only misses the suite's expected words is judged against the
     # CPU answer instead: drift with both texts, not "garbled".
     expectation_only = (j.verdict is not None and not j.verdict.coherent and ag is not None
-                        and all(r.startswith("expectation:") for r in j.verdict.reasons))
+                        and j.verdict.only(CoherenceKind.EXPECTATION))
     # A content word of the CPU answer replaced ("France is France" for "Paris") is the more
     # telling finding: it names both texts, whatever the text checker also disliked.
     if ag is not None and ag.wrong_answer and not problems:

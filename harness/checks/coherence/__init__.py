@@ -18,10 +18,10 @@ calibrated on ../shared/corpus/coherence-dev.jsonl with cross-validation by prom
 CLI: `python -m harness.checks.coherence FILE.jsonl [--json]`."""
 
 from harness.checks.coherence.cli import main
-from harness.checks.coherence.measure import measure
+from harness.checks.coherence.measure import Measurements, measure
 from harness.checks.coherence.rows import Row, RowsError, Tally, load_rows
 from harness.checks.coherence.rules import assert_coherent, decide, judge
-from harness.checks.coherence.verdict import Thresholds, Verdict, VerdictLabel
+from harness.checks.coherence.verdict import CoherenceKind, Thresholds, Verdict, VerdictLabel
 
-__all__ = ["Row", "RowsError", "Tally", "Thresholds", "Verdict", "VerdictLabel", "assert_coherent",
+__all__ = ["CoherenceKind", "Measurements", "Row", "RowsError", "Tally", "Thresholds", "Verdict", "VerdictLabel", "assert_coherent",
            "decide", "judge", "load_rows", "main", "measure"]

@@ -4,9 +4,45 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
+from harness.findings import Finding
+
 VerdictLabel = Literal["coherent", "garbled"]
+
+
+class CoherenceKind(StrEnum):
+    """What a coherence rule found (docs/coherence.md): decisive rules give ERROR findings,
+    suspicious ones WARNING findings whose weights add up."""
+
+    EMPTY = "empty"
+    CONTROL_CHARACTERS = "control-characters"
+    ECHO = "echo"
+    SYSTEM_PROMPT = "system-prompt"
+    TEMPLATE_LEAK = "template-leak"
+    REPLACEMENT_CHARACTERS = "replacement-characters"
+    TOKEN_SOUP = "token-soup"
+    REPETITION_LOOP = "repetition-loop"
+    SHORT_REPETITION = "short-repetition"
+    REPEATED_PHRASE = "repeated-phrase"
+    PUNCTUATION_RUN = "punctuation-run"
+    STUCK_TOKEN = "stuck-token"
+    REPEATED_LINES = "repeated-lines"
+    REPEATED_PASSAGE = "repeated-passage"
+    OFF_TOPIC = "off-topic"
+    INVENTED_WORDS = "invented-words"
+    MANGLED_TOKENS = "mangled-tokens"
+    DOUBLED_WORDS = "doubled-words"
+    BROKEN_END = "broken-end"
+    WEAK_END = "weak-end"
+    ASKS_BACK = "asks-back"
+    DOUBLED_COMMAS = "doubled-commas"
+    COMMA_CLOSE = "comma-close"
+    SURPRISING = "surprising"
+    FRAGMENTS = "fragments"
+    DANGLING = "dangling"
+    EXPECTATION = "expectation"  # none of the suite's expected words appear
 
 
 @dataclass(frozen=True)
@@ -76,12 +112,21 @@ class Thresholds:
 @dataclass
 class Verdict:
     verdict: VerdictLabel
-    reasons: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # every rule that fired, decisive first
     scores: dict[str, float] = field(default_factory=dict)
 
     @property
     def coherent(self) -> bool:
         return self.verdict == "coherent"
+
+    @property
+    def reasons(self) -> list[str]:
+        """Each finding in words (a suspicious one with its weight)."""
+        return [f.message for f in self.findings]
+
+    def only(self, kind: CoherenceKind) -> bool:
+        """Every finding is of `kind` (and there is one)."""
+        return bool(self.findings) and all(f.kind is kind for f in self.findings)
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "reasons": list(self.reasons),
