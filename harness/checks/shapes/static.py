@@ -93,31 +93,44 @@ def check_export_shapes(
             add(check_target(io, soc_id, dsp_arch))
         add(_check_files(cfg, rel, base, npu_dir, root, model, llm_qnn, vis_qnn, io))
         if llm_qnn:
-            if cfg.get("backend_type") == "npu":
-                add([shape_finding(
-                    ShapeKind.BACKEND_TYPE, rel, "backend_type", '"cpu" (the QNN plugin runs on the CPU backend)',
-                    '"npu"', "npu is online QNN; offline context binaries need backend_type cpu")])
-            stub = io.stubs.get("llm")
-            if stub is None:
-                add([_io_unknown(io, "llm")])
-            else:
-                io_findings, seqs = check_llm_io(model, stub.configs, stub.path, stub.source)
-                add(io_findings)
-                add(check_chunks(cfg, rel, stub, io.sidecar, seqs))
-                add(check_binaries(stub, "llm", root, npu_dir))
+            add(_llm_stub_findings(cfg, rel, root, npu_dir, model, io))
         if vis_qnn:
-            stub = io.stubs.get("visual")
-            if stub is None:
-                add([_io_unknown(io, "visual")])
-                continue
-            sizes = _sidecar_sizes(io.sidecar, findings)
-            add(check_visual_io(model, stub.configs, stub.path, stub.source, sizes))
-            if sizes:
-                add(check_image_sizes(sizes, stub.path, image_sizes, prompts, SIDECAR_PATH))
-            else:
-                add(check_patch_counts(stub.configs, stub.path, image_sizes, prompts, stub.source))
-            add(check_binaries(stub, "visual", root, npu_dir))
+            add(_visual_stub_findings(root, npu_dir, model, io, image_sizes, prompts, findings))
     return findings
+
+
+def _llm_stub_findings(cfg: dict[str, Any], rel: str, root: Path, npu_dir: Path, model: ModelNeeds,
+                       io: CompiledIO) -> list[Finding]:
+    """A config running the LLM on QNN: its backend type, the compiled LLM IO against the
+    model, its chunk limits and the context binaries its stub names."""
+    out: list[Finding] = []
+    if cfg.get("backend_type") == "npu":
+        out.append(shape_finding(
+            ShapeKind.BACKEND_TYPE, rel, "backend_type", '"cpu" (the QNN plugin runs on the CPU backend)',
+            '"npu"', "npu is online QNN; offline context binaries need backend_type cpu"))
+    stub = io.stubs.get("llm")
+    if stub is None:
+        return out + [_io_unknown(io, "llm")]
+    io_findings, seqs = check_llm_io(model, stub.configs, stub.path, stub.source)
+    return out + io_findings + check_chunks(cfg, rel, stub, io.sidecar, seqs) + check_binaries(stub, "llm", root, npu_dir)
+
+
+def _visual_stub_findings(root: Path, npu_dir: Path, model: ModelNeeds, io: CompiledIO,
+                          image_sizes: str | Sequence[Any] | None, prompts: Sequence[str],
+                          findings: list[Finding]) -> list[Finding]:
+    """A config running the visual encoder on QNN: the compiled visual IO, the image sizes
+    (the sidecar's, else the stub's patch counts) and its context binaries. A sidecar whose
+    image sizes cannot be read adds its finding to `findings`."""
+    stub = io.stubs.get("visual")
+    if stub is None:
+        return [_io_unknown(io, "visual")]
+    sizes = _sidecar_sizes(io.sidecar, findings)
+    out = check_visual_io(model, stub.configs, stub.path, stub.source, sizes)
+    if sizes:
+        out += check_image_sizes(sizes, stub.path, image_sizes, prompts, SIDECAR_PATH)
+    else:
+        out += check_patch_counts(stub.configs, stub.path, image_sizes, prompts, stub.source)
+    return out + check_binaries(stub, "visual", root, npu_dir)
 
 
 def _file_finding(exc: ExportFileError, root: Path) -> Finding:
