@@ -29,6 +29,8 @@ from harness.verdict import Verdict, cause, is_bad
 
 # Fields that are typed in memory and text in a JSON line.
 _TYPED = {"status": Status, "failure_class": FailureClass, "backend_pair": BackendPair}
+# The verdict's fields: set when a record is made (or read back), then by set_verdict alone.
+_VERDICT = frozenset({"status", "failure_class", "message"})
 
 
 @dataclass
@@ -64,6 +66,12 @@ class TestRecord:
             if value is not None and not isinstance(value, kind):
                 raise TypeError(f"TestRecord.{name} is a {kind.__name__}, not {value!r} "
                                 "(text is read only by TestRecord.from_dict)")
+        object.__setattr__(self, "_made", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _VERDICT and self.__dict__.get("_made"):
+            raise AttributeError(f"TestRecord.{name} is written by set_verdict(Verdict) alone")
+        object.__setattr__(self, name, value)
 
     @property
     def is_bad(self) -> bool:
@@ -77,8 +85,9 @@ class TestRecord:
 
     def set_verdict(self, verdict: Verdict) -> None:
         """THE writer of a record's status, failure class, message and warning."""
-        self.status, self.failure_class = verdict.status, verdict.failure_class
-        self.message = verdict.message
+        object.__setattr__(self, "status", verdict.status)
+        object.__setattr__(self, "failure_class", verdict.failure_class)
+        object.__setattr__(self, "message", verdict.message)
         if verdict.warning is not None:
             self.extras["warning"] = verdict.warning.value
         else:

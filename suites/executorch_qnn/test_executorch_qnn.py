@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
 from harness.provision import provision_model
 from harness.runners.etdump import analyse_etdump, executorch_available
@@ -111,7 +112,7 @@ def test_load_failure_is_classified(pytestconfig, device, transport, et_runtime,
     _, result = _run(transport, et_runtime, folder, f"et-{name}", tmp_path, seq_len=HOST_SEQ_LEN,
                      extra_env={CUSTOM_OPS_ENV: "0"})
     cls = result.classification
-    assert result.exit_code == 1 and cls.cls == "init-error", result.to_json()
+    assert result.exit_code == 1 and cls.cls == FailureClass.INIT_ERROR, result.to_json()
     assert cls.primary is not None and cls.primary.signature.id == "et-missing-operator", cls.to_json()
     assert "et-method-load-failed" in cls.signature_ids
     assert any("llama::custom_sdpa.out" in e for e in cls.errors), cls.errors[:5]

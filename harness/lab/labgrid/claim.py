@@ -16,6 +16,9 @@ from harness.lab.locks import DeviceBusy, wait_longer
 _POLL_S = 0.5
 log = logging.getLogger("harness.lab")
 
+# The labgrid resource class that publishes a device's address (docs/labgrid.md).
+NETWORK_SERVICE = "NetworkService"
+
 
 def resolve_address(device: DeviceSpec, place: str, resources: list[PlaceResource]) -> DeviceSpec:
     """The device spec to connect with: host and port from the place's NetworkService."""
@@ -30,7 +33,7 @@ def resolve_address(device: DeviceSpec, place: str, resources: list[PlaceResourc
             f"as `{lg.resource}: {{cls: NetworkService, address: ..., port: ..., username: ...}}` and match it, "
             f"or set `labgrid.resource` in {device.source or 'devices.yaml'}")
     r = found[0]
-    if r.cls != "NetworkService":
+    if r.cls != NETWORK_SERVICE:
         raise LabgridError(f"{device.name}: resource {r.path} of place {place} is a {r.cls}, not a NetworkService; "
                            "publish the address as a NetworkService")
     if not r.available:
