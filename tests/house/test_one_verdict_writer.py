@@ -42,8 +42,9 @@ def test_no_module_but_records_writes_a_records_warning() -> None:
         if path == RECORDS:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets = node.targets if isinstance(node, ast.Assign) else []
-            for t in targets:
+            if not isinstance(node, ast.Assign):
+                continue
+            for t in node.targets:
                 if isinstance(t, ast.Subscript) and re.search(r"extras\[['\"]warning['\"]\]", ast.unparse(t)):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not found, f"extras['warning'] is the verdict's, written by TestRecord.set_verdict: {found}"
