@@ -3,7 +3,7 @@ imports a higher one, no two modules import each other in a circle (in `harness`
 `virtual_lab`), and no file in either is over 500 lines.
 
 Layers (lowest first), as docs/ARCHITECTURE.md draws them:
-    errors, outcomes -> hostfiles/soc/validation/pairs/verdict -> export, mnn_graph -> compiled_io -> inventory, checks, report,
+    errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict -> export, mnn_graph -> compiled_io -> inventory, checks, report,
     hostrt -> transport -> provision -> runners -> pipeline -> suite -> lab -> plugin -> cli
 Imports inside a package (harness.lab.* -> harness.lab.*) are free; imports under
 `if TYPE_CHECKING:` count too: a type that must come from above is a sign the code sits low.
