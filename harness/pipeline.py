@@ -258,7 +258,7 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     suite's expected words, or a different answer altogether (disagree), or no text at all
     (runtime-error). Other drift (words added, dropped or reordered) passes with a warning,
     and so does this prompt's teacher-forced drift or disagreement: the export's verdict over
-    all its prompts (`export_verdict_record`) fails a consistent shift, not one odd prompt.
+    all its prompts (`export_verdict_of`) fails a consistent shift, not one odd prompt.
     The first problem found names the class.
 
     `checked_elsewhere`: classes a front door reports in tests of their own (suites/qwen3_vl's
@@ -304,7 +304,7 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
         elif ag.level != "agree" and not problems:
             warning = (RecordWarning.DRIFT, ag.describe(j.pair.name))
     # One prompt's teacher-forced verdict is evidence, not the export's verdict: the export's
-    # record judges all its prompts together (export_verdict_record), so one odd prompt warns.
+    # record judges all its prompts together (export_verdict_of), so one odd prompt warns.
     if tf is not None and tf.verdict in ("drift", "disagree") and not problems and warning is None:
         warning = (RecordWarning.LOGITS_DRIFT if tf.verdict == "drift" else RecordWarning.LOGITS_DISAGREE,
                    tf.describe())

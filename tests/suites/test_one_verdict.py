@@ -1,6 +1,6 @@
 """The policy and the suite's generation check give the same verdict on a (pair, prompt): one
 judged matrix (every kind of finding the policy knows) goes through `pipeline.matrix_records`
-(record_outcome over every cell) and through `harness.suite.run_check` with the generation
+(decide and record_evidence over every cell) and through `harness.suite.run_check` with the generation
 check (what both doors call: suites/support.py's test_generation and the night's job) and
 every record ends with the same status, class, message and warning."""
 
