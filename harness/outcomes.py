@@ -1,4 +1,5 @@
-"""The one spelling of every test status, failure class and warning the harness writes.
+"""The one spelling of every test status, failure class and warning the harness writes, and
+of a device's night outcome.
 
 str-valued enums: a member *is* its string, so records, JUnit properties, SQLite rows and
 the HTML report keep the exact strings they always had (`"transport-error"`, ...), and a
@@ -68,6 +69,16 @@ class RecordWarning(StrEnum):
     # decides (harness/checks/teacher_forced.py): one odd prompt is not a failure.
     LOGITS_DISAGREE = "logits-disagree"
     GARBLED_ANSWERS = "garbled-answers"  # an export's: some answers garbled (their records fail), not most
+
+
+class NightOutcome(StrEnum):
+    """How one device's night ended (night.json's `outcomes`, `harness lab run`'s last lines,
+    the HTML report's devices)."""
+
+    COMPLETED = "completed"  # every entry ran (its records say how each went)
+    QUARANTINED = "quarantined"  # unhealthy or lost: the rest of its entries skipped
+    BUSY = "busy"  # not claimed: another run held it, or the claim engine failed
+    INTERRUPTED = "interrupted"  # a stop (Ctrl-C, SIGTERM) ended it
 
 
 # The class a signature may carry that is never a failure (harness/runners/signatures.yaml).

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.lab.context import NightOutcome
-from harness.outcomes import FailureClass, Status
+from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report.records import TestRecord
 
 REPO = Path(__file__).resolve().parents[1]

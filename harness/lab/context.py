@@ -1,5 +1,6 @@
 """What a lab job sees: the `DeviceContext` of one plan entry on one device, the job's
-signature, and the outcome words of a device's night. The scheduler (`scheduler.py`), its
+signature, and a device's night outcome (`DeviceOutcome`; its words are
+harness.outcomes.NightOutcome). The scheduler (`scheduler.py`), its
 per-device worker (`worker.py`) and the night's reports (`night_reports.py`) share these."""
 
 from __future__ import annotations
@@ -7,27 +8,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan, PlanEntry
+from harness.outcomes import NightOutcome
 from harness.report.records import TestRecord
 from harness.transport.base import Transport
 
 TransportFactory = Callable[[DeviceSpec], Transport]
 SayFn = Callable[[str], None]
 
-
-
-class NightOutcome(StrEnum):
-    """How one device's night ended (night.json's `outcomes`, `harness lab run`'s last lines)."""
-
-    COMPLETED = "completed"  # every entry ran (its records say how each went)
-    QUARANTINED = "quarantined"  # unhealthy or lost: the rest of its entries skipped
-    BUSY = "busy"  # not claimed: another run held it, or the claim engine failed
-    INTERRUPTED = "interrupted"  # a stop (Ctrl-C, SIGTERM) ended it
 
 
 @dataclass

@@ -17,9 +17,9 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.hostfiles import write_atomic, write_error
 from harness.inventory import DeviceSpec
-from harness.lab.context import DeviceOutcome, NightOutcome
+from harness.lab.context import DeviceOutcome
 from harness.lab.plan import Plan
-from harness.outcomes import FailureClass, Status
+from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report.records import TestRecord, read_records
 
 

@@ -41,13 +41,13 @@ from harness.lab.context import (  # noqa: F401
     DeviceOutcome,
     ExportChecks,
     JobFn,
-    NightOutcome,
     SayFn,
     TransportFactory,
 )
 from harness.lab.night_reports import NightCounts, NightResult, write_meta, write_night_reports  # noqa: F401
 from harness.lab.plan import Plan, PlanError
 from harness.lab.worker import DeviceWorker, Night
+from harness.outcomes import NightOutcome
 from harness.report.records import RecordWriter
 from harness.transport.factory import open_transport
 

@@ -25,7 +25,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from harness.hostfiles import write_atomic
-from harness.outcomes import FailureClass, Status
+from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report.history import History, Regression
 from harness.report.junit import xml_safe
 from harness.report.plots import plot_trends
@@ -61,7 +61,7 @@ class DeviceSummary:
     device: str
     soc: str = ""
     arch: str = ""
-    status: str = "completed"  # completed | quarantined | busy: the CSS class
+    status: NightOutcome = NightOutcome.COMPLETED  # also the CSS class
     reason: str = ""
     counts: Counter[Status] = field(default_factory=Counter)
 
@@ -73,9 +73,9 @@ def summarize_devices(records: Sequence[TestRecord]) -> list[DeviceSummary]:
         s.counts = Counter(r.status for r in recs)
         lab = [r for r in recs if r.failure_class is FailureClass.QUARANTINED and r.status is Status.ERROR]
         if lab:
-            s.status, s.reason = "quarantined", lab[0].message
+            s.status, s.reason = NightOutcome.QUARANTINED, lab[0].message
         elif recs and all(r.status is Status.SKIPPED and r.failure_class is FailureClass.BUSY for r in recs):
-            s.status, s.reason = "busy", recs[0].message
+            s.status, s.reason = NightOutcome.BUSY, recs[0].message
         out.append(s)
     return out
 

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("harness", "suites", "tools")
 RECORDS = ROOT / "harness" / "report" / "records.py"
 # The enums' own modules spell their strings.
-OWN = {ROOT / "harness" / "outcomes.py", ROOT / "harness" / "pairs.py", ROOT / "harness" / "lab" / "context.py"}
+OWN = {ROOT / "harness" / "outcomes.py", ROOT / "harness" / "pairs.py"}
 
 
 def _sources() -> list[Path]:
