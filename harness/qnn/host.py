@@ -37,6 +37,10 @@ WHEEL_DIST = "onnxruntime-qnn"
 INSTALL_HINT = "pip install 'harness[qnn]' (onnxruntime-qnn==2.5.0, QAIRT 2.49.40) or pass --qnn-sdk DIR"
 _BUILD_RE = re.compile(rb"v(\d+)\.(\d+)\.(\d+)\.(\d{12})")
 _READ_TIMEOUT_S = 60
+# Off switch for the automatic use (auto_host_qnn), e.g. where the context binaries are the
+# virtual lab's stand-ins or newer than the host's QAIRT; find_host_qnn itself ignores it.
+HOST_QNN_SWITCH = "HARNESS_HOST_QNN"
+_OFF = frozenset({"0", "off", "no", "false"})
 
 
 class QnnUnavailable(HarnessError):
@@ -112,6 +116,28 @@ def find_host_qnn(qnn_sdk: Path | str | None = None, environ: Mapping[str, str] 
         dist_version = "unknown"
     root = _wheel_layout(pkg, dist_version, cache_dir or user_cache_dir())
     return _described(root, f"{WHEEL_DIST} {dist_version} wheel")
+
+
+def auto_host_qnn(qnn_sdk: Path | str | None = None,
+                  environ: Mapping[str, str] | None = None) -> tuple[HostQnn | None, str]:
+    """The host's QAIRT libraries for reading context binaries on the side (compiled IO,
+    provisioning's target guard): (host, "") when found, (None, why not) when $HARNESS_HOST_QNN is
+    off or nothing is found. A --qnn-sdk without x86 libraries (a device-only SDK) falls through
+    to $QNN_SDK_ROOT and the wheel."""
+    env = os.environ if environ is None else environ
+    if env.get(HOST_QNN_SWITCH, "").strip().lower() in _OFF:
+        return None, f"{HOST_QNN_SWITCH}={env[HOST_QNN_SWITCH]}: the host's QAIRT libraries are not used"
+    tried: list[str] = []
+    if qnn_sdk:
+        try:
+            return find_host_qnn(qnn_sdk, env), ""
+        except QnnUnavailable as exc:
+            tried.append(str(exc))
+    try:
+        return find_host_qnn(None, env), ""
+    except QnnUnavailable as exc:
+        tried.append(str(exc))
+    return None, "; ".join(tried)
 
 
 def _missing(lib_dir: Path) -> list[str]:
