@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import mmap
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,19 +153,40 @@ class QnnSystemLib:
         """Parse one context binary held in `data`; `name` is the file it came from (for errors)."""
         if not data:
             raise ContextBinaryError(f"{name}: empty (0 bytes); copy the context binary again")
+        buf = ctypes.create_string_buffer(data, len(data))
+        return self._read_at(ctypes.addressof(buf), len(data), name)
+
+    def read_file(self, path: Path, name: str, offset: int = 0, size: int | None = None) -> BinaryInfo:
+        """Parse the context binary at `path` (bytes offset..offset+size), mapped rather than read:
+        an LLM's binaries are hundreds of MB and QNN reads only their metadata."""
+        try:
+            with path.open("rb") as fh:
+                total = os.fstat(fh.fileno()).st_size
+                length = total - offset if size is None else size
+                if length <= 0 or offset + length > total:
+                    raise ContextBinaryError(f"{name}: empty or cut short ({total} bytes, {length} wanted at "
+                                             f"{offset}); copy the context binary again")
+                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
+                    view = (ctypes.c_char * length).from_buffer(mm, offset)
+                    try:
+                        return self._read_at(ctypes.addressof(view), length, name)
+                    finally:
+                        del view  # the mapping cannot close while ctypes holds it
+        except OSError as exc:
+            raise ContextBinaryError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+
+    def _read_at(self, address: int, length: int, name: str) -> BinaryInfo:
         sys_ctx = ctypes.c_void_p()
         rc = self._iface.systemContextCreate(ctypes.byref(sys_ctx))
         if rc != 0:
             raise ContextBinaryError(f"{name}: QNN's systemContextCreate failed ({rc}) in {self.path}")
         try:
-            buf = ctypes.create_string_buffer(data, len(data))
             info = ctypes.POINTER(L.BinaryInfo)()
             size = ctypes.c_uint64(0)
-            rc = self._iface.systemContextGetBinaryInfo(sys_ctx, ctypes.cast(buf, ctypes.c_void_p), len(data),
-                                                        ctypes.byref(info), ctypes.byref(size))
+            rc = self._iface.systemContextGetBinaryInfo(sys_ctx, address, length, ctypes.byref(info), ctypes.byref(size))
             if rc != 0 or not info:
-                raise ContextBinaryError(_refusal(name, int(rc), len(data), self))
-            return _binary_info(info.contents, len(data), self.describe(), name)
+                raise ContextBinaryError(_refusal(name, int(rc), length, self))
+            return _binary_info(info.contents, length, self.describe(), name)
         finally:
             self._iface.systemContextFree(sys_ctx)
 
@@ -262,12 +285,7 @@ def system_lib(host: HostQnn | None = None) -> QnnSystemLib:
 
 def read_context_binary(data: bytes | Path, *, host: HostQnn | None = None, name: str | None = None) -> BinaryInfo:
     """One context binary (its bytes, or a file) read by the host's libQnnSystem.so."""
+    lib = system_lib(host)
     if isinstance(data, Path):
-        label = name or str(data)
-        try:
-            raw = data.read_bytes()
-        except OSError as exc:
-            raise ContextBinaryError(f"{label}: cannot read it ({exc.strerror or exc})") from None
-    else:
-        raw, label = data, name or "<bytes>"
-    return system_lib(host).read(raw, label)
+        return lib.read_file(data, name or str(data))
+    return lib.read(data, name or "<bytes>")

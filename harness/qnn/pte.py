@@ -160,6 +160,17 @@ def _context_span(flat: _Flat, start: int, length: int, where: str) -> tuple[int
     return (signature, start + pad, size)
 
 
+def is_pte(path: Path) -> bool:
+    """A .pte by name, or any file with ExecuTorch's program identifier at byte 4."""
+    if path.suffix == ".pte":
+        return True
+    try:
+        with path.open("rb") as fh:
+            return fh.read(8)[4:8] == _PTE_IDENT
+    except OSError:
+        return False
+
+
 def qnn_delegates(path: Path) -> list[QnnDelegate]:
     """Every QnnBackend delegate of the program at `path`, in plan order. PteError names the file."""
     try:

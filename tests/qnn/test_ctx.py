@@ -22,6 +22,8 @@ from harness.qnn.host import find_host_qnn
 from harness.qnn.pte import PteError, context_binaries, qnn_delegates
 from tests.qnn.material import ET_QNN, et_qnn_or_skip, wheel_or_skip
 
+pytestmark = pytest.mark.real_qnn
+
 SOC_OF_NAME = {"sm8650": 57, "sm8750": 69, "sa8295": 39}
 
 
