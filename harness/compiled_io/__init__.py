@@ -29,6 +29,7 @@ target.py (the compiled target and the binary files), read.py (read_compiled_io,
 together) and cli.py.
 """
 
+from harness.compiled_io.qnnlib import BinariesTarget, read_binaries_target
 from harness.compiled_io.read import read_compiled_io
 from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
 from harness.compiled_io.stub import parse_stub, read_stub, stub_paths
@@ -48,7 +49,8 @@ from harness.compiled_io.types import (
 from harness.export import SIDECAR_PATH
 
 __all__ = [
-    "CompiledIO", "CompiledTarget", "ContextBinary", "GraphIO", "StubIO", "SIDECAR_PATH", "SOURCE_QNNLIB", "SOURCE_SDK",
-    "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "binary_files", "dump_context_binary",
-    "parse_context_dump", "parse_stub", "read_binary_target", "read_compiled_io", "read_stub", "sdk_tool", "stub_paths",
+    "BinariesTarget", "CompiledIO", "CompiledTarget", "ContextBinary", "GraphIO", "StubIO", "SIDECAR_PATH",
+    "SOURCE_QNNLIB", "SOURCE_SDK", "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "binary_files",
+    "dump_context_binary", "parse_context_dump", "parse_stub", "read_binaries_target", "read_binary_target",
+    "read_compiled_io", "read_stub", "sdk_tool", "stub_paths",
 ]

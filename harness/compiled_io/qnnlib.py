@@ -11,6 +11,7 @@ delegates inside each top-level .pte (harness.qnn.pte), named "<pte>#<method>[<i
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.compiled_io.stub import _configs
@@ -18,7 +19,7 @@ from harness.compiled_io.target import binary_files
 from harness.compiled_io.types import SOURCE_QNNLIB, ContextBinary, Dims, GraphIO, StubIO
 from harness.errors import ArtifactError
 from harness.qnn.ctx import BinaryInfo, ContextBinaryError, QnnSystemLib, system_lib
-from harness.qnn.host import HostQnn, QnnUnavailable, auto_host_qnn
+from harness.qnn.host import HostQnn, QnnUnavailable, auto_host_qnn, qairt_tuple
 from harness.qnn.pte import qnn_delegates
 
 
@@ -132,3 +133,49 @@ def read_direct(root: Path, lib: QnnSystemLib | None, stubs: Mapping[str, StubIO
         group = _read_binaries(root, kind, rels, lib, problems)
         out[group.path] = group
     return out
+
+
+@dataclass(frozen=True)
+class BinariesTarget:
+    """What the host's libQnnSystem.so says about every context binary of an export."""
+
+    soc_ids: tuple[int, ...]  # distinct socModels, sorted
+    htp_archs: tuple[str, ...]
+    builds: tuple[str, ...]  # distinct QAIRT builds that compiled them, sorted
+    read: tuple[str, ...]  # the binaries read ("qnn/graphllm0.bin", "model.pte#forward[0]")
+    refused: tuple[str, ...]  # QNN's refusals, one message per binary (the file named)
+    reader: str
+
+    @property
+    def newest_build(self) -> str | None:
+        known = [(qairt_tuple(b), b) for b in self.builds]
+        ranked = sorted((t, b) for t, b in known if t is not None)
+        return ranked[-1][1] if ranked else None
+
+
+def read_binaries_target(root: Path, qnn_sdk: Path | str | None = None,
+                         host_qnn: HostQnn | None = None) -> BinariesTarget | None:
+    """Every qnn/graph*.bin and every top-level .pte's QNN delegates, read by the host's library;
+    None without the library or without binaries. A .pte that is not a readable program raises
+    PteError (the file named)."""
+    lib, reader = open_reader(qnn_sdk, host_qnn)
+    if lib is None:
+        return None
+    jobs: list[tuple[str, Path, int, int | None]] = [(rel, root / rel, 0, None)
+                                                     for rels in binary_files(root).values() for rel in rels]
+    for pte in sorted(p for p in root.glob("*.pte") if p.is_file()):
+        jobs += [(f"{pte.name}#{d.method}[{d.index}]", pte, d.offset, d.size) for d in qnn_delegates(pte)]
+    if not jobs:
+        return None
+    infos: list[tuple[str, BinaryInfo]] = []
+    refused: list[str] = []
+    for name, path, offset, size in jobs:
+        try:
+            infos.append((name, lib.read_file(path, name, offset, size)))
+        except ContextBinaryError as exc:
+            refused.append(str(exc))
+    return BinariesTarget(
+        tuple(sorted({i.soc_model for _, i in infos if i.soc_model is not None})),
+        tuple(sorted({i.htp_arch for _, i in infos if i.htp_arch is not None})),
+        tuple(sorted({i.qairt_build for _, i in infos if i.qairt_build})),
+        tuple(n for n, _ in infos), tuple(refused), reader)

@@ -29,6 +29,7 @@ from harness.provision.layout import safe_name
 from harness.provision.progress import Progress, make_progress
 from harness.provision.sync import SyncResult, sync_set
 from harness.provision.types import ProvisionedRuntime
+from harness.qnn.host import scan_qairt_build
 from harness.transport.base import Transport
 
 _ARCH_LIB = re.compile(r"^libQnnHtpV(\d+)(Stub|Skel)\.so$")
@@ -80,6 +81,9 @@ class RuntimeBundle:
     system_dirs: tuple[str, ...] = ()  # where the device's linker looks for them
     # ELF files that run on the device's CPU (not the DSP's skeletons): name -> (ABI, local path).
     cpu_abis: dict[str, tuple[str, Path]] = field(default_factory=dict)
+    # The QAIRT build the bundle's libQnnHtp.so names (harness.qnn.host.scan_qairt_build), if any:
+    # context binaries from a newer QAIRT are refused (provision.artifacts.check_qairt).
+    qairt_build: str | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -250,9 +254,11 @@ def resolve_runtime(
         for lib in [lib.format(a=arch_num or 0) for lib in spec.qnn_libs]:
             chosen.pop(lib, None)  # a partial set of QNN libraries is no QNN runtime
     chosen[runner] = ArtifactFile(runner, runner_file.path, runner_file.size, runner_file.mode | 0o755)
+    htp = chosen.get("libQnnHtp.so") if qnn else None
     return RuntimeBundle(source=src, runner=runner, htp_arch=f"v{arch_num}" if qnn else "",
                          files=tuple(sorted(chosen.values(), key=lambda f: f.rel)), qnn=qnn,
-                         system_needed=system, system_dirs=sys_dirs, cpu_abis=_cpu_abis(chosen, runner))
+                         system_needed=system, system_dirs=sys_dirs, cpu_abis=_cpu_abis(chosen, runner),
+                         qairt_build=scan_qairt_build(htp.path) if htp is not None else None)
 
 
 def _cpu_abis(chosen: dict[str, ArtifactFile], runner: str) -> dict[str, tuple[str, Path]]:
@@ -352,7 +358,7 @@ def provision_runtime(
     return ProvisionedRuntime(
         device=device.name, remote_dir=remote, runner=f"{remote}/{bundle.runner}", lib_dirs=(remote,),
         adsp_dirs=(remote, *SYSTEM_ADSP_DIRS) if bundle.qnn else (), htp_arch=bundle.htp_arch,
-        bytes_sent=result.bytes_sent, files_sent=result.files_sent, qnn=bundle.qnn)
+        bytes_sent=result.bytes_sent, files_sent=result.files_sent, qnn=bundle.qnn, qairt_build=bundle.qairt_build)
 
 
 __all__ = ["BUILD_SYSTEM_NAMES", "RUNNERS", "RunnerSpec", "RuntimeBundle", "check_device_fit", "default_runtime_name",

@@ -226,19 +226,35 @@ def _read_cached(path: str, size: int, mtime_ns: int) -> tuple[str, str]:
     return _scan_build(Path(path), why)
 
 
-def _scan_build(lib: Path, why: str) -> tuple[str, str]:
-    """The fallback when the library cannot be loaded here: the build string libQnnHtp.so embeds
-    (the same text backendGetBuildId returns; docs/host-qnn.md)."""
+def scan_qairt_build(lib: Path) -> str | None:
+    """The QAIRT build string a QNN library embeds ("v2.49.40.260810104044", the text
+    backendGetBuildId returns), read from its bytes: for libraries this host cannot load (a
+    device's aarch64 libQnnHtp.so) or as the fallback below. None unless exactly one is found."""
     found: set[bytes] = set()
-    with lib.open("rb") as fh:
-        tail = b""
-        while chunk := fh.read(1 << 22):
-            found.update(m.group(0) for m in _BUILD_RE.finditer(tail + chunk))
-            tail = chunk[-32:]
-    if len(found) != 1:
-        raise QnnUnavailable(f"{lib}: cannot read its QAIRT version (not loadable: {why}; "
-                             f"{len(found)} build strings in the file); {INSTALL_HINT}")
-    return "v" + found.pop().decode().lstrip("v"), f"byte scan of the library ({why})"
+    try:
+        with lib.open("rb") as fh:
+            tail = b""
+            while chunk := fh.read(1 << 22):
+                found.update(m.group(0) for m in _BUILD_RE.finditer(tail + chunk))
+                tail = chunk[-32:]
+    except OSError:
+        return None
+    return "v" + found.pop().decode().lstrip("v") if len(found) == 1 else None
+
+
+def qairt_tuple(build: str) -> tuple[int, int, int] | None:
+    """(2, 49, 40) of "v2.49.40.260810104044" or "2.49.40"; None for other text."""
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", build)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _scan_build(lib: Path, why: str) -> tuple[str, str]:
+    """The fallback when the library cannot be loaded here (docs/host-qnn.md)."""
+    build = scan_qairt_build(lib)
+    if build is None:
+        raise QnnUnavailable(f"{lib}: cannot read its QAIRT version (not loadable: {why}; no single build "
+                             f"string in the file); {INSTALL_HINT}")
+    return build, f"byte scan of the library ({why})"
 
 
 # ExecuTorch version -> (QAIRT major.minor that works, exact QAIRT versions measured failing).
