@@ -81,13 +81,18 @@ class RuntimeBundle:
     system_dirs: tuple[str, ...] = ()  # where the device's linker looks for them
     # ELF files that run on the device's CPU (not the DSP's skeletons): name -> (ABI, local path).
     cpu_abis: dict[str, tuple[str, Path]] = field(default_factory=dict)
-    # The QAIRT build the bundle's libQnnHtp.so names (harness.qnn.host.scan_qairt_build), if any:
-    # context binaries from a newer QAIRT are refused (provision.artifacts.check_qairt).
-    qairt_build: str | None = None
 
     @property
     def total_bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+    @property
+    def qairt_build(self) -> str | None:
+        """The QAIRT build the bundle's libQnnHtp.so names (read from its bytes: a device's library
+        cannot be loaded here), if any; context binaries from a newer QAIRT are refused
+        (provision.artifacts.check_qairt)."""
+        htp = next((f for f in self.files if f.rel == "libQnnHtp.so"), None) if self.qnn else None
+        return scan_qairt_build(htp.path) if htp is not None else None
 
 
 def _sdk_candidates(lib: str, arch_num: int, roots: list[Path]) -> list[Path]:
@@ -254,11 +259,9 @@ def resolve_runtime(
         for lib in [lib.format(a=arch_num or 0) for lib in spec.qnn_libs]:
             chosen.pop(lib, None)  # a partial set of QNN libraries is no QNN runtime
     chosen[runner] = ArtifactFile(runner, runner_file.path, runner_file.size, runner_file.mode | 0o755)
-    htp = chosen.get("libQnnHtp.so") if qnn else None
     return RuntimeBundle(source=src, runner=runner, htp_arch=f"v{arch_num}" if qnn else "",
                          files=tuple(sorted(chosen.values(), key=lambda f: f.rel)), qnn=qnn,
-                         system_needed=system, system_dirs=sys_dirs, cpu_abis=_cpu_abis(chosen, runner),
-                         qairt_build=scan_qairt_build(htp.path) if htp is not None else None)
+                         system_needed=system, system_dirs=sys_dirs, cpu_abis=_cpu_abis(chosen, runner))
 
 
 def _cpu_abis(chosen: dict[str, ArtifactFile], runner: str) -> dict[str, tuple[str, Path]]:

@@ -18,6 +18,7 @@ from harness.errors import ArtifactError
 from harness.mnn_graph import dump_mnn, write_graph_mnn
 from harness.provision import provision_model
 from harness.provision.artifacts import ModelArtifact, check_qairt, check_target, load_export
+from harness.provision.runtime import resolve_runtime
 from harness.qnn.host import find_host_qnn, scan_qairt_build
 from harness.transport.local import LocalTransport
 from tests.provision.conftest import local_device
@@ -142,3 +143,16 @@ def test_the_shape_guards_see_the_binarys_real_dims(tmp_path: Path) -> None:
     findings = check_export_shapes(export)
     hidden = [f for f in findings if f.kind == "hidden_mismatch"]
     assert hidden and all(f.source == SOURCE_QNNLIB and f.found == "[1,32,128]" for f in hidden), findings
+
+
+def test_the_runtime_bundle_names_the_qairt_of_its_libqnnhtp(tmp_path: Path) -> None:
+    from virtual_lab.runtime import make_qnn_sdk, make_runtime_dir
+
+    sdk = make_qnn_sdk(tmp_path / "qnn-sdk", arches=("v75",))
+    runtime = make_runtime_dir(tmp_path / "rt", "v75", kind="mnn", with_qnn_libs=False)
+    assert resolve_runtime(runtime, "v75", qnn_sdk=sdk).qairt_build is None  # the stand-in names no build
+    host = find_host_qnn()
+    (sdk / "lib" / "aarch64-android" / "libQnnHtp.so").unlink()
+    (sdk / "lib" / "aarch64-android" / "libQnnHtp.so").symlink_to(host.htp_lib.resolve())
+    bundle = resolve_runtime(runtime, "v75", qnn_sdk=sdk)
+    assert bundle.qnn and bundle.qairt_build == host.qairt_build
