@@ -117,8 +117,15 @@ def _load(path: Path) -> ArchTable:
         raise HarnessError(f"{path}: no measured cells; {REGENERATE}")
     if not data.get("qairt") or not data.get("executorch"):
         raise HarnessError(f"{path}: the QAIRT or ExecuTorch version it was measured with is missing; {REGENERATE}")
-    return ArchTable(str(data["qairt"]), str(data["executorch"]),
-                     tuple(_cell(c, f"{path}: cell #{i + 1}") for i, c in enumerate(cells)), path)
+    return ArchTable(str(data["qairt"]), str(data["executorch"]), tuple(load_cells(data, path)), path)
+
+
+def load_cells(data: dict[str, Any], path: Path) -> list[ArchCell]:
+    """The cells of a table's JSON (HarnessError naming `path` and the cell when one is bad)."""
+    cells = data.get("cells")
+    if not isinstance(cells, list):
+        raise HarnessError(f"{path}: no `cells` list; {REGENERATE}")
+    return [_cell(c, f"{path}: cell #{i + 1}") for i, c in enumerate(cells)]
 
 
 def packaged_table() -> ArchTable | None:
