@@ -1,9 +1,8 @@
 """The static check of an export folder before a run (docs/mnn-export-layout.md,
 docs/qnn-export-artifacts.md). The export is read through `harness.export` (its configs, each
 config's backend pair, llm_config.json); the compiled QNN IO through `harness.compiled_io` (the
-NPU stub `qnn/*.mnn`, the context binaries through the host's libQnnSystem.so or `--qnn-sdk`, or the
-optional sidecar
-`qnn/export_manifest.json`); every finding says which `source` it came from."""
+NPU stub `qnn/*.mnn`, the context binaries through the host's libQnnSystem.so or `--qnn-sdk`, or
+the optional sidecar `qnn/export_manifest.json`); every finding says which `source` it came from."""
 
 from __future__ import annotations
 
