@@ -24,8 +24,12 @@ DEFAULT_ADB_SERVER_PORT = 5037
 
 _DEVICE_KEYS = {
     "name", "transport", "serial", "adb_server", "ssh", "soc", "soc_id", "htp_arch",
-    "vtcm_mb", "work_dir", "tags", "description", "labgrid",
+    "vtcm_mb", "work_dir", "tags", "description", "labgrid", "htp",
 }
+# `htp: emulator`: a local device whose QNN cells run on the host's x86 HTP emulator for its SoC
+# (QAIRT's libQnnHtp.so from the `qnn` extra; docs/executorch-runner.md#the-htp-emulator).
+HTP_EMULATOR = "emulator"
+HTP_MODES = (HTP_EMULATOR,)
 _SSH_KEYS = {"host", "port", "user", "key", "known_hosts", "trust_new_host_key"}
 _ADB_SERVER_KEYS = {"host", "port", "via_ssh"}
 _LABGRID_TOP_KEYS = {"coordinator"}
@@ -99,6 +103,17 @@ class DeviceSpec:
     description: str = ""
     source: Path | None = None
     labgrid: LabgridSpec | None = None
+    htp: str = ""  # "emulator": the HTP is the host's QAIRT emulator (a local device), "" a real one
+
+    @property
+    def emulated(self) -> bool:
+        """True when this device's HTP is the host's emulator: its times are not device speed."""
+        return self.htp == HTP_EMULATOR
+
+    @property
+    def timing(self) -> str:
+        """What a time measured on this device means: "emulator" or "device" (records, JUnit, report)."""
+        return "emulator" if self.emulated else "device"
 
     @property
     def arch_number(self) -> int:
@@ -122,7 +137,8 @@ class DeviceSpec:
             }[self.transport]
         if not self.has_htp:
             return f"{self.name}: {where}, host (no HTP)"
-        return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, HTP {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
+        htp = "HTP emulator" if self.emulated else "HTP"  # emulator timings are not device speed
+        return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, {htp} {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
 
 
 @dataclass(frozen=True)
@@ -324,7 +340,11 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
 
     soc_model = _want(ctx, raw, "soc", str, required=transport != "local")
     if soc.is_host(soc_model):
+        if "htp" in raw:
+            raise ctx.fail("htp", "is set on the host (soc: host has no HTP to emulate)",
+                           "give the SoC to emulate, e.g. `soc: SM8650` with `htp: emulator`, or remove `htp:`")
         return _host_device(ctx, raw, base, transport)
+    htp = _parse_htp(ctx, raw, transport)
     info = soc.lookup(soc_model)
     soc_id = _want(ctx, raw, "soc_id", int)
     arch_raw = _want(ctx, raw, "htp_arch", (str, int))
@@ -374,8 +394,26 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
     return DeviceSpec(
         name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
         work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tuple(tags),
-        description=description, source=ctx.path, labgrid=labgrid,
+        description=description, source=ctx.path, labgrid=labgrid, htp=htp,
     )
+
+
+def _parse_htp(ctx: _Ctx, raw: dict, transport: str) -> str:
+    """`htp: emulator` only on a local device; a local device with an HTP SoC needs it (this
+    host has no Hexagon DSP: its QNN cells can only run on QAIRT's x86 emulator)."""
+    htp = _want(ctx, raw, "htp", str)
+    if htp is None:
+        if transport == "local":
+            raise ctx.fail("soc", f"{raw.get('soc')!r} on a local device: this host has no Hexagon HTP",
+                           "add `htp: emulator` to run its QNN cells on the host's QAIRT HTP emulator "
+                           "(pip install 'harness[qnn]'), or use `soc: host` for the CPU only")
+        return ""
+    if htp not in HTP_MODES:
+        raise ctx.fail("htp", f"{htp!r} is not an HTP mode", f"use `htp: {HTP_EMULATOR}` (the only one)")
+    if transport != "local":
+        raise ctx.fail("htp", f"`htp: {htp}` is set on a {transport} device",
+                       "remove it: an adb or ssh device runs its own HTP; the emulator is for `transport: local`")
+    return htp
 
 
 def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec:
