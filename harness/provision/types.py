@@ -32,6 +32,9 @@ class ProvisionedRuntime:
     bytes_sent: int = 0
     files_sent: int = 0
     qnn: bool = True  # the QNN libraries for htp_arch were pushed (False: CPU backend only)
+    # More environment for the runner's process: on an emulated HTP the host's x86 QAIRT
+    # libraries (QNN_SDK_ROOT, LD_LIBRARY_PATH) take the place of the pushed Android ones.
+    env_extra: tuple[tuple[str, str], ...] = ()
 
     def env(self) -> dict[str, str]:
         """Environment for running the runner: both library paths point at the pushed runtime."""
@@ -41,6 +44,7 @@ class ProvisionedRuntime:
         if self.adsp_dirs:
             # Qualcomm documents ADSP_LIBRARY_PATH as ';'-separated (docs/qnn-libraries.md#environment).
             env["ADSP_LIBRARY_PATH"] = ";".join(self.adsp_dirs)
+        env.update(self.env_extra)
         return env
 
 
