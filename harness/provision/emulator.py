@@ -13,7 +13,6 @@ is refused then, naming both versions and the fix.
 from __future__ import annotations
 
 import importlib.util
-import mmap
 import os
 import re
 import tempfile
@@ -55,8 +54,7 @@ class HostQnn:
 
 def _read_build(lib: Path) -> tuple[str | None, str | None]:
     try:
-        with open(lib, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            m = _BUILD.search(mm)
+        m = _BUILD.search(lib.read_bytes())  # the build string QAIRT embeds in the library
     except OSError:
         return None, None
     return (m.group(0).decode(), m.group(1).decode()) if m else (None, None)
