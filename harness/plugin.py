@@ -240,6 +240,9 @@ def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceS
         value = getattr(rec, key)
         if value not in ("", None):
             request.node.user_properties.append((key, value))
+    from harness.report.junit import extra_properties  # timing, ETDump: as the lab's JUnit writes them
+
+    request.node.user_properties.extend(extra_properties(rec).items())
     request.config.stash.setdefault(SESSION_RECORDS, []).append(rec)
     if record_writer is not None:
         record_writer.write(rec)
