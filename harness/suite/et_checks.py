@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from harness.checks.et_reference import (GreedyReference, compare_outputs, generated_after, match_tokens,
-                                         vocab_pieces)
+from harness.checks.et_reference import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.provision import provision_model
@@ -211,10 +209,6 @@ def host_python_env() -> dict[str, str]:
     """PYTHONPATH for a host child running this checkout's modules."""
     repo = str(Path(__file__).resolve().parents[2])
     return {"PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH", "")]))}
-
-
-def host_interpreter() -> str:
-    return sys.executable
 
 
 __all__ = ["EtInput", "cpu_export_runs", "load_failure_is_classified", "quant_format_runs"]

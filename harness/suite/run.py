@@ -9,8 +9,8 @@ from harness.errors import HarnessError
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
 from harness.report.records import TestRecord
-from harness.suite.et_checks import EtInput
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput, converter_missing
+from harness.suite.et_checks import EtInput
 from harness.suite.model import Check, Instance, Need, Suite, Verdict
 from harness.suite.registry import other_suite_for
 
