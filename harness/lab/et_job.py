@@ -48,6 +48,8 @@ def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:
                 return
             rec = TestRecord(name=check.testcase(inst), suite=ctx.entry.suite.name, device=ctx.device.name,
                              soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch)
+            if ctx.device.emulated:
+                rec.extras["timing"] = ctx.device.timing
             if ctx.already_done(rec.name):
                 continue
             run_check(suite, check, inst, inp, rec)

@@ -34,8 +34,11 @@ from harness.suite.run import fit_reason
 
 
 def _record(ctx: DeviceContext, check: Check, instance: Instance, label: str) -> TestRecord:
-    return TestRecord(name=check.testcase(instance), suite=ctx.entry.suite.name, device=ctx.device.name,
-                      soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label)
+    rec = TestRecord(name=check.testcase(instance), suite=ctx.entry.suite.name, device=ctx.device.name,
+                     soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label)
+    if ctx.device.emulated:
+        rec.extras["timing"] = ctx.device.timing  # its times are the emulator's, not device speed
+    return rec
 
 
 def _matrix_records(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], inp: MatrixInput,
