@@ -47,6 +47,7 @@ def _verdicts(junit: Path) -> dict[str, tuple[str, str, dict[str, str]]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # two doors, each a few real runs on a shared 2-core host
 def test_both_doors_run_the_qnn_formats_on_the_emulator_alike(tmp_path: Path) -> None:
     _need_the_real_thing()
     devices = tmp_path / "devices.yaml"
