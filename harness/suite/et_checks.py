@@ -22,6 +22,7 @@ from harness.report.records import TestRecord
 from harness.runners.et_catalogue import ArtifactKind, EtArtifact, EtCatalogue, read_catalogue
 from harness.runners.executorch import EtRunResult, LlamaRunConfig, observer_metrics
 from harness.runners.executorch_suite import ExecutorchRunner
+from harness.runners.qnn_log import classify_qnn_log
 from harness.runners.quant_matrix import skip_reason
 from harness.suite.model import Instance, Verdict
 from harness.transport.base import Transport
@@ -60,14 +61,27 @@ class EtInput:
             rec.model = rec.model or art.pte.name
 
 
-def _llm_verdict(result: EtRunResult, label: str, rec: TestRecord) -> Verdict | None:
+def qnn_failure(label: str, stdout: str, stderr: str, exit_code: int | None, rec: TestRecord) -> Verdict | None:
+    """A failed QNN run named by QNN's own log (harness/runners/qnn_log.py: op validation, ABI,
+    corrupt PTE, missing libraries, a signal, ...); None when the log names no QNN failure."""
+    found = classify_qnn_log(f"{stdout}\n{stderr}", exit_code)
+    if found.failure is None or found.failure_class is None:
+        return None
+    rec.extras["qnn_log"] = found.to_json()
+    return Verdict.failed(found.failure_class, f"{label}: QNN {found.failure.value}: {found.message}")
+
+
+def _llm_verdict(result: EtRunResult, label: str, rec: TestRecord, *, qnn: bool = False) -> Verdict | None:
     """The run as the real runner reports it: class, its own numbers adding up, some text.
-    None: it passed these; the caller judges agreement."""
+    None: it passed these; the caller judges agreement. `qnn`: a failure is first read as QNN's."""
     rec.duration_s = round(result.wall_s, 3)
     metrics = observer_metrics(result.stats or {})
     rec.prefill_tps, rec.decode_tps = metrics.get("prefill_tok_s"), metrics.get("decode_tok_s")
     rec.extras["produced_tokens"] = metrics.get("produced_tokens")
     if not result.ok:
+        named = qnn_failure(label, result.stdout, result.stderr, result.exit_code, rec) if qnn else None
+        if named is not None:
+            return named
         cls = result.classification
         return Verdict.failed(FailureClass(cls.cls), f"{label}: the runner failed ({cls.cls}): "
                               + "; ".join([cls.reason, *cls.errors[:3]]).strip("; "))
@@ -99,7 +113,7 @@ def _run_llm(inp: EtInput, art: EtArtifact, rec: TestRecord) -> Verdict:
     cfg = LlamaRunConfig(model_path=str(art.pte), tokenizer_path=str(art.tokenizer), prompts=(ref.prompt,),
                          seq_len=ref.seq_len)
     result = inp.runner.llama(inp.runner.workspace).run(cfg, local_dir=inp.work / art.name, timeout=inp.timeout)
-    failed = _llm_verdict(result, art.name, rec)
+    failed = _llm_verdict(result, art.name, rec, qnn=True)
     if failed is not None:
         return failed
     which = "fakequant" if "fakequant" in ref.tokens else next(iter(ref.tokens))
@@ -121,6 +135,9 @@ def _run_forward(inp: EtInput, art: EtArtifact, rec: TestRecord) -> Verdict:
                              iterations=FORWARD_ITERATIONS, timeout=inp.timeout)
     rec.duration_s = round(run.wall_s, 3)
     if not run.ok or run.output is None:
+        named = qnn_failure(art.name, run.stdout, run.stderr, run.exit_code, rec)
+        if named is not None:
+            return named
         cls = FailureClass(run.classification.cls) if not run.classification.ok else FailureClass.RUNTIME_ERROR
         return Verdict.failed(cls, f"{art.name}: {run.failure()}")
     rec.extras["forward_s"] = run.run_s
@@ -154,7 +171,7 @@ def quant_format_runs(inp: EtInput, rec: TestRecord, i: Instance, _d: Collection
         return _run_llm(inp, art, rec)
     if art.kind is ArtifactKind.FORWARD:
         return _run_forward(inp, art, rec)
-    return _llm_verdict(_run_export(inp, art, rec), quant, rec) or Verdict.passed()
+    return _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
 
 
 def cpu_export_runs(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
