@@ -54,8 +54,7 @@ def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:
                 continue
             run_check(suite, check, inst, inp, rec)
             yield rec
-    if "runner" in inp.__dict__:  # provisioned: its run folders go
-        inp.runner.cleanup()
+    inp.cleanup()
 
 
 __all__ = ["executorch_job"]

@@ -55,6 +55,11 @@ class EtInput:
     def runner(self) -> ExecutorchRunner:
         return self.make_runner()
 
+    def cleanup(self) -> None:
+        """The runner's run folders go, when a check provisioned it."""
+        if "runner" in self.__dict__:  # cached_property: set once the runner was made
+            self.runner.cleanup()
+
     def stamp(self, rec: TestRecord, art: EtArtifact | None = None) -> None:
         rec.extras["timing"] = self.device.timing  # emulator times are not device speed
         if art is not None and art.pte is not None:

@@ -6,6 +6,7 @@ the tiny XNNPACK llama."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,11 @@ def model_dir(pytestconfig: pytest.Config, device: DeviceSpec) -> Path:
 
 @pytest.fixture(scope="session")
 def et_input(pytestconfig: pytest.Config, request: pytest.FixtureRequest, transport, model_dir: Path,
-             tmp_path_factory: pytest.TempPathFactory) -> EtInput:
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtInput]:
     given = pytestconfig.getoption("--runtime-dir", default=None)
     sdk = pytestconfig.getoption("--qnn-sdk", default=None)
-    return build_et_input(transport, model_dir, work=tmp_path_factory.mktemp("et-work"),
-                          device_runtime=(lambda: request.getfixturevalue("qnn_runtime")) if given else None,
-                          qnn_sdk=Path(sdk) if sdk else None)
+    inp = build_et_input(transport, model_dir, work=tmp_path_factory.mktemp("et-work"),
+                         device_runtime=(lambda: request.getfixturevalue("qnn_runtime")) if given else None,
+                         qnn_sdk=Path(sdk) if sdk else None)
+    yield inp
+    inp.cleanup()
