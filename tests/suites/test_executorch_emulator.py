@@ -16,7 +16,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")
-QNN_HOST = SHARED / "models" / "et-qnn-host"
+QNN_HOST = (SHARED / "models" / "et-qnn-host").resolve()  # as the plan resolves its paths
 RAN = {"16a4w", "16a8w", "8a8w"}  # the SM8650 programs of et-qnn-host
 
 
