@@ -73,7 +73,7 @@ class Finding:
     expected: Any = None  # a shape, a position, a count: the evidence as its domain holds it
     found: Any = None
     hint: str = ""  # what to do
-    source: str = ""  # where the evidence came from (stub, qnn-context-binary-utility, sidecar, ...)
+    source: str = ""  # where the evidence came from (stub, libQnnSystem, qnn-context-binary-utility, sidecar, ...)
 
     @property
     def is_error(self) -> bool:

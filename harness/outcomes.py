@@ -6,8 +6,9 @@ the HTML report keep the exact strings they always had (`"transport-error"`, ...
 string read back from any of them compares equal to its member. Bottom layer: imports
 nothing from the harness.
 
-A record's `failure_class` may also hold a class this module does not own: an exception's
-type name for a lab entry whose setup raised (harness/lab/scheduler.py).
+A record holds them typed (harness/report/records.py) and as these strings only in its JSON
+line, JUnit and SQLite. An older night named a lab entry's setup fault by its exception's type;
+read back, that is a `SETUP_ERROR` (records.failure_class_of).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class FailureClass(StrEnum):
     BINARY_MISMATCH = "binary-mismatch"
     SHAPE_ERROR = "shape-error"
     INIT_ERROR = "init-error"
+    # QNN's own refusals (harness/runners/qnn_log.py, docs/qnn-failures.md#classes).
+    QNN_OP_UNSUPPORTED = "qnn-op-unsupported"  # QNN's validator refused an op on this arch/format
+    QNN_VERSION_MISMATCH = "qnn-version-mismatch"  # ExecuTorch and the QAIRT libraries do not fit
     RUNTIME_ERROR = "runtime-error"
     OK = "ok"  # the runner's "no failure" class
     # The checks of a (pair, prompt) (harness/pipeline.py `decide`).

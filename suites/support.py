@@ -16,6 +16,7 @@ import pytest
 
 from harness.outcomes import Status
 from harness.plugin import DECIDED
+from harness.runners.base import RunnerKind
 from harness.suite import Check, Instance, Scope, Suite, case_ids, run_check
 from harness.suite.run import CheckInput
 
@@ -35,12 +36,20 @@ def selected(suite: Suite, config: pytest.Config) -> Suite:
 # front, so the matrix runs in the setup phase and no test's own time holds it.
 INPUT_FIXTURE = {Scope.EXPORT: "export_input", Scope.CELL: "matrix_input", Scope.PAIR: "matrix_input",
                  Scope.DEVICE: "device_input", Scope.SUMMARY: "summary_input"}
+# A suite whose runner is not llm_demo has one input for every check (its conftest gives it).
+RUNNER_INPUT_FIXTURE = {RunnerKind.EXECUTORCH: "et_input"}
+
+
+def input_fixture(suite: Suite, check: Check) -> str:
+    return RUNNER_INPUT_FIXTURE.get(suite.runner) or INPUT_FIXTURE[check.scope]
 
 
 def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
+    fixture = input_fixture(suite, check)
+
     def decide(request: pytest.FixtureRequest, device_record: Any, instance: Instance) -> None:
         chosen: Suite = request.getfixturevalue("suite")
-        inp: CheckInput = request.getfixturevalue(INPUT_FIXTURE[check.scope])
+        inp: CheckInput = request.getfixturevalue(fixture)
         verdict = run_check(chosen, check, instance, inp, device_record)
         request.node.stash[DECIDED] = verdict  # the record holds it: the plugin writes no other
         if verdict.status is Status.SKIPPED:
@@ -57,10 +66,10 @@ def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
     def whole_test(request: pytest.FixtureRequest, device_record: Any) -> None:
         decide(request, device_record, Instance())
 
-    parametrized = check.scope in (Scope.CELL, Scope.PAIR)
+    parametrized = check.scope in (Scope.CELL, Scope.PAIR, Scope.FORMAT)
     test: Callable[..., None] = cell_test if parametrized else whole_test
     # The scope's input is set up before the test (its setup phase), not inside its call.
-    test = pytest.mark.usefixtures(INPUT_FIXTURE[check.scope])(test)
+    test = pytest.mark.usefixtures(fixture)(test)
     test.__name__ = test.__qualname__ = check.test_name
     test.__doc__ = check.doc
     instances = suite.instances(check, visual=bool(suite.visual), case_ids=case_ids(bool(suite.visual)))

@@ -14,11 +14,12 @@ from harness.pairs import BackendPair, cpu_first
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput, converter_missing
+from harness.suite.et_checks import EtInput
 from harness.suite.model import Check, Instance, Need, Suite
 from harness.suite.registry import other_suite_for
 from harness.verdict import Verdict
 
-CheckInput = ExportInput | MatrixInput | DeviceInput | SummaryInput
+CheckInput = ExportInput | MatrixInput | DeviceInput | SummaryInput | EtInput
 
 
 def pair_skip_reason(pair: BackendPair, model: ProvisionedModel, wanted: Sequence[BackendPair] | None,
@@ -34,6 +35,9 @@ def pair_skip_reason(pair: BackendPair, model: ProvisionedModel, wanted: Sequenc
     if pair.is_qnn:
         if device is not None and not device.has_htp:
             return f"backend {pair} needs a QNN/HTP device; {device.name} is the host (soc: host)"
+        if device is not None and device.emulated:  # docs/executorch-runner.md#the-htp-emulator
+            return (f"backend {pair}: {device.name}'s HTP is the host's QAIRT emulator, which runs ExecuTorch's "
+                    "QNN programs; MNN's QNN backend has no x86 build")
         if runtime is not None and not runtime.qnn:
             return f"backend {pair}: the runtime was pushed without QNN libraries (pass --qnn-sdk)"
     return None
