@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.hostfiles import write_atomic
-from harness.qnn_probe.env import find_probe_qnn
+from harness.qnn.host import check_executorch_pairing, find_host_qnn
 from harness.qnn_probe.probes import DEFAULT_FORMATS, PROBE_FORMATS, PROBE_NAMES
 from harness.qnn_probe.run import SOC_OF_ARCH, Batch, measure
 from harness.runners.arch_limits import DEFAULT_PATH, SCHEMA_VERSION, ArchCell, load_cells
@@ -82,10 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         arches = _pick(args.arch, list(SOC_OF_ARCH), "arch")
         formats = _pick(args.format, PROBE_FORMATS, "format", DEFAULT_FORMATS)
         ops = tuple(_pick(args.op, PROBE_NAMES, "probe"))
-        qnn = find_probe_qnn(args.qnn_sdk)
-        build = qnn.qairt_build()
-        if build is None:
-            raise HarnessError(f"{qnn.lib_dir}/libQnnHtp.so carries no QAIRT build string; is it a QAIRT library?")
+        qnn = find_host_qnn(args.qnn_sdk)
+        check_executorch_pairing(qnn)  # a pairing known to fail at device creation stops here
+        build = qnn.qairt_build
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _USAGE

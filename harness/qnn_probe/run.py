@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.qnn.host import HostQnn
 from harness.qnn_probe.child import BEGIN, RESULT
-from harness.qnn_probe.env import ProbeQnn
 from harness.runners.arch_limits import ArchCell
 from harness.runners.qnn_log import classify_qnn_log
 from harness.soc import lookup
@@ -98,7 +98,7 @@ def _cell(batch: Batch, fmt: str, op: str, section: str, result: dict[str, Any] 
                     message + ("" if not lines else " | " + " | ".join(lines)))
 
 
-def run_child(batch: Batch, qnn: ProbeQnn, timeout: float) -> ChildRun:
+def run_child(batch: Batch, qnn: HostQnn, timeout: float) -> ChildRun:
     """One child in a neutral temp cwd (QNN drops files into the cwd), QNN env for it alone."""
     env = qnn.child_env(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2])]
@@ -115,8 +115,8 @@ def run_child(batch: Batch, qnn: ProbeQnn, timeout: float) -> ChildRun:
     return ChildRun(p.stdout, p.returncode)
 
 
-def measure_batch(batch: Batch, qnn: ProbeQnn, timeout: float,
-                  runner: Callable[[Batch, ProbeQnn, float], ChildRun] = run_child) -> list[ArchCell]:
+def measure_batch(batch: Batch, qnn: HostQnn, timeout: float,
+                  runner: Callable[[Batch, HostQnn, float], ChildRun] = run_child) -> list[ArchCell]:
     cells: list[ArchCell] = []
     todo = list(batch.pairs)
     while todo:
@@ -141,7 +141,7 @@ def measure_batch(batch: Batch, qnn: ProbeQnn, timeout: float,
     return cells
 
 
-def measure(batches: Sequence[Batch], qnn: ProbeQnn, *, jobs: int = 2, timeout: float = 1200.0,
+def measure(batches: Sequence[Batch], qnn: HostQnn, *, jobs: int = 2, timeout: float = 1200.0,
             progress: Callable[[Batch, list[ArchCell]], None] | None = None) -> list[ArchCell]:
     """Every batch, at most `jobs` children at once (2 by default: the lowering is CPU-bound)."""
     if not 1 <= jobs <= 2:
