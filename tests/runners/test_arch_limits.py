@@ -108,3 +108,27 @@ def test_regenerate_refuses_a_fake_sdk(tmp_path: Path, capsys: pytest.CaptureFix
     assert "libQnnSystem.so" in capsys.readouterr().err  # half an SDK: named, nothing run
     assert probe_main(["--arch", "v99", "--out", str(out)]) == 4
     assert not out.exists()
+
+
+def test_a_child_killed_in_a_probe_gives_that_probe_the_crash_and_the_rest_a_new_child() -> None:
+    from harness.qnn.host import HostQnn
+    from harness.qnn_probe.run import ChildRun, measure_batch
+
+    segv = (REPO / "fixtures/qnn_logs/lower-segv-decoder-16a8w-sm8650.log").read_text()
+    ok = '@@qnn_probe result {"lowered": true, "delegates": 1, "cpu_ops": []}\n'
+    calls: list[Batch] = []
+
+    def runner(batch: Batch, qnn: HostQnn, timeout: float) -> ChildRun:
+        calls.append(batch)
+        if len(calls) == 1:  # linear builds, then the child dies inside matmul
+            return ChildRun(f"@@qnn_probe begin 16a8w linear\n{ok}@@qnn_probe begin 16a8w matmul\n{segv}", -11)
+        return ChildRun("".join(f"@@qnn_probe begin {f} {o}\n{ok}" for f, o in batch.pairs), 0)
+
+    unused = HostQnn(Path("/nowhere"), Path("/nowhere"), "v2.49.40.000000000000", "test: the runner is given")
+    cells = measure_batch(Batch("SM8650", ("16a8w", "8a8w"), ("linear", "matmul", "softmax")), unused, 60,
+                          runner=runner)
+    got = {(c.fmt, c.op): (c.built, c.failure) for c in cells}
+    assert got[("16a8w", "matmul")] == (False, "build-segfault")
+    assert all(v == (True, None) for k, v in got.items() if k != ("16a8w", "matmul")) and len(got) == 6
+    assert [b.pairs for b in calls[1:]] == [(("16a8w", "softmax"),), (("8a8w", "linear"), ("8a8w", "matmul"),
+                                                                     ("8a8w", "softmax"))]
