@@ -64,7 +64,7 @@ def test_missing_library_refused_before_a_byte_moves(real, tmp_path) -> None:
 def cpu_matrix(real):
     runner = real.runner()
     cases = default_cases(visual=False)
-    runs = pipeline.run_matrix(runner, cases, ["cpu"], max_new_tokens=64)
+    runs = pipeline.run_matrix(runner, cases, [BackendPair.parse("cpu")], max_new_tokens=64)
     judged = pipeline.judge_matrix(runs, cases)
     records = pipeline.matrix_records(runs, judged, suite="real", device=real.device.name,
                                       soc_model=real.device.soc_model, htp_arch=real.device.htp_arch,

@@ -39,7 +39,7 @@ def test_static_shapes_on_a_stub_without_sidecar(tmp_path: Path, placeholder: bo
     if placeholder:
         assert proc.returncode == 1, out
         assert "1 failed" in out
-        assert "deepstack_placeholder: qnn/llm.mnn" in out and "found [3,1,1]" in out
+        assert "[deepstack_placeholder] qnn/llm.mnn" in out and "found [3,1,1]" in out
         assert "(from stub)" in out
     else:
         assert proc.returncode == 0, out
