@@ -44,6 +44,8 @@ import yaml
 
 from harness.errors import HarnessError, InventoryError
 from harness.inventory import DeviceSpec, Inventory
+from harness.lab.exports.parse import parse_exports
+from harness.lab.exports.spec import ExportBuild, ExportsSpec
 from harness.lab.health import HealthPolicy
 from harness.pairs import ALL_NAMES
 from harness.suite import Suite, suite_for
@@ -54,7 +56,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # QNN context binaries are compiled per SoC, so a model path may name the device's facts.
 PATH_FIELDS = ("htp_arch", "soc", "device")
 _TOP_KEYS = {"version", "name", "devices", "tags", "repeats", "models", "suites", "health", "locks",
-             "recovery", "history", "options"}
+             "recovery", "history", "options", "exports"}
 _MODEL_KEYS = {"path", "kind", "options"}
 _SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "checks"}
 _HEALTH_KEYS = {"min_free_mb", "min_battery_pct", "max_battery_temp_c", "require_boot_completed"}
@@ -164,6 +166,8 @@ class Plan:
     recovery: RecoverySettings = RecoverySettings()
     history: HistorySettings = HistorySettings()
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    # The night's export stage (harness/lab/exports/): its models' folders exist only once it ran.
+    exports: ExportsSpec | None = None
 
     def entries(self) -> list[PlanEntry]:
         """Suites in file order, each model of a suite, repeated `repeats` times."""
@@ -177,8 +181,9 @@ class Plan:
     def check_models(self, devices: list[DeviceSpec]) -> None:
         """Per-device model and runtime paths exist for every device (plain paths were
         checked on load), before any device is claimed."""
+        exported = set(self.exports.models) if self.exports else set()
         for m in self.models.values():
-            for d in devices if m.per_device else ():
+            for d in devices if m.per_device and m.name not in exported else ():
                 path = m.path_for(d)
                 if not path.is_dir():
                     raise PlanError(f"{self.path}: key 'models.{m.name}.path': {path} (for device {d.name}) is not "
@@ -212,6 +217,17 @@ class Plan:
                 "fix `devices:`/`tags:` in the plan or the tags in the inventory"
             )
         return chosen
+
+
+def exported_models(exports: ExportsSpec | None, root: Path = Path("/exports-not-built-yet")) -> dict[str, ModelSpec]:
+    """The models `exports:` makes: one folder per SoC under `root` (the night's export stage
+    gives the real root: harness/lab/exports/stage.py), each holding one folder per format; an
+    MNN build of one format is that format's folder (llm_demo runs one export)."""
+    def path(b: ExportBuild) -> Path:
+        one = b.kind == "mnn" and len(b.formats) == 1
+        return root / b.model / "{soc}" / b.formats[0] if one else root / b.model / "{soc}"
+
+    return {b.model: ModelSpec(name=b.model, path=path(b), kind=b.kind) for b in (exports.builds if exports else ())}
 
 
 class _Ctx:
@@ -420,7 +436,10 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
                        "start the file with `suites:` and `models:` (see examples/nightly.yaml)")
     check_keys(ctx, "", data, _TOP_KEYS)
     base = path.parent
-    models = _parse_models(ctx, data.get("models"), base)
+    raw_models = data.get("models")
+    models = {} if raw_models is None and data.get("exports") else _parse_models(ctx, raw_models, base)
+    exports = parse_exports(ctx, data.get("exports"), base, dict(ctx.environ), set(models))
+    models.update(exported_models(exports))
     suites = _parse_suites(ctx, data.get("suites"), models, base)
     options = _parse_options(ctx, data, "options", base)
     _check_runner_options(ctx, options, models, suites)
@@ -462,7 +481,7 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
         path=path, name=name, models=models, suites=suites,
         devices=_names(ctx, data, "devices", "devices"), tags=_names(ctx, data, "tags", "tags"),
         repeats=repeats, health=health, locks=locks, recovery=recovery, history=history,
-        options=options,
+        options=options, exports=exports,
     )
 
 

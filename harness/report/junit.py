@@ -61,6 +61,9 @@ def case_properties(rec: TestRecord) -> dict[str, str]:
             "teacher_forced_worst_max_abs_diff": _fmt(tf.get("worst_max_abs_diff")),
             "teacher_forced_note": tf.get("exclusion_note"),
         })
+    extra = rec.extras.get("junit_properties")  # a producer's own facts (the export stage's cache use)
+    if isinstance(extra, dict):
+        props.update({str(k): None if v is None else str(v) for k, v in extra.items()})
     ev = export_verdict_of(rec)
     if ev is not None:
         props["export_verdict"] = ev["verdict"]
