@@ -63,6 +63,8 @@ def export_record(result: ExportResult, run_id: str) -> TestRecord:
         rec.failure_class = result.failure.failure_class
         rec.signature = f"export:{result.failure.failure_class}"
         rec.message = f"{job.target.soc} {job.format}: {result.failure.message}"
+        if result.cache is CacheUse.HIT:
+            rec.message += " (the export cache's verdict: these inputs failed the same way before)"
         rec.log_excerpt = "\n".join(result.failure.last_lines)
     elif result.status is Status.ERROR:
         rec.failure_class = FailureClass.INTERRUPTED.value

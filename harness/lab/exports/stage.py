@@ -97,7 +97,8 @@ def _line(r: ExportResult) -> str:
         return f"export {r.job.build.model} {r.job.id}: passed ({what})"
     if r.failure is None:
         return f"export {r.job.build.model} {r.job.id}: interrupted ({r.note or 'stopped'})"
-    return f"export {r.job.build.model} {r.job.id}: FAILED {r.failure.failure_class}: {r.failure.message}"
+    cached = " (cached: the same inputs failed before; --rebuild-exports retries)" if r.cache is CacheUse.HIT else ""
+    return f"export {r.job.build.model} {r.job.id}: FAILED {r.failure.failure_class}: {r.failure.message}{cached}"
 
 
 def run_export_stage(spec: ExportsSpec, devices: Sequence[DeviceSpec], out_dir: Path, *, stop: threading.Event,
