@@ -6,7 +6,7 @@ default `ok`); every start appends "<soc>-<format>" to $FAKE_EXPORT_COUNTER when
 Modes: ok (an ExecuTorch-shaped export), qnn-v68 (QNN's v68 op-validation lines, exit 1),
 segv / sigkill (the process kills itself with that signal), traceback, missing-module, empty
 (exit 0, nothing written), wrong-target (built for another soc_id), tree (starts a child and a
-grandchild, writes their pids to $FAKE_EXPORT_PIDS and half an export, then sleeps: stop tests),
+grandchild, writes their pids to $FAKE_EXPORT_PIDS.<build> and half an export, then sleeps: stop tests),
 sleep (sleeps: timeout tests), slow (half a second, its times in $FAKE_EXPORT_TIMES).
 """
 
@@ -80,7 +80,10 @@ def main() -> int:
                                   "print(p.pid, flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None
         grandchild = int(child.stdout.readline())
-        Path(os.environ["FAKE_EXPORT_PIDS"]).write_text(f"{os.getpid()} {child.pid} {grandchild}\n")
+        pids = Path(f"{os.environ['FAKE_EXPORT_PIDS']}.{build}")
+        tmp = Path(f"{pids}.tmp")
+        tmp.write_text(f"{os.getpid()} {child.pid} {grandchild}\n")
+        tmp.rename(pids)
         time.sleep(600)
     elif mode == "sleep":
         time.sleep(600)
