@@ -81,8 +81,9 @@ def test_the_night_and_harness_export_exit_2_on_a_signal(tmp_path, command, sig)
         "model": "tiny", "command": FAKE_ARGV, "targets": ["SM8650", "SA8295"], "formats": ["8a8w"]}], parallel=2)
     inv = write_soc_inventory(tmp_path)
     pids_base = tmp_path / "pids"
+    path = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = fake_env(tmp_path, "sm8650-8a8w=tree,sa8295-8a8w=tree", FAKE_EXPORT_PIDS=str(pids_base),
-                   HARNESS_CACHE_DIR=str(tmp_path / "harness-cache"), PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+                   HARNESS_CACHE_DIR=str(tmp_path / "harness-cache"), PYTHONPATH=path)
     out = tmp_path / "night"
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "--file", str(inv), *command, "--plan", str(plan),
                              "--out", str(out)], env=env, cwd=tmp_path, stdout=subprocess.PIPE,

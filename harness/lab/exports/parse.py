@@ -68,7 +68,8 @@ class _Parser:
             # The stage quotes every value itself (shlex.quote); quoted twice, the quotes would
             # become part of the value.
             for name in used:
-                if re.search(r"""['"]\{%s\}|\{%s\}['"]""" % (name, name), text):
+                token = re.escape("{" + name + "}")
+                if re.search(f"['\"]{token}|{token}['\"]", text):
                     raise self.fail(f"{label}.command", f"{{{name}}} is written inside quotes",
                                     "leave placeholders unquoted: the harness shlex-quotes each value")
             parts: list[str] = [text]

@@ -127,7 +127,7 @@ class ExportsSpec:
     def jobs(self, lab_socs: tuple[str, ...], *, only_target: str | None = None,
              only_format: str | None = None) -> list[ExportJob]:
         """Every (build, target, format), `lab` targets taken from the devices' SoCs."""
-        out = []
+        out: list[ExportJob] = []
         for b in self.builds:
             socs = lab_socs if b.lab_targets else b.targets
             for model in socs:
