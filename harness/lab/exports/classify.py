@@ -13,7 +13,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.runners.qnn_log import classify_qnn_log
+from harness.runners.qnn_log import QnnFailure, classify_qnn_log
 
 _LAST_LINES = 12
 # A tool or SDK the command needs is not there: the shell's "not found", Python's missing module,
@@ -88,13 +88,20 @@ def _signal_name(sig: int) -> str:
 
 
 def _qnn_verdict(text: str, returncode: int | None) -> FailureVerdict | None:
+    """QNN's own signature in the log, when it has one the exporter side does not read better:
+    a kill, a timeout and a missing SDK are the host's business and classified here."""
     verdict = classify_qnn_log(text, returncode)
-    if verdict.failure is None:
+    if verdict.failure is None or verdict.failure in (QnnFailure.OOM_KILLED, QnnFailure.TIMEOUT):
         return None
-    facts = {k: v for k, v in verdict.to_json().items() if k not in ("class", "message", "last_lines")}
-    cls = str(verdict.failure.value)
-    return FailureVerdict(cls if cls.startswith("qnn") else f"qnn-{cls}", verdict.message,
-                          list(verdict.last_lines or last_lines(text)), facts)
+    if verdict.failure is QnnFailure.MISSING_SDK:
+        return FailureVerdict(ExportFailure.MISSING_TOOL.value, f"the QNN SDK is missing: {verdict.message}",
+                              list(verdict.last_lines) or last_lines(text), cacheable=False)
+    facts = {k: v for k, v in verdict.to_json().items() if k not in ("message", "last_lines") and v not in (None, [])}
+    message = verdict.message
+    if verdict.nodes:  # QNN's own names of the graph's nodes it refused
+        shown = ", ".join(verdict.nodes[:4]) + (f" and {len(verdict.nodes) - 4} more" if len(verdict.nodes) > 4 else "")
+        message += f" [nodes: {shown}]"
+    return FailureVerdict(f"qnn-{verdict.failure.value}", message, list(verdict.last_lines) or last_lines(text), facts)
 
 
 def classify_failure(text: str, returncode: int | None, *, timed_out: float | None = None,
