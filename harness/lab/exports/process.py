@@ -51,14 +51,25 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def group_alive(pgid: int) -> bool:
-    """Any process of the group left (its reaped leader's children, reparented)."""
+    """Any live process of the group left (its reaped leader's children, reparented). Zombies do
+    not count: they run nothing, and who reaps them (the host's init) is not ours to wait for."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def _end_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
