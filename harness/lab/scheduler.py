@@ -183,15 +183,21 @@ def run_night(
             # A stop during the exports: no device is claimed at all.
             workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
             threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
-            say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
-                f"({', '.join(d.name for d in devices)})")
+            if workers:
+                say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
+                    f"({', '.join(d.name for d in devices)})")
             for t in threads:
                 t.start()
             _wait_for_workers(workers, stop, say, grace_s, signals)
             result.interrupted = stop.is_set()
             result.devices = {w.device.name: w.outcome for w in workers}
         result.wall_s = time.monotonic() - started
-        if reports:
+        if reports and not workers and stop.is_set():
+            # Stopped during the exports, before any claim: their JUnit only (the HTML's plotting
+            # alone takes seconds), so Ctrl-C ends the night within 2 s (docs/exports.md).
+            result.reports, result.report_problems = _junit_only(result.records(), out_dir)
+            say("stopped during the exports: JUnit written; no HTML page, nothing added to the history")
+        elif reports:
             result.reports, result.regressions, result.report_problems = write_night_reports(
                 result.records(), out_dir, run_id=run_id, plan_name=plan.name, started_at=result.started_at,
                 history_db=history_path,
@@ -218,6 +224,15 @@ def _export_stage(plan: Plan, devices: list, out_dir: Path, job: JobFn, *, stop:
     stage = run_export_stage(plan.exports, devices, out_dir, stop=stop, say=say, run_id=run_id, write=write,
                              rebuild=rebuild)
     return stage.plan_for(plan), ExportGate(job, stage)
+
+
+def _junit_only(records: list[TestRecord], out_dir: Path) -> tuple[dict[str, Path], list[str]]:
+    from harness.report.junit import write_junit
+
+    try:
+        return write_junit(records, out_dir), []
+    except (HostWriteError, OSError) as exc:
+        return {}, [f"JUnit not written: {exc}"]
 
 
 def check_history(path: Path, plan: Plan, history_db: Path | None = None) -> None:
