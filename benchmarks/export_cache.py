@@ -48,7 +48,7 @@ def timed(args: list[str], env: dict[str, str]) -> tuple[float, int, str]:
 def stage_seconds(output: str, wall: float) -> float:
     """The stage's own time: from its first line to its last export line ([export]/[lab] lines
     carry no clock, so `harness export`'s summary line gives it; a night prints none)."""
-    m = re.search(r"failed in ([0-9.]+) s", output)
+    m = re.search(r"failed(?:, \d+ interrupted)? in ([0-9.]+) s", output)
     return float(m.group(1)) if m else wall
 
 
@@ -108,10 +108,14 @@ def main() -> int:
     ap.add_argument("--plan", type=Path, default=REPO / "examples" / "et_qnn" / "nightly.yaml")
     ap.add_argument("--night", type=Path, default=None, help="run the whole night on this devices.yaml")
     ap.add_argument("--skip-interrupt", action="store_true")
+    ap.add_argument("--interrupt-only", action="store_true")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="export-cache-bench-"))
     env = dict(os.environ, HARNESS_CACHE_DIR=str(work / "cache"),
                PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    if args.interrupt_only:
+        interrupt(args.plan, work, env, args.night)
+        return 0
     first, rc1, out1 = timed(stage_args(args.plan, work / "out1", args.night), env)
     second, rc2, out2 = timed(stage_args(args.plan, work / "out2", args.night), env)
     hits = out2.count("cache hit") + out2.count("(cached:")

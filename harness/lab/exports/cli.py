@@ -19,6 +19,7 @@ from harness.inventory import DeviceSpec, Inventory
 from harness.lab.exitcodes import ExitCode, UsageError
 from harness.lab.exports.results import EXPORT_SUITE
 from harness.lab.plan import load_plan
+from harness.outcomes import Status
 from harness.report.records import RecordWriter, TestRecord
 
 
@@ -77,8 +78,10 @@ def export_from_cli(plan_path: Path, out_dir: Path, *, inventory: Inventory | No
         print(f"{r.job.build.model:<16} {r.job.id:<16} {r.status.value:<8} {r.cache.value:<9} {where}")
     for line in failed_export_lines(stage.records):
         print(line)
-    print(f"{sum(r.ok for r in stage.results)} built, {len(stage.failed())} failed in {stage.wall_s:.1f} s"
-          + (" [interrupted]" if stage.interrupted else ""), flush=True)
+    failed = sum(r.status is Status.FAILED for r in stage.results)
+    stopped = sum(r.status is Status.ERROR for r in stage.results)
+    print(f"{sum(r.ok for r in stage.results)} built, {failed} failed" + (f", {stopped} interrupted" if stopped else "")
+          + f" in {stage.wall_s:.1f} s" + (" [interrupted]" if stage.interrupted else ""), flush=True)
     if stage.interrupted:
         return ExitCode.INTERRUPTED
     return ExitCode.TESTS_FAILED if stage.failed() else ExitCode.OK
