@@ -54,8 +54,8 @@ def _walk(path: Path) -> Iterable[tuple[str, Path]]:
 def inputs_digest(paths: Iterable[Path], hashes: HashCache) -> str:
     """sha256 over every declared input's files (relative name and content sha256, in order)."""
     h = hashlib.sha256()
-    for root in sorted(paths, key=str):
-        h.update(f"input {root}\n".encode())
+    for root in sorted(paths, key=str):  # by name, not by where the plan's folder happens to be
+        h.update(f"input {root.name}\n".encode())
         for rel, full in _walk(root):
             h.update(f"{rel}\0{hashes.digest(full)}\n".encode())
     return h.hexdigest()
@@ -124,7 +124,7 @@ class ExportCache:
             self.remove(folder)
             return None, f"cache entry {key} was {problem}: removed, rebuilding"
         data = json.loads((folder / ENTRY_FILE).read_text(encoding="utf-8"))
-        os.utime(folder / USED_FILE, None) if (folder / USED_FILE).exists() else (folder / USED_FILE).touch()
+        (folder / USED_FILE).touch()  # its mtime is the entry's last use (LRU)
         return CacheEntry(key, folder, data), ""
 
     def _problem(self, folder: Path) -> str:
@@ -161,7 +161,10 @@ class ExportCache:
         self.entries.mkdir(parents=True, exist_ok=True)
         final = self.entries / key
         if final.exists():
-            self.remove(final)  # a stale or corrupt one (lookup said so); a live one is replaced whole
+            if not self._problem(final):  # another run sealed the same key meanwhile: theirs is used
+                shutil.rmtree(build_dir, ignore_errors=True)
+                return CacheEntry(key, final, json.loads((final / ENTRY_FILE).read_text(encoding="utf-8")))
+            self.remove(final)  # partial or corrupt: replaced whole
         try:
             os.rename(build_dir, final)
         except OSError:
