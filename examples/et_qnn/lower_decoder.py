@@ -104,7 +104,10 @@ def build_model(args: argparse.Namespace):
             return self.head(self.ln_out(x))
 
     torch.manual_seed(7)
-    return Decoder().eval()
+    model = Decoder().eval()
+    with torch.no_grad():  # random weights: keep the special tokens unlikely, so a run generates text
+        model.head.bias[BOS] = model.head.bias[EOS] = -8.0
+    return model
 
 
 def encode(text: str) -> list[int]:
