@@ -56,3 +56,21 @@ def test_night_exports_first_then_skips_what_failed(tmp_path, monkeypatch):
     junit = (tmp_path / "night" / "junit.xml").read_text()
     assert "test_export[sa8295-16a4w]" in junit and 'name="export_cache"' in junit
     assert any(s.startswith("exports: 4 to build") for s in said)
+
+
+def test_harness_export_runs_only_the_stage(tmp_path, monkeypatch, capsys):
+    from harness.cli import main
+
+    plan = write_exports_plan(tmp_path, builds=[{
+        "model": "tiny", "command": FAKE_ARGV, "targets": ["SM8650", "SA8295"], "formats": ["16a4w", "8a8w"]}])
+    for k, v in fake_env(tmp_path, "sa8295-16a4w=qnn-v68").items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "--plan", str(plan), "--target", "SA8295", "--out", str(tmp_path / "e1")]) == 1
+    out = capsys.readouterr().out
+    assert "export failed: test_export[sa8295-16a4w]" in out and "1 built, 1 failed" in out
+    assert "sm8650" not in out and (tmp_path / "e1" / "junit.xml").is_file()
+    assert main(["export", "--plan", str(plan), "--format", "8a8w", "--out", str(tmp_path / "e2")]) == 0
+    assert "2 built, 0 failed" in capsys.readouterr().out
+    assert main(["export", "--plan", str(plan), "--target", "SM8750", "--out", str(tmp_path / "e3")]) == 4
+    assert "not a target of the plan" in capsys.readouterr().err
