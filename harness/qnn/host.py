@@ -37,6 +37,10 @@ WHEEL_DIST = "onnxruntime-qnn"
 INSTALL_HINT = "pip install 'harness[qnn]' (onnxruntime-qnn==2.5.0, QAIRT 2.49.40) or pass --qnn-sdk DIR"
 _BUILD_RE = re.compile(rb"v(\d+)\.(\d+)\.(\d+)\.(\d{12})")
 _READ_TIMEOUT_S = 60
+# Off switch for the automatic use (auto_host_qnn), e.g. where the context binaries are the
+# virtual lab's stand-ins or newer than the host's QAIRT; find_host_qnn itself ignores it.
+HOST_QNN_SWITCH = "HARNESS_HOST_QNN"
+_OFF = frozenset({"0", "off", "no", "false"})
 
 
 class QnnUnavailable(HarnessError):
@@ -112,6 +116,28 @@ def find_host_qnn(qnn_sdk: Path | str | None = None, environ: Mapping[str, str] 
         dist_version = "unknown"
     root = _wheel_layout(pkg, dist_version, cache_dir or user_cache_dir())
     return _described(root, f"{WHEEL_DIST} {dist_version} wheel")
+
+
+def auto_host_qnn(qnn_sdk: Path | str | None = None,
+                  environ: Mapping[str, str] | None = None) -> tuple[HostQnn | None, str]:
+    """The host's QAIRT libraries for reading context binaries on the side (compiled IO,
+    provisioning's target guard): (host, "") when found, (None, why not) when $HARNESS_HOST_QNN is
+    off or nothing is found. A --qnn-sdk without x86 libraries (a device-only SDK) falls through
+    to $QNN_SDK_ROOT and the wheel."""
+    env = os.environ if environ is None else environ
+    if env.get(HOST_QNN_SWITCH, "").strip().lower() in _OFF:
+        return None, f"{HOST_QNN_SWITCH}={env[HOST_QNN_SWITCH]}: the host's QAIRT libraries are not used"
+    tried: list[str] = []
+    if qnn_sdk:
+        try:
+            return find_host_qnn(qnn_sdk, env), ""
+        except QnnUnavailable as exc:
+            tried.append(str(exc))
+    try:
+        return find_host_qnn(None, env), ""
+    except QnnUnavailable as exc:
+        tried.append(str(exc))
+    return None, "; ".join(tried)
 
 
 def _missing(lib_dir: Path) -> list[str]:
@@ -200,19 +226,35 @@ def _read_cached(path: str, size: int, mtime_ns: int) -> tuple[str, str]:
     return _scan_build(Path(path), why)
 
 
-def _scan_build(lib: Path, why: str) -> tuple[str, str]:
-    """The fallback when the library cannot be loaded here: the build string libQnnHtp.so embeds
-    (the same text backendGetBuildId returns; docs/host-qnn.md)."""
+def scan_qairt_build(lib: Path) -> str | None:
+    """The QAIRT build string a QNN library embeds ("v2.49.40.260810104044", the text
+    backendGetBuildId returns), read from its bytes: for libraries this host cannot load (a
+    device's aarch64 libQnnHtp.so) or as the fallback below. None unless exactly one is found."""
     found: set[bytes] = set()
-    with lib.open("rb") as fh:
-        tail = b""
-        while chunk := fh.read(1 << 22):
-            found.update(m.group(0) for m in _BUILD_RE.finditer(tail + chunk))
-            tail = chunk[-32:]
-    if len(found) != 1:
-        raise QnnUnavailable(f"{lib}: cannot read its QAIRT version (not loadable: {why}; "
-                             f"{len(found)} build strings in the file); {INSTALL_HINT}")
-    return "v" + found.pop().decode().lstrip("v"), f"byte scan of the library ({why})"
+    try:
+        with lib.open("rb") as fh:
+            tail = b""
+            while chunk := fh.read(1 << 22):
+                found.update(m.group(0) for m in _BUILD_RE.finditer(tail + chunk))
+                tail = chunk[-32:]
+    except OSError:
+        return None
+    return "v" + found.pop().decode().lstrip("v") if len(found) == 1 else None
+
+
+def qairt_tuple(build: str) -> tuple[int, int, int] | None:
+    """(2, 49, 40) of "v2.49.40.260810104044" or "2.49.40"; None for other text."""
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", build)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _scan_build(lib: Path, why: str) -> tuple[str, str]:
+    """The fallback when the library cannot be loaded here (docs/host-qnn.md)."""
+    build = scan_qairt_build(lib)
+    if build is None:
+        raise QnnUnavailable(f"{lib}: cannot read its QAIRT version (not loadable: {why}; no single build "
+                             f"string in the file); {INSTALL_HINT}")
+    return build, f"byte scan of the library ({why})"
 
 
 # ExecuTorch version -> (QAIRT major.minor that works, exact QAIRT versions measured failing).

@@ -4,7 +4,7 @@ imports a higher one, no two modules import each other in a circle (in `harness`
 
 Layers (lowest first), as docs/ARCHITECTURE.md draws them:
     errors, outcomes -> hostfiles/soc/validation/pairs -> export, mnn_graph, qnn -> compiled_io -> inventory, checks, report,
-    hostrt -> transport -> provision -> runners -> pipeline -> suite -> lab -> plugin -> cli
+    hostrt -> transport -> provision -> runners -> pipeline, qnn_probe -> suite -> lab -> plugin -> cli
 Imports inside a package (harness.lab.* -> harness.lab.*) are free; imports under
 `if TYPE_CHECKING:` count too: a type that must come from above is a sign the code sits low.
 """
@@ -33,7 +33,7 @@ LAYERS: dict[str, int] = {
     "harness.transport": 5,
     "harness.provision": 6,
     "harness.runners": 7,
-    "harness.pipeline": 8,
+    "harness.pipeline": 8, "harness.qnn_probe": 8,
     "harness.suite": 9,
     "harness.lab": 10,
     "harness.plugin": 11,

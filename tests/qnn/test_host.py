@@ -27,6 +27,8 @@ from harness.qnn.host import (
 )
 from tests.qnn.material import et_qnn_or_skip, wheel_or_skip
 
+pytestmark = pytest.mark.real_qnn
+
 BUILD_RE = re.compile(r"^v\d+\.\d+\.\d+\.\d{12}$")
 
 
