@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import json
 import signal
-from pathlib import Path
 
 import pytest
 
 from harness.lab.exports.classify import TRANSIENT, ExportFailure, classify_failure
-
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "models" / "et-qnn-host"
+from tests.qnn.material import et_qnn_or_skip
 
 
 def _shared_log(rel: str) -> tuple[str, int]:
-    log = SHARED / rel
-    if not log.is_file():
-        pytest.skip(f"{log} is absent: the real QNN failure logs come from ../shared")
+    log = et_qnn_or_skip(rel)
     rc = json.loads(log.with_suffix(".rc.json").read_text())["rc"]
     return log.read_text(errors="replace"), rc
 
@@ -58,6 +54,15 @@ def test_exporter_side_classes(text, rc, cls, words):
 def test_a_shell_reports_a_signal_as_128_plus_n():
     v = classify_failure("compiling\n", 139, shell=True)
     assert v.failure_class == "export-crash" and "SIGSEGV" in v.message and v.facts["signal"] == "SIGSEGV"
+
+
+def test_a_segfault_while_qnn_builds_is_qnns_with_the_last_lines():
+    text = ("[INFO] [Qnn ExecuTorch]: Running level=3 optimization.\n"
+            "[ERROR] [Qnn ExecuTorch]:  <E> grdep_clone_op.cc:340::ERROR:failed to clone op(q::Add)\n"
+            "Segmentation fault (core dumped)\n")
+    v = classify_failure(text, -signal.SIGSEGV)
+    assert v.failure_class == "qnn-build-segfault" and "SIGSEGV" in v.message and "grdep_clone_op" in v.message
+    assert v.last_lines[-1] == "Segmentation fault (core dumped)" and v.facts["signal"] == "SIGSEGV"
 
 
 def test_timeout_wins_and_is_not_cached():

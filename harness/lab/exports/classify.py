@@ -93,6 +93,14 @@ def _qnn_verdict(text: str, returncode: int | None) -> FailureVerdict | None:
     verdict = classify_qnn_log(text, returncode)
     if verdict.failure is None or verdict.failure in (QnnFailure.OOM_KILLED, QnnFailure.TIMEOUT):
         return None
+    if verdict.failure in (QnnFailure.BUILD_SEGFAULT, QnnFailure.RUN_CRASH):
+        if not verdict.last_lines:
+            return None  # no QNN line at all: the exporter's own crash (classified below)
+        # An export is a build, whatever stage QNN was in when the signal came.
+        name = _signal_name(verdict.signal) if verdict.signal else "a signal"
+        return FailureVerdict(f"qnn-{QnnFailure.BUILD_SEGFAULT.value}",
+                              f"killed by {name} while QNN was building; last QNN line: {verdict.last_lines[-1]}",
+                              last_lines(text), {"signal": name, "qnn_last_lines": list(verdict.last_lines)})
     if verdict.failure is QnnFailure.MISSING_SDK:
         return FailureVerdict(ExportFailure.MISSING_TOOL.value, f"the QNN SDK is missing: {verdict.message}",
                               list(verdict.last_lines) or last_lines(text), cacheable=False)
