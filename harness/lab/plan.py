@@ -45,7 +45,7 @@ import yaml
 from harness.errors import HarnessError, InventoryError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.exports.parse import parse_exports
-from harness.lab.exports.spec import ExportBuild, ExportsSpec
+from harness.lab.exports.spec import ExportsSpec
 from harness.lab.health import HealthPolicy
 from harness.pairs import ALL_NAMES
 from harness.suite import Suite, suite_for
@@ -220,14 +220,10 @@ class Plan:
 
 
 def exported_models(exports: ExportsSpec | None, root: Path = Path("/exports-not-built-yet")) -> dict[str, ModelSpec]:
-    """The models `exports:` makes: one folder per SoC under `root` (the night's export stage
-    gives the real root: harness/lab/exports/stage.py), each holding one folder per format; an
-    MNN build of one format is that format's folder (llm_demo runs one export)."""
-    def path(b: ExportBuild) -> Path:
-        one = b.kind == "mnn" and len(b.formats) == 1
-        return root / b.model / "{soc}" / b.formats[0] if one else root / b.model / "{soc}"
-
-    return {b.model: ModelSpec(name=b.model, path=path(b), kind=b.kind) for b in (exports.builds if exports else ())}
+    """The models `exports:` makes, their folders under `root` (the night's export stage gives the
+    real root: harness/lab/exports/stage.py; the layout is `ExportsSpec.model_folders`)."""
+    return {name: ModelSpec(name=name, path=path, kind=kind)
+            for name, (path, kind) in (exports.model_folders(root) if exports else {}).items()}
 
 
 class _Ctx:

@@ -121,6 +121,16 @@ class ExportsSpec:
     def models(self) -> tuple[str, ...]:
         return tuple(b.model for b in self.builds)
 
+    def model_folders(self, root: Path) -> dict[str, tuple[Path, str]]:
+        """Each exported model's folder template under `root` and its kind: one folder per SoC,
+        each holding one folder per format; an MNN build of one format is that format's folder
+        (llm_demo runs one export)."""
+        def folder(b: ExportBuild) -> Path:
+            one = b.kind == "mnn" and len(b.formats) == 1
+            return root / b.model / "{soc}" / b.formats[0] if one else root / b.model / "{soc}"
+
+        return {b.model: (folder(b), b.kind) for b in self.builds}
+
     def build_of(self, model: str) -> ExportBuild | None:
         return next((b for b in self.builds if b.model == model), None)
 
