@@ -30,8 +30,12 @@ def write_exports_plan(folder: Path, *, builds: list[dict[str, Any]] | None = No
 
 
 def write_soc_inventory(folder: Path, socs: tuple[str, ...] = ("SM8650", "SA8295")) -> Path:
-    devices = [{"name": f"emu-{s.lower()}", "transport": "local", "soc": s, "work_dir": str(folder / f"dev-{s}")}
-               for s in socs]
+    """Local devices of these SoCs: emulated HTPs (`htp: emulator`) where the inventory knows them."""
+    import harness.inventory
+
+    emulator = getattr(harness.inventory, "HTP_EMULATOR", None)
+    devices = [{"name": f"emu-{s.lower()}", "transport": "local", "soc": s, "work_dir": str(folder / f"dev-{s}"),
+                **({"htp": emulator} if emulator else {})} for s in socs]
     path = folder / "devices.yaml"
     path.write_text(yaml.safe_dump({"devices": devices}))
     return path
