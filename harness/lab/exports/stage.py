@@ -144,4 +144,7 @@ def run_export_stage(spec: ExportsSpec, devices: Sequence[DeviceSpec], out_dir: 
         if evicted:
             say(f"exports: cache over {spec.cache_max_bytes >> 20} MB: {len(evicted)} least recently used removed")
     stage.wall_s = time.monotonic() - started
+    hits = sum(r.cache is CacheUse.HIT for r in stage.results)
+    say(f"exports: done in {stage.wall_s:.2f} s: {sum(r.ok for r in stage.results)} built, "
+        f"{len(stage.failed())} not, {hits} from the cache")
     return stage
