@@ -23,6 +23,10 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "et_qnn"
 
 
 def _need_host_qnn() -> None:
+    import harness.inventory
+
+    if not hasattr(harness.inventory, "HTP_EMULATOR"):
+        pytest.skip("this checkout has no emulated HTP device (`htp: emulator`) to run the suite on")
     if importlib.util.find_spec("executorch") is None:
         pytest.skip("the `qnn` extra is not installed (pip install 'harness[qnn]'): no ExecuTorch")
     from harness.qnn.host import find_host_qnn
