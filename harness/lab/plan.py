@@ -220,13 +220,6 @@ class Plan:
         return chosen
 
 
-def exported_models(exports: ExportsSpec | None, root: Path = Path("/exports-not-built-yet")) -> dict[str, ModelSpec]:
-    """The models `exports:` makes, their folders under `root` (the night's export stage gives the
-    real root: harness/lab/exports/stage.py; the layout is `ExportsSpec.model_folders`)."""
-    return {name: ModelSpec(name=name, path=path, kind=kind)
-            for name, (path, kind) in (exports.model_folders(root) if exports else {}).items()}
-
-
 class _Ctx:
     def __init__(self, path: Path, environ: Mapping[str, str]):
         self.path = path
@@ -441,7 +434,8 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
     raw_models = data.get("models")
     models = {} if raw_models is None and data.get("exports") else _parse_models(ctx, raw_models, base)
     exports = parse_exports(ctx, data.get("exports"), base, dict(ctx.environ), set(models))
-    models.update(exported_models(exports))
+    # Exported models' folders exist once the night's export stage ran (lab/exports/stage.py).
+    models.update({n: ModelSpec(n, path, kind) for n, (path, kind) in (exports.model_folders() if exports else {}).items()})
     suites = _parse_suites(ctx, data.get("suites"), models, base)
     options = _parse_options(ctx, data, "options", base)
     _check_runner_options(ctx, options, models, suites)

@@ -32,6 +32,8 @@ from harness import soc
 PLACEHOLDERS = ("soc", "soc_id", "dsp_arch", "format", "out")
 LAB_TARGETS = "lab"  # `targets: lab`: every SoC the plan's devices have
 DEFAULT_TIMEOUT_S = 3600.0
+# Where a plan's exported models point until the night's stage gives their folders a root.
+UNBUILT_ROOT = Path("/exports-not-built-yet")
 DEFAULT_CACHE_BYTES = 20 << 30
 # Memory one export is given when the stage picks its parallelism: a tiny decoder takes ~0.5 GB to
 # lower, a 0.6B model several; 4 GB a build keeps a lab host out of the OOM killer's way.
@@ -121,7 +123,7 @@ class ExportsSpec:
     def models(self) -> tuple[str, ...]:
         return tuple(b.model for b in self.builds)
 
-    def model_folders(self, root: Path) -> dict[str, tuple[Path, str]]:
+    def model_folders(self, root: Path = UNBUILT_ROOT) -> dict[str, tuple[Path, str]]:
         """Each exported model's folder template under `root` and its kind: one folder per SoC,
         each holding one folder per format; an MNN build of one format is that format's folder
         (llm_demo runs one export)."""

@@ -23,7 +23,7 @@ from harness.lab.exports.cache import ExportCache, default_cache_root, export_ke
 from harness.lab.exports.results import CacheUse, ExportResult, export_record
 from harness.lab.exports.spec import ExportJob, ExportsSpec, default_parallel
 from harness.lab.exports.tools import HostTools
-from harness.lab.plan import Plan, exported_models
+from harness.lab.plan import ModelSpec, Plan
 from harness.provision.hashcache import HashCache, default_cache_path
 from harness.report.records import TestRecord
 
@@ -44,7 +44,8 @@ class ExportStage:
 
     def plan_for(self, plan: Plan) -> Plan:
         """The plan with its exported models' folders in this night's layout."""
-        return replace(plan, models={**plan.models, **exported_models(self.spec, self.root)})
+        made = {n: ModelSpec(n, path, kind) for n, (path, kind) in self.spec.model_folders(self.root).items()}
+        return replace(plan, models={**plan.models, **made})
 
     def of(self, model: str, soc_model: str) -> list[ExportResult]:
         return [r for r in self.results if r.job.build.model == model and r.job.target.soc == soc_model]
