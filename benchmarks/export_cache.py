@@ -119,8 +119,9 @@ def main() -> int:
     second, rc2, out2 = timed(stage_args(args.plan, work / "out2", args.night), env)
     hits = out2.count("cache hit") + out2.count("(cached:")
     s1, s2 = stage_seconds(out1, first), stage_seconds(out2, second)
-    print(f"first run: exit {rc1}, {first:.1f} s wall (stage {s1:.1f} s)")
-    print(f"second run: exit {rc2}, {second:.1f} s wall (stage {s2:.2f} s), {hits} cache hits")
+    last1, last2 = (o.strip().splitlines()[-1] if o.strip() else "" for o in (out1, out2))
+    print(f"first run: exit {rc1}, {first:.1f} s wall (stage {s1:.1f} s): {last1}")
+    print(f"second run: exit {rc2}, {second:.1f} s wall (stage {s2:.2f} s), {hits} cache hits: {last2}")
     print(f"stage, second / first: {100 * s2 / s1:.2f} % (target <= 5 %); whole command: {100 * second / first:.2f} %")
     for line in out1.splitlines():
         if "export" in line and ("FAILED" in line or "passed" in line or "export failed" in line):
