@@ -31,6 +31,7 @@ import os
 import posixpath
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,7 @@ class _Session:
         self.round_trips = 0
         self.placed = 0  # files verified and put in place by this run
         self.placed_stamps: dict[str, DeviceStamp] = {}
+        self.final: list[Item] = []  # the push's last batch, checked, placed by the commit
         self.df_free: int | None = None
         self.prepared = False  # run folder tree made, SoC checked, df read (by the probe)
         self.run_dir = posixpath.join(layout.incoming, os.urandom(6).hex())
@@ -192,7 +194,8 @@ def sync_set(
     complete = (own is not None and len(plan.keep) == len(items) and not plan.stale and not plan.chmod
                 and all(own.device.get(rel) == p.stamp for rel, p in plan.keep.items()))
     if own is None or not complete:
-        _commit(s, plan, items, manifest)
+        prefix = layout.set_dir.rstrip("/") + "/"
+        _commit(s, plan, items, manifest, fresh=own is None and not any(p.startswith(prefix) for p in probe.files))
     else:
         manifest.device = {rel: p.stamp for rel, p in plan.keep.items()}
         if own.to_json() != manifest.to_json():  # same files, new meta
@@ -297,7 +300,8 @@ def _push_all(s: _Session, plan: Plan, hasher: ThreadPoolExecutor) -> int:
     sent = 0
     try:
         # Batches hold one place command's worth of files; each goes over the link back to back.
-        for batch in _batches(todo):
+        batches = _batches(todo)
+        for number, batch in enumerate(batches, 1):
             by_remote = {posixpath.join(s.run_dir, it.file.rel): it for it in batch}
             arrived: list[Item] = []
 
@@ -332,7 +336,8 @@ def _push_all(s: _Session, plan: Plan, hasher: ThreadPoolExecutor) -> int:
                 if it.hash_future is not None:
                     it.sha = it.hash_future.result()
             partials, pending = [], []
-            _place(s, batch)
+            if number < len(batches) or s.verify != "size" or not _arrived(s, batch):
+                _place(s, batch)
     except (TransportError, ProvisionError) as exc:
         _salvage(s, pending, partials)
         hint = (f" ({s.placed} of {len(todo)} files are safely on the device; provisioning again resumes "
@@ -385,6 +390,30 @@ def _salvage(s: _Session, pending: list[Item], partials: list[Item]) -> None:
         pass
 
 
+def _arrived(s: _Session, batch: list[Item]) -> bool:
+    """The push's last batch checked as PLACE_SCRIPT checks it (every size), over the file
+    protocol (no device process), its stamps kept for the commit that places it: the same
+    hard links, one device command fewer. False where the link's stats carry no inode (SFTP):
+    PLACE_SCRIPT places it then."""
+    remote = [posixpath.join(s.run_dir, it.file.rel) for it in batch]
+    s.round_trips += 1
+    stats = s.t.stat_many(remote)
+    if any(st is not None and not st.inode for st in stats.values()):
+        return False
+    for it, path in zip(batch, remote):
+        st = stats.get(path)
+        if st is None or st.size != it.file.size:
+            with suppress(HarnessError):  # the next run sends it again either way
+                s.t.remove(path)
+            raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
+                                 f"(BAD {it.file.rel} size: {st.size if st else 'missing'}, want {it.file.size}); "
+                                 "provision again")
+    s.placed_stamps.update({it.file.rel: DeviceStamp(stats[path].inode, stats[path].mtime)  # type: ignore[union-attr]
+                            for it, path in zip(batch, remote)})
+    s.final = batch
+    return True
+
+
 def _arg_cost(it: Item) -> int:
     return 2 * len(it.file.rel.encode()) + 90  # the rel path, "size sha" and quoting
 
@@ -418,9 +447,10 @@ def _place(s: _Session, items: list[Item], discard: str = "") -> None:
 MAX_INLINE_MANIFEST = 64 << 10  # larger manifests are pushed as a file
 
 
-def _commit(s: _Session, plan: Plan, items: list[Item], manifest: Manifest) -> None:
-    """Link contents found elsewhere, drop stale files, read back every file's stamp and
-    publish the manifest, in one command. The manifest is written with the stamps the files
+def _commit(s: _Session, plan: Plan, items: list[Item], manifest: Manifest, fresh: bool) -> None:
+    """Place the push's last batch (`s.final`), link contents found elsewhere, drop stale
+    files, read back every file's stamp and publish the manifest, in one command. `fresh`: the
+    set folder held no file before (no empty folder of ours to look for). The manifest is written with the stamps the files
     must have (kept, placed or hard-linked: the inode and mtime are known); if the device
     reports others (e.g. `ln` fell back to a copy), a corrected manifest replaces it. A wrong
     stamp is harmless anyway: it only makes the next run re-check that file."""
@@ -452,8 +482,9 @@ def _commit(s: _Session, plan: Plan, items: list[Item], manifest: Manifest) -> N
         links = [x for kind, group in chunk if kind == "link" for x in group]
         chmods = [x for kind, group in chunk if kind == "chmod" for x in group]
         stale = [x for kind, group in chunk if kind == "stale" for x in group]
+        flags = ("p" if s.final and i == 0 else "") + ("" if fresh or not last else "e")
         out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), L.manifest, inline if last else "",
-                                       L.journal, s.run_dir, str(len(links) // 2), str(len(chmods) // 2),
+                                       L.journal, s.run_dir, flags, str(len(links) // 2), str(len(chmods) // 2),
                                        *links, *chmods, *stale],
                        what=f"putting files in place in {L.set_dir}")
     prefix = L.set_dir.rstrip("/") + "/"
