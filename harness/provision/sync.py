@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,10 +38,10 @@ from typing import Any
 from harness import soc
 from harness.errors import HarnessError, ProvisionError, RemoteNoSpaceError, TransportError
 from harness.provision.artifacts import ArtifactFile
-from harness.provision.hashcache import FileKey, HashCache
+from harness.provision.hashcache import BackgroundHasher, FileKey, HashCache
 from harness.provision.layout import KIND_DIRS, DeviceLayout, safe_name
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
-from harness.provision.plan import Item, Plan, blocking_rels, make_plan, moved_sources
+from harness.provision.plan import Item, Plan, blocking_rels, decide, make_plan, moved_sources
 from harness.provision.probe import Probe, parse_probe
 from harness.provision.progress import NullProgress, Progress, human_bytes
 from harness.provision.scripts import (
@@ -170,20 +169,23 @@ def sync_set(
     s = _Session(transport, layout, cache, progress, verify)
     items = [Item(f, key) for f, key in zip(files, FileKey.of_many([f.path for f in files]))]
     hashed_before = cache.hashed_bytes
-    fast = _unchanged_by_file_protocol(s, items, meta or {})
+    # Asked only when every content is known here: a content the cache lacks would have to be
+    # read first, and a first push (cold cache) then costs one device round trip, the probe.
+    known = all(cache.lookup(it.key) for it in items)
+    fast = _unchanged_by_file_protocol(s, items, meta or {}) if known else None
     if fast is not None:
         cache.save()
         fast.hashed_bytes = cache.hashed_bytes - hashed_before
         return fast
-    hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provision-hash")
+    hasher = BackgroundHasher(cache)
     try:
         probe = s.probe(items)
-        plan = make_plan(items, probe, cache, hasher, layout.set_dir)
-        _make_room(s, plan, items, probe)
-        pushed = _push_all(s, plan, hasher) if plan.push else 0
+        plan = make_plan(items, probe, cache, hasher.submit, layout.set_dir)
+        if not plan.undecided:
+            _make_room(s, plan, items, probe)
+        pushed = _push_all(s, plan, items, probe, hasher)  # settles plan.undecided before placing
     finally:
-        # After a failure, do not go on hashing gigabytes nobody will push; keep what was hashed.
-        hasher.shutdown(wait=True, cancel_futures=True)
+        hasher.shutdown()
         cache.save()
     manifest = Manifest(kind=kind, name=layout.name, remote_dir=layout.set_dir, meta=dict(meta or {}),
                         files={it.file.rel: FileEntry(it.file.rel, it.sha or "", it.file.size, it.file.mode)
@@ -271,37 +273,56 @@ def _make_room(s: _Session, plan: Plan, items: list[Item], probe: Probe) -> None
                  for it, placed in plan.link]
 
 
-def _push_all(s: _Session, plan: Plan, hasher: ThreadPoolExecutor) -> int:
-    todo = plan.push
+def _settle(s: _Session, plan: Plan, items: list[Item], probe: Probe) -> list[Item]:
+    """Decide the files hashed while the first batch travelled, then make room: before
+    anything is placed. Returns the files to push after all."""
+    more = decide(plan, probe)
+    _make_room(s, plan, items, probe)
+    return more
+
+
+def _check_space(s: _Session, todo: list[Item]) -> None:
+    L, dev = s.layout, s.device
     need = sum(it.file.size for it in todo)
+    if s.df_free is None or not s.t.free_bytes_is_df:
+        s.round_trips += 1
+        s.df_free = s.t.free_bytes(L.work_dir)  # else the probe's df said it, one round trip less
+    margin = 1 << 20  # manifests, journal, directory blocks
+    if need + margin > s.df_free:
+        raise RemoteNoSpaceError(
+            f"{dev.name}: not enough space in {L.work_dir} for {L.kind} {L.name!r}: need {human_bytes(need)} "
+            f"({need} bytes, {len(todo)} files), {human_bytes(s.df_free)} ({s.df_free} bytes) free; free space on "
+            f"the device (e.g. remove unused sets under {L.work_dir}/models) and provision again")
+
+
+def _push_all(s: _Session, plan: Plan, items: list[Item], probe: Probe, hasher: BackgroundHasher) -> int:
+    """Push plan.push in batches, placing each; files still being hashed (plan.undecided) are
+    decided after the first batch was sent (the hashing runs meanwhile) and pushed after it."""
+    if plan.undecided and not plan.push:
+        _settle(s, plan, items, probe)  # nothing sure to be sent meanwhile
+    todo = plan.push
+    if not todo:
+        return 0
     L, dev = s.layout, s.device
     if not s.prepared:
         s.prepare(todo)
-    if s.df_free is not None and s.t.free_bytes_is_df:
-        free = s.df_free  # what the transport's own free_bytes would have asked, one round trip less
-    else:
-        s.round_trips += 1
-        free = s.t.free_bytes(L.work_dir)
-    margin = 1 << 20  # manifests, journal, directory blocks
-    if need + margin > free:
-        raise RemoteNoSpaceError(
-            f"{dev.name}: not enough space in {L.work_dir} for {L.kind} {L.name!r}: need {human_bytes(need)} "
-            f"({need} bytes, {len(todo)} files), {human_bytes(free)} ({free} bytes) free; free space on the "
-            f"device (e.g. remove unused sets under {L.work_dir}/models) and provision again")
+    _check_space(s, todo)
     # Unknown contents are hashed from the very chunks the transport sends (one read of each
     # file) where it can; elsewhere in the background, in push order, while the link works.
     inline_hash = getattr(s.t, "hashes_while_pushing", False)
     for it in todo:
         if it.sha is None and not inline_hash:
-            it.hash_future = hasher.submit(s.cache.digest, it.file.path)
-    s.progress.start(f"{dev.name}: {L.kind} {L.name}", need, len(todo))
+            it.hash_future = hasher.submit(it.file.path)
+    need = sum(it.file.size for it in [*todo, *plan.undecided])  # at most: undecided ones may be linked
+    s.progress.start(f"{dev.name}: {L.kind} {L.name}", need, len(todo) + len(plan.undecided))
     pending: list[Item] = []
     partials: list[Item] = []  # pushed but not confirmed (or changed): never placed
     sent = 0
     try:
         # Batches hold one place command's worth of files; each goes over the link back to back.
-        batches = _batches(todo)
-        for number, batch in enumerate(batches, 1):
+        queue = list(todo)
+        while queue:
+            batch = _take_batch(queue)
             by_remote = {posixpath.join(s.run_dir, it.file.rel): it for it in batch}
             arrived: list[Item] = []
 
@@ -336,7 +357,10 @@ def _push_all(s: _Session, plan: Plan, hasher: ThreadPoolExecutor) -> int:
                 if it.hash_future is not None:
                     it.sha = it.hash_future.result()
             partials, pending = [], []
-            if number < len(batches) or s.verify != "size" or not _arrived(s, batch):
+            if plan.undecided:
+                queue += _settle(s, plan, items, probe)
+                _check_space(s, todo)  # todo is plan.push, now with them
+            if queue or s.verify != "size" or not _arrived(s, batch):
                 _place(s, batch)
     except (TransportError, ProvisionError) as exc:
         _salvage(s, pending, partials)
@@ -360,21 +384,17 @@ def _free_now(s: _Session) -> int | None:
         return None
 
 
-def _batches(todo: list[Item]) -> list[list[Item]]:
-    """Split the pushes so the run folder holds one place command's worth of files at a time."""
-    out: list[list[Item]] = []
-    batch: list[Item] = []
-    size = args = 0
-    for it in todo:
-        batch.append(it)
-        size += it.file.size
-        args += _arg_cost(it)
-        if size >= FLUSH_BYTES or args >= MAX_COMMAND:
-            out.append(batch)
-            batch, size, args = [], 0, 0
-    if batch:
-        out.append(batch)
-    return out
+def _take_batch(queue: list[Item]) -> list[Item]:
+    """The next files to push from the front of `queue`: one place command's worth, so the run
+    folder never holds more than FLUSH_BYTES / MAX_COMMAND of unplaced files."""
+    size = args = n = 0
+    while n < len(queue) and size < FLUSH_BYTES and args < MAX_COMMAND:
+        size += queue[n].file.size
+        args += _arg_cost(queue[n])
+        n += 1
+    batch = queue[:n]
+    del queue[:n]
+    return batch
 
 
 def _salvage(s: _Session, pending: list[Item], partials: list[Item]) -> None:
