@@ -27,40 +27,26 @@ device (one bubblewrap bind of a host folder is one mount); `cp -al` is toybox a
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from harness import soc
 from harness.errors import HarnessError, ProvisionError, RemoteNoSpaceError, TransportError
 from harness.provision.artifacts import ArtifactFile
+from harness.provision.commit import commit_set, publish
 from harness.provision.hashcache import BackgroundHasher, FileKey, HashCache
 from harness.provision.layout import KIND_DIRS, DeviceLayout, safe_name
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
 from harness.provision.plan import Item, Plan, blocking_rels, decide, make_plan, moved_sources
-from harness.provision.probe import Probe, parse_probe
+from harness.provision.probe import Probe
 from harness.provision.progress import NullProgress, Progress, human_bytes
-from harness.provision.scripts import (
-    COMMIT_SCRIPT,
-    MAKE_ROOM_SCRIPT,
-    PLACE_SCRIPT,
-    PREPARE_SCRIPT,
-    PROBE_SCRIPT,
-    PUBLISH_INLINE_SCRIPT,
-    PUBLISH_SCRIPT,
-    parse_stat_lines,
-    script_argv,
-    split_sections,
-)
+from harness.provision.scripts import MAKE_ROOM_SCRIPT, PLACE_SCRIPT
+from harness.provision.session import MAX_COMMAND, SyncSession
 from harness.transport.base import Transport
-from harness.transport.facts import parse_df_free
 
 FLUSH_BYTES = 256 << 20  # place verified files at least this often: a crash re-sends < this much
-MAX_COMMAND = 48 << 10  # keep each device command well under adb's 256 KiB service limit
 
 
 @dataclass
@@ -77,75 +63,6 @@ class SyncResult:
     @property
     def unchanged(self) -> bool:
         return self.files_sent == 0 and self.files_linked == 0 and self.files_removed == 0
-
-
-class _Session:
-    """One sync of one set: counts round trips, knows the layout and the run id."""
-
-    def __init__(self, transport: Transport, layout: DeviceLayout, cache: HashCache, progress: Progress,
-                 verify: str):
-        if verify not in ("size", "sha256"):
-            raise ValueError(f"verify must be 'size' or 'sha256', not {verify!r}")
-        self.t, self.layout, self.cache, self.progress, self.verify = transport, layout, cache, progress, verify
-        self.device = transport.device
-        self.round_trips = 0
-        self.placed = 0  # files verified and put in place by this run
-        self.placed_stamps: dict[str, DeviceStamp] = {}
-        self.final: list[Item] = []  # the push's last batch, checked, placed by the commit
-        self.df_free: int | None = None
-        self.prepared = False  # run folder tree made, SoC checked, df read (by the probe)
-        self.run_dir = posixpath.join(layout.incoming, os.urandom(6).hex())
-
-    def script(self, script: str, args: Sequence[str], *, what: str, check: bool = True) -> str:
-        # No timeout: these scripts only stat/link/rename, and the base shell() gives every
-        # command with a timeout a pid file (a subshell and an `rm` on the device) and a stop
-        # watch; a stop must not cut a commit half-way either (transport/stop.py).
-        self.round_trips += 1
-        res = self.t.shell(script_argv(script, args))
-        if check and not res.ok:
-            detail = " | ".join((res.stdout + res.stderr).strip().splitlines()[-5:])
-            raise ProvisionError(f"{self.device.name}: {what} failed (exit {res.exit_code}): {detail}; "
-                                 "run `harness status` for the device and provision again")
-        return res.stdout
-
-    def _run_dirs(self, items: Sequence[Item]) -> list[str]:
-        return sorted({posixpath.join(self.run_dir, posixpath.dirname(it.file.rel))
-                       for it in items if "/" in it.file.rel})
-
-    def probe(self, items: Sequence[Item]) -> Probe:
-        """Read the manifests, journal and stats and, in the same round trip, prepare a push of
-        any of `items` (run folder tree for all of them: a few folders more than needed cost
-        nothing, a second round trip does); the tree goes with the run's clean-up."""
-        L = self.layout
-        dirs = self._run_dirs(items)
-        prep = sum(len(d) + 3 for d in dirs) < MAX_COMMAND // 2  # else a separate prepare()
-        args = [L.work_dir, L.journal, *([self.run_dir, L.incoming, posixpath.dirname(L.manifest), *dirs]
-                                         if prep else ["", "", ""])]
-        out = self.script(PROBE_SCRIPT, args, what="reading the device manifests", check=False)
-        probe = parse_probe(out, L, self.device.name)
-        if prep and "@@prepared" in out.split("\n"):
-            self._prepared(out)
-        return probe
-
-    def prepare(self, items: Sequence[Item]) -> None:
-        """Create the run folder tree (when the probe could not)."""
-        out = self.script(PREPARE_SCRIPT, [self.run_dir, self.layout.incoming, self.layout.work_dir,
-                                           *self._run_dirs(items), posixpath.dirname(self.layout.manifest)],
-                          what="preparing the push")
-        self._prepared(out)
-
-    def _prepared(self, out: str) -> None:
-        """Check the device is the SoC the inventory says (a wrong serial would put a v79
-        export on a v75 phone the inventory calls v79); note the free space."""
-        self.prepared = True
-        self.df_free = parse_df_free("\n".join(split_sections(out).get("df", [])))
-        reported = next((ln.strip() for ln in split_sections(out).get("soc", []) if ln.strip()), "")
-        info = soc.lookup(reported) if reported else None
-        if info is not None and info.model != self.device.soc_model:
-            raise ProvisionError(
-                f"{self.device.name}: devices.yaml says {self.device.soc_model} (HTP {self.device.htp_arch}) but the "
-                f"device reports ro.soc.model={reported} (HTP {info.htp_arch}); fix `soc:` or the serial in "
-                f"{self.device.source or 'devices.yaml'} before provisioning")
 
 
 def sync_set(
@@ -166,7 +83,7 @@ def sync_set(
     cache = cache if cache is not None else HashCache()
     progress = progress or NullProgress()
     layout = DeviceLayout(transport.device.work_dir, kind, safe_name(name))
-    s = _Session(transport, layout, cache, progress, verify)
+    s = SyncSession(transport, layout, cache, progress, verify)
     items = [Item(f, key) for f, key in zip(files, FileKey.of_many([f.path for f in files]))]
     hashed_before = cache.hashed_bytes
     # Asked only when every content is known here: a content the cache lacks would have to be
@@ -197,18 +114,18 @@ def sync_set(
                 and all(own.device.get(rel) == p.stamp for rel, p in plan.keep.items()))
     if own is None or not complete:
         prefix = layout.set_dir.rstrip("/") + "/"
-        _commit(s, plan, items, manifest, fresh=own is None and not any(p.startswith(prefix) for p in probe.files))
+        commit_set(s, plan, items, manifest, fresh=own is None and not any(p.startswith(prefix) for p in probe.files))
     else:
         manifest.device = {rel: p.stamp for rel, p in plan.keep.items()}
         if own.to_json() != manifest.to_json():  # same files, new meta
-            _publish(s, manifest)
+            publish(s, manifest)
     cache.save()
     result.round_trips = s.round_trips
     result.hashed_bytes = cache.hashed_bytes - hashed_before
     return result
 
 
-def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, Any]) -> SyncResult | None:
+def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: dict[str, Any]) -> SyncResult | None:
     """The nightly common case without any device process: the set's manifest (read over the
     transport's file protocol) names exactly these contents, and every device file still has
     the inode, size and mtime recorded when it was placed and at least the local mode bits.
@@ -247,7 +164,7 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
     return SyncResult(remote_dir=L.set_dir, manifest=manifest)
 
 
-def _make_room(s: _Session, plan: Plan, items: list[Item], probe: Probe) -> None:
+def _make_room(s: SyncSession, plan: Plan, items: list[Item], probe: Probe) -> None:
     """When the sync reshapes the set: keep contents that move between its names (see
     moved_sources) under the run's `.src` folder and link from there (the stamp stays: a
     hard link is the same inode), then clear what stands in the new tree's way."""
@@ -273,7 +190,7 @@ def _make_room(s: _Session, plan: Plan, items: list[Item], probe: Probe) -> None
                  for it, placed in plan.link]
 
 
-def _settle(s: _Session, plan: Plan, items: list[Item], probe: Probe) -> list[Item]:
+def _settle(s: SyncSession, plan: Plan, items: list[Item], probe: Probe) -> list[Item]:
     """Decide the files hashed while the first batch travelled, then make room: before
     anything is placed. Returns the files to push after all."""
     more = decide(plan, probe)
@@ -281,7 +198,7 @@ def _settle(s: _Session, plan: Plan, items: list[Item], probe: Probe) -> list[It
     return more
 
 
-def _check_space(s: _Session, todo: list[Item]) -> None:
+def _check_space(s: SyncSession, todo: list[Item]) -> None:
     L, dev = s.layout, s.device
     need = sum(it.file.size for it in todo)
     if s.df_free is None or not s.t.free_bytes_is_df:
@@ -295,7 +212,7 @@ def _check_space(s: _Session, todo: list[Item]) -> None:
             f"the device (e.g. remove unused sets under {L.work_dir}/models) and provision again")
 
 
-def _push_all(s: _Session, plan: Plan, items: list[Item], probe: Probe, hasher: BackgroundHasher) -> int:
+def _push_all(s: SyncSession, plan: Plan, items: list[Item], probe: Probe, hasher: BackgroundHasher) -> int:
     """Push plan.push in batches, placing each; files still being hashed (plan.undecided) are
     decided after the first batch was sent (the hashing runs meanwhile) and pushed after it."""
     if plan.undecided and not plan.push:
@@ -377,7 +294,7 @@ def _push_all(s: _Session, plan: Plan, items: list[Item], probe: Probe, hasher: 
     return sent
 
 
-def _free_now(s: _Session) -> int | None:
+def _free_now(s: SyncSession) -> int | None:
     try:
         return s.t.free_bytes(s.layout.work_dir)
     except HarnessError:  # a best-effort figure for the message; the failure is reported anyway
@@ -397,7 +314,7 @@ def _take_batch(queue: list[Item]) -> list[Item]:
     return batch
 
 
-def _salvage(s: _Session, pending: list[Item], partials: list[Item]) -> None:
+def _salvage(s: SyncSession, pending: list[Item], partials: list[Item]) -> None:
     """After a failure: drop the files that may be partial and place what fully arrived (that
     is what makes the next run resume). Best effort: the link may be gone; the next run then
     re-sends those files, and the leftovers under .incoming never get a real name."""
@@ -410,7 +327,7 @@ def _salvage(s: _Session, pending: list[Item], partials: list[Item]) -> None:
         pass
 
 
-def _arrived(s: _Session, batch: list[Item]) -> bool:
+def _arrived(s: SyncSession, batch: list[Item]) -> bool:
     """The push's last batch checked as PLACE_SCRIPT checks it (every size), over the file
     protocol (no device process), its stamps kept for the commit that places it: the same
     hard links, one device command fewer. False where the link's stats carry no inode (SFTP):
@@ -438,7 +355,7 @@ def _arg_cost(it: Item) -> int:
     return 2 * len(it.file.rel.encode()) + 90  # the rel path, "size sha" and quoting
 
 
-def _place(s: _Session, items: list[Item], discard: str = "") -> None:
+def _place(s: SyncSession, items: list[Item], discard: str = "") -> None:
     """Verify what is in the run folder (exactly `items`) and hard-link it into the set: one
     device command with a fixed number of processes (the caller keeps `items` within
     MAX_COMMAND)."""
@@ -462,83 +379,6 @@ def _place(s: _Session, items: list[Item], discard: str = "") -> None:
     for it, parts in zip(items, stamps):
         if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
             s.placed_stamps[it.file.rel] = DeviceStamp(int(parts[0]), int(parts[1]))
-
-
-MAX_INLINE_MANIFEST = 64 << 10  # larger manifests are pushed as a file
-
-
-def _commit(s: _Session, plan: Plan, items: list[Item], manifest: Manifest, fresh: bool) -> None:
-    """Place the push's last batch (`s.final`), link contents found elsewhere, drop stale
-    files, read back every file's stamp and publish the manifest, in one command. `fresh`: the
-    set folder held no file before (no empty folder of ours to look for). The manifest is written with the stamps the files
-    must have (kept, placed or hard-linked: the inode and mtime are known); if the device
-    reports others (e.g. `ln` fell back to a copy), a corrected manifest replaces it. A wrong
-    stamp is harmless anyway: it only makes the next run re-check that file."""
-    L = s.layout
-    predicted: dict[str, DeviceStamp] = {rel: p.stamp for rel, p in plan.keep.items()}
-    predicted.update({it.file.rel: placed.stamp for it, placed in plan.link})
-    predicted.update(s.placed_stamps)
-    manifest.device = dict(predicted)
-    text = manifest.to_json() if len(predicted) == len(items) else ""
-    inline = text if len(text) <= MAX_INLINE_MANIFEST else ""
-    # Links, mode changes and removals, in as many commands as MAX_COMMAND needs (one, unless
-    # thousands of files changed); the last one also writes the manifest. Each is a group of
-    # whole argv elements: (source, rel), (mode, rel) or (rel,).
-    work = ([("link", (placed.path, it.file.rel)) for it, placed in plan.link]
-            + [("chmod", (f"{mode:o}", rel)) for rel, mode in sorted(plan.chmod.items())]
-            + [("stale", (rel,)) for rel in plan.stale])
-    chunks: list[list[tuple[str, tuple[str, ...]]]] = [[]]
-    size = 0
-    for op in work:
-        cost = sum(len(x.encode()) + 3 for x in op[1])
-        if chunks[-1] and size + cost > MAX_COMMAND:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(op)
-        size += cost
-    out = ""
-    for i, chunk in enumerate(chunks):
-        last = i == len(chunks) - 1
-        links = [x for kind, group in chunk if kind == "link" for x in group]
-        chmods = [x for kind, group in chunk if kind == "chmod" for x in group]
-        stale = [x for kind, group in chunk if kind == "stale" for x in group]
-        flags = ("p" if s.final and i == 0 else "") + ("" if fresh or not last else "e")
-        out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), L.manifest, inline if last else "",
-                                       L.journal, s.run_dir, flags, str(len(links) // 2), str(len(chmods) // 2),
-                                       *links, *chmods, *stale],
-                       what=f"putting files in place in {L.set_dir}")
-    prefix = L.set_dir.rstrip("/") + "/"
-    stats = {st.path[len(prefix):]: st for st in parse_stat_lines(split_sections(out).get("stat", []))
-             if st.path.startswith(prefix)}
-    stamps = {}
-    for it in items:
-        st = stats.get(it.file.rel)
-        if st is None or st.size != it.file.size:
-            raise ProvisionError(f"{s.device.name}: {L.set_dir}/{it.file.rel} is not in place after pushing "
-                                 f"(device says {st.size if st else 'missing'}, want {it.file.size} bytes); "
-                                 "provision again")
-        stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)
-    manifest.device = stamps
-    if not inline or "@@published" not in out.split("\n") or stamps != predicted:
-        _publish(s, manifest)
-
-
-def _publish(s: _Session, manifest: Manifest) -> None:
-    """The manifest goes last: written under a temporary name, renamed over the old one."""
-    L = s.layout
-    text = manifest.to_json()
-    if len(text) <= MAX_INLINE_MANIFEST:
-        s.script(PUBLISH_INLINE_SCRIPT, [L.manifest, text, L.journal, s.run_dir], what="writing the manifest")
-        return
-    tmp_remote = f"{L.manifest}.{posixpath.basename(s.run_dir)}.tmp"
-    import tempfile  # only for manifests over 64 KiB
-
-    with tempfile.TemporaryDirectory(prefix="harness-manifest-") as d:
-        local = Path(d) / "manifest.json"
-        local.write_text(text, encoding="utf-8")
-        s.round_trips += 1
-        s.t.push(local, tmp_remote, mode=0o644)
-    s.script(PUBLISH_SCRIPT, [tmp_remote, L.manifest, L.journal, s.run_dir], what="writing the manifest")
 
 
 __all__ = ["FLUSH_BYTES", "MAX_COMMAND", "SyncResult", "sync_set"]
