@@ -4,6 +4,7 @@ contents linked, stale files dropped, every stamp read back and the manifest pub
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from pathlib import Path
 
 from harness.errors import ProvisionError
@@ -13,19 +14,21 @@ from harness.provision.scripts import (
     COMMIT_SCRIPT,
     PUBLISH_INLINE_SCRIPT,
     PUBLISH_SCRIPT,
+    RemoteStatLine,
     parse_stat_lines,
     split_sections,
 )
 from harness.provision.session import MAX_COMMAND, SyncSession
+from harness.transport.base import RemoteStat
 
 MAX_INLINE_MANIFEST = 64 << 10  # larger manifests are pushed as a file
 
 
 def commit_set(s: SyncSession, plan: Plan, items: list[Item], manifest: Manifest, fresh: bool) -> None:
     """Place the push's last batch (`s.final`), link contents found elsewhere, drop stale
-    files, read back every file's stamp and publish the manifest, in one command. `fresh`: the
-    set folder held no file before (no empty folder of ours to look for). The manifest is written with the stamps the files
-    must have (kept, placed or hard-linked: the inode and mtime are known); if the device
+    files and publish the manifest, in one command, then read back every file's stamp.
+    `fresh`: the set folder held no file before (no empty folder of ours to look for). The
+    manifest is written with the stamps the files must have (kept, placed or hard-linked: the inode and mtime are known); if the device
     reports others (e.g. `ln` fell back to a copy), a corrected manifest replaces it. A wrong
     stamp is harmless anyway: it only makes the next run re-check that file."""
     L = s.layout
@@ -56,14 +59,22 @@ def commit_set(s: SyncSession, plan: Plan, items: list[Item], manifest: Manifest
         links = [x for kind, group in chunk if kind == "link" for x in group]
         chmods = [x for kind, group in chunk if kind == "chmod" for x in group]
         stale = [x for kind, group in chunk if kind == "stale" for x in group]
-        flags = ("p" if s.final and i == 0 else "") + ("" if fresh or not last else "e")
+        flags = (("p" if s.final and i == 0 else "") + ("e" if last and not fresh else "")
+                 + ("r" if last and not s.final else ""))
         out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), L.manifest, inline if last else "",
                                        L.journal, s.run_dir, flags, str(len(links) // 2), str(len(chmods) // 2),
                                        *links, *chmods, *stale],
                        what=f"putting files in place in {L.set_dir}")
-    prefix = L.set_dir.rstrip("/") + "/"
-    stats = {st.path[len(prefix):]: st for st in parse_stat_lines(split_sections(out).get("stat", []))
-             if st.path.startswith(prefix)}
+    stats: Mapping[str, RemoteStatLine | RemoteStat | None]
+    if s.final:  # the link's stats carry inodes (sync._arrived): read back over the file protocol
+        remote = {it.file.rel: posixpath.join(L.set_dir, it.file.rel) for it in items}
+        s.round_trips += 1
+        got = s.t.stat_many(list(remote.values()))
+        stats = {rel: got[path] for rel, path in remote.items()}
+    else:
+        prefix = L.set_dir.rstrip("/") + "/"
+        stats = {st.path[len(prefix):]: st for st in parse_stat_lines(split_sections(out).get("stat", []))
+                 if st.path.startswith(prefix)}
     stamps = {}
     for it in items:
         st = stats.get(it.file.rel)

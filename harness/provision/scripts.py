@@ -116,18 +116,24 @@ echo @@room
 
 # args: set dir, manifests dir, manifest path, MANIFEST (json or ""), journal, run dir,
 # FLAGS, NL, NC, then NL pairs (source path, rel), NC pairs (octal mode, rel), then stale rels.
-# With "p" in FLAGS, first hard-links the run dir's files into the set, as PLACE_SCRIPT does, for
-# the push's last batch: the caller checked their sizes and read their stamps over the file
-# protocol (the run dir holds exactly that batch: PLACE_SCRIPT emptied it after each earlier
-# one), so a first push costs one device command after its last byte, not two. Then links
-# contents found elsewhere on the device (possibly a file of this set about to go: links come
-# first), adds permission bits, removes files the set no longer has, prints the stat of every
-# file of the set, then writes the manifest (tmp + rename). With "e" in FLAGS, empty folders
-# are removed (the caller leaves it out only for a set folder that held no file before).
+# With "p" in FLAGS, first places the run dir's files in the set, for the push's last batch:
+# the caller checked their sizes and read their stamps over the file protocol (the run dir
+# holds exactly that batch: PLACE_SCRIPT emptied it after each earlier one), so a first push
+# costs one device command after its last byte, not two. A set folder that does not exist yet
+# is the run dir renamed (one process, the whole set appears at once); else hard links, as
+# PLACE_SCRIPT makes. Then links contents found elsewhere on the device (possibly a file of
+# this set about to go: links come first), adds permission bits, removes files the set no
+# longer has and writes the manifest (tmp + rename). "e" in FLAGS: remove empty folders
+# (left out only for a set folder that held no file before); "r": print the stat of every
+# file of the set (the caller reads them over the file protocol otherwise). A program runs
+# only where there is work for it.
 COMMIT_SCRIPT = r"""
 D=$1; MD=$2; M=$3; MANIFEST=$4; J=$5; R=$6; FL=$7; NL=$8; NC=$9; shift 9
-mkdir -p "$D" "$MD" && cd "$D" || { echo "FAIL cannot enter the set folder"; exit 1; }
-case "$FL" in *p*) cp -alf -- "$R/." "$D/" || { echo "FAIL cp -al into the set failed"; exit 1; } ;; esac
+{ [ -d "$MD" ] && [ -d "${D%/*}" ]; } || mkdir -p "$MD" "${D%/*}" || { echo "FAIL cannot make $MD"; exit 1; }
+case "$FL" in *p*)
+  if [ -d "$D" ]; then cp -alf -- "$R/." "$D/"; else mv -- "$R" "$D"; fi || { echo "FAIL placing the pushed files"; exit 1; } ;;
+esac
+{ [ -d "$D" ] || mkdir -p "$D"; } && cd "$D" || { echo "FAIL cannot enter the set folder"; exit 1; }
 while [ "$NL" -gt 0 ]; do
   src=$1; rel=$2; shift 2; NL=$((NL - 1))
   case "$rel" in */*) [ -d "./${rel%/*}" ] || mkdir -p "./${rel%/*}" ;; esac
@@ -141,8 +147,7 @@ done
 for rel in "$@"; do rm -f -- "./$rel"; done
 # -delete, not -exec rmdir {} +: a folder emptied by removing its empty child goes too (a/b/c).
 case "$FL" in *e*) find . -depth -mindepth 1 -type d -empty -delete 2>/dev/null ;; esac
-echo @@stat
-find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null
+case "$FL" in *r*) echo @@stat; find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null ;; esac
 if [ -n "$MANIFEST" ]; then
   printf '%s\n' "$MANIFEST" > "$M.tmp$$" && mv -f "$M.tmp$$" "$M" && rm -rf "$J" "$R" "$R.src" && echo @@published
 fi

@@ -62,8 +62,9 @@ class SyncSession:
         L = self.layout
         dirs = self._run_dirs(items)
         prep = sum(len(d) + 3 for d in dirs) < MAX_COMMAND // 2  # else a separate prepare()
-        args = [L.work_dir, L.journal, *([self.run_dir, L.incoming, posixpath.dirname(L.manifest), *dirs]
-                                         if prep else ["", "", ""])]
+        # The set's parent folder too: the commit then makes no folder (a process each).
+        args = [L.work_dir, L.journal, *([self.run_dir, L.incoming, posixpath.dirname(L.manifest),
+                                          posixpath.dirname(L.set_dir), *dirs] if prep else ["", "", ""])]
         out = self.script(PROBE_SCRIPT, args, what="reading the device manifests", check=False)
         probe = parse_probe(out, L, self.device.name)
         if prep and "@@prepared" in out.split("\n"):
