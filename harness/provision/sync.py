@@ -75,9 +75,12 @@ def sync_set(
     cache: HashCache | None = None,
     progress: Progress | None = None,
     verify: str = "size",
+    maybe_unchanged: bool = True,
 ) -> SyncResult:
     """Make `<work_dir>/<kind>s/<name>` on the device hold exactly `files`; push only what
-    the device does not already hold (in this set or any other)."""
+    the device does not already hold (in this set or any other). `maybe_unchanged=False`
+    (nothing says the device holds this set: a first push) skips the check over the file
+    protocol, so the device is asked one round trip, the probe, before the first byte."""
     if kind not in KIND_DIRS:
         raise ValueError(f"kind must be one of {sorted(KIND_DIRS)}, not {kind!r}")
     cache = cache if cache is not None else HashCache()
@@ -86,10 +89,7 @@ def sync_set(
     s = SyncSession(transport, layout, cache, progress, verify)
     items = [Item(f, key) for f, key in zip(files, FileKey.of_many([f.path for f in files]))]
     hashed_before = cache.hashed_bytes
-    # Asked only when every content is known here: a content the cache lacks would have to be
-    # read first, and a first push (cold cache) then costs one device round trip, the probe.
-    known = all(cache.lookup(it.key) for it in items)
-    fast = _unchanged_by_file_protocol(s, items, meta or {}) if known else None
+    fast = _unchanged_by_file_protocol(s, items, meta or {}) if maybe_unchanged else None
     if fast is not None:
         cache.save()
         fast.hashed_bytes = cache.hashed_bytes - hashed_before
