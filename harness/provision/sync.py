@@ -28,7 +28,8 @@ device (one bubblewrap bind of a host folder is one mount); `cp -al` is toybox a
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any
@@ -76,11 +77,14 @@ def sync_set(
     progress: Progress | None = None,
     verify: str = "size",
     maybe_unchanged: bool = True,
+    on_manifest: Callable[[Manifest], None] | None = None,
 ) -> SyncResult:
     """Make `<work_dir>/<kind>s/<name>` on the device hold exactly `files`; push only what
     the device does not already hold (in this set or any other). `maybe_unchanged=False`
     (nothing says the device holds this set: a first push) skips the check over the file
-    protocol, so the device is asked one round trip, the probe, before the first byte."""
+    protocol, so the device is asked one round trip, the probe, before the first byte.
+    `on_manifest(manifest)` (files and hashes; e.g. the host's record of the folder) runs
+    while the device commits."""
     if kind not in KIND_DIRS:
         raise ValueError(f"kind must be one of {sorted(KIND_DIRS)}, not {kind!r}")
     cache = cache if cache is not None else HashCache()
@@ -90,8 +94,9 @@ def sync_set(
     items = [Item(f, key) for f, key in zip(files, FileKey.of_many([f.path for f in files]))]
     hashed_before = cache.hashed_bytes
     fast = _unchanged_by_file_protocol(s, items, meta or {}) if maybe_unchanged else None
+    local_writes = [cache.save]  # host files written while the device works
     if fast is not None:
-        cache.save()
+        _host_writes(local_writes, on_manifest, fast.manifest)
         fast.hashed_bytes = cache.hashed_bytes - hashed_before
         return fast
     hasher = BackgroundHasher(cache)
@@ -101,9 +106,11 @@ def sync_set(
         if not plan.undecided:
             _make_room(s, plan, items, probe)
         pushed = _push_all(s, plan, items, probe, hasher)  # settles plan.undecided before placing
-    finally:
+    except BaseException:
         hasher.shutdown()
-        cache.save()
+        cache.save()  # what was hashed stays known
+        raise
+    hasher.shutdown()
     manifest = Manifest(kind=kind, name=layout.name, remote_dir=layout.set_dir, meta=dict(meta or {}),
                         files={it.file.rel: FileEntry(it.file.rel, it.sha or "", it.file.size, it.file.mode)
                                for it in items})
@@ -114,15 +121,40 @@ def sync_set(
                 and all(own.device.get(rel) == p.stamp for rel, p in plan.keep.items()))
     if own is None or not complete:
         prefix = layout.set_dir.rstrip("/") + "/"
-        commit_set(s, plan, items, manifest, fresh=own is None and not any(p.startswith(prefix) for p in probe.files))
+        fresh = own is None and not any(p.startswith(prefix) for p in probe.files)
+        errors: list[BaseException] = []
+        writes = threading.Thread(target=_host_writes, args=(local_writes, on_manifest, manifest, errors),
+                                  name="provision-host-writes")
+        writes.start()
+        try:
+            commit_set(s, plan, items, manifest, fresh=fresh)
+        finally:
+            writes.join()
+        if errors:
+            raise errors[0]
     else:
         manifest.device = {rel: p.stamp for rel, p in plan.keep.items()}
         if own.to_json() != manifest.to_json():  # same files, new meta
             publish(s, manifest)
-    cache.save()
+        _host_writes(local_writes, on_manifest, manifest)
     result.round_trips = s.round_trips
     result.hashed_bytes = cache.hashed_bytes - hashed_before
     return result
+
+
+def _host_writes(writes: list[Callable[[], None]], on_manifest: Callable[[Manifest], None] | None,
+                 manifest: Manifest, errors: list[BaseException] | None = None) -> None:
+    """The host's own files (hash cache, the caller's record); on a helper thread while the
+    device commits (their fsyncs cost a loaded disk ~10 ms), `errors` then takes the failure."""
+    try:
+        for write in writes:
+            write()
+        if on_manifest is not None:
+            on_manifest(manifest)
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, which raises it
+        if errors is None:
+            raise
+        errors.append(exc)
 
 
 def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: dict[str, Any]) -> SyncResult | None:
@@ -337,6 +369,7 @@ def _arrived(s: SyncSession, batch: list[Item]) -> bool:
     stats = s.t.stat_many(remote)
     if any(st is not None and not st.inode for st in stats.values()):
         return False
+    stamps = {}
     for it, path in zip(batch, remote):
         st = stats.get(path)
         if st is None or st.size != it.file.size:
@@ -345,8 +378,8 @@ def _arrived(s: SyncSession, batch: list[Item]) -> bool:
             raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
                                  f"(BAD {it.file.rel} size: {st.size if st else 'missing'}, want {it.file.size}); "
                                  "provision again")
-    s.placed_stamps.update({it.file.rel: DeviceStamp(stats[path].inode, stats[path].mtime)  # type: ignore[union-attr]
-                            for it, path in zip(batch, remote)})
+        stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)
+    s.placed_stamps.update(stamps)
     s.final = batch
     return True
 
