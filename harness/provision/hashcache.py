@@ -74,7 +74,7 @@ class FileKey:
             if real_dir is None:
                 real_dir = real_dirs[folder] = os.path.realpath(folder)
             lst = os.lstat(path)
-            if stat.S_ISLNK(lst.st_mode) or ".." in Path(path).parts:  # `..` after a link: resolve's answer
+            if stat.S_ISLNK(lst.st_mode) or ".." in os.fspath(path).split(os.sep):  # `..` after a link: resolve's
                 out.append(cls.of(Path(path)))
             else:
                 out.append(cls(os.path.join(real_dir, name), lst.st_size, lst.st_mtime_ns))
