@@ -149,7 +149,8 @@ for rel in "$@"; do rm -f -- "./$rel"; done
 case "$FL" in *e*) find . -depth -mindepth 1 -type d -empty -delete 2>/dev/null ;; esac
 case "$FL" in *r*) echo @@stat; find "$D" -type f -exec stat -c '%i %s %Y %a %n' {} + 2>/dev/null ;; esac
 if [ -n "$MANIFEST" ]; then
-  printf '%s\n' "$MANIFEST" > "$M.tmp$$" && mv -f "$M.tmp$$" "$M" && rm -rf "$J" "$R" "$R.src" && echo @@published
+  printf '%s\n' "$MANIFEST" > "$M.tmp$$" && mv -f "$M.tmp$$" "$M" &&
+    { { [ ! -e "$J" ] && [ ! -e "$R" ] && [ ! -e "$R.src" ]; } || rm -rf "$J" "$R" "$R.src"; } && echo @@published
 fi
 """
 
