@@ -43,7 +43,7 @@ from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
 from harness.provision.plan import Item, Plan, blocking_rels, decide, make_plan, moved_sources
 from harness.provision.probe import Probe
 from harness.provision.progress import NullProgress, Progress, human_bytes
-from harness.provision.scripts import MAKE_ROOM_SCRIPT, PLACE_SCRIPT
+from harness.provision.scripts import MAKE_ROOM_SCRIPT, PLACE_CHECKED_SCRIPT, PLACE_SCRIPT
 from harness.provision.session import MAX_COMMAND, SyncSession
 from harness.transport.base import Transport
 
@@ -309,8 +309,7 @@ def _push_all(s: SyncSession, plan: Plan, items: list[Item], probe: Probe, hashe
             if plan.undecided:
                 queue += _settle(s, plan, items, probe)
                 _check_space(s, todo)  # todo is plan.push, now with them
-            if queue or s.verify != "size" or not _arrived(s, batch):
-                _place(s, batch)
+            _put_in_place(s, batch, last=not queue)
     except (TransportError, ProvisionError) as exc:
         _salvage(s, pending, partials)
         hint = (f" ({s.placed} of {len(todo)} files are safely on the device; provisioning again resumes "
@@ -359,16 +358,15 @@ def _salvage(s: SyncSession, pending: list[Item], partials: list[Item]) -> None:
         pass
 
 
-def _arrived(s: SyncSession, batch: list[Item]) -> bool:
-    """The push's last batch checked as PLACE_SCRIPT checks it (every size), over the file
-    protocol (no device process), its stamps kept for the commit that places it: the same
-    hard links, one device command fewer. False where the link's stats carry no inode (SFTP):
-    PLACE_SCRIPT places it then."""
+def _arrived(s: SyncSession, batch: list[Item]) -> dict[str, DeviceStamp] | None:
+    """Each file of `batch` checked in the run folder as PLACE_SCRIPT checks it (its size), over
+    the file protocol (no device process); their stamps. None where the link's stats carry no
+    inode (SFTP): PLACE_SCRIPT checks and places the batch then."""
     remote = [posixpath.join(s.run_dir, it.file.rel) for it in batch]
     s.round_trips += 1
     stats = s.t.stat_many(remote)
     if any(st is not None and not st.inode for st in stats.values()):
-        return False
+        return None
     stamps = {}
     for it, path in zip(batch, remote):
         st = stats.get(path)
@@ -378,10 +376,32 @@ def _arrived(s: SyncSession, batch: list[Item]) -> bool:
             raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
                                  f"(BAD {it.file.rel} size: {st.size if st else 'missing'}, want {it.file.size}); "
                                  "provision again")
-        stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)
+        stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)  # a hard link keeps both
+    return stamps
+
+
+def _put_in_place(s: SyncSession, batch: list[Item], last: bool) -> None:
+    """A pushed batch into the set: the last one by the commit (one command fewer), the
+    others by PLACE_CHECKED_SCRIPT (its journal lines written here from the checked stamps);
+    PLACE_SCRIPT where the device must check (sha256, or stats without inodes)."""
+    stamps = _arrived(s, batch) if s.verify == "size" else None
+    if stamps is None:
+        _place(s, batch)
+        return
     s.placed_stamps.update(stamps)
-    s.final = batch
-    return True
+    if last:
+        s.final = batch
+        return
+    L = s.layout
+    # The journal's line per file: "sha inode size mtime ./rel", as PLACE_SCRIPT writes it.
+    lines = "\n".join(f"{it.sha} {stamps[it.file.rel].inode} {it.file.size} {stamps[it.file.rel].mtime} ./{it.file.rel}"
+                      for it in batch)
+    out = s.script(PLACE_CHECKED_SCRIPT, [L.set_dir, s.run_dir, L.journal, lines, *["./" + it.file.rel for it in batch]],
+                   what=f"placing pushed files of {L.kind} {L.name!r}")
+    if "@@placed" not in out.split("\n"):
+        raise ProvisionError(f"{s.device.name}: placing pushed files in {L.set_dir} failed ({out.strip()[:200]}); "
+                             "provision again")
+    s.placed += len(batch)
 
 
 def _arg_cost(it: Item) -> int:
