@@ -13,13 +13,19 @@ size, mtime) equals the stamp recorded when it was put in place. Nothing is re-r
 device, and the device runs a fixed number of processes whatever the number of files.
 
 Atomic: a pushed file gets its real name only after its size (and with verify="sha256" its
-hash) was checked on the device; it is then hard-linked into place by one `cp -al` (an
-existing name is unlinked and linked again: never a truncated file under a real name). An
+hash) was checked on the device (the size over the file protocol where its stats carry
+inodes: no device process); it is then hard-linked into place by one `cp -al` (an existing
+name is unlinked and linked again: never a truncated file under a real name), or, for a set
+that does not exist yet, the run folder holding the last batch is renamed into place. An
 interrupted run leaves files under `.incoming/` (removed by a later run) and a journal of
 what it already placed, so the next run resumes there. Device-side hashing reads every
 pushed byte again on the device; the default checks sizes and trusts the link's integrity
 (adb over USB has CRC'd bulk transfers, TCP and SSH their own checksums/MACs): the failure
 that really happens is a truncated file, which the size catches.
+
+A first push: one probe before the first byte; every file's bytes read once (the transport
+hashes what it sends, plan.undecided files are hashed while the others travel); one command
+after each batch but the last, whose placing goes with the commit.
 
 Hard links work on Android /data (ext4/f2fs, files owned by shell) and inside the virtual
 device (one bubblewrap bind of a host folder is one mount); `cp -al` is toybox and GNU cp.
