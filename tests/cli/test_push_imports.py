@@ -25,9 +25,9 @@ sys.exit(code)
 # the checks, the runners, the runtime resolver (pyelftools), the ssh driver (paramiko).
 NEVER = ("virtual_lab", "jinja2", "matplotlib", "labgrid", "harness.checks", "harness.report", "harness.runners",
          "harness.provision.runtime", "elftools", "paramiko", "harness.transport.ssh")
-# Imported only where there is work for them: retries after a transport fault, a background
-# hashing pool where the device may hold a content already (neither on these two pushes).
-ONLY_WHEN_NEEDED = ("tenacity", "concurrent.futures")
+# Imported only where there is work for it: retries after a transport fault (none here). (The
+# export's context binaries are read through harness.compiled_io, which brings concurrent.futures.)
+ONLY_WHEN_NEEDED = ("tenacity",)
 
 
 def _push(devices_yaml: Path, export: Path, cache_dir: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
