@@ -49,7 +49,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         elif d.transport == "ssh" and d.ssh:
             address = f"{d.ssh.user}@{d.ssh.host}:{d.ssh.port}"
         else:
-            address = "-"
+            address = "HTP emulator" if d.emulated else "-"  # this host; its times are emulator times
         if d.has_htp:
             facts = (str(d.soc_id), d.htp_arch, f"{d.vtcm_mb}MB")
         else:

@@ -17,24 +17,22 @@ import yaml
 
 from harness import soc
 from harness.errors import InventoryError
-from harness.validation import check_keys, type_name, typed_get
+from harness.inventory_labgrid import LABGRID_DEFAULT_RESOURCE, LabgridSpec, parse_labgrid, parse_top_labgrid
+from harness.validation import check_keys, parse_host_port, type_name, typed_get
 
 TRANSPORTS = ("adb", "ssh", "local")
 DEFAULT_ADB_SERVER_PORT = 5037
 
 _DEVICE_KEYS = {
     "name", "transport", "serial", "adb_server", "ssh", "soc", "soc_id", "htp_arch",
-    "vtcm_mb", "work_dir", "tags", "description", "labgrid",
+    "vtcm_mb", "work_dir", "tags", "description", "labgrid", "htp",
 }
+# `htp: emulator`: a local device whose QNN cells run on the host's x86 HTP emulator for its SoC
+# (QAIRT's libQnnHtp.so from the `qnn` extra; docs/executorch-runner.md#the-htp-emulator).
+HTP_EMULATOR = "emulator"
+HTP_MODES = (HTP_EMULATOR,)
 _SSH_KEYS = {"host", "port", "user", "key", "known_hosts", "trust_new_host_key"}
 _ADB_SERVER_KEYS = {"host", "port", "via_ssh"}
-_LABGRID_TOP_KEYS = {"coordinator"}
-_LABGRID_DEVICE_KEYS = {"place", "tags", "prio", "resource"}
-# labgrid's own rules for place tags (labgrid.remote.common.TAG_KEY/TAG_VAL), checked whole.
-_LG_TAG_KEY = re.compile(r"^[a-z][a-z0-9_]+$")
-_LG_TAG_VAL = re.compile(r"^[a-z0-9_]+$")
-# The NetworkService resource a place publishes for each transport (see docs/labgrid.md).
-LABGRID_DEFAULT_RESOURCE = {"adb": "ADBServer", "ssh": "NetworkService"}
 _TOP_KEYS = {"version", "devices", "labgrid", "locks"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -67,23 +65,6 @@ class AdbServer:
 
 
 @dataclass(frozen=True)
-class LabgridSpec:
-    """Where a device's claim and address come from: a place on a labgrid coordinator, named
-    or reserved by tags. `resource` is the place's NetworkService giving the address."""
-
-    coordinator: str
-    resource: str
-    place: str | None = None
-    tags: tuple[tuple[str, str], ...] = ()
-    prio: float = 0.0
-
-    def describe(self) -> str:
-        what = f"place {self.place}" if self.place else \
-            "reservation " + " ".join(f"{k}={v}" for k, v in self.tags)
-        return f"labgrid {what} @ {self.coordinator}"
-
-
-@dataclass(frozen=True)
 class DeviceSpec:
     name: str
     transport: str
@@ -99,6 +80,17 @@ class DeviceSpec:
     description: str = ""
     source: Path | None = None
     labgrid: LabgridSpec | None = None
+    htp: str = ""  # "emulator": the HTP is the host's QAIRT emulator (a local device), "" a real one
+
+    @property
+    def emulated(self) -> bool:
+        """True when this device's HTP is the host's emulator: its times are not device speed."""
+        return self.htp == HTP_EMULATOR
+
+    @property
+    def timing(self) -> str:
+        """What a time measured on this device means: "emulator" or "device" (records, JUnit, report)."""
+        return "emulator" if self.emulated else "device"
 
     @property
     def arch_number(self) -> int:
@@ -122,7 +114,8 @@ class DeviceSpec:
             }[self.transport]
         if not self.has_htp:
             return f"{self.name}: {where}, host (no HTP)"
-        return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, HTP {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
+        htp = "HTP emulator" if self.emulated else "HTP"  # emulator timings are not device speed
+        return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, {htp} {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
 
 
 @dataclass(frozen=True)
@@ -179,15 +172,6 @@ def _want(ctx: _Ctx, data: dict, key: str, kind: type | tuple[type, ...], *, req
                      missing_fix=f"add `{key}:` to this device")
 
 
-def _parse_host_port(ctx: _Ctx, key: str, text: str, default_port: int) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        return text, default_port
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ctx.fail(key, f"{text!r} is not HOST:PORT", "write it like 127.0.0.1:5037")
-    return host, int(port)
-
-
 def _parse_ssh(ctx: _Ctx, data: Any, base: Path, *, prefix: str = "ssh", host_from: str | None = None) -> SshSpec:
     """`host_from`: where the host comes from instead (a labgrid place); then `host` and
     `port` must not be written here."""
@@ -236,7 +220,7 @@ def _parse_adb_server(ctx: _Ctx, raw: Any, base: Path, *, from_place: bool) -> A
         if from_place:
             raise ctx.fail("adb_server", "is set although the labgrid place publishes the adb server",
                            "remove it (or keep only `adb_server: {via_ssh: ...}` to reach it through ssh)")
-        return AdbServer(*_parse_host_port(ctx, "adb_server", raw, DEFAULT_ADB_SERVER_PORT))
+        return AdbServer(*parse_host_port(ctx, "adb_server", raw, DEFAULT_ADB_SERVER_PORT))
     if not isinstance(raw, dict):
         raise ctx.fail("adb_server", f"must be HOST:PORT or a mapping, got {type_name(raw)}",
                        "write `adb_server: 127.0.0.1:5037` or `adb_server: {host: ..., port: ..., via_ssh: {...}}`")
@@ -256,47 +240,12 @@ def _parse_adb_server(ctx: _Ctx, raw: Any, base: Path, *, from_place: bool) -> A
     return AdbServer(host=host, port=port, via_ssh=via)
 
 
-def _parse_labgrid(ctx: _Ctx, raw: Any, transport: str, coordinator: str | None) -> LabgridSpec:
-    if transport not in LABGRID_DEFAULT_RESOURCE:
-        raise ctx.fail("labgrid", f"is set on a {transport} device", "labgrid places hold adb and ssh devices only")
-    if coordinator is None:
-        raise ctx.fail("labgrid", "names a place but the file names no coordinator",
-                       "add `labgrid: {coordinator: HOST:PORT}` at the top level of the file")
-    if isinstance(raw, str):
-        raw = {"place": raw}
-    if not isinstance(raw, dict):
-        raise ctx.fail("labgrid", f"must be a mapping, got {type_name(raw)}",
-                       "write `labgrid: {place: NAME}` or `labgrid: {tags: {key: value}}`")
-    check_keys(ctx, "labgrid", raw, _LABGRID_DEVICE_KEYS)
-    place = typed_get(ctx, raw, "place", str, label="labgrid.place")
-    tags = typed_get(ctx, raw, "tags", dict, label="labgrid.tags")
-    if (place is None) == (tags is None):
-        raise ctx.fail("labgrid", "needs exactly one of `place` and `tags`",
-                       "name the place (`place: op13`) or the reservation tags (`tags: {board: sm8750}`)")
-    pairs: list[tuple[str, str]] = []
-    for k, v in (tags or {}).items():
-        v = str(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else v
-        if not isinstance(k, str) or not _LG_TAG_KEY.match(k) or not isinstance(v, str) or not _LG_TAG_VAL.match(v):
-            raise ctx.fail("labgrid.tags", f"holds {k!r}: {v!r}, which labgrid does not accept as a tag",
-                           "use lower-case keys and values of a-z, 0-9 and _ (keys start with a letter)")
-        pairs.append((k, v))
-    if tags is not None and not pairs:
-        raise ctx.fail("labgrid.tags", "is empty", "give at least one tag the reservation must match")
-    prio = typed_get(ctx, raw, "prio", (int, float), label="labgrid.prio", default=0.0)
-    if place is not None and "prio" in raw:
-        raise ctx.fail("labgrid.prio", "is set for a named place", "prio is for reservations (`tags:`); remove it")
-    resource = typed_get(ctx, raw, "resource", str, label="labgrid.resource",
-                         default=LABGRID_DEFAULT_RESOURCE[transport])
-    return LabgridSpec(coordinator=coordinator, resource=resource, place=place, tags=tuple(sorted(pairs)),
-                       prio=float(prio))
-
-
 def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str | None = None) -> DeviceSpec:
     check_keys(ctx, "", raw, _DEVICE_KEYS)
     transport = _want(ctx, raw, "transport", str, required=True)
     if transport not in TRANSPORTS:
         raise ctx.fail("transport", f"{transport!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
-    labgrid = None if raw.get("labgrid") is None else _parse_labgrid(ctx, raw["labgrid"], transport, coordinator)
+    labgrid = None if raw.get("labgrid") is None else parse_labgrid(ctx, raw["labgrid"], transport, coordinator)
 
     serial = _want(ctx, raw, "serial", (str, int))
     serial = None if serial is None else str(serial)
@@ -324,7 +273,11 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
 
     soc_model = _want(ctx, raw, "soc", str, required=transport != "local")
     if soc.is_host(soc_model):
+        if "htp" in raw:
+            raise ctx.fail("htp", "is set on the host (soc: host has no HTP to emulate)",
+                           "give the SoC to emulate, e.g. `soc: SM8650` with `htp: emulator`, or remove `htp:`")
         return _host_device(ctx, raw, base, transport)
+    htp = _parse_htp(ctx, raw, transport)
     info = soc.lookup(soc_model)
     soc_id = _want(ctx, raw, "soc_id", int)
     arch_raw = _want(ctx, raw, "htp_arch", (str, int))
@@ -374,8 +327,26 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
     return DeviceSpec(
         name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
         work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tuple(tags),
-        description=description, source=ctx.path, labgrid=labgrid,
+        description=description, source=ctx.path, labgrid=labgrid, htp=htp,
     )
+
+
+def _parse_htp(ctx: _Ctx, raw: dict, transport: str) -> str:
+    """`htp: emulator` only on a local device; a local device with an HTP SoC needs it (this
+    host has no Hexagon DSP: its QNN cells can only run on QAIRT's x86 emulator)."""
+    htp = _want(ctx, raw, "htp", str)
+    if htp is None:
+        if transport == "local":
+            raise ctx.fail("soc", f"{raw.get('soc')!r} on a local device: this host has no Hexagon HTP",
+                           "add `htp: emulator` to run its QNN cells on the host's QAIRT HTP emulator "
+                           "(pip install 'harness[qnn]'), or use `soc: host` for the CPU only")
+        return ""
+    if htp not in HTP_MODES:
+        raise ctx.fail("htp", f"{htp!r} is not an HTP mode", f"use `htp: {HTP_EMULATOR}` (the only one)")
+    if transport != "local":
+        raise ctx.fail("htp", f"`htp: {htp}` is set on a {transport} device",
+                       "remove it: an adb or ssh device runs its own HTP; the emulator is for `transport: local`")
+    return htp
 
 
 def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec:
@@ -396,19 +367,6 @@ def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec
     return DeviceSpec(name=ctx.device or "", transport=transport, soc_model=soc.HOST, soc_id=0, htp_arch="",
                       vtcm_mb=0, work_dir=work_dir, tags=tuple(tags),
                       description=_want(ctx, raw, "description", str, default=""), source=ctx.path)
-
-
-def _parse_top_labgrid(top: _Ctx, raw: Any) -> str | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise top.fail("labgrid", f"must be a mapping, got {type_name(raw)}",
-                       "write `labgrid: {coordinator: HOST:PORT}` (labgrid-coordinator's -l address)")
-    check_keys(top, "labgrid", raw, _LABGRID_TOP_KEYS)
-    text = typed_get(top, raw, "coordinator", str, label="labgrid.coordinator", required=True,
-                     missing_fix="add `coordinator: HOST:PORT` under `labgrid:`")
-    host, port = _parse_host_port(top, "labgrid.coordinator", text, 20408)  # labgrid's default port
-    return f"{host}:{port}"
 
 
 def _parse_top_locks(top: _Ctx, raw: Any, base: Path) -> Path | None:
@@ -434,7 +392,7 @@ def parse_inventory(data: Any, path: Path) -> Inventory:
     if not isinstance(raw_devices, list) or not raw_devices:
         raise top.fail("devices", "must be a non-empty list", "list at least one device under `devices:`")
     base = path.parent
-    coordinator = _parse_top_labgrid(top, data.get("labgrid"))
+    coordinator = parse_top_labgrid(top, data.get("labgrid"))
     locks_dir = _parse_top_locks(top, data.get("locks"), base)
     devices: dict[str, DeviceSpec] = {}
     for i, raw in enumerate(raw_devices):
@@ -472,3 +430,8 @@ def load_inventory(path: str | os.PathLike[str]) -> Inventory:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InventoryError(f"{p}: YAML syntax error{where}: {problem}; fix the YAML at that place") from None
     return parse_inventory(data, p)
+
+
+# LabgridSpec and its default resources live in inventory_labgrid.py; named here for importers.
+__all__ = ["HTP_EMULATOR", "LABGRID_DEFAULT_RESOURCE", "TRANSPORTS", "AdbServer", "DeviceSpec", "Inventory",
+           "LabgridSpec", "SshSpec", "load_inventory", "parse_inventory"]

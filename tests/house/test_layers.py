@@ -27,7 +27,7 @@ assert VIRTUAL_LAB.is_dir(), VIRTUAL_LAB
 LAYERS: dict[str, int] = {
     "harness.errors": 0, "harness.outcomes": 0,
     "harness": 1, "harness.hostfiles": 1, "harness.soc": 1, "harness.validation": 1, "harness.pairs": 1,
-    "harness.export": 2, "harness.mnn_graph": 2, "harness.qnn": 2,
+    "harness.export": 2, "harness.mnn_graph": 2, "harness.inventory_labgrid": 2, "harness.qnn": 2,
     "harness.compiled_io": 3,
     "harness.inventory": 4, "harness.checks": 4, "harness.report": 4, "harness.hostrt": 4,
     "harness.transport": 5,
