@@ -57,6 +57,27 @@ class FailureClass(StrEnum):
     # The pytest plugin, when the test itself named no class.
     CHECK_FAILED = "check-failed"
     SETUP_ERROR = "setup-error"
+    # An export stage's build (harness/lab/exports/classify.py): the exporter's side...
+    EXPORT_KILLED_FOR_MEMORY = "export-killed-for-memory"
+    EXPORT_TIMEOUT = "export-timeout"
+    EXPORT_MISSING_TOOL = "export-missing-tool"
+    EXPORT_CRASH = "export-crash"  # a signal (segfault, abort) outside QNN's own signatures
+    EXPORT_PYTHON_ERROR = "export-python-error"
+    EXPORT_FAILED = "export-failed"  # a non-zero exit with no known signature
+    EXPORT_NO_OUTPUT = "export-no-output"  # exit 0, but nothing was written to {out}
+    EXPORT_INVALID = "export-invalid"  # exit 0, but the folder is not an export the harness can run
+    # ...and QNN's own, as the export names them: "qnn-" + harness/runners/qnn_log.py QnnFailure.
+    EXPORT_QNN_OP_VALIDATION = "qnn-op-validation"
+    EXPORT_QNN_GRAPH_FINALIZE = "qnn-graph-finalize"
+    EXPORT_QNN_UNDELEGATED_OPS = "qnn-undelegated-ops"
+    EXPORT_QNN_DEVICE_CONFIG_ABI = "qnn-device-config-abi"
+    EXPORT_QNN_BUILD_SEGFAULT = "qnn-build-segfault"
+    EXPORT_QNN_RUN_CRASH = "qnn-run-crash"
+    EXPORT_QNN_CORRUPT_PTE = "qnn-corrupt-pte"
+    EXPORT_QNN_NEWER_CONTEXT_BINARY = "qnn-newer-context-binary"
+    EXPORT_QNN_OOM_KILLED = "qnn-oom-killed"
+    EXPORT_QNN_TIMEOUT = "qnn-timeout"
+    EXPORT_QNN_MISSING_SDK = "qnn-missing-sdk"
     # The lab (harness/lab/scheduler.py).
     QUARANTINED = "quarantined"
     BUSY = "busy"

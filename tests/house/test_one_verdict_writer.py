@@ -90,3 +90,13 @@ def test_the_literal_finder_sees_a_compared_status() -> None:
     """Not vacuous: the comparisons this house forbids are found."""
     tree = ast.parse('if rec.status == "failed" or r.failure_class in ("crash", "timeout") or pair == "qnn": pass')
     assert [v for _, v in _compared_literals(tree)] == ["failed", "crash", "timeout", "qnn"]
+
+
+def test_every_export_failure_is_a_record_class() -> None:
+    """The export stage's classes (its own and QNN's as `qnn-<failure>`) are FailureClass members:
+    an export's record holds its class typed, and a new QnnFailure needs its spelling there."""
+    from harness.lab.exports.classify import ExportFailure
+    from harness.runners.qnn_log import QnnFailure
+
+    named = {e.value for e in ExportFailure} | {f"qnn-{q.value}" for q in QnnFailure}
+    assert named <= {c.value for c in FailureClass}, sorted(named - {c.value for c in FailureClass})
