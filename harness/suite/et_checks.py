@@ -18,7 +18,7 @@ from harness.checks.et_reference import GreedyReference, compare_outputs, genera
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
-from harness.provision import provision_model
+from harness.provision.model import provision_model
 from harness.report.records import TestRecord
 from harness.runners.et_catalogue import ArtifactKind, EtArtifact, EtCatalogue, read_catalogue
 from harness.runners.executorch import EtRunResult, LlamaRunConfig, observer_metrics

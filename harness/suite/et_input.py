@@ -18,8 +18,8 @@ from pathlib import Path
 from harness.errors import ProvisionError
 from harness.hostrt.executorch import make_runtime_dir
 from harness.inventory import DeviceSpec
-from harness.provision import provision_runtime
 from harness.provision.emulator import provision_emulator_runtime
+from harness.provision.runtime import provision_runtime
 from harness.provision.types import ProvisionedRuntime
 from harness.runners.executorch_suite import ExecutorchRunner
 from harness.suite.et_checks import EtInput

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.outcomes import FailureClass
-from harness.provision import provision_model
+from harness.provision.model import provision_model
 from harness.report.records import TestRecord
 from harness.runners.etdump import analyse_etdump, executorch_available
 from harness.runners.etdump_qnn import analyse_qnn_etdump
