@@ -4,7 +4,7 @@ provisioned export, check what came out, and turn it into TestRecords.
     runner = LlmDemoRunner(transport, runtime, model)
     runs = run_matrix(runner, cases, pairs)            # one llm_demo process per prompt
     judged = judge_matrix(runs, cases)                 # coherence + agreement with CPU/CPU
-    records = matrix_records(runs, judged, ...)        # what JUnit / SQLite / HTML read
+    run_check(suite, GENERATION, Instance(pair, case), MatrixInput(...), rec)  # decide() into rec
 
 When the pushed runtime holds MNN's `llm_logits_diff`, run_matrix also compares every pair
 other than the CPU reference with it, teacher-forced (A = CPU reference, B = the pair), per
@@ -13,8 +13,7 @@ instrument (docs/logits-diff.md#the-exports-verdict-over-all-its-prompts).
 
 Both front doors decide a (pair, prompt) with `decide`, through the suites' generation check
 (harness/suite/checks.py, run by suites/support.py and harness/lab/jobs.py): the same verdict
-by construction. `matrix_records` is the same decision over a whole judged matrix, for callers
-outside the suites.
+by construction.
 """
 
 from __future__ import annotations
@@ -392,18 +391,6 @@ def record_outcome(rec: TestRecord, run: PairRun, j: Judgement, *,
     if outcome.failed:
         rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
     return outcome
-
-
-def matrix_records(runs: dict[str, PairRun], judged: Sequence[Judgement], *, suite: str, device: str,
-                   soc_model: str = "", htp_arch: str = "", model: str = "") -> list[TestRecord]:
-    """One record per (pair, prompt), its verdict from `decide`."""
-    records = []
-    for j in judged:
-        rec = TestRecord(name=f"{suite}::{j.pair}::{j.case.id}", suite=suite, device=device, soc_model=soc_model,
-                         htp_arch=htp_arch, model=model, backend_pair=j.pair, text=j.text or "")
-        record_outcome(rec, runs[j.pair], j)
-        records.append(rec)
-    return records
 
 
 EXPORT_VERDICT = "test_export_verdict"  # the export's record (the suites' export_verdict check)

@@ -12,6 +12,7 @@ from harness import pipeline
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.prompts import Prompt
+from tests.pipeline.cellkit import cell_records
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "fixtures" / "logits_diff"
@@ -31,8 +32,7 @@ def _run(pair: str, text: str, tf: ld.DiffResult | None = None) -> pipeline.Pair
 def _records(qnn_text: str, expect: tuple[str, ...], tf: ld.DiffResult | None = None):
     runs = {"cpu": _run("cpu", "The capital of France is Paris."), "qnn": _run("qnn", qnn_text, tf)}
     cases = [pipeline.PromptCase(FRANCE, expect)]
-    recs = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, cases), suite="m", device="d")
-    return {r.backend_pair: r for r in recs}
+    return {pair: rec for (pair, _), rec in cell_records(runs, pipeline.judge_matrix(runs, cases), device="d").items()}
 
 
 @pytest.mark.parametrize("expect", [(), ("Paris",)])
@@ -52,7 +52,7 @@ def test_the_same_answer_reworded_shorter_still_passes():
 def test_the_reference_pair_keeps_its_own_expectation_check():
     runs = {"cpu": _run("cpu", "The capital of France is Lyon.")}
     cases = [pipeline.PromptCase(FRANCE, ("Paris",))]
-    rec = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, cases), suite="m", device="d")[0]
+    rec = cell_records(runs, pipeline.judge_matrix(runs, cases), device="d")["cpu", "france"]
     assert rec.status == "failed" and rec.failure_class == "garbled"
 
 
