@@ -297,7 +297,34 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
     if transport not in TRANSPORTS:
         raise ctx.fail("transport", f"{transport!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
     labgrid = None if raw.get("labgrid") is None else _parse_labgrid(ctx, raw["labgrid"], transport, coordinator)
+    serial, adb_server, ssh_spec = _parse_link(ctx, raw, base, transport, labgrid)
 
+    soc_model = _want(ctx, raw, "soc", str, required=transport != "local")
+    if soc.is_host(soc_model):
+        return _host_device(ctx, raw, base, transport)
+    soc_model, soc_id, arch, vtcm = _soc_facts(ctx, raw, soc_model)
+
+    default_dir = "/data/local/tmp/harness" if transport == "adb" else None
+    work_dir = _want(ctx, raw, "work_dir", str, required=default_dir is None, default=default_dir)
+    if transport != "local" and not PurePosixPath(work_dir).is_absolute():
+        raise ctx.fail("work_dir", f"{work_dir!r} is not an absolute path",
+                       "give the absolute folder on the device, e.g. /data/local/tmp/harness")
+    if transport == "local" and not os.path.isabs(work_dir):
+        work_dir = str((base / work_dir).resolve())
+    tags = _tags(ctx, raw)
+    description = _want(ctx, raw, "description", str, default="")
+
+    return DeviceSpec(
+        name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
+        work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tags,
+        description=description, source=ctx.path, labgrid=labgrid,
+    )
+
+
+def _parse_link(ctx: _Ctx, raw: dict, base: Path, transport: str, labgrid: LabgridSpec | None,
+                ) -> tuple[str | None, AdbServer | None, SshSpec | None]:
+    """The device's address for its transport (serial + adb server, or ssh); the other
+    transports' keys are refused."""
     serial = _want(ctx, raw, "serial", (str, int))
     serial = None if serial is None else str(serial)
     adb_server = None
@@ -321,10 +348,12 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
         for k in ("serial", "adb_server", "ssh"):
             if k in raw:
                 raise ctx.fail(k, "is set on a local device", "remove it; a local device is this host")
+    return serial, adb_server, ssh_spec
 
-    soc_model = _want(ctx, raw, "soc", str, required=transport != "local")
-    if soc.is_host(soc_model):
-        return _host_device(ctx, raw, base, transport)
+
+def _soc_facts(ctx: _Ctx, raw: dict, soc_model: str) -> tuple[str, int, str, int]:
+    """(model, soc_id, HTP arch, VTCM MB): from the SoC table, where a written fact must agree
+    with it, or all written out for an SoC the table lacks."""
     info = soc.lookup(soc_model)
     soc_id = _want(ctx, raw, "soc_id", int)
     arch_raw = _want(ctx, raw, "htp_arch", (str, int))
@@ -356,26 +385,15 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
         soc_id, arch, vtcm = info.soc_id, info.htp_arch, info.vtcm_mb
     if vtcm <= 0:
         raise ctx.fail("vtcm_mb", f"{vtcm} is not a size", "give the VTCM size in MB, e.g. 8")
+    return soc_model, soc_id, arch, vtcm
 
-    default_dir = "/data/local/tmp/harness" if transport == "adb" else None
-    work_dir = _want(ctx, raw, "work_dir", str, required=default_dir is None, default=default_dir)
-    if transport != "local" and not PurePosixPath(work_dir).is_absolute():
-        raise ctx.fail("work_dir", f"{work_dir!r} is not an absolute path",
-                       "give the absolute folder on the device, e.g. /data/local/tmp/harness")
-    if transport == "local" and not os.path.isabs(work_dir):
-        work_dir = str((base / work_dir).resolve())
 
+def _tags(ctx: _Ctx, raw: dict) -> tuple[str, ...]:
     tags = _want(ctx, raw, "tags", list, default=[])
     for t in tags:
         if not isinstance(t, str) or not t:
             raise ctx.fail("tags", f"holds {t!r}", "tags must be non-empty strings")
-    description = _want(ctx, raw, "description", str, default="")
-
-    return DeviceSpec(
-        name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
-        work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tuple(tags),
-        description=description, source=ctx.path, labgrid=labgrid,
-    )
+    return tuple(tags)
 
 
 def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec:
@@ -389,12 +407,8 @@ def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec
     work_dir = _want(ctx, raw, "work_dir", str, required=True)
     if not os.path.isabs(work_dir):
         work_dir = str((base / work_dir).resolve())
-    tags = _want(ctx, raw, "tags", list, default=[])
-    for t in tags:
-        if not isinstance(t, str) or not t:
-            raise ctx.fail("tags", f"holds {t!r}", "tags must be non-empty strings")
     return DeviceSpec(name=ctx.device or "", transport=transport, soc_model=soc.HOST, soc_id=0, htp_arch="",
-                      vtcm_mb=0, work_dir=work_dir, tags=tuple(tags),
+                      vtcm_mb=0, work_dir=work_dir, tags=_tags(ctx, raw),
                       description=_want(ctx, raw, "description", str, default=""), source=ctx.path)
 
 
