@@ -390,6 +390,8 @@ def record_outcome(rec: TestRecord, run: PairRun, j: Judgement, *,
         rec.extras["checked_elsewhere"] = outcome.deferred.value
     if outcome.failed:
         rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
+    if outcome.failure_class is FailureClass.TRANSPORT_ERROR:  # the lab reconnects on it (lab/worker.py)
+        rec.link_fault = (proc.fault if proc is not None else None) or (tf.fault if (tf := j.teacher_forced) else None)
     return outcome
 
 

@@ -65,7 +65,8 @@ class EntryRun:
     def deliver(self, rec: TestRecord) -> None:
         w = self.worker
         if rec.status in ("failed", "error") and rec.failure_class in TRANSPORT_FAULT_CLASSES:
-            raise ConnectionDropped(f"{w.device.name}: link lost during {rec.name}: {rec.message}")
+            raise ConnectionDropped.relayed(f"{w.device.name}: link lost during {rec.name}: {rec.message}",
+                                            rec.link_fault, device=w.device.name) from rec.link_fault
         if rec.name in self.delivered:
             return  # a retry re-ran a test that already has its result
         self.delivered.add(rec.name)

@@ -25,7 +25,7 @@ from harness.errors import (
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
 from harness.transport.adb_files import LINK_ERRORS, AdbFileTransport, close_connection
-from harness.transport.adb_host import AdbClient, AdbConnection, AdbError
+from harness.transport.adb_host import AdbClient, AdbConnection, AdbError, AdbFault
 from harness.transport.adb_props import FACT_PROPS, parse_getprop
 from harness.transport.adb_shell import read_v1, read_v2, v1_service, v2_service
 from harness.transport.adb_state import is_loopback, is_tcp_serial, state_error, state_from_fail
@@ -43,7 +43,7 @@ class AdbTransport(AdbFileTransport):
         super().__init__(device, retry)
         if not device.serial:
             raise TransportError(f"{device.name}: no `serial:` in {device.source or 'devices.yaml'}; "
-                                 "add the serial `adb devices` shows (HOST:PORT for a TCP device)")
+                                 "add the serial `adb devices` shows (HOST:PORT for a TCP device)", device=device.name)
         self.serial = device.serial
         self.server = device.adb_server or AdbServer()
         self.client = AdbClient(self.server.host, self.server.port)
@@ -69,7 +69,7 @@ class AdbTransport(AdbFileTransport):
             raise DeviceOfflineError(
                 f"{self._label}: the adb server does not answer ({exc}); start it on {self.server.host} with "
                 f"`adb -P {self.server.port} start-server` (or fix `adb_server` in "
-                f"{self.device.source or 'devices.yaml'})") from None
+                f"{self.device.source or 'devices.yaml'})", device=self.device.name) from None
 
     def _may_start_server(self) -> bool:
         """Like the adb CLI: only the default local server is started on demand."""
@@ -93,7 +93,7 @@ class AdbTransport(AdbFileTransport):
             raise
         except LINK_ERRORS as exc:
             raise DeviceOfflineError(f"{self._label}: adb server connection failed during `{service}` "
-                                     f"({type(exc).__name__}: {exc})") from None
+                                     f"({type(exc).__name__}: {exc})", device=self.device.name) from None
         finally:
             close_connection(conn)
 
@@ -102,7 +102,7 @@ class AdbTransport(AdbFileTransport):
         try:
             return self._host_query(f"host-serial:{self.serial}:get-state").strip() or "unknown"
         except AdbError as exc:
-            return state_from_fail(str(exc))
+            return state_from_fail(exc.refusal or "")
 
     def _ensure_ready(self) -> None:
         """Make sure the server lists the device as `device` (connecting TCP serials on demand)."""
@@ -131,12 +131,12 @@ class AdbTransport(AdbFileTransport):
         try:
             message = self._host_query(f"host:connect:{self.serial}")
         except AdbError as exc:
-            message = str(exc)
+            message = exc.refusal or str(exc)
         if any(word in message.lower() for word in ("unable", "failed", "cannot", "error")):
             if "authenticate" in message.lower() or self.adb_state() == "unauthorized":
                 raise self._state_error("unauthorized")
             raise DeviceOfflineError(f"{self._label}: `adb connect {self.serial}` failed: {message.strip()}; "
-                                     "check the device is on the network and adb over TCP is enabled")
+                                     "check the device is on the network and adb over TCP is enabled", device=self.device.name)
         deadline = time.monotonic() + self.connect_wait_s
         while True:
             state = self.adb_state()
@@ -146,19 +146,20 @@ class AdbTransport(AdbFileTransport):
 
     def _state_error(self, state: str) -> TransportError:
         self._ready = False
-        return state_error(self._label, self.serial, state)
+        return state_error(self._label, self.serial, state, self.device.name)
 
-    def _fail_error(self, message: str, what: str) -> TransportError:
-        """Classify a FAIL the server sent while opening a device service."""
-        state = state_from_fail(message)
+    def _fail_error(self, exc: AdbError, what: str) -> TransportError:
+        """Classify a FAIL the server sent while opening a device service (its words name
+        the device's state), or another reply it could not give."""
+        state = state_from_fail(exc.refusal or "")
         if state != "unknown":
             return self._state_error(state)
-        return TransportError(f"{self._label}: adb refused {what}: {message.strip()}")
+        return TransportError(f"{self._label}: adb refused {what}: {str(exc).strip()}", device=self.device.name)
 
     def _dropped(self, what: str, exc: BaseException) -> ConnectionDropped:
         # The next call re-checks the device's state (and reconnects a TCP device).
         self._ready = False
-        return ConnectionDropped(f"{self._label}: connection dropped during {what} ({type(exc).__name__}: {exc})")
+        return ConnectionDropped(f"{self._label}: connection dropped during {what} ({type(exc).__name__}: {exc})", device=self.device.name)
 
     def _open(self, service: str, what: str, timeout: float | None = None, *,
               runs_once: bool = False) -> AdbConnection:
@@ -178,9 +179,9 @@ class AdbTransport(AdbFileTransport):
             close_connection(conn)
             # The stream ended where OKAY/FAIL was due, or the server's `FAIL closed`: the device
             # side went away before its OKAY (adb sockets.cpp local_socket_close_notify).
-            if str(exc).startswith("Unknown data") or str(exc).strip() == "closed":
+            if exc.fault is AdbFault.CUT or (exc.refusal or "").strip() == "closed":
                 raise self._lost(what, exc, sent and runs_once) from None
-            raise self._fail_error(str(exc), what) from None  # a FAIL: refused, never started
+            raise self._fail_error(exc, what) from None  # a FAIL: refused, never started
         except LINK_ERRORS as exc:
             close_connection(conn)
             raise self._lost(what, exc, sent and runs_once) from None
@@ -195,7 +196,7 @@ class AdbTransport(AdbFileTransport):
         return CommandOutcomeUnknown(
             f"{self._label}: connection lost during {what} after it was handed to the device "
             f"({type(exc).__name__}: {exc}); it may have run (wholly or in part), so it is not sent again. "
-            "Check the device's state (files, processes) and run it again only if that is safe")
+            "Check the device's state (files, processes) and run it again only if that is safe", device=self.device.name)
 
     def features(self) -> frozenset[str]:
         """The device's adb features (asked once, then cached)."""
@@ -204,7 +205,7 @@ class AdbTransport(AdbFileTransport):
             try:
                 text = self._host_query(f"host-serial:{self.serial}:features")
             except AdbError as exc:
-                raise self._fail_error(str(exc), "a features query") from None
+                raise self._fail_error(exc, "a features query") from None
             # Some servers pass the device banner's trailing NUL through; drop it.
             self._features = frozenset(f.strip("\0 \n") for f in text.split(",") if f.strip("\0 \n"))
         return self._features

@@ -148,7 +148,7 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
     revoked = _trust(client, login)
     if spec.key is not None and not spec.key.exists():
         raise DeviceUnauthorizedError(
-            f"{name}: ssh key file {spec.key} does not exist; fix `{section}.key` in {inventory}")
+            f"{name}: ssh key file {spec.key} does not exist; fix `{section}.key` in {inventory}", device=name)
     _login(client, login, timeout)
     transport = client.get_transport()
     offered = transport.get_remote_server_key() if transport is not None else None
@@ -156,7 +156,7 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
         client.close()
         raise HostKeyError(
             f"{name}: host key of {login.where} ({offered.get_name()} {fingerprint(offered)}) is marked "
-            f"@revoked in {login.known}; refusing to connect. Give the {role} a new host key and record it")
+            f"@revoked in {login.known}; refusing to connect. Give the {role} a new host key and record it", device=name)
     if transport is not None:
         transport.set_keepalive(15)  # notice a dead board during long runs
     return client
@@ -172,12 +172,13 @@ def _trust(client: paramiko.SSHClient, login: _Login) -> list[paramiko.PKey]:
             revoked = load_known_hosts(client.get_host_keys(), known)
         except OSError as exc:
             raise HostKeyError(f"{login.name}: cannot read known_hosts file {known} ({exc}); "
-                               "check its permissions") from None
+                               "check its permissions", device=login.name) from None
     elif not spec.trust_new_host_key:
         raise HostKeyError(
             f"{login.name}: known_hosts file {known} does not exist, so the host key of {login.where} cannot be "
             f"verified; create it with `ssh-keyscan -p {spec.port} {spec.host} >> {known}` after checking "
-            f"the fingerprint, or set `trust_new_host_key: true` under `{login.section}:` in {login.inventory} once")
+            f"the fingerprint, or set `trust_new_host_key: true` under `{login.section}:` in {login.inventory} once",
+            device=login.name)
     client.set_missing_host_key_policy(_TrustAndRecord(known) if spec.trust_new_host_key else _RejectUnknown())
     return revoked
 
@@ -201,7 +202,7 @@ def _login(client: paramiko.SSHClient, login: _Login, timeout: float) -> None:
             f"{known}; refusing to connect. Check the fingerprint on the {role} "
             f"(`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then add it with "
             f"`ssh-keyscan -p {spec.port} {spec.host} >> {known}` or set `trust_new_host_key: true` under "
-            f"`{section}:` in {login.inventory} once") from None
+            f"`{section}:` in {login.inventory} once", device=name) from None
     except paramiko.BadHostKeyException as exc:
         client.close()
         raise HostKeyError(
@@ -209,7 +210,7 @@ def _login(client: paramiko.SSHClient, login: _Login, timeout: float) -> None:
             f"{fingerprint(exc.key)} but {known} has {fingerprint(exc.expected_key)}. Someone may be "
             f"intercepting the connection, or the {role} was re-flashed; if you expected this, remove the "
             f"old entry with `ssh-keygen -R '{known_name}' -f {known}` and connect again "
-            f"(with `trust_new_host_key: true` to record the new key)") from None
+            f"(with `trust_new_host_key: true` to record the new key)", device=name) from None
     except paramiko.AuthenticationException as exc:
         transport = client.get_transport()
         link_alive = transport is not None and transport.is_active()
@@ -218,15 +219,15 @@ def _login(client: paramiko.SSHClient, login: _Login, timeout: float) -> None:
             # paramiko reports a link that died mid-login as an authentication failure
             # ("transport shut down or saw EOF"); nothing was refused.
             raise ConnectionDropped(
-                f"{name}: ssh link to {where} dropped during login ({type(exc).__name__}: {exc})"
-            ) from None
+                f"{name}: ssh link to {where} dropped during login ({type(exc).__name__}: {exc})",
+                device=name) from None
         key = spec.key or "your default keys/agent"
         raise DeviceUnauthorizedError(
             f"{name}: ssh login as {spec.user}@{where} with {key} was refused ({exc}); "
             f"add the public key to ~{spec.user}/.ssh/authorized_keys on the {role}, or fix `{section}.user`/"
-            f"`{section}.key` in {login.inventory}") from None
+            f"`{section}.key` in {login.inventory}", device=name) from None
     except (OSError, EOFError, paramiko.SSHException) as exc:
         client.close()
         raise DeviceOfflineError(
             f"{name}: cannot reach ssh {where} ({type(exc).__name__}: {exc}); check that the {role} "
-            "is powered, on the network and running sshd") from None
+            "is powered, on the network and running sshd", device=name) from None

@@ -344,8 +344,9 @@ def test_device_gone_is_a_clear_retryable_error(fresh_phone, adb_entry, make_spe
 def test_unauthorized_is_clear_and_not_retried(fresh_phone, adb_entry, make_spec, fast_retry, retry_log):
     fresh_phone.faults.unauthorized(True)
     with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-locked")), retry=fast_retry) as t:
-        with pytest.raises(DeviceUnauthorizedError, match=r"op13-locked.*RSA key prompt"):
+        with pytest.raises(DeviceUnauthorizedError, match=r"op13-locked.*RSA key prompt") as info:
             t.shell(["true"])
+        assert (info.value.device, info.value.argv) == ("op13-locked", ("true",))
         assert t.health().state == "unauthorized"
     assert retry_log() == []
 
@@ -429,6 +430,8 @@ def test_v1_link_lost_mid_command_is_not_resent(fresh_phone, adb_entry, make_spe
         with pytest.raises(CommandOutcomeUnknown, match=r"op13-cut.*may have run.*not sent again") as info:
             t.shell(["sh", "-c", f"echo run >> {counter}; head -c 200000 /dev/zero; sleep 0.2"])
         assert not info.value.retryable
+        # The fault names its device and the argv the driver had only as a shell string.
+        assert info.value.device == "op13-cut" and info.value.argv[:2] == ("sh", "-c")
         assert fresh_phone.faults.counters.drops_fired == 1
         assert retry_log() == []  # nothing re-sent the cut command
         assert t.shell(["echo", "next"]).stdout == "next\n"  # the link itself comes back
