@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -17,9 +17,11 @@ import yaml
 
 from harness import soc
 from harness.errors import InventoryError
-from harness.validation import check_keys, type_name, typed_get
+from harness.kinds import TransportKind, by_kind
+from harness.labgrid_spec import LabgridSpec, parse_labgrid, parse_top_labgrid
+from harness.validation import check_keys, parse_host_port, type_name, typed_get
 
-TRANSPORTS = ("adb", "ssh", "local")
+TRANSPORTS = tuple(k.value for k in TransportKind)
 DEFAULT_ADB_SERVER_PORT = 5037
 
 _DEVICE_KEYS = {
@@ -28,13 +30,6 @@ _DEVICE_KEYS = {
 }
 _SSH_KEYS = {"host", "port", "user", "key", "known_hosts", "trust_new_host_key"}
 _ADB_SERVER_KEYS = {"host", "port", "via_ssh"}
-_LABGRID_TOP_KEYS = {"coordinator"}
-_LABGRID_DEVICE_KEYS = {"place", "tags", "prio", "resource"}
-# labgrid's own rules for place tags (labgrid.remote.common.TAG_KEY/TAG_VAL), checked whole.
-_LG_TAG_KEY = re.compile(r"^[a-z][a-z0-9_]+$")
-_LG_TAG_VAL = re.compile(r"^[a-z0-9_]+$")
-# The NetworkService resource a place publishes for each transport (see docs/labgrid.md).
-LABGRID_DEFAULT_RESOURCE = {"adb": "ADBServer", "ssh": "NetworkService"}
 _TOP_KEYS = {"version", "devices", "labgrid", "locks"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -67,26 +62,9 @@ class AdbServer:
 
 
 @dataclass(frozen=True)
-class LabgridSpec:
-    """Where a device's claim and address come from: a place on a labgrid coordinator, named
-    or reserved by tags. `resource` is the place's NetworkService giving the address."""
-
-    coordinator: str
-    resource: str
-    place: str | None = None
-    tags: tuple[tuple[str, str], ...] = ()
-    prio: float = 0.0
-
-    def describe(self) -> str:
-        what = f"place {self.place}" if self.place else \
-            "reservation " + " ".join(f"{k}={v}" for k, v in self.tags)
-        return f"labgrid {what} @ {self.coordinator}"
-
-
-@dataclass(frozen=True)
 class DeviceSpec:
     name: str
-    transport: str
+    transport: TransportKind
     soc_model: str
     soc_id: int
     htp_arch: str
@@ -110,19 +88,27 @@ class DeviceSpec:
         return bool(self.htp_arch)
 
     def describe(self) -> str:
-        if self.labgrid is not None and self.transport == "ssh" and self.ssh is not None and not self.ssh.host:
-            where = f"ssh via {self.labgrid.describe()}"
-        elif self.labgrid is not None and self.transport == "adb" and self.adb_server is None:
-            where = f"adb {self.serial} via the adb server of {self.labgrid.describe()}"
-        else:
-            where = {
-                "adb": f"adb {self.serial} via {self.adb_server or AdbServer()}",
-                "ssh": f"ssh {self.ssh}" if self.ssh else "ssh",
-                "local": "local host",
-            }[self.transport]
+        where = WHERE[self.transport](self)
         if not self.has_htp:
             return f"{self.name}: {where}, host (no HTP)"
         return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, HTP {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
+
+
+def _adb_where(d: DeviceSpec) -> str:
+    if d.labgrid is not None and d.adb_server is None:
+        return f"adb {d.serial} via the adb server of {d.labgrid.describe()}"
+    return f"adb {d.serial} via {d.adb_server or AdbServer()}"
+
+
+def _ssh_where(d: DeviceSpec) -> str:
+    if d.labgrid is not None and d.ssh is not None and not d.ssh.host:
+        return f"ssh via {d.labgrid.describe()}"
+    return f"ssh {d.ssh}" if d.ssh else "ssh"
+
+
+# Where a device is reached, in words (DeviceSpec.describe).
+WHERE: Mapping[TransportKind, Callable[[DeviceSpec], str]] = by_kind("inventory.WHERE", {
+    TransportKind.ADB: _adb_where, TransportKind.SSH: _ssh_where, TransportKind.LOCAL: lambda d: "local host"})
 
 
 @dataclass(frozen=True)
@@ -179,15 +165,6 @@ def _want(ctx: _Ctx, data: dict, key: str, kind: type | tuple[type, ...], *, req
                      missing_fix=f"add `{key}:` to this device")
 
 
-def _parse_host_port(ctx: _Ctx, key: str, text: str, default_port: int) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        return text, default_port
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ctx.fail(key, f"{text!r} is not HOST:PORT", "write it like 127.0.0.1:5037")
-    return host, int(port)
-
-
 def _parse_ssh(ctx: _Ctx, data: Any, base: Path, *, prefix: str = "ssh", host_from: str | None = None) -> SshSpec:
     """`host_from`: where the host comes from instead (a labgrid place); then `host` and
     `port` must not be written here."""
@@ -236,7 +213,7 @@ def _parse_adb_server(ctx: _Ctx, raw: Any, base: Path, *, from_place: bool) -> A
         if from_place:
             raise ctx.fail("adb_server", "is set although the labgrid place publishes the adb server",
                            "remove it (or keep only `adb_server: {via_ssh: ...}` to reach it through ssh)")
-        return AdbServer(*_parse_host_port(ctx, "adb_server", raw, DEFAULT_ADB_SERVER_PORT))
+        return AdbServer(*parse_host_port(ctx, "adb_server", raw, DEFAULT_ADB_SERVER_PORT))
     if not isinstance(raw, dict):
         raise ctx.fail("adb_server", f"must be HOST:PORT or a mapping, got {type_name(raw)}",
                        "write `adb_server: 127.0.0.1:5037` or `adb_server: {host: ..., port: ..., via_ssh: {...}}`")
@@ -256,60 +233,27 @@ def _parse_adb_server(ctx: _Ctx, raw: Any, base: Path, *, from_place: bool) -> A
     return AdbServer(host=host, port=port, via_ssh=via)
 
 
-def _parse_labgrid(ctx: _Ctx, raw: Any, transport: str, coordinator: str | None) -> LabgridSpec:
-    if transport not in LABGRID_DEFAULT_RESOURCE:
-        raise ctx.fail("labgrid", f"is set on a {transport} device", "labgrid places hold adb and ssh devices only")
-    if coordinator is None:
-        raise ctx.fail("labgrid", "names a place but the file names no coordinator",
-                       "add `labgrid: {coordinator: HOST:PORT}` at the top level of the file")
-    if isinstance(raw, str):
-        raw = {"place": raw}
-    if not isinstance(raw, dict):
-        raise ctx.fail("labgrid", f"must be a mapping, got {type_name(raw)}",
-                       "write `labgrid: {place: NAME}` or `labgrid: {tags: {key: value}}`")
-    check_keys(ctx, "labgrid", raw, _LABGRID_DEVICE_KEYS)
-    place = typed_get(ctx, raw, "place", str, label="labgrid.place")
-    tags = typed_get(ctx, raw, "tags", dict, label="labgrid.tags")
-    if (place is None) == (tags is None):
-        raise ctx.fail("labgrid", "needs exactly one of `place` and `tags`",
-                       "name the place (`place: op13`) or the reservation tags (`tags: {board: sm8750}`)")
-    pairs: list[tuple[str, str]] = []
-    for k, v in (tags or {}).items():
-        v = str(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else v
-        if not isinstance(k, str) or not _LG_TAG_KEY.match(k) or not isinstance(v, str) or not _LG_TAG_VAL.match(v):
-            raise ctx.fail("labgrid.tags", f"holds {k!r}: {v!r}, which labgrid does not accept as a tag",
-                           "use lower-case keys and values of a-z, 0-9 and _ (keys start with a letter)")
-        pairs.append((k, v))
-    if tags is not None and not pairs:
-        raise ctx.fail("labgrid.tags", "is empty", "give at least one tag the reservation must match")
-    prio = typed_get(ctx, raw, "prio", (int, float), label="labgrid.prio", default=0.0)
-    if place is not None and "prio" in raw:
-        raise ctx.fail("labgrid.prio", "is set for a named place", "prio is for reservations (`tags:`); remove it")
-    resource = typed_get(ctx, raw, "resource", str, label="labgrid.resource",
-                         default=LABGRID_DEFAULT_RESOURCE[transport])
-    return LabgridSpec(coordinator=coordinator, resource=resource, place=place, tags=tuple(sorted(pairs)),
-                       prio=float(prio))
-
-
 def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str | None = None) -> DeviceSpec:
     check_keys(ctx, "", raw, _DEVICE_KEYS)
-    transport = _want(ctx, raw, "transport", str, required=True)
-    if transport not in TRANSPORTS:
-        raise ctx.fail("transport", f"{transport!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
-    labgrid = None if raw.get("labgrid") is None else _parse_labgrid(ctx, raw["labgrid"], transport, coordinator)
-    serial, adb_server, ssh_spec = _parse_link(ctx, raw, base, transport, labgrid)
+    text = _want(ctx, raw, "transport", str, required=True)
+    if text not in TRANSPORTS:
+        raise ctx.fail("transport", f"{text!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
+    transport = TransportKind(text)
+    rules = _RULES[transport]
+    labgrid = None if raw.get("labgrid") is None else parse_labgrid(ctx, raw["labgrid"], transport, coordinator)
+    serial, adb_server, ssh_spec = rules.link(ctx, raw, base, labgrid)
 
-    soc_model = _want(ctx, raw, "soc", str, required=transport != "local")
+    soc_model = _want(ctx, raw, "soc", str, required=rules.needs_soc)
     if soc.is_host(soc_model):
         return _host_device(ctx, raw, base, transport)
     soc_model, soc_id, arch, vtcm = _soc_facts(ctx, raw, soc_model)
 
-    default_dir = "/data/local/tmp/harness" if transport == "adb" else None
+    default_dir = rules.default_work_dir
     work_dir = _want(ctx, raw, "work_dir", str, required=default_dir is None, default=default_dir)
-    if transport != "local" and not PurePosixPath(work_dir).is_absolute():
+    if not rules.on_host and not PurePosixPath(work_dir).is_absolute():
         raise ctx.fail("work_dir", f"{work_dir!r} is not an absolute path",
                        "give the absolute folder on the device, e.g. /data/local/tmp/harness")
-    if transport == "local" and not os.path.isabs(work_dir):
+    if rules.on_host and not os.path.isabs(work_dir):
         work_dir = str((base / work_dir).resolve())
     tags = _tags(ctx, raw)
     description = _want(ctx, raw, "description", str, default="")
@@ -321,34 +265,56 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
     )
 
 
-def _parse_link(ctx: _Ctx, raw: dict, base: Path, transport: str, labgrid: LabgridSpec | None,
-                ) -> tuple[str | None, AdbServer | None, SshSpec | None]:
-    """The device's address for its transport (serial + adb server, or ssh); the other
-    transports' keys are refused."""
-    serial = _want(ctx, raw, "serial", (str, int))
-    serial = None if serial is None else str(serial)
-    adb_server = None
-    ssh_spec = None
-    if transport == "adb":
-        if not serial:
-            raise ctx.fail("serial", "is missing for an adb device",
-                           "add `serial:` (see `adb devices`; HOST:PORT for a TCP-attached device)")
-        adb_server = _parse_adb_server(ctx, raw.get("adb_server"), base, from_place=labgrid is not None)
-        if "ssh" in raw:
-            raise ctx.fail("ssh", "is set on an adb device", "remove it or set `transport: ssh`")
-    elif transport == "ssh":
-        if "ssh" not in raw:
-            raise ctx.fail("ssh", "is missing for an ssh device", "add `ssh: {host: ..., user: ..., key: ...}`")
-        ssh_spec = _parse_ssh(ctx, raw["ssh"], base,
-                              host_from=None if labgrid is None else labgrid.describe())
-        for k in ("serial", "adb_server"):
-            if k in raw:
-                raise ctx.fail(k, "is set on an ssh device", "remove it or set `transport: adb`")
-    else:
-        for k in ("serial", "adb_server", "ssh"):
-            if k in raw:
-                raise ctx.fail(k, "is set on a local device", "remove it; a local device is this host")
-    return serial, adb_server, ssh_spec
+# A device's address for its transport (serial + adb server, or ssh); the other transports' keys are refused.
+Link = tuple[str | None, AdbServer | None, SshSpec | None]
+
+
+def _adb_link(ctx: _Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Link:
+    given = _want(ctx, raw, "serial", (str, int))
+    serial = None if given is None else str(given)
+    if not serial:
+        raise ctx.fail("serial", "is missing for an adb device",
+                       "add `serial:` (see `adb devices`; HOST:PORT for a TCP-attached device)")
+    adb_server = _parse_adb_server(ctx, raw.get("adb_server"), base, from_place=labgrid is not None)
+    if "ssh" in raw:
+        raise ctx.fail("ssh", "is set on an adb device", "remove it or set `transport: ssh`")
+    return serial, adb_server, None
+
+
+def _ssh_link(ctx: _Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Link:
+    _want(ctx, raw, "serial", (str, int))  # a wrong type is named before the key is refused
+    if "ssh" not in raw:
+        raise ctx.fail("ssh", "is missing for an ssh device", "add `ssh: {host: ..., user: ..., key: ...}`")
+    ssh_spec = _parse_ssh(ctx, raw["ssh"], base, host_from=None if labgrid is None else labgrid.describe())
+    for k in ("serial", "adb_server"):
+        if k in raw:
+            raise ctx.fail(k, "is set on an ssh device", "remove it or set `transport: adb`")
+    return None, None, ssh_spec
+
+
+def _local_link(ctx: _Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Link:
+    _want(ctx, raw, "serial", (str, int))
+    for k in ("serial", "adb_server", "ssh"):
+        if k in raw:
+            raise ctx.fail(k, "is set on a local device", "remove it; a local device is this host")
+    return None, None, None
+
+
+@dataclass(frozen=True)
+class _KindRules:
+    """What devices.yaml asks of a device of one transport kind."""
+
+    link: Callable[[_Ctx, dict, Path, LabgridSpec | None], Link]
+    needs_soc: bool  # False: the host itself, which may leave `soc:` out (soc: host)
+    default_work_dir: str | None  # None: `work_dir:` is required
+    on_host: bool  # work_dir is a host folder (relative to the file), not an absolute device path
+
+
+_RULES = by_kind("inventory._RULES", {
+    TransportKind.ADB: _KindRules(_adb_link, True, "/data/local/tmp/harness", False),
+    TransportKind.SSH: _KindRules(_ssh_link, True, None, False),
+    TransportKind.LOCAL: _KindRules(_local_link, False, None, True),
+})
 
 
 def _soc_facts(ctx: _Ctx, raw: dict, soc_model: str) -> tuple[str, int, str, int]:
@@ -396,9 +362,9 @@ def _tags(ctx: _Ctx, raw: dict) -> tuple[str, ...]:
     return tuple(tags)
 
 
-def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec:
+def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: TransportKind) -> DeviceSpec:
     """A local device that is the host: no SoC facts (QNN cells skip there)."""
-    if transport != "local":
+    if not _RULES[transport].on_host:
         raise ctx.fail("soc", "`host` is only for `transport: local`",
                        "give the device's Qualcomm SoC model, e.g. SM8750")
     for k in ("soc_id", "htp_arch", "vtcm_mb"):
@@ -410,19 +376,6 @@ def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec
     return DeviceSpec(name=ctx.device or "", transport=transport, soc_model=soc.HOST, soc_id=0, htp_arch="",
                       vtcm_mb=0, work_dir=work_dir, tags=_tags(ctx, raw),
                       description=_want(ctx, raw, "description", str, default=""), source=ctx.path)
-
-
-def _parse_top_labgrid(top: _Ctx, raw: Any) -> str | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise top.fail("labgrid", f"must be a mapping, got {type_name(raw)}",
-                       "write `labgrid: {coordinator: HOST:PORT}` (labgrid-coordinator's -l address)")
-    check_keys(top, "labgrid", raw, _LABGRID_TOP_KEYS)
-    text = typed_get(top, raw, "coordinator", str, label="labgrid.coordinator", required=True,
-                     missing_fix="add `coordinator: HOST:PORT` under `labgrid:`")
-    host, port = _parse_host_port(top, "labgrid.coordinator", text, 20408)  # labgrid's default port
-    return f"{host}:{port}"
 
 
 def _parse_top_locks(top: _Ctx, raw: Any, base: Path) -> Path | None:
@@ -448,7 +401,7 @@ def parse_inventory(data: Any, path: Path) -> Inventory:
     if not isinstance(raw_devices, list) or not raw_devices:
         raise top.fail("devices", "must be a non-empty list", "list at least one device under `devices:`")
     base = path.parent
-    coordinator = _parse_top_labgrid(top, data.get("labgrid"))
+    coordinator = parse_top_labgrid(top, data.get("labgrid"))
     locks_dir = _parse_top_locks(top, data.get("locks"), base)
     devices: dict[str, DeviceSpec] = {}
     for i, raw in enumerate(raw_devices):

@@ -36,3 +36,13 @@ def typed_get(ctx: FailFn, data: dict, key: str, kind: type | tuple[type, ...], 
         expected = " or ".join(type_name(k()) for k in kinds)
         raise ctx.fail(label, f"must be a {expected}, got {type_name(value)} {value!r}", f"write it as a {expected}")
     return value
+
+
+def parse_host_port(ctx: FailFn, key: str, text: str, default_port: int) -> tuple[str, int]:
+    """`HOST:PORT` (or a bare HOST, with `default_port`)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text, default_port
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ctx.fail(key, f"{text!r} is not HOST:PORT", "write it like 127.0.0.1:5037")
+    return host, int(port)

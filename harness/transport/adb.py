@@ -20,22 +20,23 @@ from harness.errors import (
     CommandOutcomeUnknown,
     ConnectionDropped,
     DeviceOfflineError,
-    DeviceUnauthorizedError,
     TransportError,
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
+from harness.kinds import TransportKind
 from harness.transport.adb_files import LINK_ERRORS, AdbFileTransport, close_connection
 from harness.transport.adb_host import AdbClient, AdbConnection, AdbError, AdbFault
 from harness.transport.adb_props import FACT_PROPS, parse_getprop
 from harness.transport.adb_shell import read_v1, read_v2, v1_service, v2_service
-from harness.transport.adb_state import is_loopback, is_tcp_serial, state_error, state_from_fail
+from harness.transport.adb_state import is_loopback, is_tcp_serial, link_state, state_error, state_from_fail
 from harness.transport.adb_sync import SyncClient
-from harness.transport.base import HealthReport, RawExec
+from harness.transport.base import HealthReport, LinkState, RawExec
 from harness.transport.retry import RetryPolicy
+from harness.transport.types import link_state_of
 
 
 class AdbTransport(AdbFileTransport):
-    kind = "adb"
+    kind = TransportKind.ADB
 
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None, *,
                  shell_v2: bool | None = None, connect_wait_s: float = 5.0, adb_binary: str = "adb"):
@@ -260,31 +261,24 @@ class AdbTransport(AdbFileTransport):
 
     def facts(self) -> dict[str, str]:
         props = self.props()
-        facts = {"transport": "adb", "serial": self.serial, "adb_server": str(self.server),
+        facts = {"transport": self.kind.value, "serial": self.serial, "adb_server": str(self.server),
                  "soc_model": self.device.soc_model}
         facts.update({name: props[key] for name, key in FACT_PROPS.items() if props.get(key)})
         facts.setdefault("model", self.serial)
         return facts
 
     def _link_health(self) -> HealthReport:
-        report = HealthReport(device=self.device.name, reachable=False)
+        """The server's view first (unauthorized, offline, absent: its state, not a shell's
+        silence), then the shell as on every link."""
         try:
             self._ensure_ready()
         except TransportError as exc:
-            report.state = "unauthorized" if isinstance(exc, DeviceUnauthorizedError) else self._safe_state()
+            state = link_state_of(exc)
+            report = HealthReport(device=self.device.name, reachable=False,
+                                  state=state if state is LinkState.UNAUTHORIZED else self._safe_state())
             report.problems.append(str(exc))
             return report
-        report.state = "device"
-        try:
-            shell_ok = self.shell(["echo", "ok"], timeout=20)
-        except TransportError as exc:
-            report.problems.append(str(exc))
-            return report
-        if shell_ok.stdout.strip() != "ok":
-            report.problems.append(f"`echo ok` printed {shell_ok.stdout!r} (exit {shell_ok.exit_code})")
-            return report
-        report.reachable = True
-        return report
+        return super()._link_health()
 
     def health(self) -> HealthReport:
         report = super().health()
@@ -293,11 +287,11 @@ class AdbTransport(AdbFileTransport):
             report.problems.append(f"{self.device.name}: sys.boot_completed is not 1; the device has not finished booting")
         return report
 
-    def _safe_state(self) -> str:
+    def _safe_state(self) -> LinkState:
         try:
-            return self.adb_state()
+            return link_state(self.adb_state())
         except TransportError:
-            return "unreachable"
+            return LinkState.UNREACHABLE
 
 
 __all__ = ["AdbTransport"]

@@ -8,6 +8,7 @@ import ipaddress
 import re
 
 from harness.errors import DeviceOfflineError, DeviceUnauthorizedError, TransportError
+from harness.transport.types import LinkState
 
 _TCP_SERIAL = re.compile(r"^(?P<host>[^\s:]+|\[[0-9a-fA-F:]+\]):(?P<port>\d{1,5})$")
 
@@ -23,6 +24,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+# The adb server's states (`adb get-state`, its FAIL messages) as a link's state; any other
+# answer (none, an error) leaves the link unreachable.
+SERVER_STATES: dict[str, LinkState] = {
+    "device": LinkState.OK, "unauthorized": LinkState.UNAUTHORIZED, "absent": LinkState.ABSENT,
+    **{s: LinkState.OFFLINE for s in ("offline", "authorizing", "connecting", "bootloader", "recovery", "sideload",
+                                      "rescue")},
+}
+
+
+def link_state(server_state: str) -> LinkState:
+    return SERVER_STATES.get(server_state, LinkState.UNREACHABLE)
 
 
 def state_from_fail(message: str) -> str:
@@ -52,4 +66,4 @@ def state_error(label: str, serial: str, state: str, device: str = "") -> Transp
                               device=device)
 
 
-__all__ = ["is_loopback", "is_tcp_serial", "state_error", "state_from_fail"]
+__all__ = ["SERVER_STATES", "is_loopback", "is_tcp_serial", "link_state", "state_error", "state_from_fail"]

@@ -18,12 +18,13 @@ from typing import ClassVar
 
 from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
 from harness.inventory import DeviceSpec
+from harness.kinds import TransportKind
 from harness.transport.command import build_shell_command, quote_argv
 from harness.transport.facts import PROBE_SCRIPT, DeviceFacts, ProbeUnreadable, parse_df_free, parse_probe
 from harness.transport.pidfiles import PID_PREFIX, PROVEN_KILL_SCRIPT, DeviceProcess, parse_killed, parse_stat_line
 from harness.transport.retry import RetryPolicy
 from harness.transport.stop import CommandWatch, check_stop, stoppable
-from harness.transport.types import CommandResult, HealthReport, RawExec, RemoteStat
+from harness.transport.types import CommandResult, HealthReport, LinkState, RawExec, RemoteStat, link_state_of
 
 ProgressFn = Callable[[int], None]  # called with the bytes just moved
 # A timed shell() records who its program is in <device_tmp_dir>/pid-<random> (the device shell
@@ -34,7 +35,7 @@ ProgressFn = Callable[[int], None]  # called with the bytes just moved
 class Transport(ABC):
     """A link to one device. Methods raise TransportError subclasses for link faults."""
 
-    kind: str = "base"
+    kind: ClassVar[TransportKind | None] = None  # each driver's kind (inventory's `transport:`)
     # True while free_bytes() answers exactly what POSIX `df -k` on the device prints, so a
     # caller that already ran df in a script of its own may use that number instead.
     free_bytes_is_df: ClassVar[bool] = True
@@ -397,11 +398,11 @@ class Transport(ABC):
         try:
             res = self.shell(["echo", "ok"], timeout=20)
         except TransportError as exc:
-            report.state = "unreachable"
+            report.state = link_state_of(exc)
             report.problems.append(str(exc))
             return report
         report.reachable = res.stdout.strip() == "ok"
-        report.state = "ok" if report.reachable else "broken-shell"
+        report.state = LinkState.OK if report.reachable else LinkState.BROKEN
         if not report.reachable:
             report.problems.append(f"`echo ok` printed {res.stdout!r} (exit {res.exit_code})")
         return report
@@ -416,10 +417,10 @@ class Transport(ABC):
             report.facts = self.facts()
             report.device_facts = self.device_facts()
         except TransportError as exc:
-            report.state = "unreachable"
+            report.state = link_state_of(exc)
             report.problems.append(str(exc))
         except HarnessError as exc:  # a reply we could not read (e.g. odd `df`)
-            report.state = "broken"
+            report.state = LinkState.BROKEN
             report.problems.append(f"{self.device.name}: health check failed: {exc}")
         return report
 
@@ -440,5 +441,6 @@ def remote_join(*parts: str) -> str:
 
 
 __all__ = [
-    "CommandResult", "DeviceFacts", "HealthReport", "ProgressFn", "RawExec", "RemoteStat", "Transport", "remote_join",
+    "CommandResult", "DeviceFacts", "HealthReport", "LinkState", "ProgressFn", "RawExec", "RemoteStat", "Transport",
+    "remote_join",
 ]

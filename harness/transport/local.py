@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import RemoteNoSpaceError, RemotePathError
+from harness.kinds import TransportKind
 from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
 
 _CHUNK = 4 << 20
 
 
 class LocalTransport(Transport):
-    kind = "local"
+    kind = TransportKind.LOCAL
     free_bytes_is_df = False  # free_bytes() asks the host OS, not `df -k`
 
     def _exec(self, command: str, timeout: float | None) -> RawExec:
@@ -79,7 +80,7 @@ class LocalTransport(Transport):
         return {"ro.soc.model": self.device.soc_model}.get(name, "")
 
     def facts(self) -> dict[str, str]:
-        return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": "local"}
+        return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": self.kind.value}
 
 
 def _copy(src: Path, dst: Path, mode: int | None, progress: ProgressFn | None, device: str) -> int:

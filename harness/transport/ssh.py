@@ -28,6 +28,7 @@ from harness.errors import (
     TransportError,
 )
 from harness.inventory import DeviceSpec
+from harness.kinds import TransportKind
 from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
@@ -54,7 +55,7 @@ _FACTS_SCRIPT = (
 
 
 class SshTransport(Transport):
-    kind = "ssh"
+    kind = TransportKind.SSH
 
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None,
                  connect_timeout: float = CONNECT_TIMEOUT):
@@ -313,7 +314,7 @@ class SshTransport(Transport):
         lines = res.stdout.split("\n") + [""] * 6
         arch, kernel, hostname, dt_model, prop_model, prop_soc = (s.strip() for s in lines[:6])
         facts = {
-            "transport": "ssh",
+            "transport": self.kind.value,
             "address": f"{self.spec.user}@{self._where}",
             "soc_model": self.device.soc_model,
             "model": dt_model or prop_model or hostname,

@@ -1,13 +1,14 @@
 """What a device link answers, the same for every transport: a command's result (`CommandResult`,
 and `RawExec`, a driver's primitive reply), a file's stat (`RemoteStat`) and a health check's
-report (`HealthReport`)."""
+report (`HealthReport`, its `LinkState`)."""
 
 from __future__ import annotations
 
 import stat as stat_mod
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-from harness.errors import CommandFailed
+from harness.errors import CommandFailed, DeviceUnauthorizedError, TransportError
 from harness.transport.command import quote_argv
 from harness.transport.facts import DeviceFacts
 
@@ -66,11 +67,29 @@ class RemoteStat:
         return stat_mod.S_ISREG(self.mode)
 
 
+class LinkState(StrEnum):
+    """What a health check found of a device's link: one spelling for every transport (the
+    adb server's own states are mapped onto it in adb_state.py)."""
+
+    UNKNOWN = "unknown"  # not checked
+    OK = "ok"  # a shell answers
+    UNREACHABLE = "unreachable"  # the link could not be opened, or broke while asked
+    UNAUTHORIZED = "unauthorized"  # the device refuses this host (adb's RSA prompt, an ssh key)
+    OFFLINE = "offline"  # the adb server lists it but it is not ready (offline, booting, authorizing)
+    ABSENT = "absent"  # the adb server does not list it
+    BROKEN = "broken"  # it answers, but not as a shell should (`echo ok`, df, the facts probe)
+
+
+def link_state_of(exc: TransportError) -> LinkState:
+    """The state a link fault leaves the link in, from its class."""
+    return LinkState.UNAUTHORIZED if isinstance(exc, DeviceUnauthorizedError) else LinkState.UNREACHABLE
+
+
 @dataclass
 class HealthReport:
     device: str
     reachable: bool
-    state: str = "unknown"  # device | offline | unauthorized | unreachable | broken | ok
+    state: LinkState = LinkState.UNKNOWN
     facts: dict[str, str] = field(default_factory=dict)  # who the device is: Transport.facts()
     device_facts: DeviceFacts = field(default_factory=DeviceFacts)  # its condition: Transport.device_facts()
     problems: list[str] = field(default_factory=list)
@@ -80,4 +99,4 @@ class HealthReport:
         return self.reachable and not self.problems
 
 
-__all__ = ["CommandResult", "HealthReport", "RawExec", "RemoteStat"]
+__all__ = ["CommandResult", "HealthReport", "LinkState", "RawExec", "RemoteStat", "link_state_of"]

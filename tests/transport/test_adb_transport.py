@@ -20,6 +20,7 @@ from harness.errors import (
 from harness.transport.adb import AdbTransport
 from harness.transport.adb_state import is_tcp_serial
 from harness.transport.retry import RetryPolicy
+from harness.transport.types import LinkState
 
 WORK = "/data/local/tmp/harness"
 
@@ -203,7 +204,7 @@ def test_facts_and_health(adb):
     assert facts["soc_model"] == "SM8750" and facts["android_release"] == "15"
     report = adb.health()
     assert report.ok, report.problems
-    assert report.state == "device"
+    assert report.state is LinkState.OK  # the server's `device` state, in the one spelling of all links
     assert report.device_facts.battery_pct == 85 and report.device_facts.battery_temp_c == 31.2
     assert report.device_facts.free_bytes > 0
 
