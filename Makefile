@@ -31,14 +31,20 @@ python-deps:
 	@if [ ! -f $(STAMP) ] || [ pyproject.toml -nt $(STAMP) ] || ! (cd / && $(PYTHON) -c \
 	    "import harness, os, sys; sys.exit(os.path.dirname(os.path.realpath(harness.__file__)) != sys.argv[1])" \
 	    "$$(realpath '$(CURDIR)/harness')") 2>/dev/null; then \
-	  echo "pip install -e '.[dev,executorch]' ($(CURDIR))"; \
-	  $(PYTHON) -m pip install -q -e '.[dev,executorch]' && mkdir -p .make && touch $(STAMP); \
+	  echo "pip install -e '.[dev,executorch,qnn]' ($(CURDIR))"; \
+	  $(PYTHON) -m pip install -q -e '.[dev,executorch,qnn]' && mkdir -p .make && touch $(STAMP); \
 	fi
 	@# The `executorch` extra (ExecuTorch's real LLM runner, torch's CPU build): the tests run
 	@# the ExecuTorch host lane on it. Installed when missing even where the stamp is fresh.
 	@if ! (cd / && $(PYTHON) -c "from importlib.metadata import version; version('torch'); version('executorch')") >/dev/null 2>&1; then \
 	  echo "pip install -e '.[dev,executorch]' (the executorch extra is missing)"; \
 	  $(PYTHON) -m pip install -q -e '.[dev,executorch]'; \
+	fi
+	@# The `qnn` extra (onnxruntime-qnn: QAIRT's x86 libraries, harness.qnn): the tests run real QNN
+	@# on the host with it. Installed when missing, like the executorch extra.
+	@if ! (cd / && $(PYTHON) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('onnxruntime_qnn') is None)") >/dev/null 2>&1; then \
+	  echo "pip install -e '.[dev,executorch,qnn]' (the qnn extra is missing)"; \
+	  $(PYTHON) -m pip install -q -e '.[dev,executorch,qnn]'; \
 	fi
 
 demo: install

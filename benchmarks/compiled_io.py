@@ -12,6 +12,7 @@ binary). Median of N runs.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -25,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from harness import compiled_io  # noqa: E402
 from harness.checks.shapes import check_export_shapes  # noqa: E402
 from harness.compiled_io import stub as stub_module  # noqa: E402
+from harness.qnn.host import HOST_QNN_SWITCH  # noqa: E402
 from virtual_lab.exports import make_qwen3_vl_export, write_sdk_tool  # noqa: E402
 
 STUB = ROOT / ".." / "shared" / "models" / "smollm2-qnn-stub-v79"
@@ -45,6 +47,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    # The generated export's context binaries are the virtual lab's stand-ins (the host's QNN
+    # library would refuse them): these rows measure the stub and the SDK stand-in.
+    os.environ.setdefault(HOST_QNN_SWITCH, "off")
     rows: list[tuple[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         vl = make_qwen3_vl_export(Path(tmp) / "vl", size_mb=1, sidecar=False).path

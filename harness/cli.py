@@ -87,6 +87,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     try:
         spec = claim.acquire(args.lock_timeout, say=_say)
         with open_transport(spec) as transport:
+            rt = None
             if args.runtime:
                 from harness.provision import provision_runtime  # pyelftools: only when asked for
 
@@ -99,7 +100,8 @@ def cmd_push(args: argparse.Namespace) -> int:
                 print(f"{device.name}: {rt.remote_dir}: {rt.files_sent} files, {rt.bytes_sent} bytes sent "
                       f"({posixpath.basename(rt.runner)}, {what})")
             if args.model_dir:
-                result = provision_model(transport, Path(args.model_dir), qnn_sdk=args.qnn_sdk)
+                result = provision_model(transport, Path(args.model_dir), qnn_sdk=args.qnn_sdk,
+                                         runtime_qairt_build=rt.qairt_build if rt else None)
                 print(f"{device.name}: {result.remote_dir}: {result.files_sent} files, {result.bytes_sent} bytes sent")
     finally:
         claim.release()

@@ -36,6 +36,9 @@ class FailureClass(StrEnum):
     BINARY_MISMATCH = "binary-mismatch"
     SHAPE_ERROR = "shape-error"
     INIT_ERROR = "init-error"
+    # QNN's own refusals (harness/runners/qnn_log.py, docs/qnn-failures.md#classes).
+    QNN_OP_UNSUPPORTED = "qnn-op-unsupported"  # QNN's validator refused an op on this arch/format
+    QNN_VERSION_MISMATCH = "qnn-version-mismatch"  # ExecuTorch and the QAIRT libraries do not fit
     RUNTIME_ERROR = "runtime-error"
     OK = "ok"  # the runner's "no failure" class
     # The checks of a (pair, prompt) (harness/pipeline.py `decide`).

@@ -1,8 +1,10 @@
 """Fixtures for the harness's own tests: the virtual lab (real adb server, emulated adbd
 devices, real sshd), started on free 127.0.0.1 ports and stopped at the end."""
 
+import pytest
 from hypothesis import HealthCheck, settings
 
+from harness.qnn.host import HOST_QNN_SWITCH
 from virtual_lab.pytest_plugin import vlab, vlab_factory, vlab_transport  # noqa: F401
 
 # Property tests: the same examples on every run by default, so a CI verdict is the tree's,
@@ -13,3 +15,12 @@ for _name, _examples, _fixed in (("ci", 25, True), ("fuzz", 1500, False)):
     settings.register_profile(_name, max_examples=_examples, derandomize=_fixed, deadline=None, database=None,
                               suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True)
+def _virtual_context_binaries(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The virtual lab's context binaries are stand-ins that the host's real QNN library refuses:
+    a test reads them through today's sources (stub, SDK stand-in, sidecar) unless it is marked
+    `real_qnn` (harness.qnn.host.HOST_QNN_SWITCH; the real material's tests carry the mark)."""
+    if request.node.get_closest_marker("real_qnn") is None:
+        monkeypatch.setenv(HOST_QNN_SWITCH, "off")

@@ -10,23 +10,32 @@ Sources, best first (docs/qnn-export-artifacts.md describes each format):
   input of every shape, concatenated), `inputs`/`outputs` and `o_<shape>_<k>` output dims;
   the stub's `Input` ops give the top-level names and ranks. Read through the `mnn` package's
   converter (the same call as harness.checks.quant), cached per (path, size, mtime).
-- `qnn-context-binary-utility`: with a QNN SDK, the context binaries' own graphs and tensor
-  dims, and the soc/arch they were built for where the dump says so.
+- `libQnnSystem`: the host's QAIRT library (harness.qnn: `--qnn-sdk`'s x86 libraries,
+  $QNN_SDK_ROOT or the onnxruntime-qnn wheel), in-process: each context binary's graphs, tensor
+  dims, datatypes and encodings, its socModel and the QAIRT build that compiled it; also the
+  binaries inside an ExecuTorch export's .pte files (`direct`). Preferred when found;
+  HARNESS_HOST_QNN=off switches it off (qnnlib.py).
+- `qnn-context-binary-utility`: with a QNN SDK and no host library, the context binaries' own
+  graphs and tensor dims, and the soc/arch they were built for where the dump says so.
 - `sidecar`: the optional `qnn/export_manifest.json` an export step may leave
   (format in docs/qnn-export-artifacts.md, read by harness.export); the fallback for exports
   that have nothing else.
 
-What no artifact says (soc_id, dsp_arch without the SDK or sidecar) is reported as unknown.
+What no artifact says (soc_id, dsp_arch without a reader of the binaries or the sidecar) is
+reported as unknown. `python -m harness.compiled_io PTE|BIN|EXPORT_DIR [--json]` prints it (cli.py).
 
-The package is split by source: types.py (the types), stub.py, sdk.py, sidecar.py, target.py (the
-compiled target and the binary files) and read.py (read_compiled_io, which puts them together).
+The package is split by source: types.py (the types), stub.py, qnnlib.py, sdk.py, sidecar.py,
+target.py (the compiled target and the binary files), read.py (read_compiled_io, which puts them
+together) and cli.py.
 """
 
+from harness.compiled_io.qnnlib import BinariesTarget, read_binaries_target
 from harness.compiled_io.read import read_compiled_io
 from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
 from harness.compiled_io.stub import parse_stub, read_stub, stub_paths
 from harness.compiled_io.target import binary_files, read_binary_target
 from harness.compiled_io.types import (
+                                       SOURCE_QNNLIB,
                                        SOURCE_SDK,
                                        SOURCE_SIDECAR,
                                        SOURCE_STUB,
@@ -40,7 +49,8 @@ from harness.compiled_io.types import (
 from harness.export import SIDECAR_PATH
 
 __all__ = [
-    "CompiledIO", "CompiledTarget", "ContextBinary", "GraphIO", "StubIO", "SIDECAR_PATH", "SOURCE_SDK",
-    "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "binary_files", "dump_context_binary",
-    "parse_context_dump", "parse_stub", "read_binary_target", "read_compiled_io", "read_stub", "sdk_tool", "stub_paths",
+    "BinariesTarget", "CompiledIO", "CompiledTarget", "ContextBinary", "GraphIO", "StubIO", "SIDECAR_PATH",
+    "SOURCE_QNNLIB", "SOURCE_SDK", "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "binary_files",
+    "dump_context_binary", "parse_context_dump", "parse_stub", "read_binaries_target", "read_binary_target",
+    "read_compiled_io", "read_stub", "sdk_tool", "stub_paths",
 ]

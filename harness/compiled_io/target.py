@@ -1,5 +1,5 @@
-"""The compiled target (soc_id, dsp_arch): from the context binaries the SDK read, else the
-sidecar, else unknown; and the context binary files of an export folder."""
+"""The compiled target (soc_id, dsp_arch): from the context binaries libQnnSystem or the SDK
+read, else the sidecar, else unknown; and the context binary files of an export folder."""
 
 from __future__ import annotations
 
@@ -10,22 +10,31 @@ from typing import Any
 
 from harness import soc
 from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
-from harness.compiled_io.types import SOURCE_SDK, SOURCE_SIDECAR, SOURCE_UNKNOWN, CompiledTarget, ContextBinary, StubIO
+from harness.compiled_io.types import (
+    SOURCE_QNNLIB,
+    SOURCE_SDK,
+    SOURCE_SIDECAR,
+    SOURCE_UNKNOWN,
+    CompiledTarget,
+    ContextBinary,
+    StubIO,
+)
 from harness.errors import ArtifactError
 
 _BIN_RE = re.compile(r"^graph(llm|visual)\d+\.bin$")
 
 
 def _target(stubs: Mapping[str, StubIO], sidecar: Mapping[str, Any] | None, problems: list[str]) -> CompiledTarget:
-    read = [b for s in stubs.values() for b in s.binaries if b.source == SOURCE_SDK]
+    read = [b for s in stubs.values() for b in s.binaries if b.source in (SOURCE_QNNLIB, SOURCE_SDK)]
     socs = {b.soc_id for b in read if b.soc_id is not None}
     archs = {b.dsp_arch for b in read if b.dsp_arch is not None}
     if len(socs) > 1 or len(archs) > 1:
         problems.append(f"the context binaries disagree on their target: soc_id {sorted(socs)}, "
                         f"dsp_arch {sorted(archs)}; recompile them together")
     if socs or archs:
+        source = SOURCE_QNNLIB if all(b.source == SOURCE_QNNLIB for b in read) else SOURCE_SDK
         return CompiledTarget(min(socs) if len(socs) == 1 else None,
-                              min(archs) if len(archs) == 1 else None, SOURCE_SDK)
+                              min(archs) if len(archs) == 1 else None, source)
     if sidecar is not None and (sidecar.get("soc_id") is not None or sidecar.get("dsp_arch")):
         raw = sidecar.get("soc_id")
         soc_id = raw if isinstance(raw, int) and not isinstance(raw, bool) else None

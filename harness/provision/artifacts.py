@@ -7,11 +7,14 @@ Everything here is checked on the host, before a single byte moves:
   a QNN config its `qnn/graph*.bin` context binaries);
 - ExecuTorch export: `.pte` program(s) and a tokenizer;
 - the model type comes from `llm_config.json` (or the sidecar manifest), never the folder name;
-- the export's target (soc_id / HTP arch) comes from the context binaries themselves when a QNN
-  SDK is given (`qnn-context-binary-utility`, harness.compiled_io), `export_args.json`, the
-  optional sidecar `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style
-  file names (`visual_qnn_69_v79.mnn`), and is compared with the device's. A real MNN export
-  records none of these by itself: without the SDK or a sidecar the target is unknown.
+- the export's target (soc_id / HTP arch) comes from the context binaries themselves: read by
+  the host's QAIRT library when found (libQnnSystem.so in-process, harness.compiled_io.qnnlib:
+  every qnn/graph*.bin and every .pte's QNN delegates), else by the QNN SDK's
+  `qnn-context-binary-utility` when an SDK is given; then `export_args.json`, the optional
+  sidecar `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style file names
+  (`visual_qnn_69_v79.mnn`); it is compared with the device's. Without a reader of the binaries
+  or a sidecar the target is unknown. The QAIRT build that compiled the binaries is kept too:
+  a binary newer than the QNN runtime libraries being pushed is refused (check_qairt).
 
 One rule for what leaves the export, the same for config keys and for listed files: nothing
 outside the export folder is pushed. A config key naming a path outside (`../x`, `/abs`) is
@@ -62,6 +65,7 @@ class ExportTarget:
     vtcm_mb: int | None = None
     chunk_size: int | None = None
     source: str = ""  # where it was read, for messages
+    qairt_build: str | None = None  # the newest QAIRT that compiled the context binaries (libQnnSystem)
 
     def describe(self) -> str:
         parts = []
@@ -205,24 +209,47 @@ def _merge_targets(found: list[ExportTarget]) -> ExportTarget | None:
             vtcm_mb=merged.vtcm_mb if merged.vtcm_mb is not None else t.vtcm_mb,
             chunk_size=merged.chunk_size if merged.chunk_size is not None else t.chunk_size,
             source=f"{merged.source} + {t.source}",
+            qairt_build=merged.qairt_build or t.qairt_build,
         )
     return merged
 
 
-def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None,
-                export: ExportFolder | None = None) -> ExportTarget | None:
-    """Every record of the export's target that exists, checked to agree with each other.
-    With qnn_sdk the context binaries are read too (the one record a real export always has)."""
-    found: list[ExportTarget] = []
-    from_bins = None
-    if qnn_sdk:
-        # Only with an SDK: compiled_io (subprocess, threads, MNN graph reading) is ~25 ms of imports.
-        from harness.compiled_io import read_binary_target
+def _binaries_target(root: Path, qnn_sdk: Path | str | None) -> ExportTarget | None:
+    """The target the context binaries state: through the host's libQnnSystem.so when found, else
+    the SDK tool (qnn_sdk). One binary QNN refuses while it reads the others is a damaged copy,
+    refused here; when it reads none (a format these libraries do not know), other records decide."""
+    # compiled_io (MNN graph reading, ctypes, subprocess) is imported only when needed.
+    from harness.compiled_io import SOURCE_QNNLIB, read_binaries_target, read_binary_target
 
-        from_bins = read_binary_target(root, qnn_sdk)
+    bt = read_binaries_target(root, qnn_sdk)
+    if bt is not None and bt.read:
+        if bt.refused:
+            raise ArtifactError(f"{root}: QNN's reader accepts {len(bt.read)} of the export's context binaries but "
+                                f"refuses {len(bt.refused)}: {bt.refused[0]}")
+        if len(bt.soc_ids) > 1 or len(bt.htp_archs) > 1:
+            raise ArtifactError(f"{root}: the context binaries disagree on their target (soc_id {list(bt.soc_ids)}, "
+                                f"HTP {list(bt.htp_archs)}); recompile them together")
+        shown = ", ".join(bt.read[:2]) + (f", ... {len(bt.read)} binaries" if len(bt.read) > 2 else "")
+        return ExportTarget(soc_id=bt.soc_ids[0] if bt.soc_ids else None,
+                            htp_arch=bt.htp_archs[0] if bt.htp_archs else None,
+                            source=f"{SOURCE_QNNLIB} ({shown})", qairt_build=bt.newest_build)
+    if not qnn_sdk:
+        return None
+    from_bins = read_binary_target(root, qnn_sdk)
+    if from_bins is None:
+        return None
+    bins, rels = from_bins
+    return ExportTarget(soc_id=bins.soc_id, htp_arch=bins.dsp_arch, source=f"{bins.source} ({rels})")
+
+
+def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None,
+                export: ExportFolder | None = None, *, binaries: bool = True) -> ExportTarget | None:
+    """Every record of the export's target that exists, checked to agree with each other.
+    `binaries`: read the context binaries (the one record a real export always has; a QNN export)."""
+    found: list[ExportTarget] = []
+    from_bins = _binaries_target(root, qnn_sdk) if binaries else None
     if from_bins is not None:
-        bins, rels = from_bins
-        found.append(ExportTarget(soc_id=bins.soc_id, htp_arch=bins.dsp_arch, source=f"{bins.source} ({rels})"))
+        found.append(from_bins)
     args = root / "export_args.json"
     if args.is_file():
         t = _target_from_mapping(read_json_object(args, "export_args.json"), str(args))
@@ -251,10 +278,10 @@ def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_t
             return
         raise ArtifactError(
             f"{artifact.root}: QNN export without a recorded target (no soc_id/dsp_arch in export_args.json, "
-            f"{' or '.join(SIDECAR_NAMES)}, and no QNN SDK given to read the context binaries); cannot tell "
-            f"whether it fits {device.name} ({device.soc_model}, HTP {device.htp_arch}). Pass the QNN SDK "
-            f"(--qnn-sdk) so qnn-context-binary-utility reads them, add {SIDECAR_NAMES[0]} with soc_id and "
-            f"dsp_arch, or pass allow_unknown_target")
+            f"{' or '.join(SIDECAR_NAMES)}, and no reader of the context binaries here); cannot tell "
+            f"whether it fits {device.name} ({device.soc_model}, HTP {device.htp_arch}). Install the host's "
+            f"QAIRT libraries (pip install 'harness[qnn]') or pass the QNN SDK (--qnn-sdk) so the context "
+            f"binaries are read, add {SIDECAR_NAMES[0]} with soc_id and dsp_arch, or pass allow_unknown_target")
     here = f"{device.name} ({device.soc_model}, soc_id {device.soc_id}, HTP {device.htp_arch})"
     if t.htp_arch is not None and t.htp_arch != device.htp_arch:
         raise ArtifactError(f"{artifact.root}: compiled for {t.describe()} ({t.source}) but {here} needs "
@@ -266,6 +293,25 @@ def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_t
     if t.vtcm_mb is not None and t.vtcm_mb > device.vtcm_mb:
         raise ArtifactError(f"{artifact.root}: compiled for {t.vtcm_mb} MB VTCM ({t.source}) but {here} has "
                             f"{device.vtcm_mb} MB; re-export with --vtcm_mb {device.vtcm_mb}")
+
+
+def check_qairt(artifact: ModelArtifact, runtime_build: str | None, runtime_where: str = "the runtime") -> None:
+    """Refuse context binaries compiled by a newer QAIRT than the QNN runtime libraries being
+    pushed (QNN cannot load a binary from a newer release). Unknown on either side: no verdict."""
+    from harness.qnn.host import qairt_tuple, qairt_version_of
+
+    t = artifact.target
+    if not artifact.uses_qnn or t is None or not t.qairt_build or not runtime_build:
+        return
+    made, runs = qairt_tuple(t.qairt_build), qairt_tuple(runtime_build)
+    if made is None or runs is None or made <= runs:
+        return
+    raise ArtifactError(
+        f"{artifact.root}: its context binaries were compiled by QAIRT {qairt_version_of(t.qairt_build)} "
+        f"({t.qairt_build}, {t.source}) but the QNN libraries being pushed are QAIRT "
+        f"{qairt_version_of(runtime_build)} ({runtime_build}, {runtime_where}); QNN does not load a context binary "
+        f"from a newer QAIRT: push QAIRT {qairt_version_of(t.qairt_build)} or newer libraries (--qnn-sdk) or "
+        f"re-export with QAIRT {qairt_version_of(runtime_build)}")
 
 
 # ---- MNN ------------------------------------------------------------------------------------
@@ -371,7 +417,7 @@ def _load_mnn(export: ExportFolder, files: list[ArtifactFile], qnn_sdk: Path | s
     if any(_BIN_RE.match(PurePosixPath(f.rel).name) for f in files):
         uses_qnn = True
     return ModelArtifact(root=root, kind="mnn", model_type=model_type, files=tuple(files),
-                         configs=configs, target=read_target(root, files, qnn_sdk if uses_qnn else None, export),
+                         configs=configs, target=read_target(root, files, qnn_sdk, export, binaries=uses_qnn),
                          uses_qnn=uses_qnn, is_visual=is_visual, system_prompt=export.system_prompt)
 
 
@@ -401,7 +447,7 @@ def _load_executorch(export: ExportFolder, files: list[ArtifactFile]) -> ModelAr
     uses_qnn = any(_pte_uses_qnn(f.path) for f in ptes) or any(k in sidecar for k in ("soc_id", "dsp_arch", "htp_arch"))
     return ModelArtifact(root=root, kind="executorch", model_type=str(model_type), files=tuple(files),
                          configs={BackendPair(Backend.QNN if uses_qnn else Backend.CPU).name: pte},
-                         target=read_target(root, files, export=export),
+                         target=read_target(root, files, export=export, binaries=uses_qnn),
                          uses_qnn=uses_qnn)
 
 
@@ -429,5 +475,6 @@ def load_export(model_dir: Path | str, *, qnn_sdk: Path | str | None = None,
 
 
 __all__ = [
-    "ArtifactFile", "ExportTarget", "ModelArtifact", "check_target", "list_files", "load_export", "read_target",
+    "ArtifactFile", "ExportTarget", "ModelArtifact", "check_qairt", "check_target", "list_files", "load_export",
+    "read_target",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.provision.artifacts import ModelArtifact, check_target, load_export
+from harness.provision.artifacts import ModelArtifact, check_qairt, check_target, load_export
 from harness.provision.hashcache import HashCache, default_cache
 from harness.provision.manifest import write_local_manifest
 from harness.provision.progress import Progress, make_progress
@@ -26,6 +26,7 @@ def provision_model(
     allow_unknown_target: bool = False,
     follow_external_links: bool = False,
     qnn_sdk: Path | str | None = None,
+    runtime_qairt_build: str | None = None,
 ) -> ProvisionedModel:
     """Validate an export against the device, then push it incrementally to
     `<work_dir>/models/<name>` (default name: the folder's name). Nothing moves when the
@@ -33,10 +34,13 @@ def provision_model(
     refused unless `follow_external_links` (artifacts.py states the rule). `artifact`: the export
     when the caller already read it (load_export), so it is not read twice. `qnn_sdk`: a QNN SDK
     root; the context binaries then tell the soc_id/HTP arch the export was compiled for
-    (docs/qnn-export-artifacts.md), where no sidecar records it."""
+    (docs/qnn-export-artifacts.md), where no sidecar records it. `runtime_qairt_build`: the QAIRT
+    build of the QNN libraries pushed with the runtime (ProvisionedRuntime.qairt_build); context
+    binaries from a newer QAIRT are refused before a byte moves."""
     if artifact is None:
         artifact = load_export(model_dir, qnn_sdk=qnn_sdk, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
+    check_qairt(artifact, runtime_qairt_build, "the runtime pushed to the device")
     target = artifact.target
     meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type, "configs": artifact.configs,
                             "source": str(artifact.root)}

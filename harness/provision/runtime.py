@@ -29,6 +29,7 @@ from harness.provision.layout import safe_name
 from harness.provision.progress import Progress, make_progress
 from harness.provision.sync import SyncResult, sync_set
 from harness.provision.types import ProvisionedRuntime
+from harness.qnn.host import scan_qairt_build
 from harness.transport.base import Transport
 
 _ARCH_LIB = re.compile(r"^libQnnHtpV(\d+)(Stub|Skel)\.so$")
@@ -84,6 +85,14 @@ class RuntimeBundle:
     @property
     def total_bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+    @property
+    def qairt_build(self) -> str | None:
+        """The QAIRT build the bundle's libQnnHtp.so names (read from its bytes: a device's library
+        cannot be loaded here), if any; context binaries from a newer QAIRT are refused
+        (provision.artifacts.check_qairt)."""
+        htp = next((f for f in self.files if f.rel == "libQnnHtp.so"), None) if self.qnn else None
+        return scan_qairt_build(htp.path) if htp is not None else None
 
 
 def _sdk_candidates(lib: str, arch_num: int, roots: list[Path]) -> list[Path]:
@@ -378,7 +387,7 @@ def provision_runtime(
     return ProvisionedRuntime(
         device=device.name, remote_dir=remote, runner=f"{remote}/{bundle.runner}", lib_dirs=(remote,),
         adsp_dirs=(remote, *SYSTEM_ADSP_DIRS) if bundle.qnn else (), htp_arch=bundle.htp_arch,
-        bytes_sent=result.bytes_sent, files_sent=result.files_sent, qnn=bundle.qnn)
+        bytes_sent=result.bytes_sent, files_sent=result.files_sent, qnn=bundle.qnn, qairt_build=bundle.qairt_build)
 
 
 __all__ = ["BUILD_SYSTEM_NAMES", "RUNNERS", "RunnerSpec", "RuntimeBundle", "check_device_fit", "default_runtime_name",

@@ -32,6 +32,7 @@ class ProvisionedRuntime:
     bytes_sent: int = 0
     files_sent: int = 0
     qnn: bool = True  # the QNN libraries for htp_arch were pushed (False: CPU backend only)
+    qairt_build: str | None = None  # the QAIRT build the pushed libQnnHtp.so names, if it does
 
     def env(self) -> dict[str, str]:
         """Environment for running the runner: both library paths point at the pushed runtime."""

@@ -3,9 +3,9 @@ imports a higher one, no two modules import each other in a circle (in `harness`
 `virtual_lab`), and no file in either is over 500 lines.
 
 Layers (lowest first), as docs/ARCHITECTURE.md draws them:
-    errors, outcomes -> hostfiles/soc/validation/pairs/kinds -> export, mnn_graph, labgrid_spec -> compiled_io
-    -> inventory, checks, report,
-    hostrt -> transport -> provision -> runners -> pipeline -> suite -> lab -> plugin -> cli
+    errors, outcomes -> hostfiles/soc/validation/pairs/kinds -> export, mnn_graph, qnn, labgrid_spec -> compiled_io
+    -> inventory, checks, report, hostrt -> transport -> provision -> runners -> pipeline, qnn_probe -> suite -> lab
+    -> plugin -> cli
 Imports inside a package (harness.lab.* -> harness.lab.*) are free; imports under
 `if TYPE_CHECKING:` count too: a type that must come from above is a sign the code sits low.
 """
@@ -29,13 +29,13 @@ LAYERS: dict[str, int] = {
     "harness.errors": 0, "harness.outcomes": 0,
     "harness": 1, "harness.hostfiles": 1, "harness.soc": 1, "harness.validation": 1, "harness.pairs": 1,
     "harness.kinds": 1,
-    "harness.export": 2, "harness.mnn_graph": 2, "harness.labgrid_spec": 2,
+    "harness.export": 2, "harness.mnn_graph": 2, "harness.qnn": 2, "harness.labgrid_spec": 2,
     "harness.compiled_io": 3,
     "harness.inventory": 4, "harness.checks": 4, "harness.report": 4, "harness.hostrt": 4,
     "harness.transport": 5,
     "harness.provision": 6,
     "harness.runners": 7,
-    "harness.pipeline": 8,
+    "harness.pipeline": 8, "harness.qnn_probe": 8,
     "harness.suite": 9,
     "harness.lab": 10,
     "harness.plugin": 11,
