@@ -17,8 +17,8 @@ import yaml
 
 from harness import soc
 from harness.errors import InventoryError
+from harness.inventory_labgrid import LabgridSpec, parse_labgrid, parse_top_labgrid
 from harness.kinds import TransportKind, by_kind
-from harness.labgrid_spec import LabgridSpec, parse_labgrid, parse_top_labgrid
 from harness.validation import check_keys, parse_host_port, type_name, typed_get
 
 TRANSPORTS = tuple(k.value for k in TransportKind)

@@ -39,7 +39,6 @@ def typed_get(ctx: FailFn, data: dict, key: str, kind: type | tuple[type, ...], 
 
 
 def parse_host_port(ctx: FailFn, key: str, text: str, default_port: int) -> tuple[str, int]:
-    """`HOST:PORT` (or a bare HOST, with `default_port`)."""
     host, sep, port = text.rpartition(":")
     if not sep:
         return text, default_port

@@ -1,6 +1,6 @@
-"""A device's labgrid place in devices.yaml (docs/labgrid.md): the top-level `labgrid:
-{coordinator: HOST:PORT}` and a device's `labgrid: {place | tags, prio, resource}`, checked
-against labgrid's own tag rules. Part of the inventory's validation (harness/inventory.py)."""
+"""The labgrid half of devices.yaml (docs/labgrid.md): a device's `labgrid:` place or
+reservation and the file's top-level `labgrid: {coordinator: HOST:PORT}`, validated as the rest
+of the inventory is (harness/inventory.py): one error naming file, device and key."""
 
 from __future__ import annotations
 
@@ -86,3 +86,6 @@ def parse_top_labgrid(top: FailFn, raw: Any) -> str | None:
                      missing_fix="add `coordinator: HOST:PORT` under `labgrid:`")
     host, port = parse_host_port(top, "labgrid.coordinator", text, 20408)  # labgrid's default port
     return f"{host}:{port}"
+
+
+__all__ = ["LABGRID_DEFAULT_RESOURCE", "LabgridSpec", "parse_labgrid", "parse_top_labgrid"]
