@@ -54,7 +54,7 @@ def sleeping_job(tests: int, seconds: float):
 
 def local_inventory(root: Path, n: int) -> Inventory:
     socs = ["SM8750", "SM8650", "SA8295", "SM8550"]
-    devices = [{"name": f"dev{i}", "transport": "local", "soc": socs[i % len(socs)],
+    devices = [{"name": f"dev{i}", "transport": "local", "soc": socs[i % len(socs)], "htp": "emulator",
                 "work_dir": str(root / f"dev{i}"), "tags": ["bench"]} for i in range(n)]
     path = root / "devices.yaml"
     path.write_text(yaml.safe_dump({"devices": devices}))

@@ -45,7 +45,7 @@ def _inventory(args: argparse.Namespace) -> Inventory:
 ADDRESS: Mapping[TransportKind, Callable[[DeviceSpec], str]] = by_kind("cli.ADDRESS", {
     TransportKind.ADB: lambda d: f"{d.serial} @ {d.adb_server}" if d.adb_server else str(d.serial),
     TransportKind.SSH: lambda d: f"{d.ssh.user}@{d.ssh.host}:{d.ssh.port}" if d.ssh else "-",
-    TransportKind.LOCAL: lambda d: "-",
+    TransportKind.LOCAL: lambda d: "HTP emulator" if d.emulated else "-",  # this host; emulator times
 })
 
 

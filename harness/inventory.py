@@ -17,7 +17,7 @@ import yaml
 
 from harness import soc
 from harness.errors import InventoryError
-from harness.inventory_labgrid import LabgridSpec, parse_labgrid, parse_top_labgrid
+from harness.inventory_labgrid import LABGRID_DEFAULT_RESOURCE, LabgridSpec, parse_labgrid, parse_top_labgrid
 from harness.kinds import TransportKind, by_kind
 from harness.validation import check_keys, parse_host_port, type_name, typed_get
 
@@ -26,8 +26,12 @@ DEFAULT_ADB_SERVER_PORT = 5037
 
 _DEVICE_KEYS = {
     "name", "transport", "serial", "adb_server", "ssh", "soc", "soc_id", "htp_arch",
-    "vtcm_mb", "work_dir", "tags", "description", "labgrid",
+    "vtcm_mb", "work_dir", "tags", "description", "labgrid", "htp",
 }
+# `htp: emulator`: a local device whose QNN cells run on the host's x86 HTP emulator for its SoC
+# (QAIRT's libQnnHtp.so from the `qnn` extra; docs/executorch-runner.md#the-htp-emulator).
+HTP_EMULATOR = "emulator"
+HTP_MODES = (HTP_EMULATOR,)
 _SSH_KEYS = {"host", "port", "user", "key", "known_hosts", "trust_new_host_key"}
 _ADB_SERVER_KEYS = {"host", "port", "via_ssh"}
 _TOP_KEYS = {"version", "devices", "labgrid", "locks"}
@@ -77,6 +81,17 @@ class DeviceSpec:
     description: str = ""
     source: Path | None = None
     labgrid: LabgridSpec | None = None
+    htp: str = ""  # "emulator": the HTP is the host's QAIRT emulator (a local device), "" a real one
+
+    @property
+    def emulated(self) -> bool:
+        """True when this device's HTP is the host's emulator: its times are not device speed."""
+        return self.htp == HTP_EMULATOR
+
+    @property
+    def timing(self) -> str:
+        """What a time measured on this device means: "emulator" or "device" (records, JUnit, report)."""
+        return "emulator" if self.emulated else "device"
 
     @property
     def arch_number(self) -> int:
@@ -91,7 +106,8 @@ class DeviceSpec:
         where = WHERE[self.transport](self)
         if not self.has_htp:
             return f"{self.name}: {where}, host (no HTP)"
-        return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, HTP {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
+        htp = "HTP emulator" if self.emulated else "HTP"  # emulator timings are not device speed
+        return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, {htp} {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
 
 
 def _adb_where(d: DeviceSpec) -> str:
@@ -245,7 +261,11 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
 
     soc_model = _want(ctx, raw, "soc", str, required=rules.needs_soc)
     if soc.is_host(soc_model):
+        if "htp" in raw:
+            raise ctx.fail("htp", "is set on the host (soc: host has no HTP to emulate)",
+                           "give the SoC to emulate, e.g. `soc: SM8650` with `htp: emulator`, or remove `htp:`")
         return _host_device(ctx, raw, base, transport)
+    htp = _parse_htp(ctx, raw, transport)
     soc_model, soc_id, arch, vtcm = _soc_facts(ctx, raw, soc_model)
 
     default_dir = rules.default_work_dir
@@ -261,8 +281,27 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
     return DeviceSpec(
         name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
         work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tags,
-        description=description, source=ctx.path, labgrid=labgrid,
+        description=description, source=ctx.path, labgrid=labgrid, htp=htp,
     )
+
+
+def _parse_htp(ctx: _Ctx, raw: dict, transport: TransportKind) -> str:
+    """`htp: emulator` only on a device that is this host; such a device with an HTP SoC needs
+    it (this host has no Hexagon DSP: its QNN cells can only run on QAIRT's x86 emulator)."""
+    on_host = _RULES[transport].on_host
+    htp = _want(ctx, raw, "htp", str)
+    if htp is None:
+        if on_host:
+            raise ctx.fail("soc", f"{raw.get('soc')!r} on a local device: this host has no Hexagon HTP",
+                           "add `htp: emulator` to run its QNN cells on the host's QAIRT HTP emulator "
+                           "(pip install 'harness[qnn]'), or use `soc: host` for the CPU only")
+        return ""
+    if htp not in HTP_MODES:
+        raise ctx.fail("htp", f"{htp!r} is not an HTP mode", f"use `htp: {HTP_EMULATOR}` (the only one)")
+    if not on_host:
+        raise ctx.fail("htp", f"`htp: {htp}` is set on a {transport} device",
+                       "remove it: an adb or ssh device runs its own HTP; the emulator is for `transport: local`")
+    return htp
 
 
 # A device's address for its transport (serial + adb server, or ssh); the other transports' keys are refused.
@@ -438,3 +477,8 @@ def load_inventory(path: str | os.PathLike[str]) -> Inventory:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InventoryError(f"{p}: YAML syntax error{where}: {problem}; fix the YAML at that place") from None
     return parse_inventory(data, p)
+
+
+# LabgridSpec and its default resources live in inventory_labgrid.py; named here for importers.
+__all__ = ["HTP_EMULATOR", "LABGRID_DEFAULT_RESOURCE", "TRANSPORTS", "AdbServer", "DeviceSpec", "Inventory",
+           "LabgridSpec", "SshSpec", "load_inventory", "parse_inventory"]

@@ -177,6 +177,9 @@ def pair_skip_reason(pair: str, model: ProvisionedModel, wanted: list[str] | Non
     if uses_qnn(pair):
         if device is not None and not device.has_htp:
             return f"backend {pair} needs a QNN/HTP device; {device.name} is the host (soc: host)"
+        if device is not None and device.emulated:  # docs/executorch-runner.md#the-htp-emulator
+            return (f"backend {pair}: {device.name}'s HTP is the host's QAIRT emulator, which runs ExecuTorch's "
+                    "QNN programs; MNN's QNN backend has no x86 build")
         if runtime is not None and not runtime.qnn:
             return f"backend {pair}: the runtime was pushed without QNN libraries (pass --qnn-sdk)"
     return None

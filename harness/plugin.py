@@ -150,7 +150,7 @@ def qnn_needed(device: DeviceSpec, configs: dict[str, str] | None, wanted: list[
     """QNN libraries are needed only when a QNN pair will run: the device has an HTP, and a
     selected pair (--backends, or every pair by default) is QNN and the export has its config.
     `configs` None: not known (a folder of several exports): any selected QNN pair counts."""
-    if not device.has_htp:
+    if not device.has_htp or device.emulated:  # an emulated HTP takes no Android QNN library
         return False
     if configs is None:
         return wanted is None or any(uses_qnn(p) for p in wanted)
@@ -231,6 +231,8 @@ def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceS
     records its llm_demo process's time, as the lab's record of that cell does."""
     rec = TestRecord(name=request.node.nodeid, suite=request.node.module.__name__, device=device.name,
                      soc_model=device.soc_model, htp_arch=device.htp_arch)
+    if device.emulated:
+        rec.extras["timing"] = device.timing  # its times are the emulator's, not device speed
     yield rec
     outcome: _Outcome | None = getattr(request.node, "_harness_outcome", None)
     if outcome is not None:
@@ -240,6 +242,9 @@ def device_record(request: pytest.FixtureRequest, record_writer, device: DeviceS
         value = getattr(rec, key)
         if value not in ("", None):
             request.node.user_properties.append((key, value))
+    from harness.report.junit import extra_properties  # timing, ETDump: as the lab's JUnit writes them
+
+    request.node.user_properties.extend(extra_properties(rec).items())
     request.config.stash.setdefault(SESSION_RECORDS, []).append(rec)
     if record_writer is not None:
         record_writer.write(rec)

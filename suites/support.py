@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness.outcomes import Status
+from harness.runners.base import RunnerKind
 from harness.suite import Check, Instance, Scope, Suite, case_ids, run_check
 from harness.suite.run import CheckInput
 
@@ -34,12 +35,20 @@ def selected(suite: Suite, config: pytest.Config) -> Suite:
 # front, so the matrix runs in the setup phase and no test's own time holds it.
 INPUT_FIXTURE = {Scope.EXPORT: "export_input", Scope.CELL: "matrix_input", Scope.PAIR: "matrix_input",
                  Scope.DEVICE: "device_input", Scope.SUMMARY: "summary_input"}
+# A suite whose runner is not llm_demo has one input for every check (its conftest gives it).
+RUNNER_INPUT_FIXTURE = {RunnerKind.EXECUTORCH: "et_input"}
+
+
+def input_fixture(suite: Suite, check: Check) -> str:
+    return RUNNER_INPUT_FIXTURE.get(suite.runner) or INPUT_FIXTURE[check.scope]
 
 
 def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
+    fixture = input_fixture(suite, check)
+
     def decide(request: pytest.FixtureRequest, device_record: Any, instance: Instance) -> None:
         chosen: Suite = request.getfixturevalue("suite")
-        inp: CheckInput = request.getfixturevalue(INPUT_FIXTURE[check.scope])
+        inp: CheckInput = request.getfixturevalue(fixture)
         verdict = run_check(chosen, check, instance, inp, device_record)
         if verdict.status is Status.SKIPPED:
             pytest.skip(verdict.message)
@@ -49,7 +58,7 @@ def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
         if verdict.warning_object is not None:
             warnings.warn(verdict.warning_object, stacklevel=2)
 
-    parametrized = check.scope in (Scope.CELL, Scope.PAIR)
+    parametrized = check.scope in (Scope.CELL, Scope.PAIR, Scope.FORMAT)
     if parametrized:
         def test(request: pytest.FixtureRequest, device_record: Any, instance: Instance) -> None:
             decide(request, device_record, instance)
@@ -58,7 +67,7 @@ def _test_for(suite: Suite, check: Check) -> Callable[..., None]:
             decide(request, device_record, Instance())
 
     # The scope's input is set up before the test (its setup phase), not inside its call.
-    test = pytest.mark.usefixtures(INPUT_FIXTURE[check.scope])(test)
+    test = pytest.mark.usefixtures(fixture)(test)
     test.__name__ = test.__qualname__ = check.test_name
     test.__doc__ = check.doc
     instances = suite.instances(check, visual=bool(suite.visual), case_ids=case_ids(bool(suite.visual)))

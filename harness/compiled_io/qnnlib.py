@@ -10,7 +10,7 @@ delegates inside each top-level .pte (harness.qnn.pte), named "<pte>#<method>[<i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,18 +153,20 @@ class BinariesTarget:
         return ranked[-1][1] if ranked else None
 
 
-def read_binaries_target(root: Path, qnn_sdk: Path | str | None = None,
-                         host_qnn: HostQnn | None = None) -> BinariesTarget | None:
-    """Every qnn/graph*.bin and every top-level .pte's QNN delegates, read by the host's library;
-    None without the library or without binaries. A .pte that is not a readable program raises
-    PteError (the file named)."""
+def read_binaries_target(root: Path, qnn_sdk: Path | str | None = None, host_qnn: HostQnn | None = None,
+                         programs: Sequence[str] | None = None) -> BinariesTarget | None:
+    """Every qnn/graph*.bin and the QNN delegates of `programs` (.pte paths relative to root;
+    default: every top-level .pte), read by the host's library; None without the library or
+    without binaries. A .pte that is not a readable program raises PteError (the file named)."""
     lib, reader = open_reader(qnn_sdk, host_qnn)
     if lib is None:
         return None
     jobs: list[tuple[str, Path, int, int | None]] = [(rel, root / rel, 0, None)
                                                      for rels in binary_files(root).values() for rel in rels]
-    for pte in sorted(p for p in root.glob("*.pte") if p.is_file()):
-        jobs += [(f"{pte.name}#{d.method}[{d.index}]", pte, d.offset, d.size) for d in qnn_delegates(pte)]
+    ptes = [root / rel for rel in programs] if programs is not None else sorted(root.glob("*.pte"))
+    for pte in (p for p in ptes if p.is_file()):
+        rel = pte.relative_to(root).as_posix()
+        jobs += [(f"{rel}#{d.method}[{d.index}]", pte, d.offset, d.size) for d in qnn_delegates(pte)]
     if not jobs:
         return None
     infos: list[tuple[str, BinaryInfo]] = []

@@ -155,19 +155,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def make_runtime_dir(dst: Path, python: str | None = None) -> Path:
-    """A runtime folder holding `qnn_llama_runner`: a script that starts this module with this
-    Python and this checkout on PYTHONPATH (provisioning takes a script runner as it is)."""
+    """A runtime folder holding `qnn_llama_runner` (this module) and `pte_runner` (a program's
+    forward through the pybindings, harness.hostrt.executorch_forward): scripts that start
+    them with this Python and this checkout on PYTHONPATH (provisioning takes a script runner
+    as it is)."""
     dst.mkdir(parents=True, exist_ok=True)
+    _module_script(dst, RUNNER_NAME, "harness.hostrt.executorch",
+                   "qnn_llama_runner's flags on ExecuTorch's real LLM runner", python)
+    _module_script(dst, "pte_runner", "harness.hostrt.executorch_forward",
+                   "a .pte's forward on ExecuTorch's pybindings", python)
+    return dst
+
+
+def _module_script(dst: Path, name: str, module: str, what: str, python: str | None) -> None:
     root = Path(__file__).resolve().parents[2]
-    script = dst / RUNNER_NAME
-    tmp = dst / f".{RUNNER_NAME}.tmp"
-    tmp.write_text("#!/bin/sh\n# qnn_llama_runner's flags on ExecuTorch's real LLM runner (harness.hostrt.executorch)\n"
+    script = dst / name
+    tmp = dst / f".{name}.tmp"
+    tmp.write_text(f"#!/bin/sh\n# {what} ({module})\n"
                    f"PYTHONPATH={shlex.quote(str(root))}${{PYTHONPATH:+:$PYTHONPATH}} "
-                   f"exec {shlex.quote(python or sys.executable)} -m harness.hostrt.executorch \"$@\"\n",
+                   f"exec {shlex.quote(python or sys.executable)} -m {module} \"$@\"\n",
                    encoding="utf-8")
     tmp.chmod(0o755)
     tmp.replace(script)
-    return dst
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ class PlanJob:
     no device are run once per export before any claim (harness/lab/jobs.py SuiteJob)."""
 
     def __call__(self, ctx: DeviceContext) -> Iterable[TestRecord]:
-        if ctx.entry.suite.runner == "llm_demo":
-            from harness.lab.jobs import llm_matrix_job
+        if ctx.entry.suite.runner in RUNNERS:
+            from harness.lab.jobs import suite_job  # the suite's runner picks llm_demo's or ExecuTorch's job
 
-            return llm_matrix_job(ctx)
+            return suite_job(ctx)
         raise PlanError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r}: runner {ctx.entry.suite.runner!r} has no "
                         f"lab job yet (lab jobs exist for: {', '.join(RUNNERS)}); run it with pytest suites/")
 

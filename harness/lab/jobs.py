@@ -18,6 +18,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec
 from harness.lab.context import DeviceContext
+from harness.lab.et_job import executorch_job
 from harness.lab.export_checks import device_path, export_check_records
 from harness.lab.plan import Plan
 from harness.pairs import cpu_first, is_cpu_reference, uses_qnn
@@ -25,6 +26,7 @@ from harness.pipeline import PairRun, judge_matrix, pair_skip_reason, run_matrix
 from harness.provision import provision_model, provision_runtime
 from harness.provision.types import ProvisionedModel
 from harness.report.records import TestRecord
+from harness.runners.base import RunnerKind
 from harness.runners.cases import PromptCase, write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
 from harness.suite import Check, DeviceInput, Instance, MatrixInput, Scope, Suite, SummaryInput, run_check, suite_cases
@@ -32,8 +34,11 @@ from harness.suite.run import fit_reason
 
 
 def _record(ctx: DeviceContext, check: Check, instance: Instance, label: str) -> TestRecord:
-    return TestRecord(name=check.testcase(instance), suite=ctx.entry.suite.name, device=ctx.device.name,
-                      soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label)
+    rec = TestRecord(name=check.testcase(instance), suite=ctx.entry.suite.name, device=ctx.device.name,
+                     soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label)
+    if ctx.device.emulated:
+        rec.extras["timing"] = ctx.device.timing  # its times are the emulator's, not device speed
+    return rec
 
 
 def _matrix_records(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], inp: MatrixInput,
@@ -175,10 +180,14 @@ def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], model: Pro
 
 
 class SuiteJob:
-    """The night's job over a plan's suites: `__call__` on a claimed device (llm_matrix_job),
+    """The night's job over a plan's suites: `__call__` on a claimed device (llm_matrix_job, or
+    executorch_job for a suite that drives ExecuTorch),
     `export_records` once per night before any claim (lab/scheduler.py calls it)."""
 
     def __call__(self, ctx: DeviceContext) -> Iterator[TestRecord]:
+        """The job of the runner the entry's suite drives (runners/base.py RunnerKind)."""
+        if ctx.entry.suite.suite.runner is RunnerKind.EXECUTORCH:
+            return executorch_job(ctx)
         return llm_matrix_job(ctx)
 
     def export_records(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> list[TestRecord]:

@@ -46,6 +46,7 @@ from harness.errors import HarnessError, InventoryError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy
 from harness.pairs import ALL_NAMES
+from harness.runners.base import RunnerKind
 from harness.suite import Suite, suite_for
 from harness.validation import check_keys, type_name, typed_get
 
@@ -62,7 +63,7 @@ _LOCK_KEYS = {"dir", "wait_s"}
 _RECOVERY_KEYS = {"reconnect_s", "max_faults"}
 _HISTORY_KEYS = {"db", "nights", "perf_drop_pct", "min_nights"}
 # Lab jobs that exist (harness/lab/cli.py picks the job by runner).
-RUNNERS = ("llm_demo",)
+RUNNERS = tuple(k.value for k in RunnerKind)
 # Options the llm_demo job reads (harness/lab/jobs.py llm_matrix_job); others pass through as-is.
 _PATH_OPTIONS = ("runtime_dir", "qnn_sdk")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # POSIX shell variable names
@@ -370,10 +371,15 @@ def _parse_suites(ctx: _Ctx, raw: Any, models: dict[str, ModelSpec], base: Path)
                                f"use {', '.join(BACKEND_PAIRS)} (visual/llm for VL models)")
         timeout = _get(ctx, spec, "timeout_s", (int, float), f"{label}.timeout_s", default=900.0)
         _positive(ctx, f"{label}.timeout_s", timeout)
-        runner = _get(ctx, spec, "runner", str, f"{label}.runner", default="llm_demo")
+        # A registered suite names its runner; `runner:` may only say the same.
+        own = suite_for(name).runner.value
+        runner = _get(ctx, spec, "runner", str, f"{label}.runner", default=own)
         if runner not in RUNNERS:
             raise ctx.fail(f"{label}.runner", f"{runner!r} has no lab job (lab jobs exist for: {', '.join(RUNNERS)})",
                            "use one of them, or run that suite with pytest suites/")
+        if runner != own:
+            raise ctx.fail(f"{label}.runner", f"is {runner!r} but suite {name!r} drives {own}",
+                           f"remove `runner:` or write `runner: {own}`")
         checks = _names(ctx, spec, "checks", f"{label}.checks")
         try:
             suite_for(name).select(checks)

@@ -9,7 +9,7 @@ Everything here is checked on the host, before a single byte moves:
 - the model type comes from `llm_config.json` (or the sidecar manifest), never the folder name;
 - the export's target (soc_id / HTP arch) comes from the context binaries themselves: read by
   the host's QAIRT library when found (libQnnSystem.so in-process, harness.compiled_io.qnnlib:
-  every qnn/graph*.bin and every .pte's QNN delegates), else by the QNN SDK's
+  every qnn/graph*.bin, the QNN delegates of the .pte that will run), else by the QNN SDK's
   `qnn-context-binary-utility` when an SDK is given; then `export_args.json`, the optional
   sidecar `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style file names
   (`visual_qnn_69_v79.mnn`); it is compared with the device's. Without a reader of the binaries
@@ -214,14 +214,14 @@ def _merge_targets(found: list[ExportTarget]) -> ExportTarget | None:
     return merged
 
 
-def _binaries_target(root: Path, qnn_sdk: Path | str | None) -> ExportTarget | None:
+def _binaries_target(root: Path, qnn_sdk: Path | str | None, programs: tuple[str, ...]) -> ExportTarget | None:
     """The target the context binaries state: through the host's libQnnSystem.so when found, else
     the SDK tool (qnn_sdk). One binary QNN refuses while it reads the others is a damaged copy,
     refused here; when it reads none (a format these libraries do not know), other records decide."""
     # compiled_io (MNN graph reading, ctypes, subprocess) is imported only when needed.
     from harness.compiled_io import SOURCE_QNNLIB, read_binaries_target, read_binary_target
 
-    bt = read_binaries_target(root, qnn_sdk)
+    bt = read_binaries_target(root, qnn_sdk, programs=programs)
     if bt is not None and bt.read:
         if bt.refused:
             raise ArtifactError(f"{root}: QNN's reader accepts {len(bt.read)} of the export's context binaries but "
@@ -243,11 +243,13 @@ def _binaries_target(root: Path, qnn_sdk: Path | str | None) -> ExportTarget | N
 
 
 def read_target(root: Path, files: list[ArtifactFile], qnn_sdk: Path | str | None = None,
-                export: ExportFolder | None = None, *, binaries: bool = True) -> ExportTarget | None:
+                export: ExportFolder | None = None, *, binaries: bool = True,
+                programs: tuple[str, ...] = ()) -> ExportTarget | None:
     """Every record of the export's target that exists, checked to agree with each other.
-    `binaries`: read the context binaries (the one record a real export always has; a QNN export)."""
+    `binaries`: read the context binaries (the one record a real export always has; a QNN
+    export): qnn/graph*.bin, and the QNN delegates of `programs` (the .pte that will run)."""
     found: list[ExportTarget] = []
-    from_bins = _binaries_target(root, qnn_sdk) if binaries else None
+    from_bins = _binaries_target(root, qnn_sdk, programs) if binaries else None
     if from_bins is not None:
         found.append(from_bins)
     args = root / "export_args.json"
@@ -447,7 +449,7 @@ def _load_executorch(export: ExportFolder, files: list[ArtifactFile]) -> ModelAr
     uses_qnn = any(_pte_uses_qnn(f.path) for f in ptes) or any(k in sidecar for k in ("soc_id", "dsp_arch", "htp_arch"))
     return ModelArtifact(root=root, kind="executorch", model_type=str(model_type), files=tuple(files),
                          configs={BackendPair(Backend.QNN if uses_qnn else Backend.CPU).name: pte},
-                         target=read_target(root, files, export=export, binaries=uses_qnn),
+                         target=read_target(root, files, export=export, binaries=uses_qnn, programs=(pte,)),
                          uses_qnn=uses_qnn)
 
 

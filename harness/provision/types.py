@@ -33,6 +33,9 @@ class ProvisionedRuntime:
     files_sent: int = 0
     qnn: bool = True  # the QNN libraries for htp_arch were pushed (False: CPU backend only)
     qairt_build: str | None = None  # the QAIRT build the pushed libQnnHtp.so names, if it does
+    # More environment for the runner's process: on an emulated HTP the host's x86 QAIRT
+    # libraries (QNN_SDK_ROOT, LD_LIBRARY_PATH) take the place of the pushed Android ones.
+    env_extra: tuple[tuple[str, str], ...] = ()
 
     def env(self) -> dict[str, str]:
         """Environment for running the runner: both library paths point at the pushed runtime."""
@@ -42,6 +45,7 @@ class ProvisionedRuntime:
         if self.adsp_dirs:
             # Qualcomm documents ADSP_LIBRARY_PATH as ';'-separated (docs/qnn-libraries.md#environment).
             env["ADSP_LIBRARY_PATH"] = ";".join(self.adsp_dirs)
+        env.update(self.env_extra)
         return env
 
 

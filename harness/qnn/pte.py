@@ -60,13 +60,15 @@ class _Flat:
 
     def field(self, table: int, index: int) -> int | None:
         """Absolute position of a table's field `index`, None when the field is absent."""
-        vtable = table - struct.unpack_from("<i", self.buf, table)[0] if table + 4 <= len(self.buf) else -1
+        vtable = table - struct.unpack_from("<i", self.buf, table)[0] if 0 <= table <= len(self.buf) - 4 else -1
         if vtable < 0 or vtable + 4 > len(self.buf):
             raise self._bad(f"table at {table} has no vtable")
         vt_size = struct.unpack_from("<H", self.buf, vtable)[0]
         slot = 4 + 2 * index
         if slot + 2 > vt_size:
             return None
+        if vtable + slot + 2 > len(self.buf):
+            raise self._bad(f"the vtable at {vtable} runs past the end")
         rel = struct.unpack_from("<H", self.buf, vtable + slot)[0]
         return table + rel if rel else None
 

@@ -115,13 +115,15 @@ def _cell(recs: list[TestRecord]) -> Cell:
     else:
         cell = Cell("skip", "SKIPPED")
     speeds = []
+    # emulator timings are not device speed: said beside every figure
+    emulated = " (emulator)" if any(r.extras.get("timing") == "emulator" for r in recs) else ""
     for attr, name in (("decode_tps", "decode"), ("prefill_tps", "prefill")):
         tps = _median(getattr(r, attr) for r in recs if getattr(r, attr) is not None)
         if tps is not None:
-            speeds.append(f"{name} {tps:.1f} tok/s")
+            speeds.append(f"{name} {tps:.1f} tok/s{emulated}")
     load = _median(r.load_s for r in recs if r.load_s is not None)
     if load is not None:
-        speeds.append(f"load {load:.2f} s")
+        speeds.append(f"load {load:.2f} s{emulated}")
     cell.speed = " | ".join(speeds)
     cell.verdicts = ", ".join(sorted({r.verdict for r in recs if r.verdict}))
     tfs = [tf for r in recs if (tf := teacher_forced_of(r)) is not None]

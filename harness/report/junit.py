@@ -34,6 +34,23 @@ def _fmt(value: float | None) -> str | None:
     return None if value is None else f"{value:.3f}".rstrip("0").rstrip(".")
 
 
+def timing_label(rec: TestRecord) -> str:
+    """" (emulator)" after a time measured on an emulated HTP (not device speed), else ""."""
+    return " (emulator)" if rec.extras.get("timing") == "emulator" else ""
+
+
+def extra_properties(rec: TestRecord) -> dict[str, str]:
+    """Properties from a record's extras that both doors write (pytest's plugin and the lab's
+    JUnit): what its times mean and its ETDump summary."""
+    props: dict[str, str | None] = {"timing": rec.extras.get("timing")}
+    et = rec.extras.get("etdump")
+    if isinstance(et, dict):
+        props.update({f"etdump_{k}": str(et[k]) for k in ("calls", "ops", "delegated", "unit") if k in et})
+        props["etdump_backends"] = ",".join(et.get("backends") or {})
+        props["etdump_top_not_delegated"] = (et.get("not_delegated") or [""])[0]
+    return {k: xml_safe(v) for k, v in props.items() if v}
+
+
 def case_properties(rec: TestRecord) -> dict[str, str]:
     props = {
         "model": rec.model, "backend_pair": rec.backend_pair, "prefill_tps": _fmt(rec.prefill_tps),
@@ -71,7 +88,7 @@ def case_properties(rec: TestRecord) -> dict[str, str]:
         props.update({"export_tf_median_kl": _fmt6(metrics["tf_mean_kl"]), "export_tf_worst_kl": _fmt6(metrics["tf_worst_kl"]),
                       "export_tf_median_flip_share": _fmt(metrics["tf_disagree_rate"]),
                       "export_tf_median_nll_gap": _fmt6(metrics["tf_nll_gap"])})
-    return {k: xml_safe(v) for k, v in props.items() if v}
+    return {**{k: xml_safe(v) for k, v in props.items() if v}, **extra_properties(rec)}
 
 
 def _fmt6(value: float | None) -> str | None:

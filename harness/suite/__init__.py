@@ -3,14 +3,15 @@ night's job) with the same testcase names, records and verdicts.
 
 - `model`:    Scope, Need, Check, Suite, Instance, Verdict (what a suite is).
 - `checks`:   the check functions (calls into checks/ and pipeline) and each scope's input.
-- `registry`: QWEN3_VL, QWEN3, MATRIX (any llm_demo export), `suite_for(name)`.
+- `registry`: QWEN3_VL, QWEN3, EXECUTORCH_QNN, MATRIX (any llm_demo export), `suite_for(name)`.
+- `et_checks`, `et_profile`, `et_input`: the ExecuTorch suite's checks and input.
 - `run`:      `run_check`: fit, needs, the check, its verdict into the record.
 """
 
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput
 from harness.suite.model import Check, Instance, Need, Scope, Suite, Verdict
-from harness.suite.registry import MATRIX, QWEN3, QWEN3_VL, SUITES, case_ids, suite_cases, suite_for
+from harness.suite.registry import EXECUTORCH_QNN, MATRIX, QWEN3, QWEN3_VL, SUITES, case_ids, suite_cases, suite_for
 from harness.suite.run import run_check
 
-__all__ = ["MATRIX", "QWEN3", "QWEN3_VL", "SUITES", "Check", "DeviceInput", "ExportInput", "Instance",
+__all__ = ["EXECUTORCH_QNN", "MATRIX", "QWEN3", "QWEN3_VL", "SUITES", "Check", "DeviceInput", "ExportInput", "Instance",
            "MatrixInput", "Need", "Scope", "Suite", "SummaryInput", "Verdict", "case_ids", "run_check", "suite_cases", "suite_for"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
+from harness.runners.base import RunnerKind
 
 
 class Scope(enum.StrEnum):
@@ -21,6 +22,7 @@ class Scope(enum.StrEnum):
     CELL = "cell"  # per matrix cell: (backend pair, prompt)
     PAIR = "pair"  # per backend pair of the matrix (all its prompts' runs)
     DEVICE = "device"  # once per device and export
+    FORMAT = "format"  # per quant format of the suite (Suite.formats): the ExecuTorch matrix
     # once per device and export, after the others, from their records (the export's verdict)
     SUMMARY = "summary"
 
@@ -65,11 +67,12 @@ class Instance:
 
     pair: str | None = None
     case_id: str | None = None
+    quant: str | None = None  # a quant format (Scope.FORMAT)
 
     @property
     def id(self) -> str:
-        """pytest's parametrize id: "qnn/qnn-cat", "qnn/qnn", "" for an unparametrized check."""
-        return "-".join(p for p in (self.pair, self.case_id) if p)
+        """pytest's parametrize id: "qnn/qnn-cat", "qnn/qnn", "16a4w", "" for an unparametrized check."""
+        return "-".join(p for p in (self.pair, self.case_id, self.quant) if p)
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class Suite:
     visual: bool | None = None  # None: as the export says (llm_config.json is_visual)
     doc: str = ""
     options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    runner: RunnerKind = RunnerKind.LLM_DEMO  # the runner its device checks drive (runners/base.py)
+    formats: tuple[str, ...] = ()  # the quant formats a Scope.FORMAT check covers
 
     def check(self, name: str) -> Check:
         for c in self.checks:
@@ -132,6 +137,8 @@ class Suite:
             return [Instance(p, c) for p in self.pairs(visual) for c in case_ids]
         if check.scope is Scope.PAIR:
             return [Instance(p) for p in self.pairs(visual)]
+        if check.scope is Scope.FORMAT:
+            return [Instance(quant=q) for q in self.formats]
         return [Instance()]
 
     def select(self, words: Sequence[str] | None) -> Suite:
@@ -144,7 +151,8 @@ class Suite:
             if w not in known:
                 raise KeyError(w)
         chosen = tuple(c for c in self.checks if c.name in words or set(c.groups) & set(words))
-        return Suite(self.name, chosen, self.model_types, self.visual, self.doc, self.options)
+        return Suite(self.name, chosen, self.model_types, self.visual, self.doc, self.options, self.runner,
+                     self.formats)
 
     def deferred_classes(self, check: Check) -> frozenset[FailureClass]:
         """Classes other selected checks report on their own (see Check.owns)."""

@@ -10,10 +10,11 @@ from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
 from harness.report.records import TestRecord
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput, converter_missing
+from harness.suite.et_checks import EtInput
 from harness.suite.model import Check, Instance, Need, Suite, Verdict
 from harness.suite.registry import other_suite_for
 
-CheckInput = ExportInput | MatrixInput | DeviceInput | SummaryInput
+CheckInput = ExportInput | MatrixInput | DeviceInput | SummaryInput | EtInput
 
 
 def unmet_need(need: Need, inp: CheckInput, instance: Instance) -> str | None:

@@ -1,7 +1,8 @@
-"""The ExecuTorch suite's fixtures: its exports (one folder per format, or one export), and the
-host lane: on a device without an HTP (`transport: local`, no `soc:`) with no `--runtime-dir`,
-the runner is ExecuTorch's real LLM runner on the CPU (`harness.hostrt.executorch`, the
-`executorch` extra) and the default export is the shared tiny XNNPACK llama."""
+"""The ExecuTorch suite's input (harness/suite/et_input.py, built as the night's job builds
+it): its `--model-dir` and the runner of the device's lane. Without `--model-dir` the default
+folder comes from ../shared: on an emulated HTP (`htp: emulator`) the host QNN material
+(et-qnn-host: programs per SoC and format, with their CPU references), on the host (no HTP)
+the tiny XNNPACK llama."""
 
 from __future__ import annotations
 
@@ -10,23 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
 from harness.inventory import DeviceSpec
-from harness.provision.artifacts import load_export
+from harness.suite.et_checks import EtInput
+from harness.suite.et_input import build_et_input
 
-SHARED_CPU_EXPORT = Path(__file__).resolve().parents[2].parent / "shared" / "models" / "et-tiny-llama-xnnpack"
-
-
-def host_lane(pytestconfig: pytest.Config, device: DeviceSpec) -> bool:
-    return not device.has_htp and not pytestconfig.getoption("--runtime-dir", default=None)
-
-
-def executorch_runner_or_skip() -> None:
-    try:
-        import executorch.extension.llm.runner  # noqa: F401
-    except ImportError:
-        pytest.skip("the host lane runs ExecuTorch's real LLM runner: the optional `executorch` extra is not "
-                    "installed (pip install 'harness[executorch]')")
+_REPO = Path(__file__).resolve().parents[2]
+# ../shared beside the checkout (a worktree one level deeper finds it beside its parent)
+SHARED_MODELS = next((p / "shared" / "models" for p in (_REPO.parent, _REPO.parent.parent)
+                      if (p / "shared" / "models").is_dir()), _REPO.parent / "shared" / "models")
+SHARED_CPU_EXPORT = SHARED_MODELS / "et-tiny-llama-xnnpack"
+SHARED_QNN_HOST = SHARED_MODELS / "et-qnn-host"
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +28,11 @@ def model_dir(pytestconfig: pytest.Config, device: DeviceSpec) -> Path:
     raw = pytestconfig.getoption("--model-dir", default=None)
     if raw:
         return Path(raw)
+    if device.emulated:
+        if not (SHARED_QNN_HOST / "README.md").is_file():
+            pytest.skip(f"no --model-dir given and {SHARED_QNN_HOST} is absent: an emulated HTP's default programs "
+                        "come from ../shared")
+        return SHARED_QNN_HOST
     if device.has_htp:
         pytest.skip("no --model-dir given: point it at a folder of ExecuTorch exports (one per quant format)")
     if not (SHARED_CPU_EXPORT / "model.pte").is_file():
@@ -43,31 +42,12 @@ def model_dir(pytestconfig: pytest.Config, device: DeviceSpec) -> Path:
 
 
 @pytest.fixture(scope="session")
-def et_exports(model_dir: Path) -> dict[str, Path]:
-    """Format name -> export folder: the folder itself when it holds a .pte (named `cpu` or
-    `qnn` by its content), else each subfolder holding one (named by the folder)."""
-    if any(model_dir.glob("*.pte")):
-        try:
-            qnn = load_export(model_dir).uses_qnn
-        except HarnessError as exc:
-            pytest.fail(str(exc), pytrace=False)
-        return {"qnn" if qnn else "cpu": model_dir}
-    if not model_dir.is_dir():
-        pytest.fail(f"{model_dir}: not a folder; pass --model-dir a folder of ExecuTorch exports", pytrace=False)
-    return {f.name: f for f in sorted(model_dir.iterdir()) if f.is_dir() and any(f.glob("*.pte"))}
-
-
-@pytest.fixture(scope="session")
-def et_runtime(pytestconfig: pytest.Config, request: pytest.FixtureRequest, transport, device: DeviceSpec,
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """The runner on the device: `--runtime-dir`'s qnn_llama_runner (the plugin's qnn_runtime),
-    or on the host ExecuTorch's real LLM runner behind qnn_llama_runner's flags."""
-    if not host_lane(pytestconfig, device):
-        yield request.getfixturevalue("qnn_runtime")
-        return
-    executorch_runner_or_skip()
-    from harness.hostrt.executorch import make_runtime_dir
-    from harness.provision import provision_runtime
-
-    folder = make_runtime_dir(tmp_path_factory.mktemp("et-host-runtime"))
-    yield provision_runtime(transport, folder, need_qnn=False)
+def et_input(pytestconfig: pytest.Config, request: pytest.FixtureRequest, transport, model_dir: Path,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtInput]:
+    given = pytestconfig.getoption("--runtime-dir", default=None)
+    sdk = pytestconfig.getoption("--qnn-sdk", default=None)
+    inp = build_et_input(transport, model_dir, work=tmp_path_factory.mktemp("et-work"),
+                         device_runtime=(lambda: request.getfixturevalue("qnn_runtime")) if given else None,
+                         qnn_sdk=Path(sdk) if sdk else None)
+    yield inp
+    inp.cleanup()

@@ -23,6 +23,8 @@ def test_devices_lists_resolved_facts() -> None:
     assert lines[0].split()[:3] == ["NAME", "TRANSPORT", "ADDRESS"]
     op13 = next(line for line in lines if line.startswith("oneplus13"))
     assert "SM8750" in op13 and " 69 " in op13 and "v79" in op13 and "8MB" in op13
+    emu = next(line for line in lines if line.startswith("sm8650-emu"))
+    assert "local" in emu and "HTP emulator" in emu and "SM8650" in emu and " 57 " in emu and "v75" in emu
 
 
 def test_devices_bad_file_exits_4_with_message(tmp_path: Path) -> None:

@@ -156,3 +156,14 @@ def test_the_runtime_bundle_names_the_qairt_of_its_libqnnhtp(tmp_path: Path) -> 
     (sdk / "lib" / "aarch64-android" / "libQnnHtp.so").symlink_to(host.htp_lib.resolve())
     bundle = resolve_runtime(runtime, "v75", qnn_sdk=sdk)
     assert bundle.qnn and bundle.qairt_build == host.qairt_build
+
+
+def test_the_target_is_the_program_that_will_run(tmp_path: Path) -> None:
+    export = _et_export(tmp_path, "lnprobe-8a8w-sa8295.pte")  # model.pte: SA8295
+    shutil.copy(et_qnn_or_skip("pte", "qwen3-16a4w-sm8650.pte"), export / "other.pte")
+    first = load_export(export)
+    assert first.configs == {"qnn": "model.pte"} and first.target is not None and first.target.soc_id == 39
+    (export / "export_manifest.json").write_text('{"model_path": "other.pte"}')
+    chosen = load_export(export)
+    assert chosen.configs == {"qnn": "other.pte"} and chosen.target is not None
+    assert (chosen.target.soc_id, chosen.target.htp_arch) == (57, "v75") and "other.pte#forward[0]" in chosen.target.source

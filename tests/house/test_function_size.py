@@ -22,7 +22,7 @@ ALLOWED: dict[str, int] = {
     "harness/checks/coherence/rules.py::decide": 154,
     "harness/checks/coherence/measure.py::measure": 139,
     "harness/checks/mrope/positions.py::check_run": 94,
-    "harness/checks/shapes/static.py::check_export_shapes": 91,
+    "harness/checks/shapes/static.py::check_export_shapes": 92,  # 91 until main wrapped its docstring
     "harness/checks/quant/analysis.py::analyze": 81,
 }
 

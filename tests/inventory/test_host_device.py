@@ -32,6 +32,7 @@ def test_host_refuses_htp_facts():
         parse_inventory({"devices": [{"name": "pc", "transport": "local", "work_dir": "w", "htp_arch": "v79"}]}, P)
 
 
-def test_a_local_device_may_still_name_its_soc():
-    inv = parse_inventory({"devices": [{"name": "b", "transport": "local", "work_dir": "w", "soc": "SM8750"}]}, P)
-    assert inv.get("b").has_htp and inv.get("b").htp_arch == "v79"
+def test_a_local_device_names_its_soc_with_the_emulator():
+    inv = parse_inventory({"devices": [{"name": "b", "transport": "local", "work_dir": "w", "soc": "SM8750",
+                                        "htp": "emulator"}]}, P)
+    assert inv.get("b").has_htp and inv.get("b").htp_arch == "v79" and inv.get("b").emulated

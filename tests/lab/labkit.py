@@ -84,7 +84,7 @@ def faulty_factory(switch: Switch) -> Callable[[DeviceSpec], FaultyLocal]:
 def write_inventory(root: Path, n: int) -> Path:
     devices = []
     for i in range(n):
-        devices.append({"name": f"dev{i}", "transport": "local", "soc": SOCS[i % len(SOCS)],
+        devices.append({"name": f"dev{i}", "transport": "local", "soc": SOCS[i % len(SOCS)], "htp": "emulator",
                         "work_dir": str(root / f"dev{i}"), "tags": ["phone" if i % 2 == 0 else "board", "nightly"]})
     path = root / "devices.yaml"
     path.write_text(yaml.safe_dump({"devices": devices}), encoding="utf-8")

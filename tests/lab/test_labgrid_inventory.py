@@ -57,7 +57,7 @@ BAD = [
      ["key 'labgrid.exporter'", "not a known key"]),
     ("prio on a place", TOP + "devices:\n" + PHONE + "    labgrid: {place: a, prio: 2}\n",
      ["key 'labgrid.prio'", "reservations"]),
-    ("local device", TOP + "devices:\n  - name: me\n    transport: local\n    soc: SM8750\n    work_dir: w\n"
+    ("local device", TOP + "devices:\n  - name: me\n    transport: local\n    soc: SM8750\n    htp: emulator\n    work_dir: w\n"
      "    labgrid: {place: a}\n", ["key 'labgrid'", "local device"]),
     ("address twice", TOP + "devices:\n" + PHONE + "    labgrid: {place: a}\n    adb_server: '10.0.0.1:5037'\n",
      ["key 'adb_server'", "place publishes"]),

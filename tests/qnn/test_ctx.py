@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness import soc
 from harness.qnn import layouts
@@ -171,3 +173,26 @@ def test_an_mnn_layout_binary_goes_through_the_same_reader(tmp_path: Path) -> No
     (qnn / "graphllm0.bin").write_bytes(et_qnn_or_skip("ctx", "lnprobe-qio-16a4w-ln16a16w-sm8750.bin").read_bytes())
     info = read_context_binary(qnn / "graphllm0.bin")
     assert (info.soc_model, info.htp_arch, info.graphs[0].inputs[0].dims) == (69, "v79", (1, 32, 128))
+
+
+@settings(max_examples=25)
+@given(cut=st.integers(min_value=0, max_value=650_967),
+       flips=st.lists(st.tuples(st.integers(min_value=0, max_value=4095), st.integers(0, 255)), max_size=6))
+def test_a_damaged_pte_raises_only_pte_errors(tmp_path_factory: pytest.TempPathFactory, cut: int,
+                                               flips: list[tuple[int, int]]) -> None:
+    src = bytearray(et_qnn_or_skip("llm", "kv-16a8w-sm8650.pte").read_bytes())
+    for at, value in flips:
+        src[at] = value
+    path = tmp_path_factory.mktemp("fuzz") / "x.pte"
+    path.write_bytes(bytes(src[:cut]) if not flips else bytes(src))
+    try:
+        found = context_binaries(path)
+    except PteError as exc:
+        assert str(path) in str(exc)
+        return
+    wheel_or_skip()
+    for d, raw in found:  # what the program reader let through, QNN's reader judges
+        try:
+            read_context_binary(raw, name=f"{path}#{d.index}")
+        except ContextBinaryError as exc:
+            assert str(path) in str(exc)

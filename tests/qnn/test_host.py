@@ -173,3 +173,14 @@ def test_the_build_id_tool_prints_one_json_line(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "harness.qnn.buildid", str(tmp_path / "none.so")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "not a loadable QNN backend library" in bad.stderr
+
+
+def test_the_automatic_use_honours_the_switch_and_falls_through_a_device_only_sdk(tmp_path: Path) -> None:
+    wheel_or_skip()
+    off, why = qnn_host.auto_host_qnn(None, {"HARNESS_HOST_QNN": "off"})
+    assert off is None and why.startswith("HARNESS_HOST_QNN=off")
+    device_only = tmp_path / "sdk"
+    (device_only / "lib" / "aarch64-android").mkdir(parents=True)
+    host, why = qnn_host.auto_host_qnn(device_only, {})
+    assert host is not None and host.source.startswith("onnxruntime-qnn") and why == ""
+    assert qnn_host.qairt_tuple(host.qairt_build) == tuple(int(x) for x in host.qairt_version.split("."))

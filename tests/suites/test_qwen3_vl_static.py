@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _run_static_test(model_dir: Path, work: Path) -> subprocess.CompletedProcess:
     devices = work / "devices.yaml"
-    devices.write_text(f"devices:\n  - name: bench\n    transport: local\n    soc: SM8750\n"
+    devices.write_text(f"devices:\n  - name: bench\n    transport: local\n    soc: SM8750\n    htp: emulator\n"
                        f"    work_dir: {work / 'device'}\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(

@@ -66,7 +66,7 @@ def test_as_dict_leaves_unknown_facts_out():
 
 @pytest.fixture
 def host(make_spec, tmp_path):
-    spec = make_spec({"name": "x86-host", "transport": "local", "soc": "SM8750", "work_dir": str(tmp_path / "w")})
+    spec = make_spec({"name": "x86-host", "transport": "local", "soc": "SM8750", "htp": "emulator", "work_dir": str(tmp_path / "w")})
     with LocalTransport(spec) as t:
         yield t
 

@@ -18,7 +18,7 @@ from harness.transport.local import LocalTransport
 def host(make_spec, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    spec = make_spec({"name": "x86-host", "transport": "local", "soc": "SM8750", "work_dir": str(work)})
+    spec = make_spec({"name": "x86-host", "transport": "local", "soc": "SM8750", "htp": "emulator", "work_dir": str(work)})
     with LocalTransport(spec) as t:
         yield t
 

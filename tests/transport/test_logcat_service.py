@@ -50,7 +50,7 @@ def test_off_no_logcat_and_bad_mode(adb, make_spec, tmp_path):
     off = LogcatService(adb, "off", ("MNNJNI",))
     off.start()
     assert off.stop() is None
-    spec = make_spec({"name": "x86-host", "transport": "local", "soc": "SM8750", "work_dir": str(tmp_path)})
+    spec = make_spec({"name": "x86-host", "transport": "local", "soc": "SM8750", "htp": "emulator", "work_dir": str(tmp_path)})
     host = LogcatService(LocalTransport(spec), "clear", ("MNNJNI",))
     if shutil.which("logcat") is None:  # a host without logcat has no slice
         host.start()

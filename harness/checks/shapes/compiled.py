@@ -189,8 +189,9 @@ def check_target(io: CompiledIO, soc_id: int | None, dsp_arch: str | None) -> li
         if soc_id is not None or dsp_arch is not None:
             out.append(ShapeFinding(
                 "target_unknown", "qnn/graph*.bin", "soc_id/dsp_arch", f"soc_id {soc_id}, {dsp_arch}",
-                "unknown", "the export records no target: pass --qnn-sdk (qnn-context-binary-utility "
-                f"reads the context binaries) or write soc_id/dsp_arch into {SIDECAR_PATH}",
+                "unknown", "the export records no target: install the host's QAIRT libraries (pip install "
+                "'harness[qnn]': libQnnSystem reads the context binaries), pass --qnn-sdk "
+                f"(qnn-context-binary-utility) or write soc_id/dsp_arch into {SIDECAR_PATH}",
                 severity=WARNING, source=SOURCE_UNKNOWN))
         return out
     known = lookup_id(t.soc_id) if t.soc_id is not None else None

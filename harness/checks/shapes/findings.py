@@ -23,7 +23,7 @@ class ShapeFinding:
     hint: str
     severity: str = ERROR
     line_no: int | None = None
-    source: str = ""  # where the compiled IO came from: stub, qnn-context-binary-utility, sidecar
+    source: str = ""  # where the compiled IO came from: stub, libQnnSystem, qnn-context-binary-utility, sidecar
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -1,8 +1,8 @@
 """The static check of an export folder before a run (docs/mnn-export-layout.md,
 docs/qnn-export-artifacts.md). The export is read through `harness.export` (its configs, each
 config's backend pair, llm_config.json); the compiled QNN IO through `harness.compiled_io` (the
-NPU stub `qnn/*.mnn`, the context binaries with `--qnn-sdk`, or the optional sidecar
-`qnn/export_manifest.json`); every finding says which `source` it came from."""
+NPU stub `qnn/*.mnn`, the context binaries through the host's libQnnSystem.so or `--qnn-sdk`, or
+the optional sidecar `qnn/export_manifest.json`); every finding says which `source` it came from."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def check_export_shapes(
     image_sizes: the `--image_sizes` the test expects ("WxH,..." or [(w, h)]).
     prompts: prompt lines whose `<hw>H, W</hw>` tags must land on a compiled size.
     soc_id / dsp_arch: the target device; compared with what the QNN binaries were built for.
-    qnn_sdk: a QNN SDK root; its qnn-context-binary-utility then reads the context binaries.
+    qnn_sdk: a QNN SDK root; its x86 libraries (else the host's, harness.qnn) or its
+    qnn-context-binary-utility then read the context binaries.
     compiled: the export's compiled IO when the caller already read it (read_compiled_io).
     Raises ArtifactError only when export_dir is not a folder."""
     root = Path(export_dir)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+from harness.runners.base import RunnerKind, Timing, timing_of
 from harness.runners.llm_demo.output import PromptOutput
 from harness.runners.llm_demo.result import LOGCAT_TAG, LlmDemoResult, ProcessRun, analyse
 from harness.runners.overlay import Overlay, write_overlay
@@ -46,6 +47,14 @@ class LlmDemoRunner:
     def __post_init__(self) -> None:
         self._logcat = LogcatService(self.transport, self.logcat, tuple(self.logcat_tags))
         self._finished_dirs: list[str] = []  # clean run dirs, removed with the next staging
+
+    @property
+    def kind(self) -> RunnerKind:
+        return RunnerKind.LLM_DEMO
+
+    @property
+    def timing(self) -> Timing:
+        return timing_of(self.transport.device)
 
     def config_for(self, backend: str) -> str:
         """Config file name for a backend pair (as provisioning named them) or a file name."""

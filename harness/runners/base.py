@@ -1,0 +1,53 @@
+"""The runner interface a suite drives (harness/suite/model.py `Suite.runner`): which runner
+a suite's checks need, what its times mean, and how its leftovers go. llm_demo
+(`runners/llm_demo/`) and ExecuTorch (`runners/executorch_suite.py`) implement it, so the
+pipeline and the night's job are not tied to llm_demo (harness/lab/jobs.py picks the job by
+`RunnerKind`)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol, runtime_checkable
+
+from harness.inventory import DeviceSpec
+from harness.provision.types import ProvisionedRuntime
+from harness.transport.base import Transport
+
+
+class RunnerKind(enum.StrEnum):
+    """The runner a suite's device checks call; also a plan suite's `runner:` word."""
+
+    LLM_DEMO = "llm_demo"  # MNN's llm_demo over the backend matrix (pipeline.run_matrix)
+    EXECUTORCH = "executorch"  # ExecuTorch's LLM runner and its pybindings over the quant formats
+
+
+class Timing(enum.StrEnum):
+    """What a time measured by a runner means: on the device, or on the host's HTP emulator
+    (docs/executorch-runner.md#the-htp-emulator: emulator timings are not device speed)."""
+
+    DEVICE = "device"
+    EMULATOR = "emulator"
+
+
+def timing_of(device: DeviceSpec) -> Timing:
+    return Timing(device.timing)
+
+
+@runtime_checkable
+class SuiteRunner(Protocol):
+    """What the suite model and the pipeline need of a runner: where it runs (transport, the
+    provisioned runtime), what kind it is, and its cleanup after the checks."""
+
+    transport: Transport
+    runtime: ProvisionedRuntime
+
+    @property
+    def kind(self) -> RunnerKind: ...
+
+    @property
+    def timing(self) -> Timing: ...
+
+    def cleanup(self) -> None: ...
+
+
+__all__ = ["RunnerKind", "SuiteRunner", "Timing", "timing_of"]
