@@ -21,7 +21,7 @@ from harness.transport.types import RawExec
 def spec(make_spec, tmp_path: Path) -> DeviceSpec:
     work = tmp_path / "work"
     work.mkdir()
-    return make_spec({"name": "x86-host", "transport": "local", "soc": "SM8750", "work_dir": str(work)})
+    return make_spec({"name": "x86-host", "transport": "local", "soc": "host", "work_dir": str(work)})
 
 
 def test_a_failed_command_carries_device_argv_exit_code_and_output(spec: DeviceSpec) -> None:

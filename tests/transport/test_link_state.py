@@ -19,7 +19,7 @@ from harness.transport.types import LinkState, RawExec
 def spec(make_spec, tmp_path: Path) -> DeviceSpec:
     work = tmp_path / "work"
     work.mkdir()
-    return make_spec({"name": "x86-host", "transport": "local", "soc": "SM8750", "work_dir": str(work)})
+    return make_spec({"name": "x86-host", "transport": "local", "soc": "host", "work_dir": str(work)})
 
 
 class _Says(LocalTransport):
