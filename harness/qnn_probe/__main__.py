@@ -7,7 +7,7 @@ Lowers every single-op probe (harness/qnn_probe/probes.py) at every format for o
 through ExecuTorch's QNN quantizer and `to_edge_transform_and_lower_to_qnn`, in child processes on
 the host QAIRT libraries, and writes op x format x arch (built, or QNN's classified refusal) with
 the QAIRT and ExecuTorch versions, atomically, to FILE (default: the table shipped in the package,
-harness/runners/arch_limits.json). Each finished (SoC, format) is also written to FILE.partial.json;
+harness/runners/arch_limits.json). Each finished SoC is also written to FILE.partial.json;
 --resume takes the cells measured there (with the same QAIRT build) instead of measuring them again.
 Exit 0 written, 1 a child failed before any probe or the table could not be written, 4 bad usage.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.hostfiles import write_atomic
-from harness.qnn_probe.env import find_probe_qnn
+from harness.qnn.host import check_executorch_pairing, find_host_qnn
 from harness.qnn_probe.probes import DEFAULT_FORMATS, PROBE_FORMATS, PROBE_NAMES
 from harness.qnn_probe.run import SOC_OF_ARCH, Batch, measure
 from harness.runners.arch_limits import DEFAULT_PATH, SCHEMA_VERSION, ArchCell, load_cells
@@ -82,10 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         arches = _pick(args.arch, list(SOC_OF_ARCH), "arch")
         formats = _pick(args.format, PROBE_FORMATS, "format", DEFAULT_FORMATS)
         ops = tuple(_pick(args.op, PROBE_NAMES, "probe"))
-        qnn = find_probe_qnn(args.qnn_sdk)
-        build = qnn.qairt_build()
-        if build is None:
-            raise HarnessError(f"{qnn.lib_dir}/libQnnHtp.so carries no QAIRT build string; is it a QAIRT library?")
+        qnn = find_host_qnn(args.qnn_sdk)
+        check_executorch_pairing(qnn)  # a pairing known to fail at device creation stops here
+        build = qnn.qairt_build
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return _USAGE
@@ -96,9 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return _USAGE
     have = {(c.soc, c.fmt) for c in done}
-    batches = [Batch(SOC_OF_ARCH[a], f, ops) for a in arches for f in formats if (SOC_OF_ARCH[a], f) not in have]
+    batches = [Batch(SOC_OF_ARCH[a], todo, ops) for a in arches
+               if (todo := tuple(f for f in formats if (SOC_OF_ARCH[a], f) not in have))]
     print(f"measuring {len(ops)} probes x {len(formats)} formats x {len(arches)} arches on QAIRT {build} "
-          f"({len(batches)} children, {args.jobs} at once; {len(done)} cells resumed)", flush=True)
+          f"({len(batches)} children, one per SoC, {args.jobs} at once; {len(done)} cells resumed)", flush=True)
     start = time.time()
     lock = threading.Lock()
     cells_so_far = list(done)
@@ -107,8 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with lock:  # children finish on pool threads
             cells_so_far.extend(cells)
             write_atomic(partial, json.dumps(table_json(cells_so_far, build, time.time() - start), indent=1) + "\n")
-        print(f"{b.soc} {b.fmt}: " + ", ".join(f"{c.op} {'built' if c.built else c.failure}" for c in cells),
-              flush=True)
+        for fmt in b.fmts:
+            print(f"{b.soc} {fmt}: " + ", ".join(f"{c.op} {'built' if c.built else c.failure}"
+                                                 for c in cells if c.fmt == fmt), flush=True)
 
     try:
         cells = done + measure(batches, qnn, jobs=args.jobs, timeout=args.timeout, progress=progress)

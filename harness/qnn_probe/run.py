@@ -1,9 +1,10 @@
 """Measure the HTP arch table: lower every probe at every format for one SoC per arch, in child
 processes on the host QAIRT libraries, and classify QNN's answer with harness/runners/qnn_log.py.
 
-One child per (SoC, format) lowers the probes in turn (harness/qnn_probe/child.py); its output
-is cut into one section per probe at the child's markers. A child that dies (a signal, a
-timeout) gives the probe it was on that verdict; the probes after it run in a fresh child.
+One child per SoC lowers every (format, probe) in turn (harness/qnn_probe/child.py: importing
+torch and ExecuTorch costs more than a lowering); its output is cut into one section per
+(format, probe) at the child's markers. A child that dies (a signal, a timeout) gives the probe
+it was on that verdict; the probes after it run in a fresh child.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.qnn.host import HostQnn
 from harness.qnn_probe.child import BEGIN, RESULT
-from harness.qnn_probe.env import ProbeQnn
 from harness.runners.arch_limits import ArchCell
 from harness.runners.qnn_log import classify_qnn_log
 from harness.soc import lookup
@@ -34,8 +35,12 @@ _QNN_LINES_KEPT = 4
 @dataclass(frozen=True)
 class Batch:
     soc: str
-    fmt: str
+    fmts: tuple[str, ...]
     ops: tuple[str, ...]
+
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        return tuple((f, o) for f in self.fmts for o in self.ops)
 
     @property
     def arch(self) -> str:
@@ -52,21 +57,22 @@ class ChildRun:
     timed_out: bool = False
 
 
-def _sections(output: str) -> dict[str, tuple[str, dict[str, Any] | None]]:
-    """op -> (its log section, its RESULT object or None when the child died inside it)."""
-    out: dict[str, tuple[str, dict[str, Any] | None]] = {}
-    op: str | None = None
+def _sections(output: str) -> dict[tuple[str, str], tuple[str, dict[str, Any] | None]]:
+    """(format, op) -> (its log section, its RESULT object or None when the child died inside it)."""
+    out: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {}
+    key: tuple[str, str] | None = None
     buf: list[str] = []
     for line in output.splitlines():
         if line.startswith(BEGIN):
-            op, buf = line[len(BEGIN):].strip(), []
-        elif line.startswith(RESULT) and op is not None:
-            out[op] = ("\n".join(buf), json.loads(line[len(RESULT):]))
-            op = None
-        elif op is not None:
+            fmt, _, op = line[len(BEGIN):].strip().partition(" ")
+            key, buf = (fmt, op), []
+        elif line.startswith(RESULT) and key is not None:
+            out[key] = ("\n".join(buf), json.loads(line[len(RESULT):]))
+            key = None
+        elif key is not None:
             buf.append(line)
-    if op is not None:
-        out[op] = ("\n".join(buf), None)
+    if key is not None:
+        out[key] = ("\n".join(buf), None)
     return out
 
 
@@ -75,9 +81,10 @@ def _built(result: dict[str, Any]) -> bool:
     return bool(result.get("lowered")) and int(result.get("delegates", 0)) >= 1 and not result.get("cpu_ops")
 
 
-def _cell(batch: Batch, op: str, section: str, result: dict[str, Any] | None, exit_code: int | None) -> ArchCell:
+def _cell(batch: Batch, fmt: str, op: str, section: str, result: dict[str, Any] | None,
+          exit_code: int | None) -> ArchCell:
     if result is not None and _built(result):
-        return ArchCell(op, batch.fmt, batch.arch, batch.soc, True)
+        return ArchCell(op, fmt, batch.arch, batch.soc, True)
     # a finished probe's section is judged as a failed lowering; a dead child's by its exit code
     verdict = classify_qnn_log(section, exit_code if result is None else 1, table=None)
     message = verdict.message
@@ -86,17 +93,17 @@ def _cell(batch: Batch, op: str, section: str, result: dict[str, Any] | None, ex
     elif not verdict.failure and result is not None:
         message = f"not built: {result.get('error', 'no delegate')}"
     lines = tuple(ln for ln in verdict.last_lines if "<E>" in ln or "stage" in ln)[:_QNN_LINES_KEPT]
-    return ArchCell(op, batch.fmt, batch.arch, batch.soc, False,
+    return ArchCell(op, fmt, batch.arch, batch.soc, False,
                     verdict.failure.value if verdict.failure else "unclassified", verdict.needed_arch,
                     message + ("" if not lines else " | " + " | ".join(lines)))
 
 
-def run_child(batch: Batch, qnn: ProbeQnn, timeout: float) -> ChildRun:
+def run_child(batch: Batch, qnn: HostQnn, timeout: float) -> ChildRun:
     """One child in a neutral temp cwd (QNN drops files into the cwd), QNN env for it alone."""
     env = qnn.child_env(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2])]
                                         + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    cmd = [sys.executable, "-m", "harness.qnn_probe.child", "--soc", batch.soc, "--format", batch.fmt,
+    cmd = [sys.executable, "-m", "harness.qnn_probe.child", "--soc", batch.soc, "--format", ",".join(batch.fmts),
            "--ops", ",".join(batch.ops)]
     with tempfile.TemporaryDirectory(prefix="qnn-probe-") as cwd:
         try:
@@ -108,30 +115,33 @@ def run_child(batch: Batch, qnn: ProbeQnn, timeout: float) -> ChildRun:
     return ChildRun(p.stdout, p.returncode)
 
 
-def measure_batch(batch: Batch, qnn: ProbeQnn, timeout: float,
-                  runner: Callable[[Batch, ProbeQnn, float], ChildRun] = run_child) -> list[ArchCell]:
+def measure_batch(batch: Batch, qnn: HostQnn, timeout: float,
+                  runner: Callable[[Batch, HostQnn, float], ChildRun] = run_child) -> list[ArchCell]:
     cells: list[ArchCell] = []
-    todo = batch.ops
+    todo = list(batch.pairs)
     while todo:
-        run = runner(Batch(batch.soc, batch.fmt, todo), qnn, timeout)
+        # the rest of this SoC's (format, op) pairs: a child per format left, all its ops
+        fmt = todo[0][0]
+        ops = tuple(o for f, o in todo if f == fmt)
+        run = runner(Batch(batch.soc, (fmt,), ops) if len(todo) < len(batch.pairs) else batch, qnn, timeout)
         sections = _sections(run.output)
         done = 0
-        for op in todo:
-            if op not in sections:
+        for f, op in todo:
+            if (f, op) not in sections:
                 break
-            section, result = sections[op]
-            cells.append(_cell(batch, op, section, result, 124 if run.timed_out else run.exit_code))
+            section, result = sections[(f, op)]
+            cells.append(_cell(batch, f, op, section, result, 124 if run.timed_out else run.exit_code))
             done += 1
             if result is None:  # the child died in this probe: the rest get a fresh child
                 break
         if done == 0:  # died before any probe began: nothing to attribute, say so
-            raise HarnessError(f"the probe child for {batch.soc} {batch.fmt} ended before its first probe "
+            raise HarnessError(f"the probe child for {batch.soc} ({fmt}) ended before its first probe "
                                f"(exit {run.exit_code}): {run.output.strip().splitlines()[-1:]}")
         todo = todo[done:]
     return cells
 
 
-def measure(batches: Sequence[Batch], qnn: ProbeQnn, *, jobs: int = 2, timeout: float = 1200.0,
+def measure(batches: Sequence[Batch], qnn: HostQnn, *, jobs: int = 2, timeout: float = 1200.0,
             progress: Callable[[Batch, list[ArchCell]], None] | None = None) -> list[ArchCell]:
     """Every batch, at most `jobs` children at once (2 by default: the lowering is CPU-bound)."""
     if not 1 <= jobs <= 2:

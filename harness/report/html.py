@@ -4,7 +4,8 @@ Sections: devices (status, quarantine reasons), regressions, each export's verdi
 (one line per instrument: static quant, teacher-forced per pair, text coherence), the backend matrix per
 device (verdict, speed, teacher-forced agreement, an excerpt of the generated text), where
 each backend departs from the CPU reference (teacher-forced: the first disagreeing step, the
-text around it and the rows near it), failures grouped by signature, and trend plots.
+text around it and the rows near it), failures grouped by signature, QNN profiles from ETDumps
+(cycles, labelled "emulator" when measured there: report/qnn_profile.py), and trend plots.
 
 The markup is templates/report.html.j2; this module only prepares the data. Jinja2's
 autoescape escapes every value (model output can hold anything, markup included) and the
@@ -29,6 +30,7 @@ from harness.outcomes import FailureClass
 from harness.report.history import History, Regression
 from harness.report.junit import xml_safe
 from harness.report.plots import plot_trends
+from harness.report.qnn_profile import qnn_profiles
 from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_of
 
 _CSS = Path(__file__).with_name("style.css")
@@ -292,6 +294,7 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
         teacher_forced=any(teacher_forced_of(r) is not None for r in records),
         departures=_departures(records),
         failures=_failures(records),
+        qnn_profiles=qnn_profiles(records),
         plots=sorted((plots or {}).items()),
         # Our own stylesheet, shipped with the package: trusted markup, not escaped.
         css=Markup(_CSS.read_text(encoding="utf-8") if _CSS.is_file() else ""),

@@ -10,7 +10,7 @@ from harness.runners.signatures import load_signatures, logcat_messages, signal_
 
 SIGS = load_signatures()
 FAILURE_CLASSES = {"init-error", "runtime-error", "shape-error", "qnn-library-missing", "binary-mismatch",
-                   "crash", "timeout", "transport-error", "library-missing"}
+                   "crash", "timeout", "transport-error", "library-missing", "qnn-version-mismatch"}
 
 # Exact strings from mnn-llm.md §1/§4 and executorch-qnn.md §1 -> (class, signature id)
 KNOWN = [
@@ -43,6 +43,11 @@ KNOWN = [
     ("Segmentation fault", "crash", "crash-segfault-text"),
     ("段错误 (核心已转储)", "crash", "crash-segfault-text"),
     ("ERROR: unknown command line flag 'kv_updater'", "init-error", "et-unknown-flag"),
+    # real host QNN lines (docs/qnn-failures.md; fixtures/qnn_logs)
+    ("[ERROR] [Qnn ExecuTorch]:  <E> Failed to set scatter gather parameters: unknown custom config socModel 0",
+     "qnn-version-mismatch", "et-qnn-device-config-abi"),
+    ("[ERROR] [Qnn ExecuTorch]:  <E> Using newer context binary on old SDK", "binary-mismatch",
+     "qnn-newer-context-binary"),
 ]
 
 
@@ -139,3 +144,17 @@ def test_file_not_found_hint_names_the_missing_file():
     assert "tokenizer" in tok.reason and "/m/tokenizer.mtok" in tok.reason
     weight = SIGS.classify(stdout="[Error]: LLM weight file not found: /m/llm.mnn.weight\n", exit_code=0)
     assert weight.primary.signature.id == "file-not-found" and "/m/llm.mnn.weight" in weight.hint
+
+
+def test_real_abi_log_is_a_version_mismatch_not_missing_libraries():
+    """The whole run log of ExecuTorch 1.5.1 on QAIRT 2.51.0 (../shared): its 'Failed to initialize
+    QNN backend' line would say qnn-library-missing; the device-config line names the cause."""
+    import os
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    log = Path(os.environ.get("HARNESS_SHARED", repo.parent / "shared")) / "models/et-qnn-host/abi/run-qairt-2.51.0.log"
+    if not log.is_file():
+        pytest.skip(f"{log} is absent (../shared's et-qnn-host abi logs)")
+    c = SIGS.classify(stdout=log.read_text(), exit_code=1)
+    assert c.cls == "qnn-version-mismatch" and c.primary.signature.id == "et-qnn-device-config-abi"
