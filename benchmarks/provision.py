@@ -16,7 +16,8 @@ the same run compiling from source, as with PYTHONDONTWRITEBYTECODE=1 and no cac
 
 Each ratio compares runs measured back to back (ours, then the baseline, per repetition), so
 a machine shared with other work slows both sides alike. Where a target is missed, the
-profile of one more `harness push` CLI run (cProfile, cumulative) says where the time goes.
+profile of one more `harness push` CLI run (cProfile, cumulative; printed after every run) says
+where the time goes beyond `adb push`'s.
 
     python benchmarks/provision.py [--size-mb 1024] [--small-mb 256] [--cli-mb 64] [--reps 3] [--keep DIR]
 """
@@ -222,9 +223,8 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:
         ok_all &= ratio <= target
         print(f"{label:<60} {ours:8.3f} {base:8.3f} {ratio:7.3f} {target:7.2f}  {'yes' if ratio <= target else 'NO':>3} "
               f"{cpu:9.3f}")
-    if not ok_all:
-        wipe()
-        _profile(harness_cli, wipe, root)
+    wipe()
+    _profile(harness_cli, wipe, root)
     wipe()
     transport.close()
     return 0 if ok_all and sent == 0 else 1
@@ -235,6 +235,11 @@ def _profile(run, wipe, root: Path) -> None:
     modules) and the main steps (cProfile, cumulative seconds)."""
     import pstats
 
+    starts = []
+    for _ in range(3):  # the interpreter alone (site included): what any Python CLI pays
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        starts.append(time.perf_counter() - t0)
     imports = run(["-X", "importtime"])
     top = []
     for line in imports.splitlines():
@@ -249,7 +254,8 @@ def _profile(run, wipe, root: Path) -> None:
     total = max(v[3] for v in entries.values())
     steps = sorted(((ct, f"{Path(path).name}:{func}") for (path, _line, func), (_cc, _nc, _tt, ct, _c)
                     in entries.items() if "/harness/" in path and "<" not in func), reverse=True)
-    print("\nprofile of `harness push` CLI runs (a target was missed):")
+    print("\nprofile of `harness push` CLI runs (where the time beyond `adb push`'s goes):")
+    print(f"  interpreter start-up alone (`python -c pass`, site included): {statistics.median(starts):.3f} s")
     print(f"  imports, {sum(t for t, _ in top):.3f} s in all; largest top-level modules (-X importtime):")
     for secs, name in sorted(top, reverse=True)[:8]:
         print(f"    {name:<46} {secs:7.3f}")

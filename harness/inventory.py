@@ -470,7 +470,8 @@ def load_inventory(path: str | os.PathLike[str]) -> Inventory:
     except (OSError, UnicodeDecodeError) as exc:
         raise InventoryError(f"{p}: cannot read the file ({exc}); check its permissions and encoding (UTF-8)") from None
     try:
-        data = yaml.safe_load(text)
+        # libyaml's parser where PyYAML has it: ~6 ms of a `harness push` start-up less.
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -27,6 +27,7 @@ refused (a loop). Every file a config names must be non-empty.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import stat as stat_mod
 from dataclasses import dataclass, field
@@ -113,9 +114,12 @@ def list_files(root: Path, *, exclude_hidden_harness: bool = True,
     follow_external_links=False (exports) a link that resolves outside root is refused."""
     out: list[ArtifactFile] = []
     real_root = os.path.realpath(root)
+    # Names as strings (os.path), a Path only for each file's `path`: pathlib per name cost
+    # half of an unchanged re-provision's ~10 ms (benchmarks/provision.py).
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         real_dir = os.path.realpath(dirpath)
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
         for d in dirnames:
             sub = Path(dirpath) / d
             if sub.is_symlink():
@@ -127,21 +131,21 @@ def list_files(root: Path, *, exclude_hidden_harness: bool = True,
         for name in sorted(filenames):
             if exclude_hidden_harness and (name.startswith(LOCAL_MANIFEST_NAME) or name.endswith(".pyc")):
                 continue
-            p = Path(dirpath) / name
-            rel = p.relative_to(root).as_posix()
+            p = os.path.join(dirpath, name)
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
             if _BAD_NAME.search(rel):
                 raise ArtifactError(f"{p}: the file name holds a control character (e.g. a newline); rename it")
             try:
-                st = p.stat()
+                st = os.stat(p)
             except OSError as exc:
                 raise ArtifactError(f"{p}: cannot read ({exc}); a dangling symlink? fix or remove it") from None
             if not stat_mod.S_ISREG(st.st_mode):
                 continue
-            if not follow_external_links and p.is_symlink():
-                _check_link(p, real_root, "export")
+            if not follow_external_links and os.path.islink(p):
+                _check_link(Path(p), real_root, "export")
             if not os.access(p, os.R_OK):
                 raise ArtifactError(f"{p}: not readable; fix its permissions")
-            out.append(ArtifactFile(rel, p, st.st_size, stat_mod.S_IMODE(st.st_mode) | 0o644))
+            out.append(ArtifactFile(rel, Path(p), st.st_size, stat_mod.S_IMODE(st.st_mode) | 0o644))
     return out
 
 
@@ -331,14 +335,14 @@ def _resolve(root: Path, base: PurePosixPath, name: Any, config: Path, key: str)
 def _check_qnn_bins(root: Path, qnn_model: str, kind: str, config: Path, have: dict[str, ArtifactFile]) -> None:
     """The QNN context binaries a plugin model needs: present, non-empty, no gaps, and every
     `graph*.bin` the wrapper names (its plugin `path` attributes) exists."""
-    qdir = PurePosixPath(qnn_model).parent
+    qdir = posixpath.dirname(qnn_model)  # "" at the top (names as strings: see list_files)
     bins = {}
     for rel, f in have.items():
-        p = PurePosixPath(rel)
-        m = _BIN_RE.match(p.name)
-        if p.parent == qdir and m and m.group(1) == kind:
+        parent, name = posixpath.split(rel)
+        m = _BIN_RE.match(name)
+        if parent == qdir and m and m.group(1) == kind:
             bins[int(m.group(2))] = f
-    where = f"{root / qdir}"
+    where = f"{root / qdir}" if qdir else f"{root}"
     if not bins:
         raise ArtifactError(f"{config}: uses {qnn_model} but {where} holds no graph{kind}<N>.bin context "
                             f"binaries; copy the whole qnn/ folder from generate_llm_qnn.py's output")
@@ -354,7 +358,7 @@ def _check_qnn_bins(root: Path, qnn_model: str, kind: str, config: Path, have: d
     wrapper = have[qnn_model]
     if wrapper.size <= _SCAN_LIMIT:
         names = {m.decode() for m in _BIN_REF_RE.findall(wrapper.path.read_bytes())}
-        missing_refs = sorted(n for n in names if (qdir / n).as_posix() not in have and n.startswith(f"graph{kind}"))
+        missing_refs = sorted(n for n in names if posixpath.join(qdir, n) not in have and n.startswith(f"graph{kind}"))
         if missing_refs:
             raise ArtifactError(f"{config}: {wrapper.path} refers to {', '.join(missing_refs)} which {where} lacks; "
                                 "copy the complete qnn/ folder")

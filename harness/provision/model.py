@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.provision.artifacts import ModelArtifact, check_qairt, check_target, load_export
 from harness.provision.hashcache import HashCache, default_cache
-from harness.provision.manifest import write_local_manifest
+from harness.provision.manifest import Manifest, read_local_manifest, write_local_manifest
 from harness.provision.progress import Progress, make_progress
 from harness.provision.sync import sync_set
 from harness.provision.types import ProvisionedModel
@@ -46,10 +46,19 @@ def provision_model(
                             "source": str(artifact.root)}
     if target is not None:
         meta.update({k: v for k, v in (("soc_id", target.soc_id), ("htp_arch", target.htp_arch)) if v is not None})
+    # Without a record of this folder's files having been provisioned (from this host's cache
+    # folder), the device is not asked whether it holds them unchanged: a first push.
+    root = artifact.root
+    known = read_local_manifest(root)
+    maybe_unchanged = known is not None and {r: (f.size, f.mode) for r, f in known.files.items()} == {
+        f.rel: (f.size, f.mode) for f in artifact.files}
+
+    def record(manifest: Manifest) -> None:
+        write_local_manifest(root, manifest)  # while the device commits
+
     result = sync_set(transport, artifact.files, kind="model", name=name or artifact.root.name, meta=meta,
                       cache=cache if cache is not None else default_cache(), progress=progress or make_progress(),
-                      verify=verify)
-    write_local_manifest(artifact.root, result.manifest)
+                      verify=verify, maybe_unchanged=maybe_unchanged, on_manifest=record)
     return ProvisionedModel(device=transport.device.name, remote_dir=result.remote_dir, kind=artifact.kind,
                             model_type=artifact.model_type, configs=dict(artifact.configs),
                             bytes_sent=result.bytes_sent, files_sent=result.files_sent,

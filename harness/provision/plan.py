@@ -4,13 +4,17 @@ the set's files go."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.provision.artifacts import ArtifactFile
 from harness.provision.hashcache import FileKey, HashCache
 from harness.provision.probe import Placed, Probe
+
+if TYPE_CHECKING:  # concurrent.futures is imported only when something is hashed in the background
+    from concurrent.futures import Future
 
 
 @dataclass
@@ -28,43 +32,63 @@ class Plan:
     chmod: dict[str, int] = field(default_factory=dict)  # rel -> mode (bits are only ever added)
     push: list[Item] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    undecided: list[Item] = field(default_factory=list)  # being hashed: `decide` says keep, link or push
 
 
-def make_plan(items: list[Item], probe: Probe, cache: HashCache, hasher: ThreadPoolExecutor, set_dir: str) -> Plan:
+def make_plan(items: list[Item], probe: Probe, cache: HashCache, hash_later: Callable[[Path], Future[str]],
+              set_dir: str) -> Plan:
+    """Decide what the hash cache and the probe settle now. A file whose content is unknown
+    here but whose size the device holds may be there already: `hash_later(path)` starts
+    hashing it and it waits in `undecided` while the files sure to be pushed already travel;
+    every other unknown content is pushed (and hashed as it is sent)."""
     plan = Plan()
     sizes_on_device = {p.size for p in probe.contents.values()}
-    # Hash first only where the device may already hold the content; otherwise push at once
-    # and hash in the background while the bytes travel.
-    need_hash = []
     for it in items:
         it.sha = cache.lookup(it.key)
-        if it.sha is None and it.file.size in sizes_on_device:
-            need_hash.append(it)
-    for it, sha in zip(need_hash, hasher.map(lambda i: cache.digest(i.file.path), need_hash)):
-        it.sha = sha
-    for it in items:
-        rel = it.file.rel
-        if it.sha is None:
-            plan.push.append(it)
-            continue
-        mine = probe.mine.get(rel)
-        if mine is not None and mine.sha256 == it.sha:
-            placed = plan.keep[rel] = mine
-        elif it.sha in probe.contents:
-            placed = probe.contents[it.sha]
-            plan.link.append((it, placed))
+        if it.sha is not None:
+            _decide(plan, probe, it)
+        elif it.file.size in sizes_on_device:
+            it.hash_future = hash_later(it.file.path)
+            plan.undecided.append(it)
         else:
             plan.push.append(it)
-            continue
-        # Hard links share one mode: add missing bits (e.g. +x), never take any away.
-        if it.file.mode & ~placed.mode & 0o7777:
-            plan.chmod[rel] = placed.mode | it.file.mode
     local = {it.file.rel for it in items}
     prefix = set_dir.rstrip("/") + "/"
     previously = set(probe.manifest.files) if probe.manifest is not None else set()
     previously |= set(probe.mine)
     plan.stale = sorted(rel for rel in previously if rel not in local and prefix + rel in probe.files)
     return plan
+
+
+def decide(plan: Plan, probe: Probe) -> list[Item]:
+    """Wait for the undecided files' hashes (in order) and decide each; the ones that must be
+    pushed after all are added to plan.push (by _decide) and returned."""
+    pushed = []
+    for it in plan.undecided:
+        if it.hash_future is not None:
+            it.sha, it.hash_future = it.hash_future.result(), None
+        if _decide(plan, probe, it):
+            pushed.append(it)
+    plan.undecided = []
+    return pushed
+
+
+def _decide(plan: Plan, probe: Probe, it: Item) -> bool:
+    """Keep or link `it` (its sha known) where the device holds its content; True: push it."""
+    rel = it.file.rel
+    mine = probe.mine.get(rel)
+    if mine is not None and mine.sha256 == it.sha:
+        placed = plan.keep[rel] = mine
+    elif it.sha in probe.contents:
+        placed = probe.contents[it.sha]
+        plan.link.append((it, placed))
+    else:
+        plan.push.append(it)
+        return True
+    # Hard links share one mode: add missing bits (e.g. +x), never take any away.
+    if it.file.mode & ~placed.mode & 0o7777:
+        plan.chmod[rel] = placed.mode | it.file.mode
+    return False
 
 
 def blocking_rels(plan: Plan, items: list[Item], on_device: Iterable[str] = ()) -> list[str]:
@@ -96,4 +120,4 @@ def moved_sources(plan: Plan, set_dir: str, cleared: Sequence[str] = ()) -> list
                    if placed.path in replaced or placed.path in gone or placed.path.startswith(under)})
 
 
-__all__ = ["Item", "Plan", "blocking_rels", "make_plan", "moved_sources"]
+__all__ = ["Item", "Plan", "blocking_rels", "decide", "make_plan", "moved_sources"]

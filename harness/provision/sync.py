@@ -13,13 +13,19 @@ size, mtime) equals the stamp recorded when it was put in place. Nothing is re-r
 device, and the device runs a fixed number of processes whatever the number of files.
 
 Atomic: a pushed file gets its real name only after its size (and with verify="sha256" its
-hash) was checked on the device; it is then hard-linked into place by one `cp -al` (an
-existing name is unlinked and linked again: never a truncated file under a real name). An
+hash) was checked on the device (the size over the file protocol where its stats carry
+inodes: no device process); it is then hard-linked into place by one `cp -al` (an existing
+name is unlinked and linked again: never a truncated file under a real name), or, for a set
+that does not exist yet, the run folder holding the last batch is renamed into place. An
 interrupted run leaves files under `.incoming/` (removed by a later run) and a journal of
 what it already placed, so the next run resumes there. Device-side hashing reads every
 pushed byte again on the device; the default checks sizes and trusts the link's integrity
 (adb over USB has CRC'd bulk transfers, TCP and SSH their own checksums/MACs): the failure
 that really happens is a truncated file, which the size catches.
+
+A first push: one probe before the first byte; every file's bytes read once (the transport
+hashes what it sends, plan.undecided files are hashed while the others travel); one command
+after each batch but the last, whose placing goes with the commit.
 
 Hard links work on Android /data (ext4/f2fs, files owned by shell) and inside the virtual
 device (one bubblewrap bind of a host folder is one mount); `cp -al` is toybox and GNU cp.
@@ -27,40 +33,27 @@ device (one bubblewrap bind of a host folder is one mount); `cp -al` is toybox a
 
 from __future__ import annotations
 
-import os
 import posixpath
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from harness import soc
 from harness.errors import HarnessError, ProvisionError, RemoteNoSpaceError, TransportError
 from harness.provision.artifacts import ArtifactFile
-from harness.provision.hashcache import FileKey, HashCache
+from harness.provision.commit import commit_set, publish
+from harness.provision.hashcache import BackgroundHasher, FileKey, HashCache
 from harness.provision.layout import KIND_DIRS, DeviceLayout, safe_name
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
-from harness.provision.plan import Item, Plan, blocking_rels, make_plan, moved_sources
-from harness.provision.probe import Probe, parse_probe
+from harness.provision.plan import Item, Plan, blocking_rels, decide, make_plan, moved_sources
+from harness.provision.probe import Probe
 from harness.provision.progress import NullProgress, Progress, human_bytes
-from harness.provision.scripts import (
-    COMMIT_SCRIPT,
-    MAKE_ROOM_SCRIPT,
-    PLACE_SCRIPT,
-    PREPARE_SCRIPT,
-    PROBE_SCRIPT,
-    PUBLISH_INLINE_SCRIPT,
-    PUBLISH_SCRIPT,
-    parse_stat_lines,
-    script_argv,
-    split_sections,
-)
+from harness.provision.scripts import MAKE_ROOM_SCRIPT, PLACE_CHECKED_SCRIPT, PLACE_SCRIPT
+from harness.provision.session import MAX_COMMAND, SyncSession
 from harness.transport.base import Transport
-from harness.transport.facts import parse_df_free
 
 FLUSH_BYTES = 256 << 20  # place verified files at least this often: a crash re-sends < this much
-MAX_COMMAND = 48 << 10  # keep each device command well under adb's 256 KiB service limit
 
 
 @dataclass
@@ -79,74 +72,6 @@ class SyncResult:
         return self.files_sent == 0 and self.files_linked == 0 and self.files_removed == 0
 
 
-class _Session:
-    """One sync of one set: counts round trips, knows the layout and the run id."""
-
-    def __init__(self, transport: Transport, layout: DeviceLayout, cache: HashCache, progress: Progress,
-                 verify: str):
-        if verify not in ("size", "sha256"):
-            raise ValueError(f"verify must be 'size' or 'sha256', not {verify!r}")
-        self.t, self.layout, self.cache, self.progress, self.verify = transport, layout, cache, progress, verify
-        self.device = transport.device
-        self.round_trips = 0
-        self.placed = 0  # files verified and put in place by this run
-        self.placed_stamps: dict[str, DeviceStamp] = {}
-        self.df_free: int | None = None
-        self.prepared = False  # run folder tree made, SoC checked, df read (by the probe)
-        self.run_dir = posixpath.join(layout.incoming, os.urandom(6).hex())
-
-    def script(self, script: str, args: Sequence[str], *, what: str, check: bool = True) -> str:
-        # No timeout: these scripts only stat/link/rename, and the base shell() gives every
-        # command with a timeout a pid file (a subshell and an `rm` on the device) and a stop
-        # watch; a stop must not cut a commit half-way either (transport/stop.py).
-        self.round_trips += 1
-        res = self.t.shell(script_argv(script, args))
-        if check and not res.ok:
-            detail = " | ".join((res.stdout + res.stderr).strip().splitlines()[-5:])
-            raise ProvisionError(f"{self.device.name}: {what} failed (exit {res.exit_code}): {detail}; "
-                                 "run `harness status` for the device and provision again")
-        return res.stdout
-
-    def _run_dirs(self, items: Sequence[Item]) -> list[str]:
-        return sorted({posixpath.join(self.run_dir, posixpath.dirname(it.file.rel))
-                       for it in items if "/" in it.file.rel})
-
-    def probe(self, items: Sequence[Item]) -> Probe:
-        """Read the manifests, journal and stats and, in the same round trip, prepare a push of
-        any of `items` (run folder tree for all of them: a few folders more than needed cost
-        nothing, a second round trip does); the tree goes with the run's clean-up."""
-        L = self.layout
-        dirs = self._run_dirs(items)
-        prep = sum(len(d) + 3 for d in dirs) < MAX_COMMAND // 2  # else a separate prepare()
-        args = [L.work_dir, L.journal, *([self.run_dir, L.incoming, posixpath.dirname(L.manifest), *dirs]
-                                         if prep else ["", "", ""])]
-        out = self.script(PROBE_SCRIPT, args, what="reading the device manifests", check=False)
-        probe = parse_probe(out, L, self.device.name)
-        if prep and "@@prepared" in out.split("\n"):
-            self._prepared(out)
-        return probe
-
-    def prepare(self, items: Sequence[Item]) -> None:
-        """Create the run folder tree (when the probe could not)."""
-        out = self.script(PREPARE_SCRIPT, [self.run_dir, self.layout.incoming, self.layout.work_dir,
-                                           *self._run_dirs(items), posixpath.dirname(self.layout.manifest)],
-                          what="preparing the push")
-        self._prepared(out)
-
-    def _prepared(self, out: str) -> None:
-        """Check the device is the SoC the inventory says (a wrong serial would put a v79
-        export on a v75 phone the inventory calls v79); note the free space."""
-        self.prepared = True
-        self.df_free = parse_df_free("\n".join(split_sections(out).get("df", [])))
-        reported = next((ln.strip() for ln in split_sections(out).get("soc", []) if ln.strip()), "")
-        info = soc.lookup(reported) if reported else None
-        if info is not None and info.model != self.device.soc_model:
-            raise ProvisionError(
-                f"{self.device.name}: devices.yaml says {self.device.soc_model} (HTP {self.device.htp_arch}) but the "
-                f"device reports ro.soc.model={reported} (HTP {info.htp_arch}); fix `soc:` or the serial in "
-                f"{self.device.source or 'devices.yaml'} before provisioning")
-
-
 def sync_set(
     transport: Transport,
     files: Sequence[ArtifactFile],
@@ -157,32 +82,41 @@ def sync_set(
     cache: HashCache | None = None,
     progress: Progress | None = None,
     verify: str = "size",
+    maybe_unchanged: bool = True,
+    on_manifest: Callable[[Manifest], None] | None = None,
 ) -> SyncResult:
     """Make `<work_dir>/<kind>s/<name>` on the device hold exactly `files`; push only what
-    the device does not already hold (in this set or any other)."""
+    the device does not already hold (in this set or any other). `maybe_unchanged=False`
+    (nothing says the device holds this set: a first push) skips the check over the file
+    protocol, so the device is asked one round trip, the probe, before the first byte.
+    `on_manifest(manifest)` (files and hashes; e.g. the host's record of the folder) runs
+    while the device commits."""
     if kind not in KIND_DIRS:
         raise ValueError(f"kind must be one of {sorted(KIND_DIRS)}, not {kind!r}")
     cache = cache if cache is not None else HashCache()
     progress = progress or NullProgress()
     layout = DeviceLayout(transport.device.work_dir, kind, safe_name(name))
-    s = _Session(transport, layout, cache, progress, verify)
+    s = SyncSession(transport, layout, cache, progress, verify)
     items = [Item(f, key) for f, key in zip(files, FileKey.of_many([f.path for f in files]))]
     hashed_before = cache.hashed_bytes
-    fast = _unchanged_by_file_protocol(s, items, meta or {})
+    fast = _unchanged_by_file_protocol(s, items, meta or {}) if maybe_unchanged else None
+    local_writes = [cache.save]  # host files written while the device works
     if fast is not None:
-        cache.save()
+        _host_writes(local_writes, on_manifest, fast.manifest)
         fast.hashed_bytes = cache.hashed_bytes - hashed_before
         return fast
-    hasher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="provision-hash")
+    hasher = BackgroundHasher(cache)
     try:
         probe = s.probe(items)
-        plan = make_plan(items, probe, cache, hasher, layout.set_dir)
-        _make_room(s, plan, items, probe)
-        pushed = _push_all(s, plan, hasher) if plan.push else 0
-    finally:
-        # After a failure, do not go on hashing gigabytes nobody will push; keep what was hashed.
-        hasher.shutdown(wait=True, cancel_futures=True)
-        cache.save()
+        plan = make_plan(items, probe, cache, hasher.submit, layout.set_dir)
+        if not plan.undecided:
+            _make_room(s, plan, items, probe)
+        pushed = _push_all(s, plan, items, probe, hasher)  # settles plan.undecided before placing
+    except BaseException:
+        hasher.shutdown()
+        cache.save()  # what was hashed stays known
+        raise
+    hasher.shutdown()
     manifest = Manifest(kind=kind, name=layout.name, remote_dir=layout.set_dir, meta=dict(meta or {}),
                         files={it.file.rel: FileEntry(it.file.rel, it.sha or "", it.file.size, it.file.mode)
                                for it in items})
@@ -192,18 +126,44 @@ def sync_set(
     complete = (own is not None and len(plan.keep) == len(items) and not plan.stale and not plan.chmod
                 and all(own.device.get(rel) == p.stamp for rel, p in plan.keep.items()))
     if own is None or not complete:
-        _commit(s, plan, items, manifest)
+        prefix = layout.set_dir.rstrip("/") + "/"
+        fresh = own is None and not any(p.startswith(prefix) for p in probe.files)
+        errors: list[BaseException] = []
+        writes = threading.Thread(target=_host_writes, args=(local_writes, on_manifest, manifest, errors),
+                                  name="provision-host-writes")
+        writes.start()
+        try:
+            commit_set(s, plan, items, manifest, fresh=fresh)
+        finally:
+            writes.join()
+        if errors:
+            raise errors[0]
     else:
         manifest.device = {rel: p.stamp for rel, p in plan.keep.items()}
         if own.to_json() != manifest.to_json():  # same files, new meta
-            _publish(s, manifest)
-    cache.save()
+            publish(s, manifest)
+        _host_writes(local_writes, on_manifest, manifest)
     result.round_trips = s.round_trips
     result.hashed_bytes = cache.hashed_bytes - hashed_before
     return result
 
 
-def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, Any]) -> SyncResult | None:
+def _host_writes(writes: list[Callable[[], None]], on_manifest: Callable[[Manifest], None] | None,
+                 manifest: Manifest, errors: list[BaseException] | None = None) -> None:
+    """The host's own files (hash cache, the caller's record); on a helper thread while the
+    device commits (their fsyncs cost a loaded disk ~10 ms), `errors` then takes the failure."""
+    try:
+        for write in writes:
+            write()
+        if on_manifest is not None:
+            on_manifest(manifest)
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, which raises it
+        if errors is None:
+            raise
+        errors.append(exc)
+
+
+def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: dict[str, Any]) -> SyncResult | None:
     """The nightly common case without any device process: the set's manifest (read over the
     transport's file protocol) names exactly these contents, and every device file still has
     the inode, size and mtime recorded when it was placed and at least the local mode bits.
@@ -242,7 +202,7 @@ def _unchanged_by_file_protocol(s: _Session, items: list[Item], meta: dict[str, 
     return SyncResult(remote_dir=L.set_dir, manifest=manifest)
 
 
-def _make_room(s: _Session, plan: Plan, items: list[Item], probe: Probe) -> None:
+def _make_room(s: SyncSession, plan: Plan, items: list[Item], probe: Probe) -> None:
     """When the sync reshapes the set: keep contents that move between its names (see
     moved_sources) under the run's `.src` folder and link from there (the stamp stays: a
     hard link is the same inode), then clear what stands in the new tree's way."""
@@ -268,36 +228,56 @@ def _make_room(s: _Session, plan: Plan, items: list[Item], probe: Probe) -> None
                  for it, placed in plan.link]
 
 
-def _push_all(s: _Session, plan: Plan, hasher: ThreadPoolExecutor) -> int:
-    todo = plan.push
+def _settle(s: SyncSession, plan: Plan, items: list[Item], probe: Probe) -> list[Item]:
+    """Decide the files hashed while the first batch travelled, then make room: before
+    anything is placed. Returns the files to push after all."""
+    more = decide(plan, probe)
+    _make_room(s, plan, items, probe)
+    return more
+
+
+def _check_space(s: SyncSession, todo: list[Item]) -> None:
+    L, dev = s.layout, s.device
     need = sum(it.file.size for it in todo)
+    if s.df_free is None or not s.t.free_bytes_is_df:
+        s.round_trips += 1
+        s.df_free = s.t.free_bytes(L.work_dir)  # else the probe's df said it, one round trip less
+    margin = 1 << 20  # manifests, journal, directory blocks
+    if need + margin > s.df_free:
+        raise RemoteNoSpaceError(
+            f"{dev.name}: not enough space in {L.work_dir} for {L.kind} {L.name!r}: need {human_bytes(need)} "
+            f"({need} bytes, {len(todo)} files), {human_bytes(s.df_free)} ({s.df_free} bytes) free; free space on "
+            f"the device (e.g. remove unused sets under {L.work_dir}/models) and provision again")
+
+
+def _push_all(s: SyncSession, plan: Plan, items: list[Item], probe: Probe, hasher: BackgroundHasher) -> int:
+    """Push plan.push in batches, placing each; files still being hashed (plan.undecided) are
+    decided after the first batch was sent (the hashing runs meanwhile) and pushed after it."""
+    if plan.undecided and not plan.push:
+        _settle(s, plan, items, probe)  # nothing sure to be sent meanwhile
+    todo = plan.push
+    if not todo:
+        return 0
     L, dev = s.layout, s.device
     if not s.prepared:
         s.prepare(todo)
-    if s.df_free is not None and s.t.free_bytes_is_df:
-        free = s.df_free  # what the transport's own free_bytes would have asked, one round trip less
-    else:
-        s.round_trips += 1
-        free = s.t.free_bytes(L.work_dir)
-    margin = 1 << 20  # manifests, journal, directory blocks
-    if need + margin > free:
-        raise RemoteNoSpaceError(
-            f"{dev.name}: not enough space in {L.work_dir} for {L.kind} {L.name!r}: need {human_bytes(need)} "
-            f"({need} bytes, {len(todo)} files), {human_bytes(free)} ({free} bytes) free; free space on the "
-            f"device (e.g. remove unused sets under {L.work_dir}/models) and provision again")
+    _check_space(s, todo)
     # Unknown contents are hashed from the very chunks the transport sends (one read of each
     # file) where it can; elsewhere in the background, in push order, while the link works.
     inline_hash = getattr(s.t, "hashes_while_pushing", False)
     for it in todo:
         if it.sha is None and not inline_hash:
-            it.hash_future = hasher.submit(s.cache.digest, it.file.path)
-    s.progress.start(f"{dev.name}: {L.kind} {L.name}", need, len(todo))
+            it.hash_future = hasher.submit(it.file.path)
+    need = sum(it.file.size for it in [*todo, *plan.undecided])  # at most: undecided ones may be linked
+    s.progress.start(f"{dev.name}: {L.kind} {L.name}", need, len(todo) + len(plan.undecided))
     pending: list[Item] = []
     partials: list[Item] = []  # pushed but not confirmed (or changed): never placed
     sent = 0
     try:
         # Batches hold one place command's worth of files; each goes over the link back to back.
-        for batch in _batches(todo):
+        queue = list(todo)
+        while queue:
+            batch = _take_batch(queue)
             by_remote = {posixpath.join(s.run_dir, it.file.rel): it for it in batch}
             arrived: list[Item] = []
 
@@ -332,7 +312,10 @@ def _push_all(s: _Session, plan: Plan, hasher: ThreadPoolExecutor) -> int:
                 if it.hash_future is not None:
                     it.sha = it.hash_future.result()
             partials, pending = [], []
-            _place(s, batch)
+            if plan.undecided:
+                queue += _settle(s, plan, items, probe)
+                _check_space(s, todo)  # todo is plan.push, now with them
+            _put_in_place(s, batch, last=not queue)
     except (TransportError, ProvisionError) as exc:
         _salvage(s, pending, partials)
         hint = (f" ({s.placed} of {len(todo)} files are safely on the device; provisioning again resumes "
@@ -348,31 +331,27 @@ def _push_all(s: _Session, plan: Plan, hasher: ThreadPoolExecutor) -> int:
     return sent
 
 
-def _free_now(s: _Session) -> int | None:
+def _free_now(s: SyncSession) -> int | None:
     try:
         return s.t.free_bytes(s.layout.work_dir)
     except HarnessError:  # a best-effort figure for the message; the failure is reported anyway
         return None
 
 
-def _batches(todo: list[Item]) -> list[list[Item]]:
-    """Split the pushes so the run folder holds one place command's worth of files at a time."""
-    out: list[list[Item]] = []
-    batch: list[Item] = []
-    size = args = 0
-    for it in todo:
-        batch.append(it)
-        size += it.file.size
-        args += _arg_cost(it)
-        if size >= FLUSH_BYTES or args >= MAX_COMMAND:
-            out.append(batch)
-            batch, size, args = [], 0, 0
-    if batch:
-        out.append(batch)
-    return out
+def _take_batch(queue: list[Item]) -> list[Item]:
+    """The next files to push from the front of `queue`: one place command's worth, so the run
+    folder never holds more than FLUSH_BYTES / MAX_COMMAND of unplaced files."""
+    size = args = n = 0
+    while n < len(queue) and size < FLUSH_BYTES and args < MAX_COMMAND:
+        size += queue[n].file.size
+        args += _arg_cost(queue[n])
+        n += 1
+    batch = queue[:n]
+    del queue[:n]
+    return batch
 
 
-def _salvage(s: _Session, pending: list[Item], partials: list[Item]) -> None:
+def _salvage(s: SyncSession, pending: list[Item], partials: list[Item]) -> None:
     """After a failure: drop the files that may be partial and place what fully arrived (that
     is what makes the next run resume). Best effort: the link may be gone; the next run then
     re-sends those files, and the leftovers under .incoming never get a real name."""
@@ -385,11 +364,57 @@ def _salvage(s: _Session, pending: list[Item], partials: list[Item]) -> None:
         pass
 
 
+def _arrived(s: SyncSession, batch: list[Item]) -> dict[str, DeviceStamp] | None:
+    """Each file of `batch` checked in the run folder as PLACE_SCRIPT checks it (its size), over
+    the file protocol (no device process); their stamps. None where the link's stats carry no
+    inode (SFTP): PLACE_SCRIPT checks and places the batch then."""
+    remote = [posixpath.join(s.run_dir, it.file.rel) for it in batch]
+    s.round_trips += 1
+    stats = s.t.stat_many(remote)
+    if any(st is not None and not st.inode for st in stats.values()):
+        return None
+    stamps = {}
+    for it, path in zip(batch, remote):
+        st = stats.get(path)
+        if st is None or st.size != it.file.size:
+            with suppress(HarnessError):  # the next run sends it again either way
+                s.t.remove(path)
+            raise ProvisionError(f"{s.device.name}: a pushed file did not arrive intact and was discarded "
+                                 f"(BAD {it.file.rel} size: {st.size if st else 'missing'}, want {it.file.size}); "
+                                 "provision again")
+        stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)  # a hard link keeps both
+    return stamps
+
+
+def _put_in_place(s: SyncSession, batch: list[Item], last: bool) -> None:
+    """A pushed batch into the set: the last one by the commit (one command fewer), the
+    others by PLACE_CHECKED_SCRIPT (its journal lines written here from the checked stamps);
+    PLACE_SCRIPT where the device must check (sha256, or stats without inodes)."""
+    stamps = _arrived(s, batch) if s.verify == "size" else None
+    if stamps is None:
+        _place(s, batch)
+        return
+    s.placed_stamps.update(stamps)
+    if last:
+        s.final = batch
+        return
+    L = s.layout
+    # The journal's line per file: "sha inode size mtime ./rel", as PLACE_SCRIPT writes it.
+    lines = "\n".join(f"{it.sha} {stamps[it.file.rel].inode} {it.file.size} {stamps[it.file.rel].mtime} ./{it.file.rel}"
+                      for it in batch)
+    out = s.script(PLACE_CHECKED_SCRIPT, [L.set_dir, s.run_dir, L.journal, lines, *["./" + it.file.rel for it in batch]],
+                   what=f"placing pushed files of {L.kind} {L.name!r}")
+    if "@@placed" not in out.split("\n"):
+        raise ProvisionError(f"{s.device.name}: placing pushed files in {L.set_dir} failed ({out.strip()[:200]}); "
+                             "provision again")
+    s.placed += len(batch)
+
+
 def _arg_cost(it: Item) -> int:
     return 2 * len(it.file.rel.encode()) + 90  # the rel path, "size sha" and quoting
 
 
-def _place(s: _Session, items: list[Item], discard: str = "") -> None:
+def _place(s: SyncSession, items: list[Item], discard: str = "") -> None:
     """Verify what is in the run folder (exactly `items`) and hard-link it into the set: one
     device command with a fixed number of processes (the caller keeps `items` within
     MAX_COMMAND)."""
@@ -413,81 +438,6 @@ def _place(s: _Session, items: list[Item], discard: str = "") -> None:
     for it, parts in zip(items, stamps):
         if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
             s.placed_stamps[it.file.rel] = DeviceStamp(int(parts[0]), int(parts[1]))
-
-
-MAX_INLINE_MANIFEST = 64 << 10  # larger manifests are pushed as a file
-
-
-def _commit(s: _Session, plan: Plan, items: list[Item], manifest: Manifest) -> None:
-    """Link contents found elsewhere, drop stale files, read back every file's stamp and
-    publish the manifest, in one command. The manifest is written with the stamps the files
-    must have (kept, placed or hard-linked: the inode and mtime are known); if the device
-    reports others (e.g. `ln` fell back to a copy), a corrected manifest replaces it. A wrong
-    stamp is harmless anyway: it only makes the next run re-check that file."""
-    L = s.layout
-    predicted: dict[str, DeviceStamp] = {rel: p.stamp for rel, p in plan.keep.items()}
-    predicted.update({it.file.rel: placed.stamp for it, placed in plan.link})
-    predicted.update(s.placed_stamps)
-    manifest.device = dict(predicted)
-    text = manifest.to_json() if len(predicted) == len(items) else ""
-    inline = text if len(text) <= MAX_INLINE_MANIFEST else ""
-    # Links, mode changes and removals, in as many commands as MAX_COMMAND needs (one, unless
-    # thousands of files changed); the last one also writes the manifest. Each is a group of
-    # whole argv elements: (source, rel), (mode, rel) or (rel,).
-    work = ([("link", (placed.path, it.file.rel)) for it, placed in plan.link]
-            + [("chmod", (f"{mode:o}", rel)) for rel, mode in sorted(plan.chmod.items())]
-            + [("stale", (rel,)) for rel in plan.stale])
-    chunks: list[list[tuple[str, tuple[str, ...]]]] = [[]]
-    size = 0
-    for op in work:
-        cost = sum(len(x.encode()) + 3 for x in op[1])
-        if chunks[-1] and size + cost > MAX_COMMAND:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(op)
-        size += cost
-    out = ""
-    for i, chunk in enumerate(chunks):
-        last = i == len(chunks) - 1
-        links = [x for kind, group in chunk if kind == "link" for x in group]
-        chmods = [x for kind, group in chunk if kind == "chmod" for x in group]
-        stale = [x for kind, group in chunk if kind == "stale" for x in group]
-        out = s.script(COMMIT_SCRIPT, [L.set_dir, posixpath.dirname(L.manifest), L.manifest, inline if last else "",
-                                       L.journal, s.run_dir, str(len(links) // 2), str(len(chmods) // 2),
-                                       *links, *chmods, *stale],
-                       what=f"putting files in place in {L.set_dir}")
-    prefix = L.set_dir.rstrip("/") + "/"
-    stats = {st.path[len(prefix):]: st for st in parse_stat_lines(split_sections(out).get("stat", []))
-             if st.path.startswith(prefix)}
-    stamps = {}
-    for it in items:
-        st = stats.get(it.file.rel)
-        if st is None or st.size != it.file.size:
-            raise ProvisionError(f"{s.device.name}: {L.set_dir}/{it.file.rel} is not in place after pushing "
-                                 f"(device says {st.size if st else 'missing'}, want {it.file.size} bytes); "
-                                 "provision again")
-        stamps[it.file.rel] = DeviceStamp(st.inode, st.mtime)
-    manifest.device = stamps
-    if not inline or "@@published" not in out.split("\n") or stamps != predicted:
-        _publish(s, manifest)
-
-
-def _publish(s: _Session, manifest: Manifest) -> None:
-    """The manifest goes last: written under a temporary name, renamed over the old one."""
-    L = s.layout
-    text = manifest.to_json()
-    if len(text) <= MAX_INLINE_MANIFEST:
-        s.script(PUBLISH_INLINE_SCRIPT, [L.manifest, text, L.journal, s.run_dir], what="writing the manifest")
-        return
-    tmp_remote = f"{L.manifest}.{posixpath.basename(s.run_dir)}.tmp"
-    import tempfile  # only for manifests over 64 KiB
-
-    with tempfile.TemporaryDirectory(prefix="harness-manifest-") as d:
-        local = Path(d) / "manifest.json"
-        local.write_text(text, encoding="utf-8")
-        s.round_trips += 1
-        s.t.push(local, tmp_remote, mode=0o644)
-    s.script(PUBLISH_SCRIPT, [tmp_remote, L.manifest, L.journal, s.run_dir], what="writing the manifest")
 
 
 __all__ = ["FLUSH_BYTES", "MAX_COMMAND", "SyncResult", "sync_set"]

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 
@@ -76,6 +75,8 @@ class AdbTransport(AdbFileTransport):
         """Like the adb CLI: only the default local server is started on demand."""
         if self.server.port != DEFAULT_ADB_SERVER_PORT or not is_loopback(self.server.host):
             return False
+        import subprocess  # only to start a server: ~4 ms of every start-up otherwise
+
         try:
             subprocess.run([self.adb_binary, "-P", str(self.server.port), "start-server"], timeout=30,
                            stdin=subprocess.DEVNULL, capture_output=True, check=True)

@@ -5,6 +5,7 @@ shell and the device's facts; it provides the link methods declared abstract her
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import select
 import stat as stat_mod
@@ -17,7 +18,7 @@ from typing import TypeVar
 
 from harness.errors import ConnectionDropped, RemoteNoSpaceError, RemotePathError, TransportError
 from harness.transport.adb_host import AdbConnection, AdbError
-from harness.transport.adb_sync import ChunkHasher, SyncClient, SyncFail, SyncProtocolError, tune_socket
+from harness.transport.adb_sync import SyncClient, SyncFail, SyncProtocolError, tune_socket
 from harness.transport.base import ProgressFn, RemoteStat, Transport
 
 LINK_ERRORS = (OSError, EOFError)  # a socket fault or a stream cut short: the link's fault
@@ -116,8 +117,8 @@ class AdbFileTransport(Transport):
         """All files over one sync session, replies collected as they come: no round trip per
         file. After a dropped link the retry resends only the files the device has not
         acknowledged yet; `on_done(remote)` runs as each is acknowledged. `on_digest(remote,
-        sha256 hex)` runs (on a helper thread, before this returns or raises) for each file
-        whose bytes were all sent, hashed from the very chunks sent: the file is read once."""
+        sha256 hex)` runs as soon as each file's bytes were all sent, hashed from the very chunks
+        sent (adb_sync._send_data): the file is read once."""
         jobs = list(jobs)
         features = self.retry.run(f"{self.device.name}: features", self.features)
         if jobs and "fixed_push_mkdir" not in features:
@@ -137,13 +138,12 @@ class AdbFileTransport(Transport):
             sync.on_ack = acked
             remote = todo[0][1]
             ok = False
-            hasher = ChunkHasher() if on_digest is not None else None
             try:
                 for local, remote, mode in todo:
-                    tap = hasher.tap() if hasher is not None else None
-                    sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress, tap)
-                    if hasher is not None and tap is not None and on_digest is not None:
-                        hasher.done(tap, remote, on_digest)
+                    sha = hashlib.sha256() if on_digest is not None else None
+                    sync.send_file_nowait(Path(local), remote, mode, int(Path(local).stat().st_mtime), progress, sha)
+                    if sha is not None and on_digest is not None:
+                        on_digest(remote, sha.hexdigest())
                     sync.wait_acks(keep=_MAX_PENDING_ACKS)
                 sync.wait_acks()
                 ok = True
@@ -155,8 +155,6 @@ class AdbFileTransport(Transport):
                 raise self._dropped(f"push of {len(jobs)} files ({len(done)}/{len(jobs)} files acknowledged)",
                                     exc) from None
             finally:
-                if hasher is not None:
-                    hasher.close()
                 self._sync_done(conn, sync, ok)
 
         self.retry.run(f"push of {len(jobs)} files", attempt)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import errno
-import hashlib
 import os
 import posixpath
 import select
@@ -248,22 +247,21 @@ class SyncClient:
     def _send_data(self, fin, progress: Callable[[int], None] | None, digest: Any = None) -> int:
         """DATA chunks of the file, a batch at a time: one readv fills the payload slots of a
         reused [header|payload|header|payload|...] buffer (64 KiB per message), headers are
-        packed in place and the whole batch leaves in one sendall. Per MiB that is two syscalls and no extra copies,
-        which keeps the client's CPU near the adb CLI's (64 KiB read + write per chunk in C).
-        A `digest` that lends buffers (a ChunkHasher tap) gets each sent batch's payloads as
-        they are, in a buffer of its own that it hashes and hands back: no copy either."""
+        packed in place and the whole batch leaves in one sendall. Per MiB that is two syscalls
+        and no extra copies, which keeps the client's CPU near the adb CLI's (64 KiB read + write
+        per chunk in C). `digest` hashes each batch right after its send, in this thread, while
+        the batch is still in the CPU's cache and the socket buffer (4 MiB) keeps the link busy:
+        ~0.3 CPU-s/GiB less than handing batches to a hashing thread (lent buffers, wake-ups,
+        cold caches; benchmarks/provision.py), and no hashing left to wait for after the last byte."""
         slot = _ID_LEN.size + SEND_PAYLOAD
-        lend = getattr(digest, "batch_buffer", None)
+        buf = self._batch
+        view = memoryview(buf)
+        payloads = [view[i * slot + _ID_LEN.size:(i + 1) * slot] for i in range(_BATCH_CHUNKS)]
         fd = fin.fileno()
         total = 0
         while True:
-            buf = lend(len(self._batch)) if lend is not None else self._batch
-            view = memoryview(buf)
-            payloads = [view[i * slot + _ID_LEN.size:(i + 1) * slot] for i in range(_BATCH_CHUNKS)]
             n = os.readv(fd, payloads)
             if n == 0:
-                if lend is not None:
-                    digest.give_back(buf)
                 return total
             full, rest = divmod(n, SEND_PAYLOAD)
             for i in range(full):
@@ -274,12 +272,10 @@ class SyncClient:
                 end += _ID_LEN.size + rest
             self.sock.sendall(view[:end])
             if digest is not None:  # after the send: the device's disk works while we hash
-                parts = payloads[:full] + ([payloads[full][:rest]] if rest else [])
-                if lend is not None:
-                    digest.update_views(buf, parts)  # one hand-off per batch, not per 64 KiB chunk
-                else:
-                    for part in parts:
-                        digest.update(part)
+                for part in payloads[:full]:
+                    digest.update(part)
+                if rest:
+                    digest.update(payloads[full][:rest])
             total += n
             if progress:
                 for _ in range(full):
@@ -368,88 +364,4 @@ class SyncClient:
                     raise SyncProtocolError(f"unexpected {ident!r} in RECV reply")
 
 
-__all__ = ["ChunkHasher", "SEND_PAYLOAD", "SYNC_DATA_MAX", "SyncClient", "SyncFail", "SyncProtocolError", "SyncStat", "tune_socket"]
-
-
-class ChunkHasher:
-    """sha256 of each file from the chunks the sender sends, on one helper thread: the file is
-    read once (by the sender) and the push does not wait for the hashing. The sender reads
-    each batch into a buffer lent by this hasher, which hashes it after the send and lends it
-    again: no copy (a 1 MiB copy per batch cost a quarter of sha256's CPU, page faults on
-    fresh memory included). At most `limit` bytes of buffers wait for hashing (the sender
-    then waits for the hasher). 256 MiB (one provisioning batch, sync.FLUSH_BYTES):
-    with 32 MiB the sender waited on the hasher and a cold 1 GiB first push cost 1.5x the
-    transport alone instead of 1.3x (benchmarks/provision.py, 2 shared cores; measured when
-    each 64 KiB chunk was copied and handed over alone, which doubled the hasher's CPU).
-    `done(name, on_digest)` reports a file's digest after all its chunks, in order; `close()`
-    waits until every digest was reported."""
-
-    def __init__(self, limit: int = 256 << 20):
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="push-hash")
-        self._queued: collections.deque[tuple[Any, int]] = collections.deque()
-        self._queued_bytes = 0
-        self._limit = limit
-        self._free: collections.deque[bytearray] = collections.deque()  # hashed, ready to lend again
-        self._made = 0
-
-    def _lend(self, size: int) -> bytearray:
-        while not self._free:
-            if (self._made + 1) * size <= self._limit or not self._queued:
-                self._made += 1
-                return bytearray(size)
-            fut, n = self._queued.popleft()  # wait for the oldest batch: it gives its buffer back
-            fut.result()
-            self._queued_bytes -= n
-        return self._free.pop()
-
-    def _hash_views(self, sha: Any, buf: bytearray, parts: list[memoryview]) -> None:
-        for part in parts:
-            sha.update(part)  # hashlib lets go of the GIL for large buffers
-        self._free.append(buf)
-
-    def tap(self) -> _Tap:
-        return _Tap(self)
-
-    def _submit(self, fn: Callable[..., Any], *args: Any, size: int = 0) -> None:
-        self._queued.append((self._pool.submit(fn, *args), size))
-        self._queued_bytes += size
-        while self._queued and (self._queued_bytes > self._limit or self._queued[0][0].done()):
-            fut, n = self._queued.popleft()
-            fut.result()  # re-raises a hashing error here, in the sender
-            self._queued_bytes -= n
-
-    def done(self, tap: _Tap, name: str, on_digest: Callable[[str, str], None]) -> None:
-        self._submit(lambda: on_digest(name, tap.sha.hexdigest()))
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        while self._queued:
-            fut, _ = self._queued.popleft()
-            if not fut.cancelled():
-                fut.result()
-        self._queued_bytes = 0
-
-
-class _Tap:
-    """What send_file_nowait feeds (`update`), for one file."""
-
-    def __init__(self, hasher: ChunkHasher):
-        self._hasher = hasher
-        self.sha = hashlib.sha256()
-
-    def update(self, chunk: Any) -> None:
-        data = bytes(chunk)  # a copy: the caller may reuse its buffer
-        self._hasher._submit(self.sha.update, data, size=len(data))
-
-    def batch_buffer(self, size: int) -> bytearray:
-        """A buffer for the sender to read a batch into (then update_views or give_back)."""
-        return self._hasher._lend(size)
-
-    def update_views(self, buf: bytearray, parts: list[memoryview]) -> None:
-        """Hash `parts` (views into `buf`) in order; `buf` is lent again once hashed."""
-        self._hasher._submit(self._hasher._hash_views, self.sha, buf, parts)
-
-    def give_back(self, buf: bytearray) -> None:
-        self._hasher._free.append(buf)
+__all__ = ["SEND_PAYLOAD", "SYNC_DATA_MAX", "SyncClient", "SyncFail", "SyncProtocolError", "SyncStat", "tune_socket"]

@@ -3,16 +3,15 @@ own failure is a result and is never retried; only errors whose `retryable` is t
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
-
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+from typing import TYPE_CHECKING, TypeVar
 
 from harness.errors import TransportError
 
-log = logging.getLogger("harness.transport")
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
+
 T = TypeVar("T")
 
 
@@ -28,6 +27,30 @@ class RetryPolicy:
     wait_max: float = 8.0
 
     def run(self, what: str, fn: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None) -> T:
+        # The first attempt runs bare: tenacity and logging (~15 ms of a `harness push`
+        # start-up) are imported only once a transport fault happened. That fault is then
+        # replayed as tenacity's first attempt, so the policy below decides every retry.
+        try:
+            return fn()
+        except BaseException as exc:
+            if self.attempts <= 1 or not is_retryable(exc):
+                raise
+            first: list[BaseException] = [exc]
+
+        def attempt() -> T:
+            if first:
+                raise first.pop()
+            return fn()
+
+        return self._retrying(what, on_retry)(attempt)
+
+    def _retrying(self, what: str, on_retry: Callable[[BaseException], None] | None) -> Callable[[Callable[[], T]], T]:
+        import logging
+
+        from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+
+        log = logging.getLogger("harness.transport")
+
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             log.warning("transport fault during %s (attempt %d/%d): %s; retrying in %.1fs",
@@ -42,7 +65,7 @@ class RetryPolicy:
             before_sleep=before_sleep,
             reraise=True,
         )
-        return retrying(fn)
+        return retrying
 
 
 NO_RETRY = RetryPolicy(attempts=1)

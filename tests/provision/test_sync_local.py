@@ -32,7 +32,7 @@ def test_first_push_then_unchanged_costs_one_round_trip(transport: CountingTrans
     first = provision_model(transport, qwen3_export, cache=cache, progress=Q)
     assert first.remote_dir == f"{transport.device.work_dir}/models/qwen3-0.6b"
     assert first.bytes_sent == transport.pushed_bytes == _total(qwen3_export)
-    assert transport.shells == 3  # probe (+prepare, df), place, commit (+manifest): not per file
+    assert transport.shells == 2  # probe (+prepare, df), commit (places the last batch, +manifest): not per file
     assert _tree(Path(first.remote_dir)) == _tree(qwen3_export)
     assert first.model_type == "qwen3" and first.configs["qnn"] == "config_qnn.json"
 

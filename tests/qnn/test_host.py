@@ -184,3 +184,29 @@ def test_the_automatic_use_honours_the_switch_and_falls_through_a_device_only_sd
     host, why = qnn_host.auto_host_qnn(device_only, {})
     assert host is not None and host.source.startswith("onnxruntime-qnn") and why == ""
     assert qnn_host.qairt_tuple(host.qairt_build) == tuple(int(x) for x in host.qairt_version.split("."))
+
+
+def test_build_id_is_read_once_a_machine_then_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API read costs a child process; a second process (an empty lru cache) reads the
+    remembered answer for the same file, and a changed file (other mtime) is read again."""
+    host = _wheel_host(tmp_path)
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "memo"))
+    calls: list[str] = []
+    real = qnn_host._read_in_child
+
+    def counting(path: str) -> tuple[str, str]:
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(qnn_host, "_read_in_child", counting)
+    qnn_host._read_cached.cache_clear()
+    first = qnn_host.read_qairt_build(host.htp_lib)
+    qnn_host._read_cached.cache_clear()
+    second = qnn_host.read_qairt_build(host.htp_lib)
+    assert first == second and first[0] == host.qairt_build
+    assert len(calls) == 1, calls
+    st = host.htp_lib.stat()
+    qnn_host._read_cached.cache_clear()
+    qnn_host._read_cached(str(host.htp_lib.resolve()), st.st_size, st.st_mtime_ns + 1)
+    assert len(calls) == 2, "a changed library is read again, not taken from the cache"
+    qnn_host._read_cached.cache_clear()
