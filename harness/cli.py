@@ -122,7 +122,17 @@ def cmd_lab_run(args: argparse.Namespace) -> int:
     from harness.lab.cli import run_from_cli
 
     return run_from_cli(_inventory(args), Path(args.plan), Path(args.out), lock_dir=args.lock_dir,
-                        fail_on_regression=args.fail_on_regression)
+                        fail_on_regression=args.fail_on_regression, rebuild_exports=args.rebuild_exports)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from harness.lab.exports.cli import export_from_cli
+
+    # The inventory only matters for `targets: lab`; a workstation may have none.
+    path = args.file or os.environ.get("HARNESS_DEVICES") or DEFAULT_DEVICES_FILE
+    inventory = load_inventory(path) if Path(path).is_file() else None
+    return export_from_cli(Path(args.plan), Path(args.out), inventory=inventory, target=args.target,
+                           fmt=args.format, rebuild=args.rebuild_exports)
 
 
 def cmd_lab_status(args: argparse.Namespace) -> int:
@@ -175,6 +185,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_status)
 
+    p = sub.add_parser("export", help="run only a plan's exports (the night's first stage), on this host")
+    p.add_argument("--plan", required=True)
+    p.add_argument("--target", metavar="SOC", help="only this SoC's exports")
+    p.add_argument("--format", metavar="F", help="only this format's exports")
+    p.add_argument("--out", default="export-out", help="folder for records, JUnit and the exports' logs")
+    p.add_argument("--rebuild-exports", action="store_true", help="build even when the export cache has it")
+    p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_export)
+
     lab = sub.add_parser("lab", help="nightly lab runs")
     lab_sub = lab.add_subparsers(dest="lab_command", required=True, parser_class=_Parser)
     p = lab_sub.add_parser("run", help="run a plan over every matching device in parallel")
@@ -183,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     _lock_dir_option(p)
     p.add_argument("--no-fail-on-regression", dest="fail_on_regression", action="store_false",
                    help="a flagged regression is reported but does not make the exit code 1")
+    p.add_argument("--rebuild-exports", action="store_true",
+                   help="build the plan's exports even when the export cache has them")
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_lab_run)
     p = lab_sub.add_parser("status", help="devices, health and who holds which lock")

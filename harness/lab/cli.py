@@ -35,11 +35,12 @@ plan_job = PlanJob()
 
 
 def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_dir: str | None = None,
-                 fail_on_regression: bool = True) -> ExitCode:
+                 fail_on_regression: bool = True, rebuild_exports: bool = False) -> ExitCode:
     """Run a night and print it; the last line is the counts. Returns the exit code
     (harness/lab/exitcodes.py). A plan or inventory error raises before anything runs."""
     plan = load_plan(plan_path)
-    result = run_night(plan, inventory, out_dir, plan_job, lock_dir=Path(lock_dir) if lock_dir else None)
+    result = run_night(plan, inventory, out_dir, plan_job, lock_dir=Path(lock_dir) if lock_dir else None,
+                       rebuild_exports=rebuild_exports)
     print(f"night {result.run_id}: {result.wall_s:.1f}s, records in {result.records_path}"
           + (" [interrupted]" if result.interrupted else ""))
     for name, outcome in sorted(result.devices.items()):
@@ -48,6 +49,11 @@ def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_d
     for kind, path in sorted(result.reports.items()):
         if ":" not in kind:  # per-device JUnit files sit beside the merged one
             print(f"  report {kind}: {path}")
+    if plan.exports is not None:
+        from harness.lab.exports.cli import failed_export_lines
+
+        for line in failed_export_lines(result.records()):
+            print(f"  {line}")
     for reg in result.regressions:
         print(f"  regression: {reg.describe()}")
     for problem in result.report_problems:

@@ -44,6 +44,8 @@ import yaml
 
 from harness.errors import HarnessError, InventoryError
 from harness.inventory import DeviceSpec, Inventory
+from harness.lab.exports.parse import parse_exports
+from harness.lab.exports.spec import ExportsSpec
 from harness.lab.health import HealthPolicy
 from harness.pairs import ALL_NAMES
 from harness.runners.base import RunnerKind
@@ -55,7 +57,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # QNN context binaries are compiled per SoC, so a model path may name the device's facts.
 PATH_FIELDS = ("htp_arch", "soc", "device")
 _TOP_KEYS = {"version", "name", "devices", "tags", "repeats", "models", "suites", "health", "locks",
-             "recovery", "history", "options"}
+             "recovery", "history", "options", "exports"}
 _MODEL_KEYS = {"path", "kind", "options"}
 _SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "checks"}
 _HEALTH_KEYS = {"min_free_mb", "min_battery_pct", "max_battery_temp_c", "require_boot_completed"}
@@ -165,6 +167,8 @@ class Plan:
     recovery: RecoverySettings = RecoverySettings()
     history: HistorySettings = HistorySettings()
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    # The night's export stage (harness/lab/exports/): its models' folders exist only once it ran.
+    exports: ExportsSpec | None = None
 
     def entries(self) -> list[PlanEntry]:
         """Suites in file order, each model of a suite, repeated `repeats` times."""
@@ -178,8 +182,9 @@ class Plan:
     def check_models(self, devices: list[DeviceSpec]) -> None:
         """Per-device model and runtime paths exist for every device (plain paths were
         checked on load), before any device is claimed."""
+        exported = set(self.exports.models) if self.exports else set()
         for m in self.models.values():
-            for d in devices if m.per_device else ():
+            for d in devices if m.per_device and m.name not in exported else ():
                 path = m.path_for(d)
                 if not path.is_dir():
                     raise PlanError(f"{self.path}: key 'models.{m.name}.path': {path} (for device {d.name}) is not "
@@ -426,7 +431,11 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
                        "start the file with `suites:` and `models:` (see examples/nightly.yaml)")
     check_keys(ctx, "", data, _TOP_KEYS)
     base = path.parent
-    models = _parse_models(ctx, data.get("models"), base)
+    raw_models = data.get("models")
+    models = {} if raw_models is None and data.get("exports") else _parse_models(ctx, raw_models, base)
+    exports = parse_exports(ctx, data.get("exports"), base, dict(ctx.environ), set(models))
+    # Exported models' folders exist once the night's export stage ran (lab/exports/stage.py).
+    models.update({n: ModelSpec(n, path, kind) for n, (path, kind) in (exports.model_folders() if exports else {}).items()})
     suites = _parse_suites(ctx, data.get("suites"), models, base)
     options = _parse_options(ctx, data, "options", base)
     _check_runner_options(ctx, options, models, suites)
@@ -468,7 +477,7 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
         path=path, name=name, models=models, suites=suites,
         devices=_names(ctx, data, "devices", "devices"), tags=_names(ctx, data, "tags", "tags"),
         repeats=repeats, health=health, locks=locks, recovery=recovery, history=history,
-        options=options,
+        options=options, exports=exports,
     )
 
 

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -53,7 +53,7 @@ from harness.lab.context import (  # noqa: F401
 from harness.lab.night_reports import NightCounts, NightResult, write_meta, write_night_reports  # noqa: F401
 from harness.lab.plan import Plan, PlanError
 from harness.lab.worker import DeviceWorker, Night
-from harness.report.records import RecordWriter
+from harness.report.records import RecordWriter, TestRecord
 from harness.transport.factory import open_transport
 
 
@@ -137,6 +137,7 @@ def run_night(
     run_id: str | None = None,
     reports: bool = True,
     grace_s: float = 30.0,
+    rebuild_exports: bool = False,
 ) -> NightResult:
     """Run the plan on every matching device in parallel; write records and reports.
 
@@ -147,6 +148,8 @@ def run_night(
     History: `history_db`, else the plan's `history.db`, else <out_dir>/../history.sqlite.
     Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
     cleanly: device processes killed, claims released, what arrived reported; the result says so.
+    A plan's `exports:` run first, on this host, before any claim (harness/lab/exports/stage.py);
+    `rebuild_exports` builds them even when the export cache has them.
     """
     devices = plan.select_devices(inventory)
     plan.check_models(devices)
@@ -167,6 +170,9 @@ def run_night(
     signals: list[int] = []
     with _stop_on_signals(stop, signals):
         with RecordWriter(records_path) as writer:
+            if plan.exports is not None and not stop.is_set():
+                plan, job = _export_stage(plan, devices, out_dir, job, stop=stop, say=say, run_id=run_id,
+                                          write=writer.write, rebuild=rebuild_exports)
             night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
             if isinstance(job, ExportChecks) and not stop.is_set():
@@ -174,17 +180,24 @@ def run_night(
                 for rec in job.export_records(plan, devices, run_id):
                     writer.write(rec)
                     night.export_records.append(rec)
-            workers = [DeviceWorker(night, d) for d in devices]
+            # A stop during the exports: no device is claimed at all.
+            workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
             threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
-            say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
-                f"({', '.join(d.name for d in devices)})")
+            if workers:
+                say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
+                    f"({', '.join(d.name for d in devices)})")
             for t in threads:
                 t.start()
             _wait_for_workers(workers, stop, say, grace_s, signals)
             result.interrupted = stop.is_set()
             result.devices = {w.device.name: w.outcome for w in workers}
         result.wall_s = time.monotonic() - started
-        if reports:
+        if reports and not workers and stop.is_set():
+            # Stopped during the exports, before any claim: their JUnit only (the HTML's plotting
+            # alone takes seconds), so Ctrl-C ends the night within 2 s (docs/exports.md).
+            result.reports, result.report_problems = _junit_only(result.records(), out_dir)
+            say("stopped during the exports: JUnit written; no HTML page, nothing added to the history")
+        elif reports:
             result.reports, result.regressions, result.report_problems = write_night_reports(
                 result.records(), out_dir, run_id=run_id, plan_name=plan.name, started_at=result.started_at,
                 history_db=history_path,
@@ -198,6 +211,28 @@ def run_night(
     except HostWriteError as exc:  # the start's night.json stays; what arrived is in records.jsonl
         result.report_problems.append(f"night.json not updated: {exc}")
     return result
+
+
+def _export_stage(plan: Plan, devices: list, out_dir: Path, job: JobFn, *, stop: threading.Event, say: SayFn,
+                  run_id: str, write: Callable[[TestRecord], None], rebuild: bool) -> tuple[Plan, JobFn]:
+    """The plan's exports, built (or taken from the cache); the plan's exported models then point
+    at this night's exports, and the job skips what needs a failed one (lab/exports/gate.py)."""
+    from harness.lab.exports.gate import ExportGate
+    from harness.lab.exports.stage import run_export_stage
+
+    assert plan.exports is not None
+    stage = run_export_stage(plan.exports, devices, out_dir, stop=stop, say=say, run_id=run_id, write=write,
+                             rebuild=rebuild)
+    return stage.plan_for(plan), ExportGate(job, stage)
+
+
+def _junit_only(records: list[TestRecord], out_dir: Path) -> tuple[dict[str, Path], list[str]]:
+    from harness.report.junit import write_junit
+
+    try:
+        return write_junit(records, out_dir), []
+    except (HostWriteError, OSError) as exc:
+        return {}, [f"JUnit not written: {exc}"]
 
 
 def check_history(path: Path, plan: Plan, history_db: Path | None = None) -> None:

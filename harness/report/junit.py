@@ -48,6 +48,10 @@ def extra_properties(rec: TestRecord) -> dict[str, str]:
         props.update({f"etdump_{k}": str(et[k]) for k in ("calls", "ops", "delegated", "unit") if k in et})
         props["etdump_backends"] = ",".join(et.get("backends") or {})
         props["etdump_top_not_delegated"] = (et.get("not_delegated") or [""])[0]
+    qnn = rec.extras.get("qnn_etdump")  # runners/etdump_qnn.py's view; emulator cycles say so
+    if isinstance(qnn, dict) and qnn.get("profiled"):
+        props.update({"etdump_qnn_ops": str(qnn.get("qnn_ops")), "etdump_qnn_unit": qnn.get("unit_label"),
+                      "etdump_qnn_accelerator_cycles": _fmt(qnn.get("accelerator_cycles"))})
     return {k: xml_safe(v) for k, v in props.items() if v}
 
 
@@ -78,6 +82,9 @@ def case_properties(rec: TestRecord) -> dict[str, str]:
             "teacher_forced_worst_max_abs_diff": _fmt(tf.get("worst_max_abs_diff")),
             "teacher_forced_note": tf.get("exclusion_note"),
         })
+    extra = rec.extras.get("junit_properties")  # a producer's own facts (the export stage's cache use)
+    if isinstance(extra, dict):
+        props.update({str(k): None if v is None else str(v) for k, v in extra.items()})
     ev = export_verdict_of(rec)
     if ev is not None:
         props["export_verdict"] = ev["verdict"]

@@ -20,6 +20,7 @@ from harness.outcomes import FailureClass
 from harness.provision import provision_model
 from harness.report.records import TestRecord
 from harness.runners.etdump import analyse_etdump, executorch_available
+from harness.runners.etdump_qnn import analyse_qnn_etdump
 from harness.suite.et_checks import PROMPT, EtInput, host_python_env
 from harness.suite.model import Instance, Verdict
 
@@ -83,6 +84,21 @@ def _judge(summary: dict[str, Any], report_ops: int, calls: int | None, delegate
     return None
 
 
+def _qnn_view(etdump: Path, etrecord: Path | None, rec: TestRecord, *, emulated: bool) -> str | None:
+    """QNN's own events (runners/etdump_qnn.py): per-op cycles mapped to the graph's nodes and
+    the summary events, into the record; their cycles add up to the accelerator's (measured
+    9,186,872 of 9,189,003, docs/executorch-runner.md#qnn-etdump)."""
+    view = analyse_qnn_etdump(etdump, etrecord, clock="emulator" if emulated else None)
+    rec.extras.update(view.record_extras())
+    if not view.profiled:
+        return "no QNN per-op events: the program was lowered without profile_level=2"
+    accelerator = view.summary_value("Accelerator (execute) time", "cycles")
+    ops = sum(e.total for e in view.ops if e.io is None)
+    if accelerator and not 0.9 * accelerator <= ops <= 1.01 * accelerator:
+        return f"QNN's per-op cycles ({ops:.0f}) do not add up to the accelerator's ({accelerator:.0f})"
+    return None
+
+
 def etdump_profile(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
     """A real ETDump, analysed per op with ExecuTorch's Inspector: delegated ops and their
     backend (QNN's per-op events in cycles on the emulator), the non-delegated rest by time,
@@ -105,6 +121,8 @@ def etdump_profile(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[F
     summary = report.to_json()
     rec.extras["etdump"] = {k: summary[k] for k in SUMMARY_KEYS}
     problem = _judge(summary, len(report.ops), calls, [r.backend for r in report.delegated], etrecord is not None)
+    if problem is None and qnn:
+        problem = _qnn_view(etdump, etrecord, rec, emulated=inp.device.emulated)
     if problem is None and inp.host_lane and "llama::custom_sdpa.out" not in summary["not_delegated"]:
         problem = f"the LLM custom ops are never delegated: {summary['not_delegated'][:10]}"
     if problem is None and inp.device.emulated and not report.delegated:

@@ -1,0 +1,205 @@
+"""Lower a small KV-cache decoder to an ExecuTorch program delegated to QNN's HTP, for one SoC and
+one quantization format: the example exporter of examples/et_qnn/nightly.yaml (the night's export
+stage runs it once per (target, format); docs/exports.md).
+
+Install (on an x86_64 Linux host, no phone, no SDK download):
+    pip install 'harness[qnn]'      # executorch==1.5.1 and onnxruntime-qnn==2.5.0 (QAIRT 2.49.40)
+The QNN libraries come from the onnxruntime-qnn wheel. This script does not look for them: it needs
+QNN_SDK_ROOT (a folder whose lib/x86_64-linux-clang/ holds them) and LD_LIBRARY_PATH naming that
+folder when it starts, which the harness's export stage sets for an entry with `qnn_host: true`
+(harness/qnn/host.py). Without them it stops with exit code 3 and says so.
+
+usage: python lower_decoder.py --soc SM8650 --format 16a4w --out DIR [--layers 1] [--dim 64]
+writes DIR/model.pte (forward(tokens [1,1] int64, input_pos [1] int64) -> logits [1,1,V], the
+KV-cache contract ExecuTorch's TextLLMRunner drives), DIR/tokenizer.json (one character a token),
+DIR/export_args.json (soc_id, dsp_arch: the target the harness checks) and DIR/build.json
+(timings, delegation, versions, the eager model's greedy tokens for a prompt). QNN's own log goes to
+stdout/stderr: the harness classifies a failed lowering from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+VOCAB = 128  # ids 0..94: the printable ASCII characters, the rest special tokens
+BOS, EOS = 95, 96
+FORMATS = ("16a4w", "16a8w", "8a8w", "16a16w")
+PROMPT = "hello qnn"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--soc", required=True, help="QNN chipset name (SM8650, SM8750, SA8295, ...)")
+    ap.add_argument("--format", required=True, choices=FORMATS, help="activation/weight bits")
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=2)
+    # The suites' prompt is ~50 characters (one token each) and runs with seq_len 128.
+    ap.add_argument("--context", type=int, default=128, help="KV-cache length (max_seq_len)")
+    return ap.parse_args(argv)
+
+
+def check_qnn_env() -> Path:
+    """The folder of QAIRT's x86 libraries, as the harness handed it over (exit 3 if not)."""
+    root = os.environ.get("QNN_SDK_ROOT", "")
+    lib = Path(root) / "lib" / "x86_64-linux-clang"
+    if not root or not (lib / "libQnnHtp.so").is_file():
+        print(f"lower_decoder: QNN SDK not found: QNN_SDK_ROOT={root!r} has no lib/x86_64-linux-clang/"
+              "libQnnHtp.so; run me from a plan entry with `qnn_host: true` or set QNN_SDK_ROOT", file=sys.stderr)
+        sys.exit(3)
+    if str(lib) not in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        print(f"lower_decoder: warning: LD_LIBRARY_PATH does not name {lib}", file=sys.stderr)
+    return lib
+
+
+def build_model(args: argparse.Namespace):
+    """A LayerNorm decoder with learned positions and a KV cache in mutable buffers: LayerNorm and
+    the activation x activation matmuls are what HTP v68 refuses at 16-bit activations."""
+    import torch
+    from torch import nn
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            d, h = args.dim, args.heads
+            self.heads, self.head_dim = h, d // h
+            self.ln_attn, self.ln_mlp = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+            self.register_buffer("keys", torch.zeros(1, h, args.context, d // h))
+            self.register_buffer("values", torch.zeros(1, h, args.context, d // h))
+
+        def forward(self, x, pos, bias):
+            q, k, v = self.qkv(self.ln_attn(x)).split(args.dim, dim=-1)
+            q, k, v = (t.view(1, 1, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+            self.keys.index_copy_(2, pos, k)
+            self.values.index_copy_(2, pos, v)
+            scores = torch.matmul(q, self.keys.transpose(2, 3)) / self.head_dim ** 0.5 + bias
+            mixed = torch.matmul(scores.softmax(-1), self.values).transpose(1, 2).reshape(1, 1, args.dim)
+            x = x + self.proj(mixed)
+            return x + self.down(nn.functional.gelu(self.up(self.ln_mlp(x))))
+
+    class Decoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens = nn.Embedding(VOCAB, args.dim)
+            self.positions = nn.Embedding(args.context, args.dim)
+            self.layers = nn.ModuleList(Layer() for _ in range(args.layers))
+            self.ln_out = nn.LayerNorm(args.dim)
+            self.head = nn.Linear(args.dim, VOCAB)
+            self.register_buffer("slots", torch.arange(args.context).float(), persistent=False)
+
+        def forward(self, tokens, input_pos):
+            x = self.tokens(tokens) + self.positions(input_pos)[None]
+            bias = (self.slots > input_pos.float()).float().view(1, 1, 1, -1) * -1e4  # future slots masked
+            for layer in self.layers:
+                x = layer(x, input_pos, bias)
+            return self.head(self.ln_out(x))
+
+    torch.manual_seed(7)
+    model = Decoder().eval()
+    with torch.no_grad():  # random weights: keep the special tokens unlikely, so a run generates text
+        model.head.bias[BOS] = model.head.bias[EOS] = -8.0
+    return model
+
+
+def encode(text: str) -> list[int]:
+    return [ord(c) - 0x20 for c in text if 0x20 <= ord(c) < 0x7F]
+
+
+def greedy(model, prompt_ids: list[int], new: int) -> list[int]:
+    import torch
+
+    out: list[int] = []
+    with torch.no_grad():
+        for pos in range(len(prompt_ids) + new - 1):
+            tok = prompt_ids[pos] if pos < len(prompt_ids) else out[-1]
+            logits = model(torch.tensor([[tok]]), torch.tensor([pos]))
+            if pos >= len(prompt_ids) - 1:
+                out.append(int(logits[0, -1].argmax()))
+    return out
+
+
+def write_tokenizer(path: Path) -> None:
+    """A Hugging Face tokenizer.json of one token per printable character (no merges)."""
+    from tokenizers import Tokenizer, models
+
+    vocab = {chr(0x20 + i): i for i in range(95)}
+    vocab.update({"<s>": BOS, "</s>": EOS})
+    vocab.update({f"<extra{i}>": i for i in range(EOS + 1, VOCAB)})
+    Tokenizer(models.BPE(vocab=vocab, merges=[])).save(str(path))
+
+
+def quantize(model, chip, fmt: str, context: int):
+    import torch
+    from executorch.backends.qualcomm.quantizer.quantizer import QnnQuantizer, QuantDtype
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = QnnQuantizer(soc_model=chip)
+    quantizer.set_default_quant_config(getattr(QuantDtype, f"use_{fmt}"), is_linear_per_channel=True)
+    sample = (torch.tensor([[1]]), torch.tensor([0]))
+    prepared = prepare_pt2e(torch.export.export(model, sample, strict=False).module(), quantizer)
+    calibration = encode("the quick brown fox jumps over the lazy dog " * 2)[:context]
+    with torch.no_grad():
+        for pos, tok in enumerate(calibration):
+            prepared(torch.tensor([[tok]]), torch.tensor([pos]))
+    return convert_pt2e(prepared), sample
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    check_qnn_env()
+    args.out.mkdir(parents=True, exist_ok=True)
+    os.chdir(args.out)  # QNN may drop scratch files into the working folder
+    started = time.monotonic()
+    import importlib.metadata
+
+    from executorch.backends.qualcomm.serialization.qc_schema import QcomChipset
+    from executorch.backends.qualcomm.utils.utils import (
+        generate_htp_compiler_spec,
+        generate_qnn_executorch_compiler_spec,
+        to_edge_transform_and_lower_to_qnn,
+    )
+
+    from harness.soc import lookup
+
+    info = lookup(args.soc)
+    chip = getattr(QcomChipset, args.soc)
+    model = build_model(args)
+    quantized, sample = quantize(model, chip, args.format, args.context)
+    import copy
+
+    quantized_greedy = greedy(copy.deepcopy(quantized), encode(PROMPT), 8)  # before lowering consumes it
+    t_quant = time.monotonic() - started
+    spec = generate_qnn_executorch_compiler_spec(soc_model=chip,
+                                                 backend_options=generate_htp_compiler_spec(use_fp16=False))
+    methods = {"get_max_seq_len": args.context, "get_max_context_len": args.context, "get_vocab_size": VOCAB,
+               "use_kv_cache": True, "enable_dynamic_shape": False, "get_bos_id": BOS, "get_eos_ids": [EOS]}
+    edge = to_edge_transform_and_lower_to_qnn(quantized, sample, spec, constant_methods=methods)
+    graph = edge.exported_program().graph_module.graph
+    delegated = sum(1 for n in graph.nodes if n.op == "call_function" and "call_delegate" in str(n.target))
+    program = edge.to_executorch()
+    (args.out / "model.pte").write_bytes(program.buffer)
+    write_tokenizer(args.out / "tokenizer.json")
+    (args.out / "export_args.json").write_text(json.dumps(
+        {"soc": args.soc, "soc_id": info.soc_id if info else None, "dsp_arch": info.htp_arch if info else None,
+         "format": args.format}, indent=1))
+    build = {"soc": args.soc, "format": args.format, "delegate_calls": delegated, "prompt": PROMPT,
+             "eager_greedy": greedy(build_model(args), encode(PROMPT), 8),
+             "quantized_greedy": quantized_greedy, "constant_methods": methods,
+             "t_quantize_s": round(t_quant, 2), "t_total_s": round(time.monotonic() - started, 2),
+             "executorch": importlib.metadata.version("executorch")}
+    (args.out / "build.json").write_text(json.dumps(build, indent=1))
+    print("lower_decoder: wrote", args.out / "model.pte", json.dumps(build))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The night's job, seen through the export stage: a suite's testcases that need an export which
+failed are skipped with "export failed: <reason>" (the export's own testcase carries the failure,
+once), and a device whose SoC has no export at all runs nothing of that model."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from harness.lab.context import DeviceContext, JobFn
+from harness.lab.exports.results import ExportResult
+from harness.lab.exports.stage import ExportStage
+from harness.outcomes import Status
+from harness.report.records import TestRecord
+
+
+def _formats_in(rec: TestRecord) -> set[str]:
+    """The words of a testcase's parameters ("test_quant_format_runs[16a4w]" -> {"16a4w"}) and of
+    its backend pair ("qnn:8a8w" -> {"qnn", "8a8w"}): the formats a record is about."""
+    words: set[str] = set()
+    for param in re.findall(r"\[([^\]]*)\]", rec.name):
+        words.update(w for w in re.split(r"[-/,:]", param) if w)
+    words.update(w for w in re.split(r"[:/]", rec.backend_pair) if w)
+    return words
+
+
+def _skip(rec: TestRecord, failed: ExportResult) -> TestRecord:
+    rec.status, rec.failure_class = Status.SKIPPED.value, ""
+    rec.message = f"export failed: {failed.reason()}"
+    rec.extras["export_failed"] = failed.job.testcase
+    return rec
+
+
+class ExportGate:
+    """Wraps the night's job (`scheduler.run_night` does, when the plan has `exports:`). Any other
+    attribute (the job's `export_records`) is the wrapped job's."""
+
+    def __init__(self, job: JobFn, stage: ExportStage):
+        self.job, self.stage = job, stage
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.job, name)
+
+    def __call__(self, ctx: DeviceContext) -> Iterator[TestRecord]:
+        if self.stage.spec.build_of(ctx.entry.model.name) is None:
+            return iter(self.job(ctx))
+        return self._gated(ctx)
+
+    def _gated(self, ctx: DeviceContext) -> Iterator[TestRecord]:
+        mine = self.stage.of(ctx.entry.model.name, ctx.device.soc_model)
+        failed = {r.job.format: r for r in mine if not r.ok}
+        if not any(r.ok for r in mine):
+            # Nothing to run on this device: one skipped testcase per export it would have had.
+            for r in mine or []:
+                yield TestRecord(name=f"{ctx.entry.id}[{r.job.format}]", suite=ctx.entry.suite.name,
+                                 device=ctx.device.name, status=Status.SKIPPED.value, model=ctx.entry.model.name,
+                                 message=f"export failed: {r.reason()}", extras={"export_failed": r.job.testcase})
+            if not mine:
+                yield TestRecord(name=ctx.entry.id, suite=ctx.entry.suite.name, device=ctx.device.name,
+                                 status=Status.SKIPPED.value, model=ctx.entry.model.name,
+                                 message=f"not exported for {ctx.device.soc_model}: it is not among the targets of "
+                                         f"{ctx.entry.model.name}'s export (exports.builds)")
+            return
+        for rec in self.job(ctx):
+            hit = next((failed[f] for f in _formats_in(rec) if f in failed), None)
+            yield _skip(rec, hit) if hit is not None and rec.status != Status.PASSED.value else rec

@@ -1,0 +1,86 @@
+"""What one export gave (`ExportResult`) and its testcase record (`test_export[sa8295-16a4w]`):
+the class and message of a failure, the log's last lines (JUnit's failure text) and its tail
+(system-out), whether the cache served it (a JUnit property), where its log and folder are."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.lab.exports.classify import FailureVerdict
+from harness.lab.exports.spec import ExportJob
+from harness.outcomes import FailureClass, Status
+from harness.report.records import TestRecord
+
+EXPORT_SUITE = "exports"
+# The export stage's records are the lab host's: they run before any device is claimed.
+EXPORT_HOST = "lab-host"
+_TEXT_TAIL = 8000
+
+
+class CacheUse(enum.StrEnum):
+    HIT = "hit"  # the folder (or the failure) came from the cache
+    MISS = "miss"  # built now (nothing cached)
+    REBUILT = "rebuilt"  # built now although cached: --rebuild-exports
+    REPAIRED = "repaired"  # built now: the cached entry was partial or corrupt
+    NOT_KEPT = "not-kept"  # built now; its host-dependent failure is not cached
+
+
+@dataclass
+class ExportResult:
+    job: ExportJob
+    status: Status
+    key: str = ""
+    cache: CacheUse = CacheUse.MISS
+    folder: Path | None = None  # the export (a cache entry's out/) when it passed
+    failure: FailureVerdict | None = None
+    duration_s: float = 0.0  # this night's time for it (a hit's is the look-up)
+    build_s: float | None = None  # what building it took (a hit's: when it was built)
+    log: Path | None = None  # the night's copy of its log
+    log_tail: str = ""
+    argv: list[str] = field(default_factory=list)
+    note: str = ""  # e.g. a corrupt cache entry that was replaced
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.PASSED
+
+    def reason(self) -> str:
+        """One line for the suites' skipped testcases: "export failed: <reason>"."""
+        if self.failure is None:
+            return f"{self.job.testcase} did not finish ({self.status.value})"
+        return f"{self.job.testcase} {self.failure.failure_class}: {self.failure.message}"
+
+
+def export_record(result: ExportResult, run_id: str) -> TestRecord:
+    job = result.job
+    rec = TestRecord(name=job.testcase, suite=EXPORT_SUITE, device=EXPORT_HOST, status=result.status.value,
+                     soc_model=job.target.soc, htp_arch=job.target.dsp_arch, model=job.build.model,
+                     backend_pair=f"qnn:{job.format}", duration_s=round(result.duration_s, 3),
+                     text=result.log_tail[-_TEXT_TAIL:])
+    if result.failure is not None:
+        rec.failure_class = result.failure.failure_class
+        rec.signature = f"export:{result.failure.failure_class}"
+        rec.message = f"{job.target.soc} {job.format}: {result.failure.message}"
+        if result.cache is CacheUse.HIT:
+            rec.message += " (the export cache's verdict: these inputs failed the same way before)"
+        rec.log_excerpt = "\n".join(result.failure.last_lines)
+    elif result.status is Status.ERROR:
+        rec.failure_class = FailureClass.INTERRUPTED.value
+        rec.message = f"{job.target.soc} {job.format}: stopped (Ctrl-C or SIGTERM) while exporting; nothing kept"
+    else:
+        rec.message = f"{job.target.soc} {job.format}: built" + (" (from the export cache)"
+                                                                 if result.cache is CacheUse.HIT else "")
+    if result.note:
+        rec.message += f" [{result.note}]"
+    rec.extras.update(
+        run_id=run_id, transport="host",
+        export={"key": result.key, "cache": result.cache.value, "target": job.target.soc, "format": job.format,
+                "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "argv": result.argv,
+                "folder": str(result.folder) if result.folder else None, "log": str(result.log) if result.log else None,
+                "build_s": result.build_s, "facts": result.failure.facts if result.failure else {}},
+        junit_properties={"export_cache": result.cache.value, "export_key": result.key,
+                          "export_target": f"{job.target.soc} ({job.target.dsp_arch})", "export_format": job.format},
+    )
+    return rec

@@ -1,0 +1,41 @@
+"""The tool versions an export's cache key holds: what the stage can read on this host without
+running the user's command (QAIRT from the host QNN libraries, ExecuTorch and MNN from the
+installed packages). A tool that is absent is None in the key, so installing it, or moving to
+another QAIRT, changes the key and rebuilds (docs/exports.md#cache)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+
+from harness.errors import HarnessError
+from harness.qnn.host import HostQnn, find_host_qnn
+
+
+def package_version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class HostTools:
+    """What the stage found once per night: the host QNN (or why not) and the versions."""
+
+    qnn: HostQnn | None
+    qnn_problem: str  # "" when found
+    versions: dict[str, str | None]
+
+    @classmethod
+    def find(cls) -> HostTools:
+        qnn, problem = None, ""
+        try:
+            qnn = find_host_qnn()
+        except HarnessError as exc:  # QnnUnavailable, QnnAbiMismatch: each says what to do
+            problem = str(exc)
+        return cls(qnn, problem, {
+            "qairt": qnn.qairt_build if qnn is not None else None,
+            "executorch": package_version("executorch"),
+            "mnn": package_version("MNN"),
+        })

@@ -1,0 +1,100 @@
+"""A small exporter command for the export stage's tests (cache, stop, parallel mechanics).
+
+usage: python fake_exporter.py --soc SOC --soc-id N --arch vNN --format F --out DIR
+What it does is chosen per build by $FAKE_EXPORT_MODES ("sa8295-16a4w=qnn-v68,sm8650-8a8w=segv";
+default `ok`); every start appends "<soc>-<format>" to $FAKE_EXPORT_COUNTER when set.
+Modes: ok (an ExecuTorch-shaped export), qnn-v68 (QNN's v68 op-validation lines, exit 1),
+segv / sigkill (the process kills itself with that signal), traceback, missing-module, empty
+(exit 0, nothing written), wrong-target (built for another soc_id), tree (starts a child and a
+grandchild, writes their pids to $FAKE_EXPORT_PIDS.<build> and half an export, then sleeps: stop tests),
+sleep (sleeps: timeout tests), slow (half a second, its times in $FAKE_EXPORT_TIMES).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+QNN_V68 = """[INFO] [Qnn ExecuTorch]: create QNN Logger with log_level 2
+[ERROR] [Qnn ExecuTorch]:  <E> [4294967295] has incorrect Value 68, expected >= 73.
+[ERROR] [Qnn ExecuTorch]:  <E> QnnBackend_validateOpConfig failed 3110
+[ERROR] [Qnn ExecuTorch]:  <E> Failed to validate op aten_native_layer_norm_default with error 0xc26
+[WARNING] [Qnn ExecuTorch]: Qnn Backend op validation failed with error: 3110
+[ERROR] [Qnn ExecuTorch]:  <E> [4294967295] has incorrect Value 68, expected >= 73.
+[ERROR] [Qnn ExecuTorch]:  <E> QnnBackend_validateOpConfig failed 3110
+[ERROR] [Qnn ExecuTorch]:  <E> Failed to validate op aten_matmul_default_1 with error 0xc26
+[ERROR] [Qnn ExecuTorch]: Failed to finalize Qnn Graph with error: 1002
+Traceback (most recent call last):
+  File "lower.py", line 1, in <module>
+AssertionError: Failed to generate Qnn context binary.
+"""
+
+
+def write_export(out: Path, soc: str, soc_id: int, arch: str, fmt: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "model.pte").write_bytes(b"\x00" * 8 + b"ET12" + b"QnnBackend" + f"{soc}-{fmt}".encode() * 64)
+    (out / "tokenizer.json").write_text('{"model": {"type": "BPE", "vocab": {}}}')
+    (out / "export_args.json").write_text(json.dumps({"soc_id": soc_id, "dsp_arch": arch, "format": fmt}))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--soc", required=True)
+    ap.add_argument("--soc-id", type=int, required=True)
+    ap.add_argument("--arch", required=True)
+    ap.add_argument("--format", required=True)
+    ap.add_argument("--out", required=True, type=Path)
+    args = ap.parse_args()
+    build = f"{args.soc.lower()}-{args.format}"
+    if os.environ.get("FAKE_EXPORT_COUNTER"):
+        with open(os.environ["FAKE_EXPORT_COUNTER"], "a") as f:
+            f.write(build + "\n")
+    modes = dict(m.split("=", 1) for m in os.environ.get("FAKE_EXPORT_MODES", "").split(",") if "=" in m)
+    mode = modes.get(build, "ok")
+    print(f"fake exporter: {build} mode {mode}", flush=True)
+    if mode == "ok":
+        write_export(args.out, args.soc, args.soc_id, args.arch, args.format)
+    elif mode == "qnn-v68":
+        sys.stdout.write(QNN_V68)
+        return 1
+    elif mode in ("segv", "sigkill"):
+        print("building the context binary ...", flush=True)
+        os.kill(os.getpid(), signal.SIGSEGV if mode == "segv" else signal.SIGKILL)
+    elif mode == "traceback":
+        raise ValueError("the recipe names a layer the model does not have")
+    elif mode == "missing-module":
+        print("ModuleNotFoundError: No module named 'executorch'", file=sys.stderr)
+        return 1
+    elif mode == "wrong-target":
+        write_export(args.out, args.soc, 69, "v79", args.format)
+    elif mode == "tree":
+        (args.out / "half.pte").write_bytes(b"partial")
+        child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                                  "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+                                  "print(p.pid, flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None
+        grandchild = int(child.stdout.readline())
+        pids = Path(f"{os.environ['FAKE_EXPORT_PIDS']}.{build}")
+        tmp = Path(f"{pids}.tmp")
+        tmp.write_text(f"{os.getpid()} {child.pid} {grandchild}\n")
+        tmp.rename(pids)
+        time.sleep(600)
+    elif mode == "sleep":
+        time.sleep(600)
+    elif mode == "slow":  # half a second of work, its start and end in $FAKE_EXPORT_TIMES
+        t0 = time.time()
+        time.sleep(0.5)
+        with open(os.environ["FAKE_EXPORT_TIMES"], "a") as f:
+            f.write(f"{t0} {time.time()}\n")
+        write_export(args.out, args.soc, args.soc_id, args.arch, args.format)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
