@@ -78,7 +78,7 @@ def skip_reason(quant: str, htp_arch: str, table: ArchTable | None = None) -> st
             f"(measured with {table.provenance}, {table.source.name})")
 
 
-def plan_matrix(quants: Iterable[str], targets: Iterable[tuple[str, str]] | Iterable[str],
+def plan_matrix(quants: Iterable[str], targets: Iterable[tuple[str, str] | str],
                 table: ArchTable | None = None) -> list[MatrixCell]:
     """Cells for every (quant, target). Targets are arches ('v68') or (device, arch) pairs."""
     cells = []
