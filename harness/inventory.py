@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -18,9 +18,10 @@ import yaml
 from harness import soc
 from harness.errors import InventoryError
 from harness.inventory_labgrid import LABGRID_DEFAULT_RESOURCE, LabgridSpec, parse_labgrid, parse_top_labgrid
+from harness.kinds import TransportKind, by_kind
 from harness.validation import check_keys, parse_host_port, type_name, typed_get
 
-TRANSPORTS = ("adb", "ssh", "local")
+TRANSPORTS = tuple(k.value for k in TransportKind)
 DEFAULT_ADB_SERVER_PORT = 5037
 
 _DEVICE_KEYS = {
@@ -67,7 +68,7 @@ class AdbServer:
 @dataclass(frozen=True)
 class DeviceSpec:
     name: str
-    transport: str
+    transport: TransportKind
     soc_model: str
     soc_id: int
     htp_arch: str
@@ -102,20 +103,28 @@ class DeviceSpec:
         return bool(self.htp_arch)
 
     def describe(self) -> str:
-        if self.labgrid is not None and self.transport == "ssh" and self.ssh is not None and not self.ssh.host:
-            where = f"ssh via {self.labgrid.describe()}"
-        elif self.labgrid is not None and self.transport == "adb" and self.adb_server is None:
-            where = f"adb {self.serial} via the adb server of {self.labgrid.describe()}"
-        else:
-            where = {
-                "adb": f"adb {self.serial} via {self.adb_server or AdbServer()}",
-                "ssh": f"ssh {self.ssh}" if self.ssh else "ssh",
-                "local": "local host",
-            }[self.transport]
+        where = WHERE[self.transport](self)
         if not self.has_htp:
             return f"{self.name}: {where}, host (no HTP)"
         htp = "HTP emulator" if self.emulated else "HTP"  # emulator timings are not device speed
         return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, {htp} {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
+
+
+def _adb_where(d: DeviceSpec) -> str:
+    if d.labgrid is not None and d.adb_server is None:
+        return f"adb {d.serial} via the adb server of {d.labgrid.describe()}"
+    return f"adb {d.serial} via {d.adb_server or AdbServer()}"
+
+
+def _ssh_where(d: DeviceSpec) -> str:
+    if d.labgrid is not None and d.ssh is not None and not d.ssh.host:
+        return f"ssh via {d.labgrid.describe()}"
+    return f"ssh {d.ssh}" if d.ssh else "ssh"
+
+
+# Where a device is reached, in words (DeviceSpec.describe).
+WHERE: Mapping[TransportKind, Callable[[DeviceSpec], str]] = by_kind("inventory.WHERE", {
+    TransportKind.ADB: _adb_where, TransportKind.SSH: _ssh_where, TransportKind.LOCAL: lambda d: "local host"})
 
 
 @dataclass(frozen=True)
@@ -242,42 +251,114 @@ def _parse_adb_server(ctx: _Ctx, raw: Any, base: Path, *, from_place: bool) -> A
 
 def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str | None = None) -> DeviceSpec:
     check_keys(ctx, "", raw, _DEVICE_KEYS)
-    transport = _want(ctx, raw, "transport", str, required=True)
-    if transport not in TRANSPORTS:
-        raise ctx.fail("transport", f"{transport!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
+    text = _want(ctx, raw, "transport", str, required=True)
+    if text not in TRANSPORTS:
+        raise ctx.fail("transport", f"{text!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
+    transport = TransportKind(text)
+    rules = _RULES[transport]
     labgrid = None if raw.get("labgrid") is None else parse_labgrid(ctx, raw["labgrid"], transport, coordinator)
+    serial, adb_server, ssh_spec = rules.link(ctx, raw, base, labgrid)
 
-    serial = _want(ctx, raw, "serial", (str, int))
-    serial = None if serial is None else str(serial)
-    adb_server = None
-    ssh_spec = None
-    if transport == "adb":
-        if not serial:
-            raise ctx.fail("serial", "is missing for an adb device",
-                           "add `serial:` (see `adb devices`; HOST:PORT for a TCP-attached device)")
-        adb_server = _parse_adb_server(ctx, raw.get("adb_server"), base, from_place=labgrid is not None)
-        if "ssh" in raw:
-            raise ctx.fail("ssh", "is set on an adb device", "remove it or set `transport: ssh`")
-    elif transport == "ssh":
-        if "ssh" not in raw:
-            raise ctx.fail("ssh", "is missing for an ssh device", "add `ssh: {host: ..., user: ..., key: ...}`")
-        ssh_spec = _parse_ssh(ctx, raw["ssh"], base,
-                              host_from=None if labgrid is None else labgrid.describe())
-        for k in ("serial", "adb_server"):
-            if k in raw:
-                raise ctx.fail(k, "is set on an ssh device", "remove it or set `transport: adb`")
-    else:
-        for k in ("serial", "adb_server", "ssh"):
-            if k in raw:
-                raise ctx.fail(k, "is set on a local device", "remove it; a local device is this host")
-
-    soc_model = _want(ctx, raw, "soc", str, required=transport != "local")
+    soc_model = _want(ctx, raw, "soc", str, required=rules.needs_soc)
     if soc.is_host(soc_model):
         if "htp" in raw:
             raise ctx.fail("htp", "is set on the host (soc: host has no HTP to emulate)",
                            "give the SoC to emulate, e.g. `soc: SM8650` with `htp: emulator`, or remove `htp:`")
         return _host_device(ctx, raw, base, transport)
     htp = _parse_htp(ctx, raw, transport)
+    soc_model, soc_id, arch, vtcm = _soc_facts(ctx, raw, soc_model)
+
+    default_dir = rules.default_work_dir
+    work_dir = _want(ctx, raw, "work_dir", str, required=default_dir is None, default=default_dir)
+    if not rules.on_host and not PurePosixPath(work_dir).is_absolute():
+        raise ctx.fail("work_dir", f"{work_dir!r} is not an absolute path",
+                       "give the absolute folder on the device, e.g. /data/local/tmp/harness")
+    if rules.on_host and not os.path.isabs(work_dir):
+        work_dir = str((base / work_dir).resolve())
+    tags = _tags(ctx, raw)
+    description = _want(ctx, raw, "description", str, default="")
+
+    return DeviceSpec(
+        name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
+        work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tags,
+        description=description, source=ctx.path, labgrid=labgrid, htp=htp,
+    )
+
+
+def _parse_htp(ctx: _Ctx, raw: dict, transport: TransportKind) -> str:
+    """`htp: emulator` only on a device that is this host; such a device with an HTP SoC needs
+    it (this host has no Hexagon DSP: its QNN cells can only run on QAIRT's x86 emulator)."""
+    on_host = _RULES[transport].on_host
+    htp = _want(ctx, raw, "htp", str)
+    if htp is None:
+        if on_host:
+            raise ctx.fail("soc", f"{raw.get('soc')!r} on a local device: this host has no Hexagon HTP",
+                           "add `htp: emulator` to run its QNN cells on the host's QAIRT HTP emulator "
+                           "(pip install 'harness[qnn]'), or use `soc: host` for the CPU only")
+        return ""
+    if htp not in HTP_MODES:
+        raise ctx.fail("htp", f"{htp!r} is not an HTP mode", f"use `htp: {HTP_EMULATOR}` (the only one)")
+    if not on_host:
+        raise ctx.fail("htp", f"`htp: {htp}` is set on a {transport} device",
+                       "remove it: an adb or ssh device runs its own HTP; the emulator is for `transport: local`")
+    return htp
+
+
+# A device's address for its transport (serial + adb server, or ssh); the other transports' keys are refused.
+Link = tuple[str | None, AdbServer | None, SshSpec | None]
+
+
+def _adb_link(ctx: _Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Link:
+    given = _want(ctx, raw, "serial", (str, int))
+    serial = None if given is None else str(given)
+    if not serial:
+        raise ctx.fail("serial", "is missing for an adb device",
+                       "add `serial:` (see `adb devices`; HOST:PORT for a TCP-attached device)")
+    adb_server = _parse_adb_server(ctx, raw.get("adb_server"), base, from_place=labgrid is not None)
+    if "ssh" in raw:
+        raise ctx.fail("ssh", "is set on an adb device", "remove it or set `transport: ssh`")
+    return serial, adb_server, None
+
+
+def _ssh_link(ctx: _Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Link:
+    _want(ctx, raw, "serial", (str, int))  # a wrong type is named before the key is refused
+    if "ssh" not in raw:
+        raise ctx.fail("ssh", "is missing for an ssh device", "add `ssh: {host: ..., user: ..., key: ...}`")
+    ssh_spec = _parse_ssh(ctx, raw["ssh"], base, host_from=None if labgrid is None else labgrid.describe())
+    for k in ("serial", "adb_server"):
+        if k in raw:
+            raise ctx.fail(k, "is set on an ssh device", "remove it or set `transport: adb`")
+    return None, None, ssh_spec
+
+
+def _local_link(ctx: _Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Link:
+    _want(ctx, raw, "serial", (str, int))
+    for k in ("serial", "adb_server", "ssh"):
+        if k in raw:
+            raise ctx.fail(k, "is set on a local device", "remove it; a local device is this host")
+    return None, None, None
+
+
+@dataclass(frozen=True)
+class _KindRules:
+    """What devices.yaml asks of a device of one transport kind."""
+
+    link: Callable[[_Ctx, dict, Path, LabgridSpec | None], Link]
+    needs_soc: bool  # False: the host itself, which may leave `soc:` out (soc: host)
+    default_work_dir: str | None  # None: `work_dir:` is required
+    on_host: bool  # work_dir is a host folder (relative to the file), not an absolute device path
+
+
+_RULES = by_kind("inventory._RULES", {
+    TransportKind.ADB: _KindRules(_adb_link, True, "/data/local/tmp/harness", False),
+    TransportKind.SSH: _KindRules(_ssh_link, True, None, False),
+    TransportKind.LOCAL: _KindRules(_local_link, False, None, True),
+})
+
+
+def _soc_facts(ctx: _Ctx, raw: dict, soc_model: str) -> tuple[str, int, str, int]:
+    """(model, soc_id, HTP arch, VTCM MB): from the SoC table, where a written fact must agree
+    with it, or all written out for an SoC the table lacks."""
     info = soc.lookup(soc_model)
     soc_id = _want(ctx, raw, "soc_id", int)
     arch_raw = _want(ctx, raw, "htp_arch", (str, int))
@@ -309,49 +390,20 @@ def _parse_device(ctx: _Ctx, name: str, raw: dict, base: Path, coordinator: str 
         soc_id, arch, vtcm = info.soc_id, info.htp_arch, info.vtcm_mb
     if vtcm <= 0:
         raise ctx.fail("vtcm_mb", f"{vtcm} is not a size", "give the VTCM size in MB, e.g. 8")
+    return soc_model, soc_id, arch, vtcm
 
-    default_dir = "/data/local/tmp/harness" if transport == "adb" else None
-    work_dir = _want(ctx, raw, "work_dir", str, required=default_dir is None, default=default_dir)
-    if transport != "local" and not PurePosixPath(work_dir).is_absolute():
-        raise ctx.fail("work_dir", f"{work_dir!r} is not an absolute path",
-                       "give the absolute folder on the device, e.g. /data/local/tmp/harness")
-    if transport == "local" and not os.path.isabs(work_dir):
-        work_dir = str((base / work_dir).resolve())
 
+def _tags(ctx: _Ctx, raw: dict) -> tuple[str, ...]:
     tags = _want(ctx, raw, "tags", list, default=[])
     for t in tags:
         if not isinstance(t, str) or not t:
             raise ctx.fail("tags", f"holds {t!r}", "tags must be non-empty strings")
-    description = _want(ctx, raw, "description", str, default="")
-
-    return DeviceSpec(
-        name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
-        work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tuple(tags),
-        description=description, source=ctx.path, labgrid=labgrid, htp=htp,
-    )
+    return tuple(tags)
 
 
-def _parse_htp(ctx: _Ctx, raw: dict, transport: str) -> str:
-    """`htp: emulator` only on a local device; a local device with an HTP SoC needs it (this
-    host has no Hexagon DSP: its QNN cells can only run on QAIRT's x86 emulator)."""
-    htp = _want(ctx, raw, "htp", str)
-    if htp is None:
-        if transport == "local":
-            raise ctx.fail("soc", f"{raw.get('soc')!r} on a local device: this host has no Hexagon HTP",
-                           "add `htp: emulator` to run its QNN cells on the host's QAIRT HTP emulator "
-                           "(pip install 'harness[qnn]'), or use `soc: host` for the CPU only")
-        return ""
-    if htp not in HTP_MODES:
-        raise ctx.fail("htp", f"{htp!r} is not an HTP mode", f"use `htp: {HTP_EMULATOR}` (the only one)")
-    if transport != "local":
-        raise ctx.fail("htp", f"`htp: {htp}` is set on a {transport} device",
-                       "remove it: an adb or ssh device runs its own HTP; the emulator is for `transport: local`")
-    return htp
-
-
-def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec:
+def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: TransportKind) -> DeviceSpec:
     """A local device that is the host: no SoC facts (QNN cells skip there)."""
-    if transport != "local":
+    if not _RULES[transport].on_host:
         raise ctx.fail("soc", "`host` is only for `transport: local`",
                        "give the device's Qualcomm SoC model, e.g. SM8750")
     for k in ("soc_id", "htp_arch", "vtcm_mb"):
@@ -360,12 +412,8 @@ def _host_device(ctx: _Ctx, raw: dict, base: Path, transport: str) -> DeviceSpec
     work_dir = _want(ctx, raw, "work_dir", str, required=True)
     if not os.path.isabs(work_dir):
         work_dir = str((base / work_dir).resolve())
-    tags = _want(ctx, raw, "tags", list, default=[])
-    for t in tags:
-        if not isinstance(t, str) or not t:
-            raise ctx.fail("tags", f"holds {t!r}", "tags must be non-empty strings")
     return DeviceSpec(name=ctx.device or "", transport=transport, soc_model=soc.HOST, soc_id=0, htp_arch="",
-                      vtcm_mb=0, work_dir=work_dir, tags=tuple(tags),
+                      vtcm_mb=0, work_dir=work_dir, tags=_tags(ctx, raw),
                       description=_want(ctx, raw, "description", str, default=""), source=ctx.path)
 
 

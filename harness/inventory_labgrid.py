@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from harness.kinds import TransportKind, by_kind
 from harness.validation import FailFn, check_keys, parse_host_port, type_name, typed_get
 
 _LABGRID_TOP_KEYS = {"coordinator"}
@@ -15,8 +16,10 @@ _LABGRID_DEVICE_KEYS = {"place", "tags", "prio", "resource"}
 # labgrid's own rules for place tags (labgrid.remote.common.TAG_KEY/TAG_VAL), checked whole.
 _LG_TAG_KEY = re.compile(r"^[a-z][a-z0-9_]+$")
 _LG_TAG_VAL = re.compile(r"^[a-z0-9_]+$")
-# The NetworkService resource a place publishes for each transport (see docs/labgrid.md).
-LABGRID_DEFAULT_RESOURCE = {"adb": "ADBServer", "ssh": "NetworkService"}
+# The NetworkService resource a place publishes for each transport (see docs/labgrid.md);
+# None: labgrid places hold no such device.
+LABGRID_DEFAULT_RESOURCE = by_kind("LABGRID_DEFAULT_RESOURCE", {
+    TransportKind.ADB: "ADBServer", TransportKind.SSH: "NetworkService", TransportKind.LOCAL: None})
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,9 @@ class LabgridSpec:
         return f"labgrid {what} @ {self.coordinator}"
 
 
-def parse_labgrid(ctx: FailFn, raw: Any, transport: str, coordinator: str | None) -> LabgridSpec:
-    if transport not in LABGRID_DEFAULT_RESOURCE:
+def parse_labgrid(ctx: FailFn, raw: Any, transport: TransportKind, coordinator: str | None) -> LabgridSpec:
+    default_resource = LABGRID_DEFAULT_RESOURCE[transport]
+    if default_resource is None:
         raise ctx.fail("labgrid", f"is set on a {transport} device", "labgrid places hold adb and ssh devices only")
     if coordinator is None:
         raise ctx.fail("labgrid", "names a place but the file names no coordinator",
@@ -66,7 +70,7 @@ def parse_labgrid(ctx: FailFn, raw: Any, transport: str, coordinator: str | None
     if place is not None and "prio" in raw:
         raise ctx.fail("labgrid.prio", "is set for a named place", "prio is for reservations (`tags:`); remove it")
     resource = typed_get(ctx, raw, "resource", str, label="labgrid.resource",
-                         default=LABGRID_DEFAULT_RESOURCE[transport])
+                         default=default_resource)
     return LabgridSpec(coordinator=coordinator, resource=resource, place=place, tags=tuple(sorted(pairs)),
                        prio=float(prio))
 

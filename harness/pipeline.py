@@ -4,7 +4,7 @@ provisioned export, check what came out, and turn it into TestRecords.
     runner = LlmDemoRunner(transport, runtime, model)
     runs = run_matrix(runner, cases, pairs)            # one llm_demo process per prompt
     judged = judge_matrix(runs, cases)                 # coherence + agreement with CPU/CPU
-    records = matrix_records(runs, judged, ...)        # what JUnit / SQLite / HTML read
+    run_check(suite, GENERATION, Instance(pair, case), MatrixInput(...), rec)  # decide() into rec
 
 When the pushed runtime holds MNN's `llm_logits_diff`, run_matrix also compares every pair
 other than the CPU reference with it, teacher-forced (A = CPU reference, B = the pair), per
@@ -13,8 +13,7 @@ instrument (docs/logits-diff.md#the-exports-verdict-over-all-its-prompts).
 
 Both front doors decide a (pair, prompt) with `decide`, through the suites' generation check
 (harness/suite/checks.py, run by suites/support.py and harness/lab/jobs.py): the same verdict
-by construction. `matrix_records` is the same decision over a whole judged matrix, for callers
-outside the suites.
+by construction.
 """
 
 from __future__ import annotations
@@ -317,7 +316,7 @@ def decide(run: PairRun, j: Judgement, *, checked_elsewhere: Collection[FailureC
     return Verdict.passed()
 
 
-def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool) -> None:
+def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool, link_fault: bool = False) -> None:
     """Copy a (pair, prompt)'s figures and evidence into `rec`: the runner's signature, perf,
     text, coherence verdict, agreement and teacher-forced extras, and the log excerpt of a
     failed cell. Its verdict is `decide`'s, written by the door (`TestRecord.set_verdict`)."""
@@ -343,6 +342,8 @@ def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool
                                    "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}
     if failed:
         rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
+    if link_fault:  # the lab reconnects on a transport-error verdict (lab/worker.py): the fault itself
+        rec.link_fault = (proc.fault if proc is not None else None) or (tf.fault if (tf := j.teacher_forced) else None)
 
 
 def matrix_records(runs: Mapping[BackendPair, PairRun], judged: Sequence[Judgement], *, suite: str, device: str,
@@ -353,7 +354,8 @@ def matrix_records(runs: Mapping[BackendPair, PairRun], judged: Sequence[Judgeme
         rec = TestRecord(name=f"{suite}::{j.pair}::{j.case.id}", suite=suite, device=device, soc_model=soc_model,
                          htp_arch=htp_arch, model=model, backend_pair=j.pair, text=j.text or "")
         verdict = decide(runs[j.pair], j)
-        record_evidence(rec, runs[j.pair], j, failed=verdict.is_bad)
+        record_evidence(rec, runs[j.pair], j, failed=verdict.is_bad,
+                        link_fault=verdict.failure_class is FailureClass.TRANSPORT_ERROR)
         rec.set_verdict(verdict)
         records.append(rec)
     return records

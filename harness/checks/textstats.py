@@ -428,10 +428,6 @@ def compression_ratio(text: str) -> float:
     return len(zlib.compress(raw, 9)) / len(raw) if raw else 1.0
 
 
-def distinct_ratio(seq: list[str]) -> float:
-    return len(set(seq)) / len(seq) if seq else 1.0
-
-
 def top_share(seq: list[str]) -> float:
     """Share of the most frequent unit (a loop on one token drives it up)."""
     if not seq:

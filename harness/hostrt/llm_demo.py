@@ -359,12 +359,6 @@ def run_prompts_detailed(config_path: str | Path, prompts: Sequence[str], max_to
     return [engine.run(p, max_tokens) for p in prompts]
 
 
-def run_prompts(config_path: str | Path, prompts: Sequence[str], max_tokens: int = -1,
-                overrides: Mapping[str, Any] | None = None) -> list[str]:
-    """What llm_demo would print per prompt (text + "\\n" when it stopped on EOS)."""
-    return [r.text for r in run_prompts_detailed(config_path, prompts, max_tokens, overrides)]
-
-
 # ----------------------------------------------------------------------------- llm_demo
 
 def _benchmark(engine: HostEngine, out: _Out, prompts: Sequence[str], max_tokens: int) -> int:

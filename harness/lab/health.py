@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.errors import DeviceUnauthorizedError, HarnessError, TransportError
+from harness.errors import HarnessError, TransportError
 from harness.transport.base import Transport
 from harness.transport.facts import DeviceFacts
+from harness.transport.types import LinkState, link_state_of
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class HealthVerdict:
     ok: bool
     reasons: list[str] = field(default_factory=list)
     facts: dict[str, str] = field(default_factory=dict)  # DeviceFacts.as_dict(): shown and recorded
-    state: str = "unknown"
+    state: LinkState = LinkState.UNKNOWN
 
     def summary(self) -> str:
         if self.ok:
@@ -62,9 +63,9 @@ def check_device(transport: Transport, policy: HealthPolicy) -> HealthVerdict:
     try:
         facts = transport.device_facts()
     except TransportError as exc:
-        state = "unauthorized" if isinstance(exc, DeviceUnauthorizedError) else "unreachable"
-        return HealthVerdict(device=name, ok=False, reasons=[str(exc)], state=state)
+        return HealthVerdict(device=name, ok=False, reasons=[str(exc)], state=link_state_of(exc))
     except HarnessError as exc:  # a shell or df answering something unreadable
-        return HealthVerdict(device=name, ok=False, reasons=[f"{name}: health probe failed: {exc}"], state="broken")
+        return HealthVerdict(device=name, ok=False, reasons=[f"{name}: health probe failed: {exc}"],
+                             state=LinkState.BROKEN)
     reasons = judge(name, facts, policy)
-    return HealthVerdict(device=name, ok=not reasons, reasons=reasons, facts=facts.as_dict(), state="ok")
+    return HealthVerdict(device=name, ok=not reasons, reasons=reasons, facts=facts.as_dict(), state=LinkState.OK)

@@ -187,18 +187,8 @@ def run_night(
             result.interrupted = stop.is_set()
             result.devices = {w.device.name: w.outcome for w in workers}
         result.wall_s = time.monotonic() - started
-        if reports and not workers and stop.is_set():
-            # Stopped during the exports, before any claim: their JUnit only (the HTML's plotting
-            # alone takes seconds), so Ctrl-C ends the night within 2 s (docs/exports.md).
-            result.reports, result.report_problems = _junit_only(result.records(), out_dir)
-            say("stopped during the exports: JUnit written; no HTML page, nothing added to the history")
-        elif reports:
-            result.reports, result.regressions, result.report_problems = write_night_reports(
-                result.records(), out_dir, run_id=run_id, plan_name=plan.name, started_at=result.started_at,
-                history_db=history_path,
-                nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
-                min_nights=plan.history.min_nights, record_history=not result.interrupted,
-            )
+        if reports:
+            _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
         result.interrupted = stop.is_set()  # a signal during the reports still ends the run as interrupted
     try:
@@ -206,6 +196,23 @@ def run_night(
     except HostWriteError as exc:  # the start's night.json stays; what arrived is in records.jsonl
         result.report_problems.append(f"night.json not updated: {exc}")
     return result
+
+
+def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bool, stop: threading.Event,
+             say: SayFn) -> None:
+    """The night's reports into `result` (paths, regressions, problems)."""
+    if not claimed and stop.is_set():
+        # Stopped during the exports, before any claim: their JUnit only (the HTML's plotting
+        # alone takes seconds), so Ctrl-C ends the night within 2 s (docs/exports.md).
+        result.reports, result.report_problems = _junit_only(result.records(), result.out_dir)
+        say("stopped during the exports: JUnit written; no HTML page, nothing added to the history")
+        return
+    result.reports, result.regressions, result.report_problems = write_night_reports(
+        result.records(), result.out_dir, run_id=result.run_id, plan_name=plan.name, started_at=result.started_at,
+        history_db=history_path,
+        nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
+        min_nights=plan.history.min_nights, record_history=not result.interrupted,
+    )
 
 
 def _export_stage(plan: Plan, devices: list, out_dir: Path, job: JobFn, *, stop: threading.Event, say: SayFn,

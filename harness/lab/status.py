@@ -5,16 +5,19 @@ holder, or for a device with a labgrid place, the coordinator's (a person's
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory
+from harness.kinds import TransportKind, by_kind
 from harness.lab.claims import claim_states, unclaimed_address
 from harness.lab.context import TransportFactory
 from harness.lab.health import HealthPolicy, HealthVerdict, check_device
 from harness.report.table import text_table
 from harness.transport.factory import open_transport
+from harness.transport.types import LinkState
 
 
 @dataclass
@@ -35,7 +38,7 @@ def _check(device: DeviceSpec, policy: HealthPolicy, factory: TransportFactory, 
         device = unclaimed_address(device)
         transport = factory(device)
     except HarnessError as exc:
-        out[key] = HealthVerdict(device.name, ok=False, reasons=[str(exc)], state="unreachable")
+        out[key] = HealthVerdict(device.name, ok=False, reasons=[str(exc)], state=LinkState.UNREACHABLE)
         return
     try:
         out[key] = check_device(transport, policy)
@@ -72,17 +75,30 @@ def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
     return statuses
 
 
+def _adb_where(d: DeviceSpec) -> str:
+    if d.labgrid is not None:  # the address is the place's: name the resource that gives it
+        return f"adb {d.serial} @ {d.labgrid.resource}"
+    return f"adb {d.serial}" + (f" @ {d.adb_server}" if d.adb_server else "")
+
+
+def _ssh_where(d: DeviceSpec) -> str:
+    if d.labgrid is not None:
+        return f"ssh @ {d.labgrid.resource}"
+    return f"ssh {d.ssh.host}:{d.ssh.port}" if d.ssh else "ssh"
+
+
+# The TRANSPORT column: how each kind of device is reached.
+WHERE: Mapping[TransportKind, Callable[[DeviceSpec], str]] = by_kind("lab.status.WHERE", {
+    TransportKind.ADB: _adb_where, TransportKind.SSH: _ssh_where, TransportKind.LOCAL: lambda d: "local"})
+
+
 def format_status(statuses: list[DeviceStatus]) -> str:
     rows = [("DEVICE", "TRANSPORT", "SOC", "HEALTH", "LOCK")]
     for s in statuses:
         d = s.device
-        where = {"adb": f"adb {d.serial}" + (f" @ {d.adb_server}" if d.adb_server else ""),
-                 "ssh": f"ssh {d.ssh.host}:{d.ssh.port}" if d.ssh else "ssh", "local": "local"}[d.transport]
         health = ("ok: " if s.health is not None and s.health.ok else "FAIL: " if s.health is not None else "") \
             + s.health_text()
-        if d.labgrid is not None:  # the address is the place's: name the resource that gives it
-            where = (f"adb {d.serial} @ " if d.transport == "adb" else "ssh @ ") + d.labgrid.resource
-        rows.append((d.name, where, f"{d.soc_model} {d.htp_arch}", health, s.claim))
+        rows.append((d.name, WHERE[d.transport](d), f"{d.soc_model} {d.htp_arch}", health, s.claim))
     return text_table(rows)
 
 

@@ -57,7 +57,8 @@ class EntryRun:
         # A runner that swallowed a link fault reports it as a record of this class; for the
         # lab that is a device fault (reconnect, retry once, quarantine), never a test failure.
         if rec.is_bad and rec.failure_class is FailureClass.TRANSPORT_ERROR:
-            raise ConnectionDropped(f"{w.device.name}: link lost during {rec.name}: {rec.message}")
+            raise ConnectionDropped.relayed(f"{w.device.name}: link lost during {rec.name}: {rec.message}",
+                                            rec.link_fault, device=w.device.name) from rec.link_fault
         if rec.name in self.delivered:
             return  # a retry re-ran a test that already has its result
         self.delivered.add(rec.name)

@@ -195,66 +195,24 @@ def resolve_runtime(
     files = _tree_files(src)
     runner, runner_file = _find_runner(src, files, runner)
     spec = RUNNERS[runner]
-
-    by_name: dict[str, ArtifactFile] = {}
-    for f in sorted(files, key=lambda f: (f.rel.count("/"), f.rel)):
-        by_name.setdefault(f.rel.rsplit("/", 1)[-1], f)
-    top = [f for f in files if "/" not in f.rel and not _is_build_file(f.rel) and f is not runner_file]
-
-    chosen: dict[str, ArtifactFile] = {}
-    if is_elf(runner_file.path):
-        # Companion tools (shallowest copy in the tree) land flat beside the runner, with their
-        # NEEDED libraries; top-level shared libraries go too: runners dlopen some (QNN, MNN backends).
-        companions = [by_name[c] for c in spec.companions if c in by_name and is_elf(by_name[c].path)]
-        for f in companions:
-            chosen[f.rel.rsplit("/", 1)[-1]] = ArtifactFile(f.rel.rsplit("/", 1)[-1], f.path, f.size, f.mode | 0o755)
-        roots = [runner_file, *companions] + [f for f in top if ".so" in f.rel and f not in companions]
-        for f in roots[1 + len(companions):]:
-            chosen[f.rel] = f
-        libs, system, sys_dirs = _needed_closure(src, roots, by_name)
-        for soname, f in libs.items():
-            chosen[soname] = ArtifactFile(soname, f.path, f.size, f.mode)
-    else:
-        # A script runner (the virtual lab's): the top of the folder is the runtime.
-        for f in top:
-            chosen[f.rel] = f
-        system, sys_dirs = {}, ()
+    chosen, system, sys_dirs = _runner_files(src, files, runner_file, spec)
     for name in list(chosen):
         m = _ARCH_LIB.match(name)
         if m and (arch_num is None or int(m.group(1)) != arch_num):
             del chosen[name]  # HTP libraries for another arch (a folder may carry several)
 
+    sdk_roots = _sdk_roots(qnn_sdk, qnn_sdk_option)
     env = dict(os.environ if env is None else env)
-    sdk_roots = [Path(qnn_sdk).expanduser()] if qnn_sdk else []
-    for r in sdk_roots:
-        if not r.is_dir():
-            raise ArtifactError(f"{r}: QNN SDK folder not found; pass the SDK root (the folder holding lib/) "
-                                f"with {qnn_sdk_option}")
     later_roots = ([Path(env["QNN_SDK_ROOT"])] if env.get("QNN_SDK_ROOT") and not sdk_roots and need_qnn else [])
     missing: list[str] = []
     searched: list[str] = []
     if arch_num is not None:
-        wanted = [lib.format(a=arch_num) for lib in spec.qnn_libs]
-        if online_prepare and "libQnnHtpPrepare.so" not in wanted:
-            wanted.append("libQnnHtpPrepare.so")
-        for lib in wanted:
-            candidates = (_sdk_candidates(lib, arch_num, sdk_roots) + [src / lib]
-                          + _sdk_candidates(lib, arch_num, [src]) + _sdk_candidates(lib, arch_num, later_roots))
-            hit = next((c for c in candidates if c.is_file()), None)
-            if hit is None:
-                missing.append(lib)
-                searched = [str(c.parent) for c in candidates]
-                continue
-            chosen[lib] = ArtifactFile(lib, hit.resolve(), hit.stat().st_size, 0o755)
+        found, missing, searched = _qnn_libraries(src, spec, arch_num, online_prepare, sdk_roots, later_roots)
+        chosen.update(found)
     qnn = arch_num is not None and not missing
     own_missing = [lib for lib in spec.own_libs if lib not in chosen]
     if need_qnn and (missing or own_missing):
-        other = sorted({m.group(0) for f in src.iterdir() if (m := _ARCH_LIB.match(f.name))})
-        hint = f" (the folder has {', '.join(other)}: libraries for another HTP arch)" if other else ""
-        where = ", ".join(dict.fromkeys(searched)) or str(src)
-        raise ArtifactError(f"runtime for {runner} on HTP {htp_arch} is missing {', '.join(missing + own_missing)}; "
-                            f"searched {where}{hint}. Pass {qnn_sdk_option} (the QNN SDK root) or copy them into "
-                            f"{src}. The CPU backend needs no QNN library")
+        raise _qnn_missing_error(src, runner, htp_arch, missing + own_missing, searched, qnn_sdk_option)
     if not qnn:
         for lib in [lib.format(a=arch_num or 0) for lib in spec.qnn_libs]:
             chosen.pop(lib, None)  # a partial set of QNN libraries is no QNN runtime
@@ -262,6 +220,74 @@ def resolve_runtime(
     return RuntimeBundle(source=src, runner=runner, htp_arch=f"v{arch_num}" if qnn else "",
                          files=tuple(sorted(chosen.values(), key=lambda f: f.rel)), qnn=qnn,
                          system_needed=system, system_dirs=sys_dirs, cpu_abis=_cpu_abis(chosen, runner))
+
+
+def _runner_files(src: Path, files: list[ArtifactFile], runner_file: ArtifactFile, spec: RunnerSpec,
+                  ) -> tuple[dict[str, ArtifactFile], dict[str, str], tuple[str, ...]]:
+    """What goes beside the runner (device name -> file), the NEEDED names the folder lacks
+    (the device's system must have them) and the system folders the runner's loader reads."""
+    by_name: dict[str, ArtifactFile] = {}
+    for f in sorted(files, key=lambda f: (f.rel.count("/"), f.rel)):
+        by_name.setdefault(f.rel.rsplit("/", 1)[-1], f)
+    top = [f for f in files if "/" not in f.rel and not _is_build_file(f.rel) and f is not runner_file]
+    chosen: dict[str, ArtifactFile] = {}
+    if not is_elf(runner_file.path):
+        # A script runner (the virtual lab's): the top of the folder is the runtime.
+        return {f.rel: f for f in top}, {}, ()
+    # Companion tools (shallowest copy in the tree) land flat beside the runner, with their
+    # NEEDED libraries; top-level shared libraries go too: runners dlopen some (QNN, MNN backends).
+    companions = [by_name[c] for c in spec.companions if c in by_name and is_elf(by_name[c].path)]
+    for f in companions:
+        chosen[f.rel.rsplit("/", 1)[-1]] = ArtifactFile(f.rel.rsplit("/", 1)[-1], f.path, f.size, f.mode | 0o755)
+    roots = [runner_file, *companions] + [f for f in top if ".so" in f.rel and f not in companions]
+    for f in roots[1 + len(companions):]:
+        chosen[f.rel] = f
+    libs, system, sys_dirs = _needed_closure(src, roots, by_name)
+    for soname, f in libs.items():
+        chosen[soname] = ArtifactFile(soname, f.path, f.size, f.mode)
+    return chosen, system, sys_dirs
+
+
+def _sdk_roots(qnn_sdk: Path | str | None, qnn_sdk_option: str) -> list[Path]:
+    """The QNN SDK the user named (checked to exist), searched first."""
+    roots = [Path(qnn_sdk).expanduser()] if qnn_sdk else []
+    for r in roots:
+        if not r.is_dir():
+            raise ArtifactError(f"{r}: QNN SDK folder not found; pass the SDK root (the folder holding lib/) "
+                                f"with {qnn_sdk_option}")
+    return roots
+
+
+def _qnn_libraries(src: Path, spec: RunnerSpec, arch_num: int, online_prepare: bool, sdk_roots: list[Path],
+                   later_roots: list[Path]) -> tuple[dict[str, ArtifactFile], list[str], list[str]]:
+    """The runner's QNN libraries for the arch: found (name -> file), missing, and the folders
+    searched for the last one missing (the SDK, the folder, its SDK layout, $QNN_SDK_ROOT)."""
+    wanted = [lib.format(a=arch_num) for lib in spec.qnn_libs]
+    if online_prepare and "libQnnHtpPrepare.so" not in wanted:
+        wanted.append("libQnnHtpPrepare.so")
+    found: dict[str, ArtifactFile] = {}
+    missing: list[str] = []
+    searched: list[str] = []
+    for lib in wanted:
+        candidates = (_sdk_candidates(lib, arch_num, sdk_roots) + [src / lib]
+                      + _sdk_candidates(lib, arch_num, [src]) + _sdk_candidates(lib, arch_num, later_roots))
+        hit = next((c for c in candidates if c.is_file()), None)
+        if hit is None:
+            missing.append(lib)
+            searched = [str(c.parent) for c in candidates]
+            continue
+        found[lib] = ArtifactFile(lib, hit.resolve(), hit.stat().st_size, 0o755)
+    return found, missing, searched
+
+
+def _qnn_missing_error(src: Path, runner: str, htp_arch: str | None, missing: list[str], searched: list[str],
+                       qnn_sdk_option: str) -> ArtifactError:
+    other = sorted({m.group(0) for f in src.iterdir() if (m := _ARCH_LIB.match(f.name))})
+    hint = f" (the folder has {', '.join(other)}: libraries for another HTP arch)" if other else ""
+    where = ", ".join(dict.fromkeys(searched)) or str(src)
+    return ArtifactError(f"runtime for {runner} on HTP {htp_arch} is missing {', '.join(missing)}; "
+                         f"searched {where}{hint}. Pass {qnn_sdk_option} (the QNN SDK root) or copy them into "
+                         f"{src}. The CPU backend needs no QNN library")
 
 
 def _cpu_abis(chosen: dict[str, ArtifactFile], runner: str) -> dict[str, tuple[str, Path]]:

@@ -18,10 +18,11 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from harness.errors import TransportError
 from harness.hostfiles import append_whole, write_error
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
@@ -57,6 +58,10 @@ class TestRecord:
     attempts: int = 1
     started_at: float = field(default_factory=time.time)
     extras: dict[str, Any] = field(default_factory=dict)
+    # In memory only, never in the JSON line: the link fault a runner caught when this record's
+    # class is transport-error, as the transport raised it (device, argv, exit code, output),
+    # for the lab's worker to act on (harness/lab/worker.py).
+    link_fault: TransportError | None = field(default=None, compare=False, repr=False)
 
     __test__ = False  # not a pytest test class
 
@@ -105,7 +110,7 @@ class TestRecord:
         def clean(v: Any) -> Any:
             return None if isinstance(v, float) and not math.isfinite(v) else v
 
-        data = {k: clean(v) for k, v in asdict(self).items()}
+        data = {k: clean(v) for k, v in asdict(replace(self, link_fault=None)).items() if k != "link_fault"}
         data["status"] = self.status.value
         data["failure_class"] = self.failure_class.value if self.failure_class is not None else ""
         data["backend_pair"] = self.backend_pair.name if self.backend_pair is not None else ""

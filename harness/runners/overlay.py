@@ -61,9 +61,6 @@ class Overlay:
     def apply(self, config: dict[str, Any]) -> dict[str, Any]:
         return {**config, **self.changes(config)}
 
-    def is_empty(self) -> bool:
-        return not self.changes({"mllm": {}})
-
 
 def derived_name(config_name: str, changes: dict[str, Any]) -> str:
     stem = config_name[:-5] if config_name.endswith(".json") else config_name

@@ -100,8 +100,3 @@ def images_of(prompts: Sequence[Prompt | str]) -> dict[str, Path]:
 def count_prompt_lines(text: str) -> int:
     """How many prompts llm_demo reads from a prompt file's text (the rules above)."""
     return sum(1 for line in text.split("\n") if line.rstrip("\r").strip() and not line.startswith("#"))
-
-
-def write_prompt_file(prompts: list[Prompt | str], path: Path) -> Path:
-    path.write_text(render_prompt_file(prompts), encoding="utf-8")
-    return path

@@ -116,12 +116,6 @@ class SignatureSet:
         self.source = source
         self._rank = {c: i for i, c in enumerate(classes)}
 
-    def by_id(self, sig_id: str) -> Signature:
-        for s in self.signatures:
-            if s.id == sig_id:
-                return s
-        raise KeyError(sig_id)
-
     def match_line(self, line: str, source: str, exit_code: int | None = None) -> SignatureMatch | None:
         """First signature (file order) matching the line."""
         for sig in self.signatures:

@@ -138,7 +138,8 @@ def generation(inp: MatrixInput, rec: TestRecord, i: Instance, deferred: Collect
     assert i.pair is not None and i.case_id is not None
     run, j = inp.runs[i.pair], inp.judged[(i.pair, i.case_id)]
     verdict = pipeline.decide(run, j, checked_elsewhere=deferred)
-    pipeline.record_evidence(rec, run, j, failed=verdict.is_bad)
+    pipeline.record_evidence(rec, run, j, failed=verdict.is_bad,
+                             link_fault=verdict.failure_class is FailureClass.TRANSPORT_ERROR)
     if verdict.warning is not None:
         return replace(verdict, warn_with=DriftWarning(verdict.message, j.agreement))
     return verdict

@@ -19,22 +19,23 @@ from harness.errors import (
     CommandOutcomeUnknown,
     ConnectionDropped,
     DeviceOfflineError,
-    DeviceUnauthorizedError,
     TransportError,
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
+from harness.kinds import TransportKind
 from harness.transport.adb_files import LINK_ERRORS, AdbFileTransport, close_connection
-from harness.transport.adb_host import AdbClient, AdbConnection, AdbError
+from harness.transport.adb_host import AdbClient, AdbConnection, AdbError, AdbFault
 from harness.transport.adb_props import FACT_PROPS, parse_getprop
 from harness.transport.adb_shell import read_v1, read_v2, v1_service, v2_service
-from harness.transport.adb_state import is_loopback, is_tcp_serial, state_error, state_from_fail
+from harness.transport.adb_state import is_loopback, is_tcp_serial, link_state, state_error, state_from_fail
 from harness.transport.adb_sync import SyncClient
-from harness.transport.base import HealthReport, RawExec
+from harness.transport.base import HealthReport, LinkState, RawExec
 from harness.transport.retry import RetryPolicy
+from harness.transport.types import link_state_of
 
 
 class AdbTransport(AdbFileTransport):
-    kind = "adb"
+    kind = TransportKind.ADB
 
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None, *,
                  shell_v2: bool | None = None, connect_wait_s: float = 5.0, adb_binary: str = "adb"):
@@ -42,7 +43,7 @@ class AdbTransport(AdbFileTransport):
         super().__init__(device, retry)
         if not device.serial:
             raise TransportError(f"{device.name}: no `serial:` in {device.source or 'devices.yaml'}; "
-                                 "add the serial `adb devices` shows (HOST:PORT for a TCP device)")
+                                 "add the serial `adb devices` shows (HOST:PORT for a TCP device)", device=device.name)
         self.serial = device.serial
         self.server = device.adb_server or AdbServer()
         self.client = AdbClient(self.server.host, self.server.port)
@@ -68,7 +69,7 @@ class AdbTransport(AdbFileTransport):
             raise DeviceOfflineError(
                 f"{self._label}: the adb server does not answer ({exc}); start it on {self.server.host} with "
                 f"`adb -P {self.server.port} start-server` (or fix `adb_server` in "
-                f"{self.device.source or 'devices.yaml'})") from None
+                f"{self.device.source or 'devices.yaml'})", device=self.device.name) from None
 
     def _may_start_server(self) -> bool:
         """Like the adb CLI: only the default local server is started on demand."""
@@ -94,7 +95,7 @@ class AdbTransport(AdbFileTransport):
             raise
         except LINK_ERRORS as exc:
             raise DeviceOfflineError(f"{self._label}: adb server connection failed during `{service}` "
-                                     f"({type(exc).__name__}: {exc})") from None
+                                     f"({type(exc).__name__}: {exc})", device=self.device.name) from None
         finally:
             close_connection(conn)
 
@@ -103,7 +104,7 @@ class AdbTransport(AdbFileTransport):
         try:
             return self._host_query(f"host-serial:{self.serial}:get-state").strip() or "unknown"
         except AdbError as exc:
-            return state_from_fail(str(exc))
+            return state_from_fail(exc.refusal or "")
 
     def _ensure_ready(self) -> None:
         """Make sure the server lists the device as `device` (connecting TCP serials on demand)."""
@@ -132,12 +133,12 @@ class AdbTransport(AdbFileTransport):
         try:
             message = self._host_query(f"host:connect:{self.serial}")
         except AdbError as exc:
-            message = str(exc)
+            message = exc.refusal or str(exc)
         if any(word in message.lower() for word in ("unable", "failed", "cannot", "error")):
             if "authenticate" in message.lower() or self.adb_state() == "unauthorized":
                 raise self._state_error("unauthorized")
             raise DeviceOfflineError(f"{self._label}: `adb connect {self.serial}` failed: {message.strip()}; "
-                                     "check the device is on the network and adb over TCP is enabled")
+                                     "check the device is on the network and adb over TCP is enabled", device=self.device.name)
         deadline = time.monotonic() + self.connect_wait_s
         while True:
             state = self.adb_state()
@@ -147,19 +148,20 @@ class AdbTransport(AdbFileTransport):
 
     def _state_error(self, state: str) -> TransportError:
         self._ready = False
-        return state_error(self._label, self.serial, state)
+        return state_error(self._label, self.serial, state, self.device.name)
 
-    def _fail_error(self, message: str, what: str) -> TransportError:
-        """Classify a FAIL the server sent while opening a device service."""
-        state = state_from_fail(message)
+    def _fail_error(self, exc: AdbError, what: str) -> TransportError:
+        """Classify a FAIL the server sent while opening a device service (its words name
+        the device's state), or another reply it could not give."""
+        state = state_from_fail(exc.refusal or "")
         if state != "unknown":
             return self._state_error(state)
-        return TransportError(f"{self._label}: adb refused {what}: {message.strip()}")
+        return TransportError(f"{self._label}: adb refused {what}: {str(exc).strip()}", device=self.device.name)
 
     def _dropped(self, what: str, exc: BaseException) -> ConnectionDropped:
         # The next call re-checks the device's state (and reconnects a TCP device).
         self._ready = False
-        return ConnectionDropped(f"{self._label}: connection dropped during {what} ({type(exc).__name__}: {exc})")
+        return ConnectionDropped(f"{self._label}: connection dropped during {what} ({type(exc).__name__}: {exc})", device=self.device.name)
 
     def _open(self, service: str, what: str, timeout: float | None = None, *,
               runs_once: bool = False) -> AdbConnection:
@@ -179,9 +181,9 @@ class AdbTransport(AdbFileTransport):
             close_connection(conn)
             # The stream ended where OKAY/FAIL was due, or the server's `FAIL closed`: the device
             # side went away before its OKAY (adb sockets.cpp local_socket_close_notify).
-            if str(exc).startswith("Unknown data") or str(exc).strip() == "closed":
+            if exc.fault is AdbFault.CUT or (exc.refusal or "").strip() == "closed":
                 raise self._lost(what, exc, sent and runs_once) from None
-            raise self._fail_error(str(exc), what) from None  # a FAIL: refused, never started
+            raise self._fail_error(exc, what) from None  # a FAIL: refused, never started
         except LINK_ERRORS as exc:
             close_connection(conn)
             raise self._lost(what, exc, sent and runs_once) from None
@@ -196,7 +198,7 @@ class AdbTransport(AdbFileTransport):
         return CommandOutcomeUnknown(
             f"{self._label}: connection lost during {what} after it was handed to the device "
             f"({type(exc).__name__}: {exc}); it may have run (wholly or in part), so it is not sent again. "
-            "Check the device's state (files, processes) and run it again only if that is safe")
+            "Check the device's state (files, processes) and run it again only if that is safe", device=self.device.name)
 
     def features(self) -> frozenset[str]:
         """The device's adb features (asked once, then cached)."""
@@ -205,7 +207,7 @@ class AdbTransport(AdbFileTransport):
             try:
                 text = self._host_query(f"host-serial:{self.serial}:features")
             except AdbError as exc:
-                raise self._fail_error(str(exc), "a features query") from None
+                raise self._fail_error(exc, "a features query") from None
             # Some servers pass the device banner's trailing NUL through; drop it.
             self._features = frozenset(f.strip("\0 \n") for f in text.split(",") if f.strip("\0 \n"))
         return self._features
@@ -260,31 +262,24 @@ class AdbTransport(AdbFileTransport):
 
     def facts(self) -> dict[str, str]:
         props = self.props()
-        facts = {"transport": "adb", "serial": self.serial, "adb_server": str(self.server),
+        facts = {"transport": self.kind.value, "serial": self.serial, "adb_server": str(self.server),
                  "soc_model": self.device.soc_model}
         facts.update({name: props[key] for name, key in FACT_PROPS.items() if props.get(key)})
         facts.setdefault("model", self.serial)
         return facts
 
     def _link_health(self) -> HealthReport:
-        report = HealthReport(device=self.device.name, reachable=False)
+        """The server's view first (unauthorized, offline, absent: its state, not a shell's
+        silence), then the shell as on every link."""
         try:
             self._ensure_ready()
         except TransportError as exc:
-            report.state = "unauthorized" if isinstance(exc, DeviceUnauthorizedError) else self._safe_state()
+            state = link_state_of(exc)
+            report = HealthReport(device=self.device.name, reachable=False,
+                                  state=state if state is LinkState.UNAUTHORIZED else self._safe_state())
             report.problems.append(str(exc))
             return report
-        report.state = "device"
-        try:
-            shell_ok = self.shell(["echo", "ok"], timeout=20)
-        except TransportError as exc:
-            report.problems.append(str(exc))
-            return report
-        if shell_ok.stdout.strip() != "ok":
-            report.problems.append(f"`echo ok` printed {shell_ok.stdout!r} (exit {shell_ok.exit_code})")
-            return report
-        report.reachable = True
-        return report
+        return super()._link_health()
 
     def health(self) -> HealthReport:
         report = super().health()
@@ -293,11 +288,11 @@ class AdbTransport(AdbFileTransport):
             report.problems.append(f"{self.device.name}: sys.boot_completed is not 1; the device has not finished booting")
         return report
 
-    def _safe_state(self) -> str:
+    def _safe_state(self) -> LinkState:
         try:
-            return self.adb_state()
+            return link_state(self.adb_state())
         except TransportError:
-            return "unreachable"
+            return LinkState.UNREACHABLE
 
 
 __all__ = ["AdbTransport"]

@@ -80,8 +80,8 @@ class AdbFileTransport(Transport):
         if "no space left" in low or "enospc" in low:
             return RemoteNoSpaceError(f"{self.device.name}: no space left on the device writing {remote} "
                                       f"({message.strip()}); free space under {posixpath.dirname(remote)} "
-                                      "(`harness status` shows free disk) and retry")
-        return RemotePathError(f"{self.device.name}: {what} {remote} failed on the device: {message.strip()}")
+                                      "(`harness status` shows free disk) and retry", device=self.device.name)
+        return RemotePathError(f"{self.device.name}: {what} {remote} failed on the device: {message.strip()}", device=self.device.name)
 
     def _push_file(self, local: Path, remote: str, mode: int, progress: ProgressFn | None) -> int:
         conn, sync = self._sync(f"push of {local.name}")

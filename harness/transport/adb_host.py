@@ -11,13 +11,29 @@ check_okay, read_string_block, .conn) is adbutils' own, so the driver's code did
 from __future__ import annotations
 
 import socket
+from enum import Enum
 
 _OKAY, _FAIL = b"OKAY", b"FAIL"
 _CONNECT_TIMEOUT_S = 3.0  # as adbutils: a server that does not accept in 3 s is not there
 
 
+class AdbFault(Enum):
+    """How a request to the adb server went wrong, decided where the reply is read."""
+
+    UNREACHABLE = "unreachable"  # no connection to the server
+    REFUSED = "refused"  # the server answered FAIL: `refusal` holds its message
+    CUT = "cut"  # the stream ended (or held something else) where OKAY/FAIL was due
+    BROKEN = "broken"  # a reply that could not be read: timeout, a bad length, a closed block
+
+
 class AdbError(Exception):
-    """The adb server refused a request (its FAIL message) or could not be reached."""
+    """The adb server refused a request (its FAIL message) or could not be reached. Callers
+    read `fault` and `refusal` (the server's own words), never this exception's message."""
+
+    def __init__(self, message: str, fault: AdbFault = AdbFault.BROKEN, refusal: str | None = None):
+        super().__init__(message)
+        self.fault = fault
+        self.refusal = refusal
 
 
 def _is_ip(host: str) -> bool:
@@ -50,7 +66,7 @@ class AdbConnection:
             else:
                 sock = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S)
         except OSError as exc:
-            raise AdbError(f"connect to adb server {host}:{port} failed: {exc}") from None
+            raise AdbError(f"connect to adb server {host}:{port} failed: {exc}", AdbFault.UNREACHABLE) from None
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         sock.settimeout(timeout)
         self._sock: socket.socket | None = sock
@@ -58,7 +74,7 @@ class AdbConnection:
     @property
     def conn(self) -> socket.socket:
         if self._sock is None:
-            raise AdbError("connection is closed")
+            raise AdbError("connection is closed", AdbFault.UNREACHABLE)
         return self._sock
 
     def close(self) -> None:
@@ -97,10 +113,10 @@ class AdbConnection:
     def check_okay(self) -> None:
         status = self._read(4)
         if status == _FAIL:
-            raise AdbError(self.read_string_block())
+            message = self.read_string_block()
+            raise AdbError(message, AdbFault.REFUSED, message)
         if status != _OKAY:
-            # The driver reads "Unknown data" (adbutils' words) as a stream that ended early.
-            raise AdbError(f"Unknown data: {status!r}")
+            raise AdbError(f"Unknown data: {status!r}", AdbFault.CUT)  # adbutils' words
 
 
 class AdbClient:

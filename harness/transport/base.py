@@ -13,17 +13,18 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
 from harness.inventory import DeviceSpec
+from harness.kinds import TransportKind
 from harness.transport.command import build_shell_command, quote_argv
 from harness.transport.facts import PROBE_SCRIPT, DeviceFacts, ProbeUnreadable, parse_df_free, parse_probe
 from harness.transport.pidfiles import PID_PREFIX, PROVEN_KILL_SCRIPT, DeviceProcess, parse_killed, parse_stat_line
 from harness.transport.retry import RetryPolicy
 from harness.transport.stop import CommandWatch, check_stop, stoppable
+from harness.transport.types import CommandResult, HealthReport, LinkState, RawExec, RemoteStat, link_state_of
 
 ProgressFn = Callable[[int], None]  # called with the bytes just moved
 # A timed shell() records who its program is in <device_tmp_dir>/pid-<random> (the device shell
@@ -31,76 +32,10 @@ ProgressFn = Callable[[int], None]  # called with the bytes just moved
 # kill_stray_processes), and kills only a process they prove ours (harness/transport/pidfiles.py).
 
 
-@dataclass(frozen=True)
-class CommandResult:
-    args: tuple[str, ...]
-    stdout: str
-    stderr: str
-    exit_code: int
-    duration_s: float = 0.0
-    timed_out: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
-
-    @property
-    def signal(self) -> int | None:
-        """Signal number when the shell reported 128+N (139 = SIGSEGV, 134 = SIGABRT)."""
-        return self.exit_code - 128 if 128 < self.exit_code < 160 else None
-
-    def check(self, device: str = "device") -> CommandResult:
-        if not self.ok:
-            tail = (self.stderr or self.stdout).strip().splitlines()[-3:]
-            raise CommandFailed(f"{device}: `{quote_argv(self.args)}` exited {self.exit_code}: {' | '.join(tail)}")
-        return self
-
-
-@dataclass(frozen=True)
-class RawExec:
-    """What a transport's primitive returns for one shell string."""
-
-    stdout: bytes
-    stderr: bytes
-    exit_code: int
-    timed_out: bool = False
-
-
-@dataclass(frozen=True)
-class RemoteStat:
-    path: str
-    size: int
-    mode: int
-    mtime: int
-    inode: int = 0  # 0 when the link cannot tell (SFTP)
-
-    @property
-    def is_dir(self) -> bool:
-        return stat_mod.S_ISDIR(self.mode)
-
-    @property
-    def is_file(self) -> bool:
-        return stat_mod.S_ISREG(self.mode)
-
-
-@dataclass
-class HealthReport:
-    device: str
-    reachable: bool
-    state: str = "unknown"  # device | offline | unauthorized | unreachable | broken | ok
-    facts: dict[str, str] = field(default_factory=dict)  # who the device is: Transport.facts()
-    device_facts: DeviceFacts = field(default_factory=DeviceFacts)  # its condition: Transport.device_facts()
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.reachable and not self.problems
-
-
 class Transport(ABC):
     """A link to one device. Methods raise TransportError subclasses for link faults."""
 
-    kind: str = "base"
+    kind: ClassVar[TransportKind | None] = None  # each driver's kind (inventory's `transport:`)
     # True while free_bytes() answers exactly what POSIX `df -k` on the device prints, so a
     # caller that already ran df in a script of its own may use that number instead.
     free_bytes_is_df: ClassVar[bool] = True
@@ -158,7 +93,7 @@ class Transport(ABC):
         # A program the stop kills ends with 128+9 like any killed one: the caller's record of the
         # test in flight then says what happened (the lab marks it interrupted); the next one is refused.
         with CommandWatch(self, pid_file):
-            raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
+            raw = self._run_exec(args, command, timeout)
         duration = time.monotonic() - started
         if pid_file:
             self._tmp_ready = True
@@ -195,11 +130,17 @@ class Transport(ABC):
         inner = build_shell_command(args, cwd=cwd, env=env, exec_program=True)
         launcher = (f"{quote_argv(['sh', '-c', inner])} > {quote_argv([stdout_path])} "
                     f"2> {quote_argv([stderr_path])} & echo $!")
-        raw = self._exec(launcher, 60)
+        try:
+            raw = self._exec(launcher, 60)
+        except TransportError as exc:
+            exc.fill(device=self.device.name, argv=args)
+            raise
         text = raw.stdout.decode(errors="replace").strip()
         if raw.exit_code != 0 or not text.isdigit():
+            out, err = raw.stdout.decode(errors="replace"), raw.stderr.decode(errors="replace")
             raise CommandFailed(f"{self.device.name}: could not start `{quote_argv(args)}` in the background "
-                                f"(exit {raw.exit_code}): {(raw.stderr or raw.stdout).decode(errors='replace').strip()}")
+                                f"(exit {raw.exit_code}): {(err or out).strip()}", device=self.device.name,
+                                argv=args, exit_code=raw.exit_code, stdout=out, stderr=err)
         return int(text)
 
     def quick(self, args: Sequence[str], *, timeout: float = 60, check: bool = True) -> CommandResult:
@@ -207,8 +148,17 @@ class Transport(ABC):
         timeout abandons it instead of killing it on the device: use shell() for programs."""
         command = build_shell_command(args)
         started = time.monotonic()
-        raw = self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
+        raw = self._run_exec(args, command, timeout)
         return self._result(args, raw, time.monotonic() - started, check)
+
+    def _run_exec(self, args: Sequence[str], command: str, timeout: float | None) -> RawExec:
+        """`_exec` under the retry policy; a link fault gets the device and argv the driver
+        had only as a shell string."""
+        try:
+            return self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
+        except TransportError as exc:
+            exc.fill(device=self.device.name, argv=args)
+            raise
 
     def _pid_file(self) -> str:
         # In device_tmp_dir(), which shell() makes on the way if it is not there yet.
@@ -229,7 +179,8 @@ class Transport(ABC):
         raw = self._exec(quote_argv(["cat", pid_file]), 30)
         proc = parse_stat_line(raw.stdout.decode(errors="replace"))
         if proc is not None and not self.kill_proven([proc]) and self._is_process(proc):
-            raise CommandTimeout(f"{self.device.name}: timed-out process {proc.pid} could not be killed")
+            raise CommandTimeout(f"{self.device.name}: timed-out process {proc.pid} could not be killed",
+                                 device=self.device.name)
 
     def kill_proven(self, procs: Iterable[DeviceProcess], wait_s: float = 5.0) -> list[int]:
         """SIGKILL each process that is still the one recorded (same pid AND start time, checked
@@ -301,7 +252,7 @@ class Transport(ABC):
     def push(self, local: Path, remote: str, *, mode: int | None = None, progress: ProgressFn | None = None) -> int:
         local = Path(local)
         if not local.is_file():
-            raise TransportError(f"{self.device.name}: cannot push {local}: not a file")
+            raise TransportError(f"{self.device.name}: cannot push {local}: not a file", device=self.device.name)
         file_mode = mode if mode is not None else stat_mod.S_IMODE(local.stat().st_mode)
         check_stop(self, f"pushing {local.name}")
         progress = stoppable(self, progress, f"push of {local.name}")
@@ -379,7 +330,7 @@ class Transport(ABC):
                     continue
                 if st.size > max_bytes:
                     raise TransportError(f"{self.device.name}: {remote} is {st.size} bytes, more than the "
-                                         f"{max_bytes} a small read allows")
+                                         f"{max_bytes} a small read allows", device=self.device.name)
                 local = Path(tmp) / str(i)
                 self.pull(remote, local)
                 out[remote] = local.read_bytes()
@@ -410,7 +361,9 @@ class Transport(ABC):
         res = self.quick(["df", "-k", remote])
         free = parse_df_free(res.stdout)
         if free is None:
-            raise TransportError(f"{self.device.name}: cannot read free space from `df -k {remote}`: {res.stdout!r}")
+            raise TransportError(f"{self.device.name}: cannot read free space from `df -k {remote}`: {res.stdout!r}",
+                                 device=self.device.name, argv=res.args, exit_code=res.exit_code,
+                                 stdout=res.stdout, stderr=res.stderr)
         return free
 
     def sha256(self, remote: str) -> str | None:
@@ -435,7 +388,9 @@ class Transport(ABC):
         try:
             return parse_probe(res.stdout)
         except ProbeUnreadable as exc:
-            raise CommandFailed(f"{self.device.name}: device facts: {exc} (exit {res.exit_code})") from None
+            raise CommandFailed(f"{self.device.name}: device facts: {exc} (exit {res.exit_code})",
+                                device=self.device.name, argv=res.args, exit_code=res.exit_code,
+                                stdout=res.stdout, stderr=res.stderr) from None
 
     def _link_health(self) -> HealthReport:
         """Reachability only: does a shell answer?"""
@@ -443,11 +398,11 @@ class Transport(ABC):
         try:
             res = self.shell(["echo", "ok"], timeout=20)
         except TransportError as exc:
-            report.state = "unreachable"
+            report.state = link_state_of(exc)
             report.problems.append(str(exc))
             return report
         report.reachable = res.stdout.strip() == "ok"
-        report.state = "ok" if report.reachable else "broken-shell"
+        report.state = LinkState.OK if report.reachable else LinkState.BROKEN
         if not report.reachable:
             report.problems.append(f"`echo ok` printed {res.stdout!r} (exit {res.exit_code})")
         return report
@@ -462,10 +417,10 @@ class Transport(ABC):
             report.facts = self.facts()
             report.device_facts = self.device_facts()
         except TransportError as exc:
-            report.state = "unreachable"
+            report.state = link_state_of(exc)
             report.problems.append(str(exc))
         except HarnessError as exc:  # a reply we could not read (e.g. odd `df`)
-            report.state = "broken"
+            report.state = LinkState.BROKEN
             report.problems.append(f"{self.device.name}: health check failed: {exc}")
         return report
 
@@ -486,5 +441,6 @@ def remote_join(*parts: str) -> str:
 
 
 __all__ = [
-    "CommandResult", "DeviceFacts", "HealthReport", "ProgressFn", "RawExec", "RemoteStat", "Transport", "remote_join",
+    "CommandResult", "DeviceFacts", "HealthReport", "LinkState", "ProgressFn", "RawExec", "RemoteStat", "Transport",
+    "remote_join",
 ]

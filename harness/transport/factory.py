@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from harness.inventory import DeviceSpec
+from harness.kinds import TransportKind, by_kind
 from harness.transport.adb import AdbTransport
 from harness.transport.adb_host import AdbConnection
 from harness.transport.base import Transport
@@ -15,22 +17,34 @@ if TYPE_CHECKING:  # paramiko (the tunnel's) costs ~0.1 s of start-up: only when
 
 
 def open_transport(device: DeviceSpec, retry: RetryPolicy | None = None) -> Transport:
-    if device.transport == "adb":
-        server = device.adb_server
-        if server is not None and server.via_ssh is not None:
-            from harness.transport.tunnel import SshTunnel, TunnelTarget
+    return OPENERS[device.transport](device, retry)
 
-            tunnel = SshTunnel(server.via_ssh, TunnelTarget(server.host, server.port), name=device.name,
-                               inventory=str(device.source or "devices.yaml"))
-            return AdbOverSsh(device, tunnel, retry=retry)
-        return AdbTransport(device, retry=retry)
-    if device.transport == "ssh":
-        from harness.transport.ssh import SshTransport
 
-        return SshTransport(device, retry=retry)
+def _open_adb(device: DeviceSpec, retry: RetryPolicy | None) -> Transport:
+    server = device.adb_server
+    if server is not None and server.via_ssh is not None:
+        from harness.transport.tunnel import SshTunnel, TunnelTarget
+
+        tunnel = SshTunnel(server.via_ssh, TunnelTarget(server.host, server.port), name=device.name,
+                           inventory=str(device.source or "devices.yaml"))
+        return AdbOverSsh(device, tunnel, retry=retry)
+    return AdbTransport(device, retry=retry)
+
+
+def _open_ssh(device: DeviceSpec, retry: RetryPolicy | None) -> Transport:
+    from harness.transport.ssh import SshTransport
+
+    return SshTransport(device, retry=retry)
+
+
+def _open_local(device: DeviceSpec, retry: RetryPolicy | None) -> Transport:
     from harness.transport.local import LocalTransport
 
     return LocalTransport(device, retry=retry)
+
+
+OPENERS: Mapping[TransportKind, Callable[[DeviceSpec, RetryPolicy | None], Transport]] = by_kind(
+    "factory.OPENERS", {TransportKind.ADB: _open_adb, TransportKind.SSH: _open_ssh, TransportKind.LOCAL: _open_local})
 
 
 class AdbOverSsh(AdbTransport):

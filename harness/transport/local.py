@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import RemoteNoSpaceError, RemotePathError
+from harness.kinds import TransportKind
 from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
 
 _CHUNK = 4 << 20
 
 
 class LocalTransport(Transport):
-    kind = "local"
+    kind = TransportKind.LOCAL
     free_bytes_is_df = False  # free_bytes() asks the host OS, not `df -k`
 
     def _exec(self, command: str, timeout: float | None) -> RawExec:
@@ -39,13 +40,13 @@ class LocalTransport(Transport):
         return RawExec(out, err, code)
 
     def _push_file(self, local: Path, remote: str, mode: int, progress: ProgressFn | None) -> int:
-        return _copy(local, Path(remote), mode, progress)
+        return _copy(local, Path(remote), mode, progress, self.device.name)
 
     def _pull_file(self, remote: str, local: Path, progress: ProgressFn | None) -> int:
         src = Path(remote)
         if not src.is_file():
-            raise RemotePathError(f"{self.device.name}: {remote} does not exist")
-        return _copy(src, local, None, progress)
+            raise RemotePathError(f"{self.device.name}: {remote} does not exist", device=self.device.name)
+        return _copy(src, local, None, progress, self.device.name)
 
     def stat(self, remote: str) -> RemoteStat | None:
         try:
@@ -64,7 +65,8 @@ class LocalTransport(Transport):
                 out[remote] = None
                 continue
             if len(out[remote] or b"") > max_bytes:
-                raise RemotePathError(f"local: {remote} is larger than the {max_bytes} bytes a small read allows")
+                raise RemotePathError(f"local: {remote} is larger than the {max_bytes} bytes a small read allows",
+                                      device=self.device.name)
         return out
 
     def free_bytes(self, remote: str) -> int:
@@ -78,10 +80,10 @@ class LocalTransport(Transport):
         return {"ro.soc.model": self.device.soc_model}.get(name, "")
 
     def facts(self) -> dict[str, str]:
-        return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": "local"}
+        return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": self.kind.value}
 
 
-def _copy(src: Path, dst: Path, mode: int | None, progress: ProgressFn | None) -> int:
+def _copy(src: Path, dst: Path, mode: int | None, progress: ProgressFn | None, device: str) -> int:
     dst.parent.mkdir(parents=True, exist_ok=True)
     total = 0
     try:
@@ -93,7 +95,8 @@ def _copy(src: Path, dst: Path, mode: int | None, progress: ProgressFn | None) -
                     progress(len(chunk))
     except OSError as exc:
         if exc.errno == 28:
-            raise RemoteNoSpaceError(f"local: no space left writing {dst}; free disk space and retry") from None
+            raise RemoteNoSpaceError(f"local: no space left writing {dst}; free disk space and retry",
+                                     device=device) from None
         raise
     if mode is not None:
         os.chmod(dst, mode)

@@ -28,6 +28,7 @@ from harness.errors import (
     TransportError,
 )
 from harness.inventory import DeviceSpec
+from harness.kinds import TransportKind
 from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
@@ -54,14 +55,14 @@ _FACTS_SCRIPT = (
 
 
 class SshTransport(Transport):
-    kind = "ssh"
+    kind = TransportKind.SSH
 
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None,
                  connect_timeout: float = CONNECT_TIMEOUT):
         super().__init__(device, retry)
         if device.ssh is None:
             raise TransportError(f"{device.name}: no `ssh:` settings in {device.source or 'devices.yaml'}; "
-                                 "add host, user and key for this device")
+                                 "add host, user and key for this device", device=device.name)
         self.spec = device.ssh
         self.connect_timeout = connect_timeout
         self._client: paramiko.SSHClient | None = None
@@ -112,7 +113,7 @@ class SshTransport(Transport):
     def _dropped(self, what: str, exc: BaseException) -> ConnectionDropped:
         self._drop()
         return ConnectionDropped(f"{self.device.name}: ssh link to {self._where} dropped during {what} "
-                                 f"({type(exc).__name__}: {exc})")
+                                 f"({type(exc).__name__}: {exc})", device=self.device.name)
 
     def close(self) -> None:
         self._drop()
@@ -139,7 +140,7 @@ class SshTransport(Transport):
             raise CommandOutcomeUnknown(
                 f"{self.device.name}: ssh link to {self._where} lost while a command was running "
                 f"({type(exc).__name__}: {exc}); it may have run (wholly or in part), so it is not sent again. "
-                "Check the board's state and run it again only if that is safe") from None
+                "Check the board's state and run it again only if that is safe", device=self.device.name) from None
         finally:
             chan.close()
 
@@ -179,13 +180,13 @@ class SshTransport(Transport):
                 transport = client.get_transport()
                 if transport is None:   # the connection closed under us
                     raise ConnectionDropped(f"{self.device.name}: ssh connection to {self._where} closed before "
-                                            "SFTP could open; run again")
+                                            "SFTP could open; run again", device=self.device.name)
                 try:
                     self._sftp = paramiko.SFTPClient.from_transport(transport, window_size=_WINDOW)
                 except (OSError, EOFError, paramiko.SSHException) as exc:
                     raise self._dropped("opening SFTP (is `Subsystem sftp` enabled in sshd_config?)", exc) from None
                 if self._sftp is None:
-                    raise ConnectionDropped(f"{self.device.name}: SFTP session to {self._where} could not start")
+                    raise ConnectionDropped(f"{self.device.name}: SFTP session to {self._where} could not start", device=self.device.name)
             return self._sftp
 
     def _file_error(self, what: str, remote: str, exc: BaseException, size: int = 0) -> TransportError:
@@ -195,15 +196,15 @@ class SshTransport(Transport):
             return self._dropped(f"{what} {remote}", exc)
         code = getattr(exc, "errno", None)
         if code == errno.ENOENT:
-            return RemotePathError(f"{self.device.name}: {what} {remote}: no such file or folder on the board")
+            return RemotePathError(f"{self.device.name}: {what} {remote}: no such file or folder on the board", device=self.device.name)
         if code == errno.EACCES:
             return RemotePathError(f"{self.device.name}: {what} {remote}: permission denied for "
-                                   f"{self.spec.user}; pick a folder that user can write (work_dir)")
+                                   f"{self.spec.user}; pick a folder that user can write (work_dir)", device=self.device.name)
         # OpenSSH's sftp-server reports ENOSPC as a generic "Failure": look at the disk.
         if size and self._short_of_space(remote, size):
             return RemoteNoSpaceError(f"{self.device.name}: no space left on the board writing {remote} "
-                                      f"({size} bytes); free space under {posixpath.dirname(remote)}")
-        return RemotePathError(f"{self.device.name}: {what} {remote} failed: {exc}")
+                                      f"({size} bytes); free space under {posixpath.dirname(remote)}", device=self.device.name)
+        return RemotePathError(f"{self.device.name}: {what} {remote} failed: {exc}", device=self.device.name)
 
     def _short_of_space(self, remote: str, size: int) -> bool:
         try:
@@ -225,7 +226,8 @@ class SshTransport(Transport):
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 raise self._file_error("push to", remote, exc, size) from None
         if total != size:
-            raise ConnectionDropped(f"{self.device.name}: push of {local} to {remote} wrote {total} of {size} bytes")
+            raise ConnectionDropped(f"{self.device.name}: push of {local} to {remote} wrote {total} of {size} bytes",
+                                    device=self.device.name)
         return total
 
     @staticmethod
@@ -277,7 +279,7 @@ class SshTransport(Transport):
                 local.unlink(missing_ok=True)
                 raise self._file_error("pull", remote, exc) from None
         if total != size:
-            raise ConnectionDropped(f"{self.device.name}: pull of {remote} got {total} of {size} bytes")
+            raise ConnectionDropped(f"{self.device.name}: pull of {remote} got {total} of {size} bytes", device=self.device.name)
         return total
 
     def stat(self, remote: str) -> RemoteStat | None:
@@ -312,7 +314,7 @@ class SshTransport(Transport):
         lines = res.stdout.split("\n") + [""] * 6
         arch, kernel, hostname, dt_model, prop_model, prop_soc = (s.strip() for s in lines[:6])
         facts = {
-            "transport": "ssh",
+            "transport": self.kind.value,
             "address": f"{self.spec.user}@{self._where}",
             "soc_model": self.device.soc_model,
             "model": dt_model or prop_model or hostname,

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import logging
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
@@ -115,33 +116,77 @@ def is_link_fault(exc: BaseException) -> bool:
     return isinstance(exc, (EOFError, paramiko.SSHException, socket.timeout, ConnectionError, BrokenPipeError))
 
 
+@dataclass(frozen=True)
+class _Login:
+    """One login's settings and the words its messages use: `section` is the devices.yaml key
+    the settings live under, `role` what the host is ("board", "lab host")."""
+
+    spec: SshSpec
+    name: str
+    inventory: str
+    section: str
+    role: str
+
+    @property
+    def known(self) -> Path:
+        return self.spec.known_hosts or Path.home() / ".ssh" / "known_hosts"
+
+    @property
+    def where(self) -> str:
+        return f"{self.spec.host}:{self.spec.port}"
+
+
 def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float = CONNECT_TIMEOUT,
                    section: str = "ssh", role: str = "board") -> paramiko.SSHClient:
     """A logged-in paramiko client, the host key checked against `spec.known_hosts` (unknown
     keys refused unless `trust_new_host_key`, @revoked keys refused). Shared by ssh boards and
     ssh tunnels (tunnel.py), so both check host keys the same way. `section` is the
     devices.yaml key the settings live under, and `role` what the host is ("board", "lab host"), for messages."""
-    known = spec.known_hosts or Path.home() / ".ssh" / "known_hosts"
-    where = f"{spec.host}:{spec.port}"
-    known_name = spec.host if spec.port == 22 else f"[{spec.host}]:{spec.port}"
+    login = _Login(spec, name, inventory, section, role)
     client = paramiko.SSHClient()
     client.set_log_channel(PARAMIKO_LOG)  # its transport and SFTP log there (see PARAMIKO_LOG)
+    revoked = _trust(client, login)
+    if spec.key is not None and not spec.key.exists():
+        raise DeviceUnauthorizedError(
+            f"{name}: ssh key file {spec.key} does not exist; fix `{section}.key` in {inventory}", device=name)
+    _login(client, login, timeout)
+    transport = client.get_transport()
+    offered = transport.get_remote_server_key() if transport is not None else None
+    if offered is not None and any(offered == key for key in revoked):
+        client.close()
+        raise HostKeyError(
+            f"{name}: host key of {login.where} ({offered.get_name()} {fingerprint(offered)}) is marked "
+            f"@revoked in {login.known}; refusing to connect. Give the {role} a new host key and record it", device=name)
+    if transport is not None:
+        transport.set_keepalive(15)  # notice a dead board during long runs
+    return client
+
+
+def _trust(client: paramiko.SSHClient, login: _Login) -> list[paramiko.PKey]:
+    """Load the known_hosts keys into `client` and set its policy for an unknown key; returns
+    the @revoked keys."""
+    spec, known = login.spec, login.known
     revoked: list[paramiko.PKey] = []
     if known.exists():
         try:
             revoked = load_known_hosts(client.get_host_keys(), known)
         except OSError as exc:
-            raise HostKeyError(f"{name}: cannot read known_hosts file {known} ({exc}); "
-                               "check its permissions") from None
+            raise HostKeyError(f"{login.name}: cannot read known_hosts file {known} ({exc}); "
+                               "check its permissions", device=login.name) from None
     elif not spec.trust_new_host_key:
         raise HostKeyError(
-            f"{name}: known_hosts file {known} does not exist, so the host key of {where} cannot be "
+            f"{login.name}: known_hosts file {known} does not exist, so the host key of {login.where} cannot be "
             f"verified; create it with `ssh-keyscan -p {spec.port} {spec.host} >> {known}` after checking "
-            f"the fingerprint, or set `trust_new_host_key: true` under `{section}:` in {inventory} once")
+            f"the fingerprint, or set `trust_new_host_key: true` under `{login.section}:` in {login.inventory} once",
+            device=login.name)
     client.set_missing_host_key_policy(_TrustAndRecord(known) if spec.trust_new_host_key else _RejectUnknown())
-    if spec.key is not None and not spec.key.exists():
-        raise DeviceUnauthorizedError(
-            f"{name}: ssh key file {spec.key} does not exist; fix `{section}.key` in {inventory}")
+    return revoked
+
+
+def _login(client: paramiko.SSHClient, login: _Login, timeout: float) -> None:
+    """Connect and authenticate; each way it can fail becomes the error that says what to do."""
+    spec, known, where, name, role, section = login.spec, login.known, login.where, login.name, login.role, login.section
+    known_name = spec.host if spec.port == 22 else f"[{spec.host}]:{spec.port}"
     try:
         client.connect(
             spec.host, port=spec.port, username=spec.user,
@@ -157,7 +202,7 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
             f"{known}; refusing to connect. Check the fingerprint on the {role} "
             f"(`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then add it with "
             f"`ssh-keyscan -p {spec.port} {spec.host} >> {known}` or set `trust_new_host_key: true` under "
-            f"`{section}:` in {inventory} once") from None
+            f"`{section}:` in {login.inventory} once", device=name) from None
     except paramiko.BadHostKeyException as exc:
         client.close()
         raise HostKeyError(
@@ -165,7 +210,7 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
             f"{fingerprint(exc.key)} but {known} has {fingerprint(exc.expected_key)}. Someone may be "
             f"intercepting the connection, or the {role} was re-flashed; if you expected this, remove the "
             f"old entry with `ssh-keygen -R '{known_name}' -f {known}` and connect again "
-            f"(with `trust_new_host_key: true` to record the new key)") from None
+            f"(with `trust_new_host_key: true` to record the new key)", device=name) from None
     except paramiko.AuthenticationException as exc:
         transport = client.get_transport()
         link_alive = transport is not None and transport.is_active()
@@ -174,25 +219,15 @@ def connect_client(spec: SshSpec, *, name: str, inventory: str, timeout: float =
             # paramiko reports a link that died mid-login as an authentication failure
             # ("transport shut down or saw EOF"); nothing was refused.
             raise ConnectionDropped(
-                f"{name}: ssh link to {where} dropped during login ({type(exc).__name__}: {exc})"
-            ) from None
+                f"{name}: ssh link to {where} dropped during login ({type(exc).__name__}: {exc})",
+                device=name) from None
         key = spec.key or "your default keys/agent"
         raise DeviceUnauthorizedError(
             f"{name}: ssh login as {spec.user}@{where} with {key} was refused ({exc}); "
             f"add the public key to ~{spec.user}/.ssh/authorized_keys on the {role}, or fix `{section}.user`/"
-            f"`{section}.key` in {inventory}") from None
+            f"`{section}.key` in {login.inventory}", device=name) from None
     except (OSError, EOFError, paramiko.SSHException) as exc:
         client.close()
         raise DeviceOfflineError(
             f"{name}: cannot reach ssh {where} ({type(exc).__name__}: {exc}); check that the {role} "
-            "is powered, on the network and running sshd") from None
-    transport = client.get_transport()
-    offered = transport.get_remote_server_key() if transport is not None else None
-    if offered is not None and any(offered == key for key in revoked):
-        client.close()
-        raise HostKeyError(
-            f"{name}: host key of {where} ({offered.get_name()} {fingerprint(offered)}) is marked "
-            f"@revoked in {known}; refusing to connect. Give the {role} a new host key and record it")
-    if transport is not None:
-        transport.set_keepalive(15)  # notice a dead board during long runs
-    return client
+            "is powered, on the network and running sshd", device=name) from None

@@ -37,7 +37,7 @@ class Transport(Protocol):
 def check_stop(transport: Transport, what: str) -> None:
     stop = transport.stop_event
     if stop is not None and stop.is_set():
-        raise StopRequested(f"{transport.device.name}: stopped before {what} (stop requested)")
+        raise StopRequested(f"{transport.device.name}: stopped before {what} (stop requested)", device=transport.device.name)
 
 
 def stoppable(transport: Transport, progress: ProgressFn | None, what: str) -> ProgressFn | None:
@@ -49,7 +49,7 @@ def stoppable(transport: Transport, progress: ProgressFn | None, what: str) -> P
 
     def advance(n: int) -> None:
         if stop.is_set():
-            raise StopRequested(f"{transport.device.name}: {what} stopped between chunks (stop requested)")
+            raise StopRequested(f"{transport.device.name}: {what} stopped between chunks (stop requested)", device=transport.device.name)
         if progress is not None:
             progress(n)
 

@@ -77,7 +77,7 @@ class SshTunnel:
     @property
     def local_address(self) -> tuple[str, int]:
         if self._listener is None:
-            raise DeviceOfflineError(f"{self.name}: {self} is not open")
+            raise DeviceOfflineError(f"{self.name}: {self} is not open", device=self.name)
         host, port = self._listener.getsockname()[:2]
         return host, port
 
@@ -117,7 +117,7 @@ class SshTunnel:
             self._client = client
             transport = client.get_transport()
             if transport is None:
-                raise DeviceOfflineError(f"{self.name}: {self}: ssh login gave no transport")
+                raise DeviceOfflineError(f"{self.name}: {self}: ssh login gave no transport", device=self.name)
             return transport
 
     def _accept_loop(self, listener: socket.socket) -> None:
@@ -142,7 +142,7 @@ class SshTunnel:
                 raise DeviceOfflineError(
                     f"{self.name}: the ssh host {self.ssh.host} cannot open {self.target} ({exc.text or exc}); "
                     f"check that the adb server runs there (`adb -P {self.target.port} start-server`) and that "
-                    "its sshd allows TCP forwarding") from None
+                    "its sshd allows TCP forwarding", device=self.name) from None
             except (OSError, EOFError, paramiko.SSHException):
                 with self._lock:
                     if self._client is not None:

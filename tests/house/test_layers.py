@@ -3,7 +3,8 @@ imports a higher one, no two modules import each other in a circle (in `harness`
 `virtual_lab`), and no file in either is over 500 lines.
 
 Layers (lowest first), as docs/ARCHITECTURE.md draws them:
-    errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict -> export, mnn_graph, qnn -> compiled_io
+    errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict/kinds -> export, mnn_graph, inventory_labgrid, qnn
+    -> compiled_io
     -> inventory, checks, report, hostrt -> transport -> provision -> runners -> pipeline, qnn_probe -> suite -> lab
     -> plugin -> cli
 Imports inside a package (harness.lab.* -> harness.lab.*) are free; imports under
@@ -28,7 +29,7 @@ assert VIRTUAL_LAB.is_dir(), VIRTUAL_LAB
 LAYERS: dict[str, int] = {
     "harness.errors": 0, "harness.outcomes": 0, "harness.findings": 0,
     "harness": 1, "harness.hostfiles": 1, "harness.soc": 1, "harness.validation": 1, "harness.pairs": 1,
-    "harness.verdict": 1,
+    "harness.verdict": 1, "harness.kinds": 1,
     "harness.export": 2, "harness.mnn_graph": 2, "harness.inventory_labgrid": 2, "harness.qnn": 2,
     "harness.compiled_io": 3,
     "harness.inventory": 4, "harness.checks": 4, "harness.report": 4, "harness.hostrt": 4,

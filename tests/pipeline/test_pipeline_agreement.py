@@ -13,6 +13,7 @@ from harness.pairs import BackendPair
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.prompts import Prompt
+from tests.pipeline.cellkit import cell_records
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "fixtures" / "logits_diff"
@@ -37,8 +38,7 @@ def _matrix(*runs: pipeline.PairRun) -> dict[BackendPair, pipeline.PairRun]:
 def _records(qnn_text: str, expect: tuple[str, ...], tf: ld.DiffResult | None = None):
     runs = _matrix(_run("cpu", "The capital of France is Paris."), _run("qnn", qnn_text, tf))
     cases = [pipeline.PromptCase(FRANCE, expect)]
-    recs = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, cases), suite="m", device="d")
-    return {r.backend_pair: r for r in recs}
+    return {pair: rec for (pair, _), rec in cell_records(runs, pipeline.judge_matrix(runs, cases), device="d").items()}
 
 
 @pytest.mark.parametrize("expect", [(), ("Paris",)])
@@ -58,7 +58,7 @@ def test_the_same_answer_reworded_shorter_still_passes():
 def test_the_reference_pair_keeps_its_own_expectation_check():
     runs = _matrix(_run("cpu", "The capital of France is Lyon."))
     cases = [pipeline.PromptCase(FRANCE, ("Paris",))]
-    rec = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, cases), suite="m", device="d")[0]
+    rec = cell_records(runs, pipeline.judge_matrix(runs, cases), device="d")["cpu", "france"]
     assert rec.status == "failed" and rec.failure_class == "garbled"
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from harness.errors import ConnectionDropped
 from harness.inventory import DeviceSpec
+from harness.kinds import TransportKind
 from harness.provision.hashcache import HashCache
 from harness.transport.base import RawExec
 from harness.transport.local import LocalTransport
@@ -77,7 +78,7 @@ class CountingTransport(LocalTransport):
 
 
 def local_device(work_dir: Path, soc_model="SM8750", soc_id=69, htp_arch="v79", name="bench") -> DeviceSpec:
-    return DeviceSpec(name=name, transport="local", soc_model=soc_model, soc_id=soc_id, htp_arch=htp_arch,
+    return DeviceSpec(name=name, transport=TransportKind.LOCAL, soc_model=soc_model, soc_id=soc_id, htp_arch=htp_arch,
                       vtcm_mb=8, work_dir=str(work_dir))
 
 

@@ -19,6 +19,7 @@ from harness.runners.cases import default_cases
 from harness.runners.llm_demo import OUTPUT_FILES
 from harness.runners.overlay import Overlay
 from harness.runners.prompts import Prompt
+from tests.pipeline.cellkit import cell_record, cell_records
 from tests.real_runtime.realrt import CMAKE_FILES, REAL_EXPORT, RUNTIME_FILES, make_build_tree, signal_own_process_later
 
 CAT = "Describe a cat in two sentences."
@@ -66,11 +67,10 @@ def cpu_matrix(real):
     cases = default_cases(visual=False)
     runs = pipeline.run_matrix(runner, cases, [BackendPair.parse("cpu")], max_new_tokens=64)
     judged = pipeline.judge_matrix(runs, cases)
-    records = pipeline.matrix_records(runs, judged, suite="real", device=real.device.name,
-                                      soc_model=real.device.soc_model, htp_arch=real.device.htp_arch,
-                                      model=real.model.model_type)
+    records = cell_records(runs, judged, provisioned=real.model, device=real.device.name, soc_model=real.device.soc_model,
+                           htp_arch=real.device.htp_arch, model=real.model.model_type)
     runner.cleanup()
-    return runs, {j.case.id: j for j in judged}, {r.name.rsplit("::", 1)[-1]: r for r in records}
+    return runs, {j.case.id: j for j in judged}, {case: r for (_, case), r in records.items()}
 
 
 def test_france_is_answered_coherently(cpu_matrix) -> None:
@@ -145,7 +145,7 @@ def test_timeout_keeps_the_partial_output(real, cpu_matrix) -> None:
     assert "prompt file is" in proc.stdout
     text = proc.parsed.texts[0]
     assert text and "cat" in text.lower()  # what it printed before it was killed
-    rec = pipeline.matrix_records(hung, pipeline.judge_matrix(hung, [case]), suite="real", device=real.device.name)[0]
+    rec = cell_record(hung, pipeline.judge_matrix(hung, [case])[0], provisioned=real.model, device=real.device.name)
     assert rec.failure_class == "timeout" and rec.text == text and rec.log_excerpt
     kept = real.transport.read_small_files([posixpath.join(proc.run_dir, n) for n in OUTPUT_FILES[:2]])
     stdout_kept = kept[posixpath.join(proc.run_dir, "stdout.txt")] or b""

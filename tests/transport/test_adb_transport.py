@@ -20,6 +20,7 @@ from harness.errors import (
 from harness.transport.adb import AdbTransport
 from harness.transport.adb_state import is_tcp_serial
 from harness.transport.retry import RetryPolicy
+from harness.transport.types import LinkState
 
 WORK = "/data/local/tmp/harness"
 
@@ -203,7 +204,7 @@ def test_facts_and_health(adb):
     assert facts["soc_model"] == "SM8750" and facts["android_release"] == "15"
     report = adb.health()
     assert report.ok, report.problems
-    assert report.state == "device"
+    assert report.state is LinkState.OK  # the server's `device` state, in the one spelling of all links
     assert report.device_facts.battery_pct == 85 and report.device_facts.battery_temp_c == 31.2
     assert report.device_facts.free_bytes > 0
 
@@ -344,8 +345,9 @@ def test_device_gone_is_a_clear_retryable_error(fresh_phone, adb_entry, make_spe
 def test_unauthorized_is_clear_and_not_retried(fresh_phone, adb_entry, make_spec, fast_retry, retry_log):
     fresh_phone.faults.unauthorized(True)
     with AdbTransport(make_spec(adb_entry(fresh_phone, "op13-locked")), retry=fast_retry) as t:
-        with pytest.raises(DeviceUnauthorizedError, match=r"op13-locked.*RSA key prompt"):
+        with pytest.raises(DeviceUnauthorizedError, match=r"op13-locked.*RSA key prompt") as info:
             t.shell(["true"])
+        assert (info.value.device, info.value.argv) == ("op13-locked", ("true",))
         assert t.health().state == "unauthorized"
     assert retry_log() == []
 
@@ -429,6 +431,8 @@ def test_v1_link_lost_mid_command_is_not_resent(fresh_phone, adb_entry, make_spe
         with pytest.raises(CommandOutcomeUnknown, match=r"op13-cut.*may have run.*not sent again") as info:
             t.shell(["sh", "-c", f"echo run >> {counter}; head -c 200000 /dev/zero; sleep 0.2"])
         assert not info.value.retryable
+        # The fault names its device and the argv the driver had only as a shell string.
+        assert info.value.device == "op13-cut" and info.value.argv[:2] == ("sh", "-c")
         assert fresh_phone.faults.counters.drops_fired == 1
         assert retry_log() == []  # nothing re-sent the cut command
         assert t.shell(["echo", "next"]).stdout == "next\n"  # the link itself comes back

@@ -80,7 +80,18 @@ def parse_output(stdout: str, prompts: Sequence[str] | int | None = None,
     if summary is None and logcat:
         summary = parse_summary_lines(list(logcat))
         source = "logcat" if summary else None
+    pieces = _pieces(region)
+    raw_text = "".join(s for k, s in pieces if k == "text")
+    log_lines = [s for k, s in pieces if k == "log"]
+    if names is not None and len(names) == 1:
+        out = _one_prompt(names[0], region, raw_text, log_lines, summary, token_limit)
+        return ParsedOutput([out], summary, source, raw_text, True, log_lines)
+    outs, exact = _named(_split_prompts(pieces), names)
+    return ParsedOutput(outs, summary, source, raw_text, exact, log_lines)
 
+
+def _pieces(region: str) -> list[tuple[str, str]]:
+    """The text region as ("text", s) and ("log", MNN line) pieces, in order."""
     pieces: list[tuple[str, str]] = []
     pos = 0
     for m in _LOG_LINE.finditer(region):
@@ -90,22 +101,26 @@ def parse_output(stdout: str, prompts: Sequence[str] | int | None = None,
         pos = m.end()
     if pos < len(region):
         pieces.append(("text", region[pos:]))
-    raw_text = "".join(s for k, s in pieces if k == "text")
-    log_lines = [s for k, s in pieces if k == "log"]
+    return pieces
 
-    if names is not None and len(names) == 1:
-        # One prompt per process: exact.
-        failed = any(_PROMPT_END.search(s) for s in log_lines)
-        eos = raw_text.endswith("\n")
-        decoded = summary.decode_tokens if summary is not None else None
-        at_limit = token_limit is not None and decoded is not None and decoded >= token_limit
-        text = raw_text[:-1] if eos else raw_text
-        ran = bool(region) or bool(log_lines)
-        out = PromptOutput(names[0], text if ran and not (failed and not text) else None,
-                           (eos and not at_limit) if ran and not failed else None, list(log_lines),
-                           valid=ran and not failed)
-        return ParsedOutput([out], summary, source, raw_text, True, log_lines)
 
+def _one_prompt(name: str, region: str, raw_text: str, log_lines: list[str], summary: Summary | None,
+                token_limit: int | None) -> PromptOutput:
+    """One prompt per process: the whole region is its text (exact)."""
+    failed = any(_PROMPT_END.search(s) for s in log_lines)
+    eos = raw_text.endswith("\n")
+    decoded = summary.decode_tokens if summary is not None else None
+    at_limit = token_limit is not None and decoded is not None and decoded >= token_limit
+    text = raw_text[:-1] if eos else raw_text
+    ran = bool(region) or bool(log_lines)
+    return PromptOutput(name, text if ran and not (failed and not text) else None,
+                        (eos and not at_limit) if ran and not failed else None, list(log_lines),
+                        valid=ran and not failed)
+
+
+def _split_prompts(pieces: list[tuple[str, str]]) -> list[PromptOutput]:
+    """Several prompts in one process: an EOS newline or a failure line ends each; after the
+    first failure every later prompt of the process is poisoned."""
     outs: list[PromptOutput] = []
     cur_text = ""
     cur_err: list[str] = []
@@ -130,22 +145,26 @@ def parse_output(stdout: str, prompts: Sequence[str] | int | None = None,
     if cur_text or cur_err:
         close(False, False)  # stopped at the token limit: no newline
 
-    # After the first failure every later prompt of the process is poisoned.
     poisoned = False
     for o in outs:
         if poisoned:
             o.valid = False
         if not o.valid:
             poisoned = True
+    return outs
 
+
+def _named(outs: list[PromptOutput], names: list[str] | None) -> tuple[list[PromptOutput], bool]:
+    """The pieces attributed to the prompts asked (when known) and whether the split is exact."""
     exact = names is None or len(outs) == len(names)
-    if names is not None:
-        if len(outs) < len(names) and outs and not outs[-1].valid:
-            # The run stopped (rc 255) or later prompts printed nothing: not run.
-            outs += [PromptOutput("", None, None, [], valid=False) for _ in range(len(names) - len(outs))]
-            exact = True
-        if len(outs) != len(names):
-            outs = [PromptOutput(n, None, None, [], valid=False) for n in names]
-        for o, n in zip(outs, names):
-            o.prompt = n
-    return ParsedOutput(outs, summary, source, raw_text, exact, log_lines)
+    if names is None:
+        return outs, exact
+    if len(outs) < len(names) and outs and not outs[-1].valid:
+        # The run stopped (rc 255) or later prompts printed nothing: not run.
+        outs += [PromptOutput("", None, None, [], valid=False) for _ in range(len(names) - len(outs))]
+        exact = True
+    if len(outs) != len(names):
+        outs = [PromptOutput(n, None, None, [], valid=False) for n in names]
+    for o, n in zip(outs, names):
+        o.prompt = n
+    return outs, exact

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.errors import TransportError
 from harness.outcomes import FailureClass
 from harness.runners.llm_demo.output import ParsedOutput, PromptOutput, parse_output
 from harness.runners.signatures import Classification, SignatureSet, load_signatures, logcat_messages, signal_name, signal_of
@@ -30,6 +31,7 @@ class ProcessRun:
     parsed: ParsedOutput
     classification: Classification
     run_dir: str = ""
+    fault: TransportError | None = None  # the link fault that cut the run (its class is transport-error)
 
     @property
     def signal(self) -> int | None:

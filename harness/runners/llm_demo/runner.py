@@ -84,7 +84,7 @@ class LlmDemoRunner:
         try:
             config = write_overlay(self.transport, self.model.remote_dir, config_name, overlay)
         except TransportError as exc:
-            return self._transport_failure(items, str(exc))
+            return self._transport_failure(items, exc)
         groups = [[p] for p in items] if one_per_process else [items]
         # The decode limit per prompt (docs/llm-demo-output.md#arguments): argv's max_token_number, else max_new_tokens.
         limit = max_tokens if max_tokens is not None else overlay.max_new_tokens
@@ -106,6 +106,7 @@ class LlmDemoRunner:
         exit_code: int | None = None
         timed_out = False
         transport_error = None
+        fault: TransportError | None = None
         logcat_text: str | None = None
         wall = 0.0
         try:
@@ -117,11 +118,12 @@ class LlmDemoRunner:
             stdout, stderr, exit_code, timed_out = res.stdout, res.stderr, res.exit_code, res.timed_out
             logcat_text = self._logcat.stop()
         except TransportError as exc:
-            transport_error = str(exc)
+            transport_error, fault = str(exc), exc
         parsed, cls = analyse(stdout, stderr, exit_code=None if transport_error else exit_code, logcat=logcat_text,
                               prompts=texts, timed_out=timed_out, transport_error=transport_error,
                               signatures=self.signatures, logcat_tags=self.logcat_tags, token_limit=token_limit)
-        run = ProcessRun(argv, texts, stdout, stderr, logcat_text, exit_code, timed_out, wall, parsed, cls, run_dir)
+        run = ProcessRun(argv, texts, stdout, stderr, logcat_text, exit_code, timed_out, wall, parsed, cls, run_dir,
+                         fault=fault)
         if not cls.ok and transport_error is None:
             self._keep_output(run)
         if cls.ok and not self.keep_run_dirs and transport_error is None:
@@ -164,9 +166,9 @@ class LlmDemoRunner:
         for name, path in images_of(prompts).items():
             self.transport.push(path, posixpath.join(run_dir, name), mode=0o644)
 
-    def _transport_failure(self, items: list[Prompt], message: str) -> LlmDemoResult:
+    def _transport_failure(self, items: list[Prompt], fault: TransportError) -> LlmDemoResult:
         texts = [p.text for p in items]
-        parsed, cls = analyse("", "", exit_code=None, prompts=texts, transport_error=message,
+        parsed, cls = analyse("", "", exit_code=None, prompts=texts, transport_error=str(fault),
                               signatures=self.signatures)
-        run = ProcessRun([], texts, "", "", None, None, False, 0.0, parsed, cls)
+        run = ProcessRun([], texts, "", "", None, None, False, 0.0, parsed, cls, fault=fault)
         return LlmDemoResult([run], parsed.prompts)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness.checks.teacher_forced import DEFAULT_THRESHOLDS, Thresholds
+from harness.errors import TransportError
 from harness.runners.diff_tools import TOOL
 from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 
@@ -39,6 +40,7 @@ class DiffResult:
     label_b: str = "B"
     wall_s: float = 0.0
     transport_error: str | None = None  # the link failed: the comparison may not have run
+    fault: TransportError | None = field(default=None, compare=False)  # that link fault, as raised
 
     @property
     def steps(self) -> list[Step]:

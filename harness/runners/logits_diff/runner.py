@@ -82,7 +82,7 @@ class LogitsDiffRunner:
         except TransportError as exc:
             out = analyse("", "", exit_code=None)
             out.reasons.append(f"transport failure: {exc}")
-            out.transport_error = str(exc)
+            out.transport_error, out.fault = str(exc), exc
             out.label_a, out.label_b, out.wall_s = str(a), str(b), time.monotonic() - started
             return out
         exit_code = None if res.timed_out else res.exit_code
