@@ -50,9 +50,11 @@ def test_without_the_extra_it_says_how_to_install() -> None:
 
 
 def test_runtime_folder_holds_a_qnn_llama_runner_script(tmp_path: Path) -> None:
+    """The host's runtime folder: the LLM runner and the program runner (a forward PTE), nothing else."""
     folder = het.make_runtime_dir(tmp_path / "rt")
     script = folder / "qnn_llama_runner"
-    assert os.access(script, os.X_OK) and [p.name for p in folder.iterdir()] == ["qnn_llama_runner"]
+    assert sorted(p.name for p in folder.iterdir()) == ["pte_runner", "qnn_llama_runner"]
+    assert all(os.access(p, os.X_OK) for p in folder.iterdir())
     res = subprocess.run([str(script), "--no_such_flag"], capture_output=True, text=True, timeout=60,
                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert res.returncode == 1 and "unknown command line flag 'no_such_flag'" in res.stderr
