@@ -26,8 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HostWriteError
@@ -46,6 +45,7 @@ from harness.lab.context import (  # noqa: F401
 )
 from harness.lab.night_reports import NightCounts, NightResult, write_meta, write_night_reports  # noqa: F401
 from harness.lab.plan import Plan, PlanError
+from harness.lab.stopsignals import stop_on_signals
 from harness.lab.worker import DeviceWorker, Night
 from harness.outcomes import NightOutcome
 from harness.report.records import RecordWriter, TestRecord
@@ -54,26 +54,6 @@ from harness.transport.factory import open_transport
 
 def _default_say(message: str) -> None:
     print(f"[lab] {message}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def _stop_on_signals(stop: threading.Event, signals: list[int]) -> Iterator[None]:
-    """While the night runs in the main thread, SIGINT and SIGTERM only set `stop` (and are
-    counted): no KeyboardInterrupt lands in the middle of a record write or a claim release."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_signal(signum: int, _frame: object) -> None:
-        signals.append(signum)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _wait_for_workers(workers: list[DeviceWorker], stop: threading.Event, say: SayFn, grace_s: float,
@@ -163,7 +143,7 @@ def run_night(
     write_meta(out_dir, result, plan, devices)
     started = time.monotonic()
     signals: list[int] = []
-    with _stop_on_signals(stop, signals):
+    with stop_on_signals(stop, signals):
         with RecordWriter(records_path) as writer:
             if plan.exports is not None and not stop.is_set():
                 plan, job = _export_stage(plan, devices, out_dir, job, stop=stop, say=say, run_id=run_id,

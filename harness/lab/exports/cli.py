@@ -5,13 +5,11 @@ records.jsonl and JUnit in `--out`. Exit code: 0 every export built, 1 one faile
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness.hostfiles import prepare_output_dir
@@ -19,6 +17,7 @@ from harness.inventory import DeviceSpec, Inventory
 from harness.lab.exitcodes import ExitCode, UsageError
 from harness.lab.exports.results import EXPORT_SUITE
 from harness.lab.plan import load_plan
+from harness.lab.stopsignals import stop_on_signals
 from harness.outcomes import Status
 from harness.report.records import RecordWriter, TestRecord
 
@@ -27,19 +26,6 @@ def failed_export_lines(records: Iterable[TestRecord]) -> list[str]:
     """Why a night failed at its exports, one line per failed export (the console's summary)."""
     return [f"export failed: {r.name} {r.model} [{r.failure_class}] {r.message}" for r in records
             if r.suite == EXPORT_SUITE and r.status is Status.FAILED]
-
-
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    def on_signal(_signum: int, _frame: object) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _say(message: str) -> None:
@@ -69,7 +55,7 @@ def export_from_cli(plan_path: Path, out_dir: Path, *, inventory: Inventory | No
     out_dir = prepare_output_dir(out_dir, "output folder (--out)")
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-export-" + uuid.uuid4().hex[:6]
     stop = threading.Event()
-    with _stop_on_signals(stop), RecordWriter(out_dir / "records.jsonl") as writer:
+    with stop_on_signals(stop), RecordWriter(out_dir / "records.jsonl") as writer:
         stage = run_export_stage(plan.exports, devices, out_dir, stop=stop, say=_say, run_id=run_id,
                                  write=writer.write, rebuild=rebuild, only_target=target, only_format=fmt)
     write_junit(stage.records, out_dir)
