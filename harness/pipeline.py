@@ -346,21 +346,6 @@ def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool
         rec.link_fault = (proc.fault if proc is not None else None) or (tf.fault if (tf := j.teacher_forced) else None)
 
 
-def matrix_records(runs: Mapping[BackendPair, PairRun], judged: Sequence[Judgement], *, suite: str, device: str,
-                   soc_model: str = "", htp_arch: str = "", model: str = "") -> list[TestRecord]:
-    """One record per (pair, prompt), its verdict from `decide`."""
-    records = []
-    for j in judged:
-        rec = TestRecord(name=f"{suite}::{j.pair}::{j.case.id}", suite=suite, device=device, soc_model=soc_model,
-                         htp_arch=htp_arch, model=model, backend_pair=j.pair, text=j.text or "")
-        verdict = decide(runs[j.pair], j)
-        record_evidence(rec, runs[j.pair], j, failed=verdict.is_bad,
-                        link_fault=verdict.failure_class is FailureClass.TRANSPORT_ERROR)
-        rec.set_verdict(verdict)
-        records.append(rec)
-    return records
-
-
 def export_verdict_of(records: Iterable[TestRecord]) -> ExportVerdict | None:
     """The export's verdict on one device from that device's records of the export
     (harness/checks/export_verdict.py): one line per instrument, the teacher-forced lines over

@@ -109,7 +109,7 @@ def _tf(kl: float, flips: int, verdict: str) -> dict:
             "counted_steps": 32}
 
 
-def test_the_export_record_from_matrix_records_and_the_quant_record():
+def test_the_export_record_from_the_cell_records_and_the_quant_record():
     recs = [_rec("cpu", "a"), _rec("cpu", "b"), _rec("cpu", "c"),
             _rec("qnn", "a", tf=_tf(15.0, 32, "disagree")), _rec("qnn", "b", tf=_tf(14.0, 32, "disagree")),
             _rec("qnn", "c", tf=_tf(0.05, 3, "agree")),

@@ -13,6 +13,7 @@ from harness.pairs import BackendPair
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.llm_demo.cli import main
 from harness.runners.prompts import Prompt
+from tests.pipeline.cellkit import cell_record
 
 PROMPT = Prompt("What is the capital of France? Answer briefly.", id="france")
 SUMMARY = ("\n#################################\nprompt tokens num = 18\ndecode tokens num = 8\n"
@@ -22,13 +23,12 @@ HEAD = "config path is c.json\nprompt file is prompts.txt\n"
 
 
 def _lab(stdout: str) -> str:
-    """The lab's record for the run (the runner's analyse, then pipeline.decide)."""
+    """The lab's record for the run (the runner's analyse, then the generation check as the doors run it)."""
     parsed, cls = analyse(stdout, "", exit_code=0, prompts=[PROMPT.text])
     proc = ProcessRun(["llm_demo"], [PROMPT.text], stdout, "", None, 0, False, 0.2, parsed, cls)
     cpu = BackendPair.parse("cpu")
     runs = {cpu: pipeline.PairRun(cpu, LlmDemoResult([proc], parsed.prompts))}
-    rec = pipeline.matrix_records(runs, pipeline.judge_matrix(runs, [pipeline.PromptCase(PROMPT, ())]),
-                                  suite="m", device="d")[0]
+    rec = cell_record(runs, pipeline.judge_matrix(runs, [pipeline.PromptCase(PROMPT, ())])[0], device="d")
     return rec.cause
 
 

@@ -1,8 +1,9 @@
 """The policy and the suite's generation check give the same verdict on a (pair, prompt): one
-judged matrix (every kind of finding the policy knows) goes through `pipeline.matrix_records`
-(decide and record_evidence over every cell) and through `harness.suite.run_check` with the generation
-check (what both doors call: suites/support.py's test_generation and the night's job) and
-every record ends with the same status, class, message and warning."""
+judged matrix (every kind of finding the policy knows) goes through the lab door's record
+(`harness.suite.run_check` with the generation check, written as the night writes it:
+tests/pipeline/cellkit.py) and through the pytest door (the same call, then the plugin's
+pass/fail from the assertion and the warning it raises) and every record ends with the same
+status, class, message and warning."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.prompts import Prompt
 from harness.suite import MATRIX, QWEN3_VL, Instance, MatrixInput, Suite, run_check
 from harness.suite.registry import GENERATION
+from tests.pipeline.cellkit import cell_record, cell_records
 
 
 def check_generation(rec: TestRecord, runs: dict[BackendPair, pipeline.PairRun], j: pipeline.Judgement,
@@ -104,8 +106,7 @@ def _verdict(rec: TestRecord) -> tuple[str, str, str, str]:
 def test_the_lab_and_the_suites_give_the_same_verdict_on_every_cell() -> None:
     runs = _matrix()
     judged = pipeline.judge_matrix(runs, CASES)
-    lab = {(r.backend_pair, r.name.rsplit("::", 1)[1]): r
-           for r in pipeline.matrix_records(runs, judged, suite="lab", device="d")}
+    lab = cell_records(runs, judged, device="d")
     assert len(lab) == len(judged) == 2 * len(runs)
     for j in judged:
         suite, warned = _suite_front_door(runs, j)
@@ -131,7 +132,7 @@ def test_a_cell_with_no_text_fails_on_both_front_doors() -> None:
     cpu = _pair("cpu", PARIS, CAT_TEXT)
     runs = {cpu.pair: cpu}
     j = pipeline.Judgement(cpu.pair, FRANCE, 0, None, None, None)
-    lab = pipeline.matrix_records(runs, [j], suite="lab", device="d")[0]
+    lab = cell_record(runs, j, device="d")
     suite, _ = _suite_front_door(runs, j)
     assert _verdict(lab) == _verdict(suite)
     assert lab.status == "failed" and "no text was generated" in lab.message
@@ -146,7 +147,7 @@ def test_a_position_finding_fails_the_lab_cell_and_the_suites_position_test_not_
     cpu = _pair("cpu", PARIS, CAT_TEXT)
     runs = {cpu.pair: cpu, run.pair: run}
     judged = [j for j in pipeline.judge_matrix(runs, CASES) if j.pair == run.pair]
-    lab = pipeline.matrix_records(runs, judged, suite="lab", device="d")
+    lab = list(cell_records(runs, judged, device="d").values())
     assert [(r.status, r.failure_class) for r in lab] == [("failed", FailureClass.MROPE_POSITIONS), ("passed", None)]
     for j in judged:
         rec = TestRecord(name="t", suite="s", device="d")
