@@ -17,6 +17,7 @@ from harness.lab.exports.spec import (
     ExportBuild,
     ExportsSpec,
 )
+from harness.lab.plan_paths import check_env_var
 from harness.validation import FailFn, check_keys, type_name, typed_get
 
 _SECTION_KEYS = {"parallel", "cache", "builds"}
@@ -24,7 +25,6 @@ _CACHE_KEYS = {"max_gb"}
 _BUILD_KEYS = {"model", "kind", "command", "targets", "formats", "inputs", "timeout_s", "env", "shell",
                "qnn_host"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -132,12 +132,7 @@ class _Parser:
         raw = typed_get(self.ctx, spec, "env", dict, label=f"{label}.env", default={})
         out = {}
         for name, value in raw.items():
-            if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
-                raise self.fail(f"{label}.env", f"{name!r} is not a valid environment variable name",
-                                "use letters, digits and '_', not starting with a digit")
-            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                raise self.fail(f"{label}.env.{name}", f"must be a string or number, got {type_name(value)}",
-                                "quote the value")
+            check_env_var(self.ctx, f"{label}.env", name, value)
             out[name] = self.expand(f"{label}.env.{name}", str(value))
         return out
 
