@@ -177,13 +177,14 @@ class SignatureSet:
         return Classification(OK, "", matches, errors)
 
 
-def signal_of(exit_code: int | None) -> int | None:
-    """Signal that ended the process: `sh` reports 128+N; Python's subprocess reports -N."""
+def signal_of(exit_code: int | None, shell: bool = True) -> int | None:
+    """Signal that ended the process: Python's subprocess reports -N; a shell reports 128+N
+    (`shell`: the code came through one; a program run directly may exit 130 on its own)."""
     if exit_code is None:
         return None
     if exit_code < 0:
         return -exit_code
-    if 128 < exit_code < 160:
+    if shell and 128 < exit_code < 160:
         return exit_code - 128
     return None
 

@@ -3,10 +3,10 @@ imports a higher one, no two modules import each other in a circle (in `harness`
 `virtual_lab`), and no file in either is over 500 lines.
 
 Layers (lowest first), as docs/ARCHITECTURE.md draws them:
-    errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict/kinds -> export, mnn_graph, inventory_labgrid, qnn
-    -> compiled_io
-    -> inventory, checks, report, hostrt -> transport -> provision -> runners -> pipeline, qnn_probe -> suite -> lab
-    -> plugin -> cli
+    errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict/kinds
+    -> export, mnn_graph, inventory_labgrid, inventory_context, qnn -> compiled_io, inventory_model
+    -> inventory_address, inventory_soc -> inventory, checks, report, hostrt -> transport -> provision -> runners
+    -> pipeline, qnn_probe -> suite -> lab -> plugin -> cli
 Imports inside a package (harness.lab.* -> harness.lab.*) are free; imports under
 `if TYPE_CHECKING:` count too: a type that must come from above is a sign the code sits low.
 """
@@ -31,16 +31,18 @@ LAYERS: dict[str, int] = {
     "harness": 1, "harness.hostfiles": 1, "harness.soc": 1, "harness.validation": 1, "harness.pairs": 1,
     "harness.verdict": 1, "harness.kinds": 1,
     "harness.export": 2, "harness.mnn_graph": 2, "harness.inventory_labgrid": 2, "harness.qnn": 2,
-    "harness.compiled_io": 3,
-    "harness.inventory": 4, "harness.checks": 4, "harness.report": 4, "harness.hostrt": 4,
-    "harness.transport": 5,
-    "harness.provision": 6,
-    "harness.runners": 7,
-    "harness.pipeline": 8, "harness.qnn_probe": 8,
-    "harness.suite": 9,
-    "harness.lab": 10,
-    "harness.plugin": 11,
-    "harness.cli": 12,
+    "harness.inventory_context": 2,
+    "harness.compiled_io": 3, "harness.inventory_model": 3,
+    "harness.inventory_address": 4, "harness.inventory_soc": 4,
+    "harness.inventory": 5, "harness.checks": 5, "harness.report": 5, "harness.hostrt": 5,
+    "harness.transport": 6,
+    "harness.provision": 7,
+    "harness.runners": 8,
+    "harness.pipeline": 9, "harness.qnn_probe": 9,
+    "harness.suite": 10,
+    "harness.lab": 11,
+    "harness.plugin": 12,
+    "harness.cli": 13,
 }
 
 

@@ -37,3 +37,14 @@ def et_qnn_or_skip(*parts: str) -> Path:
 def wheel_or_skip() -> None:
     if importlib.util.find_spec("onnxruntime_qnn") is None:
         pytest.skip("onnxruntime_qnn is not installed (the qnn extra: pip install 'harness[qnn]')")
+
+
+def emulator_extras_or_skip() -> None:
+    """The emulated HTP's two extras: ExecuTorch's pybindings (its QnnBackend) and the QAIRT wheel."""
+    for mod, extra in (("executorch.extension.pybindings.portable_lib", "executorch"), ("onnxruntime_qnn", "qnn")):
+        try:
+            found = importlib.util.find_spec(mod)
+        except ModuleNotFoundError:
+            found = None
+        if found is None:
+            pytest.skip(f"the emulated HTP needs the optional `{extra}` extra (pip install 'harness[{extra}]')")

@@ -5,7 +5,6 @@ with the same verdicts (their JUnit compared case by case)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -14,20 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.qnn.material import ET_QNN, emulator_extras_or_skip
+
 REPO = Path(__file__).resolve().parents[2]
-SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")
-QNN_HOST = (SHARED / "models" / "et-qnn-host").resolve()  # as the plan resolves its paths
+QNN_HOST = ET_QNN.resolve()  # as the plan resolves its paths
 RAN = {"16a4w", "16a8w", "8a8w"}  # the SM8650 programs of et-qnn-host
 
 
 def _need_the_real_thing() -> None:
-    for mod, extra in (("executorch.extension.pybindings.portable_lib", "executorch"), ("onnxruntime_qnn", "qnn")):
-        try:
-            found = importlib.util.find_spec(mod)
-        except ModuleNotFoundError:
-            found = None
-        if found is None:
-            pytest.skip(f"the emulated HTP needs the optional `{extra}` extra (pip install 'harness[{extra}]')")
+    emulator_extras_or_skip()
     if not (QNN_HOST / "llm" / "kv-16a8w-sm8650.pte").is_file():
         pytest.skip(f"{QNN_HOST} is absent: the emulator lane runs ../shared's QNN programs")
 

@@ -5,7 +5,6 @@ as disagreement naming the cosine and argmax figures."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -20,23 +19,16 @@ from harness.suite import EXECUTORCH_QNN, Instance, run_check
 from harness.suite.et_input import build_et_input
 from harness.suite.registry import ET_FORMAT_RUNS
 from harness.transport.local import LocalTransport
+from tests.qnn.material import ET_QNN, emulator_extras_or_skip
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")
-SRC = SHARED / "models" / "et-qnn-host" / "pte" / "qwen3-16a4w-sm8650"
+SRC = ET_QNN / "pte" / "qwen3-16a4w-sm8650"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture
 def material(tmp_path: Path) -> Path:
-    for mod, extra in (("executorch.extension.pybindings.portable_lib", "executorch"), ("onnxruntime_qnn", "qnn")):
-        try:
-            found = importlib.util.find_spec(mod)
-        except ModuleNotFoundError:
-            found = None
-        if found is None:
-            pytest.skip(f"needs the optional `{extra}` extra (pip install 'harness[{extra}]')")
+    emulator_extras_or_skip()
     if not SRC.with_suffix(".pte").is_file():
         pytest.skip(f"{SRC.parent.parent} is absent: these runs use ../shared's QNN programs")
     folder = tmp_path / "material" / "pte"

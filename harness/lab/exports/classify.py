@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.outcomes import FailureClass
 from harness.runners.qnn_log import QnnFailure, classify_qnn_log
+from harness.runners.signatures import signal_name, signal_of
 
 _LAST_LINES = 12
 # A tool or SDK the command needs is not there: the shell's "not found", Python's missing module,
@@ -71,24 +72,6 @@ def last_lines(text: str, n: int = _LAST_LINES) -> list[str]:
     return [ln for ln in text.rstrip().splitlines() if ln.strip()][-n:]
 
 
-def signal_of(returncode: int | None, shell: bool) -> int | None:
-    """The signal that ended the command: Popen's negative code, or a shell's 128+N."""
-    if returncode is None:
-        return None
-    if returncode < 0:
-        return -returncode
-    if shell and 128 < returncode < 160:
-        return returncode - 128
-    return None
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
 def _qnn_verdict(text: str, returncode: int | None) -> FailureVerdict | None:
     """QNN's own signature in the log, when it has one the exporter side does not read better:
     a kill, a timeout and a missing SDK are the host's business and classified here."""
@@ -99,7 +82,7 @@ def _qnn_verdict(text: str, returncode: int | None) -> FailureVerdict | None:
         if not verdict.last_lines:
             return None  # no QNN line at all: the exporter's own crash (classified below)
         # An export is a build, whatever stage QNN was in when the signal came.
-        name = _signal_name(verdict.signal) if verdict.signal else "a signal"
+        name = signal_name(verdict.signal) if verdict.signal else "a signal"
         return FailureVerdict(f"qnn-{QnnFailure.BUILD_SEGFAULT.value}",
                               f"killed by {name} while QNN was building; last QNN line: {verdict.last_lines[-1]}",
                               last_lines(text), {"signal": name, "qnn_last_lines": list(verdict.last_lines)})
@@ -137,7 +120,7 @@ def classify_failure(text: str, returncode: int | None, *, timed_out: float | No
         return FailureVerdict(ExportFailure.MISSING_TOOL.value, f"a tool or SDK is missing: {line}", tail,
                               cacheable=False)
     if sig is not None:
-        name = _signal_name(sig)
+        name = signal_name(sig)
         return FailureVerdict(ExportFailure.CRASH.value, f"crashed with {name}; last line: {tail[-1] if tail else '-'}",
                               tail, {"signal": name})
     if _TRACEBACK_RE.search(text):
