@@ -85,19 +85,23 @@ def _judge(summary: dict[str, Any], report_ops: int, calls: int | None, delegate
     return None
 
 
-def _qnn_view(etdump: Path, etrecord: Path | None, rec: TestRecord, *, emulated: bool) -> str | None:
+def _qnn_view(etdump: Path, etrecord: Path | None, rec: TestRecord, *, emulated: bool) -> tuple[str | None, str]:
     """QNN's own events (runners/etdump_qnn.py): per-op cycles mapped to the graph's nodes and
     the summary events, into the record; their cycles add up to the accelerator's (measured
-    9,186,872 of 9,189,003, docs/executorch-runner.md#qnn-etdump)."""
+    9,186,872 of 9,189,003, docs/executorch-runner.md#qnn-etdump). Returns (the problem or None,
+    what QNN's events are: the Inspector counts its IO and summary events as delegated ops too)."""
     view = analyse_qnn_etdump(etdump, etrecord, clock="emulator" if emulated else None)
     rec.extras.update(view.record_extras())
+    op_events = [e for e in view.ops if e.io is None]
+    counts = (f"{len(op_events)} QNN op events, {len(view.ops) - len(op_events)} IO, "
+              f"{len(view.summary)} summary")
     if not view.profiled:
-        return "no QNN per-op events: the program was lowered without profile_level=2"
+        return "no QNN per-op events: the program was lowered without profile_level=2", counts
     accelerator = view.summary_value("Accelerator (execute) time", "cycles")
-    ops = sum(e.total for e in view.ops if e.io is None)
+    ops = sum(e.total for e in op_events)
     if accelerator and not 0.9 * accelerator <= ops <= 1.01 * accelerator:
-        return f"QNN's per-op cycles ({ops:.0f}) do not add up to the accelerator's ({accelerator:.0f})"
-    return None
+        return f"QNN's per-op cycles ({ops:.0f}) do not add up to the accelerator's ({accelerator:.0f})", counts
+    return None, counts
 
 
 def etdump_profile(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
@@ -122,15 +126,17 @@ def etdump_profile(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[F
     summary = report.to_json()
     rec.extras["etdump"] = {k: summary[k] for k in SUMMARY_KEYS}
     problem = _judge(summary, len(report.ops), calls, [r.backend for r in report.delegated], etrecord is not None)
+    qnn_counts = ""
     if problem is None and qnn:
-        problem = _qnn_view(etdump, etrecord, rec, emulated=inp.device.emulated)
+        problem, qnn_counts = _qnn_view(etdump, etrecord, rec, emulated=inp.device.emulated)
     if problem is None and inp.host_lane and "llama::custom_sdpa.out" not in summary["not_delegated"]:
         problem = f"the LLM custom ops are never delegated: {summary['not_delegated'][:10]}"
     if problem is None and inp.device.emulated and not report.delegated:
         problem = "no delegated QNN op in the ETDump of a profiled QNN program"
     if problem is not None:
         return Verdict.failed(FailureClass.CHECK_FAILED, problem)
-    return Verdict.passed(f"{summary['ops']} ops, {summary['delegated']} delegated, unit {summary['unit']}")
+    of_qnn = f" ({qnn_counts})" if qnn_counts else ""
+    return Verdict.passed(f"{summary['ops']} ops, {summary['delegated']} delegated{of_qnn}, unit {summary['unit']}")
 
 
 __all__ = ["etdump_profile"]
