@@ -127,8 +127,16 @@ def judge(outcome: Outcome) -> None:
             outcome.problems.append(f"{exp.test} failed for another reason: {next(iter(hits.values()))[:200]}")
 
 
-def run_scenarios(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS, say: Callable[[str], None] = print) -> list[Outcome]:
+def write_exports(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS) -> None:
+    """Each scenario's export under out_dir/exports/<name>, written once for both doors."""
     from virtual_lab.exports import make_qwen3_vl_export
+
+    for sc in scenarios:
+        make_qwen3_vl_export(out_dir / "exports" / sc.name, **sc.knobs())
+
+
+def run_scenarios(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS, say: Callable[[str], None] = print) -> list[Outcome]:
+    """pytest suites/qwen3_vl once per scenario on a virtual OnePlus 13, over write_exports's exports."""
     from virtual_lab.lab import VirtualLab, default_devices
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -138,7 +146,7 @@ def run_scenarios(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS, sa
         sdk = lab.qnn_sdk_dir
         say(f"virtual lab up: {lab.inventory.get('oneplus13').describe()}")
         for sc in scenarios:
-            export = make_qwen3_vl_export(out_dir / "exports" / sc.name, **sc.knobs()).path
+            export = out_dir / "exports" / sc.name
             junit = out_dir / f"{sc.name}.xml"
             cmd = [sys.executable, "-m", "pytest", str(REPO / "suites" / "qwen3_vl"), "-q", "-p", "no:cacheprovider",
                    "--device", "oneplus13", "--devices-file", str(lab.devices_yaml), "--model-dir", str(export),
@@ -257,6 +265,20 @@ def run_doors_night(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS) 
     return out
 
 
+def run_both_doors(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS,
+                   say: Callable[[str], None] = print) -> tuple[list[Outcome], dict[str, Verdicts]]:
+    """The scenarios through pytest and the doors night over the same exports, at once: each door
+    has its own virtual lab and claim folder, and each mostly waits on its own child processes
+    (pytest runs, the device's runner), so on two cores both finish in about the longer one's time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    write_exports(out_dir, scenarios)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="doors-night") as pool:
+        night = pool.submit(run_doors_night, out_dir, scenarios)
+        outcomes = run_scenarios(out_dir, scenarios, say=say)
+        return outcomes, night.result()
+
+
 def compare_doors(pytest_side: Verdicts, lab_side: Verdicts) -> list[str]:
     """Every difference between the doors, check by check (empty: they agree)."""
     problems = [f"{n}: only in the pytest run" for n in sorted(set(pytest_side) - set(lab_side))]
@@ -274,12 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     # The virtual lab's exports carry stand-in context binaries that the host's real QNN library
     # (the qnn extra) refuses: the demo reads them through the lab's own SDK stand-in and sidecars.
     os.environ.setdefault("HARNESS_HOST_QNN", "off")  # harness.qnn.host.HOST_QNN_SWITCH
-    outcomes = run_scenarios(Path(args.out))
+    if args.no_night:
+        write_exports(Path(args.out))
+        outcomes, lab_side = run_scenarios(Path(args.out)), {}
+    else:
+        outcomes, lab_side = run_both_doors(Path(args.out))
     good = all(o.as_expected for o in outcomes)
     print(f"\ndemo: {sum(o.as_expected for o in outcomes)}/{len(outcomes)} scenarios behaved as expected; "
           f"JUnit in {args.out}\n")
     if not args.no_night:
-        lab_side = run_doors_night(Path(args.out))
         for o in outcomes:
             problems = compare_doors(pytest_verdicts(Path(args.out), o.scenario.name), lab_side[o.scenario.name])
             good &= not problems

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.suite import QWEN3_VL
-from tools.demo import SCENARIOS, compare_doors, pytest_verdicts, run_doors_night, run_scenarios
+from tools.demo import SCENARIOS, compare_doors, pytest_verdicts, run_both_doors
 
 # Six scenarios through pytest, then one night over them: far beyond the default 300 s per test.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -24,13 +24,18 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def outcomes(demo_dir: Path):
-    return {o.scenario.name: o for o in run_scenarios(demo_dir, say=lambda _m: None)}
+def doors(demo_dir: Path):
+    return run_both_doors(demo_dir, say=lambda _m: None)
 
 
 @pytest.fixture(scope="module")
-def lab_side(demo_dir: Path, outcomes):
-    return run_doors_night(demo_dir)
+def outcomes(doors):
+    return {o.scenario.name: o for o in doors[0]}
+
+
+@pytest.fixture(scope="module")
+def lab_side(doors):
+    return doors[1]
 
 
 @pytest.mark.parametrize("name", [s.name for s in SCENARIOS])

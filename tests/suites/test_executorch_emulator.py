@@ -44,23 +44,39 @@ def _verdicts(junit: Path) -> dict[str, tuple[str, str, dict[str, str]]]:
 @pytest.mark.timeout(2400)  # two doors, each a few real runs on a shared 2-core host
 def test_both_doors_run_the_qnn_formats_on_the_emulator_alike(tmp_path: Path) -> None:
     _need_the_real_thing()
-    devices = tmp_path / "devices.yaml"
-    devices.write_text(yaml.safe_dump({"devices": [{"name": "sm8650-emu", "transport": "local", "soc": "SM8650",
-                                                    "htp": "emulator", "work_dir": str(tmp_path / "work")}]}))
+    # Each door gets its own devices.yaml (the same emulated device, its own work dir and claim
+    # folder beside the file), so the two run at once: each real run holds about one core.
+    def lab(door: str) -> Path:
+        (tmp_path / door).mkdir()
+        devices = tmp_path / door / "devices.yaml"
+        devices.write_text(yaml.safe_dump({"devices": [{"name": "sm8650-emu", "transport": "local", "soc": "SM8650",
+                                                        "htp": "emulator", "work_dir": str(tmp_path / door / "work")}]}))
+        return devices
+
+    pytest_devices, night_devices = lab("pytest"), lab("night")
     plan = tmp_path / "plan.yaml"
     plan.write_text(yaml.safe_dump({"name": "emu", "devices": ["sm8650-emu"],
                                     "models": {"qnn-host": {"path": str(QNN_HOST), "kind": "executorch"}},
                                     "suites": [{"name": "executorch_qnn", "models": ["qnn-host"]}],
-                                    "health": {"min_battery_pct": 0}, "locks": {"dir": str(tmp_path / "locks")}}))
-    door = subprocess.run(
+                                    "health": {"min_battery_pct": 0}}))
+    door = subprocess.Popen(
         [sys.executable, "-m", "pytest", str(REPO / "suites" / "executorch_qnn"), "-q", "-rs", "-p", "no:cacheprovider",
-         "--device", "sm8650-emu", "--devices-file", str(devices), "--model-dir", str(QNN_HOST),
-         f"--junitxml={tmp_path / 'pytest.xml'}"], cwd=REPO, capture_output=True, text=True, timeout=1200)
-    assert door.returncode == 0, door.stdout[-3000:]
-    night = subprocess.run([sys.executable, "-m", "harness.cli", "--file", str(devices), "lab", "run", "--plan",
-                            str(plan), "--out", str(tmp_path / "night")], cwd=REPO, capture_output=True, text=True,
-                           timeout=1200)
-    assert night.returncode == 0, night.stdout[-2000:] + night.stderr[-2000:]
+         "--device", "sm8650-emu", "--devices-file", str(pytest_devices), "--model-dir", str(QNN_HOST),
+         f"--junitxml={tmp_path / 'pytest.xml'}"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+    night = subprocess.Popen([sys.executable, "-m", "harness.cli", "--file", str(night_devices), "lab", "run", "--plan",
+                              str(plan), "--out", str(tmp_path / "night")], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        door_out, _ = door.communicate(timeout=1200)
+        night_out, _ = night.communicate(timeout=1200)
+    finally:
+        for proc in (door, night):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert door.returncode == 0, door_out[-3000:]
+    assert night.returncode == 0, night_out[-4000:]
     pytest_cases, night_cases = _verdicts(tmp_path / "pytest.xml"), _verdicts(tmp_path / "night" / "junit.xml")
     assert sorted(pytest_cases) == sorted(night_cases)
     for name, (status, message, props) in pytest_cases.items():
