@@ -296,9 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     # The virtual lab's exports carry stand-in context binaries that the host's real QNN library
     # (the qnn extra) refuses: the demo reads them through the lab's own SDK stand-in and sidecars.
     os.environ.setdefault("HARNESS_HOST_QNN", "off")  # harness.qnn.host.HOST_QNN_SWITCH
+    lab_side: dict[str, Verdicts] = {}
     if args.no_night:
         write_exports(Path(args.out))
-        outcomes, lab_side = run_scenarios(Path(args.out)), {}
+        outcomes = run_scenarios(Path(args.out))
     else:
         outcomes, lab_side = run_both_doors(Path(args.out))
     good = all(o.as_expected for o in outcomes)
