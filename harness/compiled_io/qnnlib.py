@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.compiled_io.read_memo import BinaryRead, ReadMemo, file_key, reader_key
 from harness.compiled_io.stub import _configs
 from harness.compiled_io.target import binary_files
 from harness.compiled_io.types import SOURCE_QNNLIB, ContextBinary, Dims, GraphIO, StubIO
@@ -154,30 +155,61 @@ class BinariesTarget:
 
 
 def read_binaries_target(root: Path, qnn_sdk: Path | str | None = None, host_qnn: HostQnn | None = None,
-                         programs: Sequence[str] | None = None) -> BinariesTarget | None:
+                         programs: Sequence[str] | None = None, *, memo_path: Path | None = None) -> BinariesTarget | None:
     """Every qnn/graph*.bin and the QNN delegates of `programs` (.pte paths relative to root;
     default: every top-level .pte), read by the host's library; None without the library or
-    without binaries. A .pte that is not a readable program raises PteError (the file named)."""
-    lib, reader = open_reader(qnn_sdk, host_qnn)
-    if lib is None:
+    without binaries. A .pte that is not a readable program raises PteError (the file named).
+    A file version QNN already read (read_memo.py: path, size, mtime and the library) is not
+    read again; `memo_path` overrides where that memo lives (default: the user's cache folder)."""
+    host, _why = (host_qnn, "") if host_qnn is not None else auto_host_qnn(qnn_sdk)
+    if host is None:
         return None
-    jobs: list[tuple[str, Path, int, int | None]] = [(rel, root / rel, 0, None)
-                                                     for rels in binary_files(root).values() for rel in rels]
+    files: list[tuple[str, Path, bool]] = [(rel, root / rel, False) for rels in binary_files(root).values()
+                                           for rel in rels]
     ptes = [root / rel for rel in programs] if programs is not None else sorted(root.glob("*.pte"))
-    for pte in (p for p in ptes if p.is_file()):
-        rel = pte.relative_to(root).as_posix()
-        jobs += [(f"{rel}#{d.method}[{d.index}]", pte, d.offset, d.size) for d in qnn_delegates(pte)]
-    if not jobs:
+    files += [(pte.relative_to(root).as_posix(), pte, True) for pte in ptes if pte.is_file()]
+    if not files:
         return None
-    infos: list[tuple[str, BinaryInfo]] = []
-    refused: list[str] = []
-    for name, path, offset, size in jobs:
-        try:
-            infos.append((name, lib.read_file(path, name, offset, size)))
-        except ContextBinaryError as exc:
-            refused.append(str(exc))
+    rkey = reader_key(host.system_lib)
+    memo = ReadMemo(rkey, memo_path) if rkey else None
+    lib: QnnSystemLib | None = None
+    reads: list[BinaryRead] = []
+    real_dirs: dict[str, str] = {}
+    for rel, path, is_pte in files:
+        fkey = file_key(path, real_dirs) if memo is not None else None
+        hit = memo.get(fkey) if memo is not None and fkey else None
+        if hit is None:
+            if lib is None:
+                lib, _reader = open_reader(qnn_sdk, host)
+                if lib is None:
+                    return None
+            hit = _read_one(lib, rel, path, is_pte)
+            if memo is not None and fkey and file_key(path, real_dirs) == fkey:  # not rewritten while read
+                memo.put(fkey, hit)
+        reads += hit
+    if memo is not None:
+        memo.save()
+    if not reads:
+        return None
+    read = [r for r in reads if not r.refused]
     return BinariesTarget(
-        tuple(sorted({i.soc_model for _, i in infos if i.soc_model is not None})),
-        tuple(sorted({i.htp_arch for _, i in infos if i.htp_arch is not None})),
-        tuple(sorted({i.qairt_build for _, i in infos if i.qairt_build})),
-        tuple(n for n, _ in infos), tuple(refused), reader)
+        tuple(sorted({r.soc_model for r in read if r.soc_model is not None})),
+        tuple(sorted({r.htp_arch for r in read if r.htp_arch is not None})),
+        tuple(sorted({r.qairt_build for r in read if r.qairt_build})),
+        tuple(r.name for r in read), tuple(r.refused for r in reads if r.refused),
+        f"{host.system_lib}, found via {host.source}")
+
+
+def _read_one(lib: QnnSystemLib, rel: str, path: Path, is_pte: bool) -> list[BinaryRead]:
+    """QNN's reading of one file: a context binary, or each QNN delegate of a program."""
+    jobs = ([(f"{rel}#{d.method}[{d.index}]", d.offset, d.size) for d in qnn_delegates(path)] if is_pte
+            else [(rel, 0, None)])
+    out = []
+    for name, offset, size in jobs:
+        try:
+            info = lib.read_file(path, name, offset, size)
+        except ContextBinaryError as exc:
+            out.append(BinaryRead(name, refused=str(exc)))
+            continue
+        out.append(BinaryRead(name, info.soc_model, info.htp_arch, info.qairt_build or ""))
+    return out

@@ -16,7 +16,7 @@ import ctypes
 import functools
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +92,7 @@ class BinaryInfo:
     info_version: int  # the QnnSystemContext_BinaryInfo_t version the library returned (3)
     graphs: tuple[GraphInfo, ...]
     size: int  # bytes of the context binary
-    reader: str = field(default="", compare=False)  # the libQnnSystem.so and QAIRT build that read it
+    reader: str = field(default="", compare=False)  # the libQnnSystem.so (and its System API) that read it
 
     @property
     def qairt_version(self) -> str:
@@ -121,9 +121,11 @@ class BinaryInfo:
 class QnnSystemLib:
     """libQnnSystem.so loaded in this process, its System interface resolved."""
 
-    def __init__(self, lib: Path, qairt_build: str = "") -> None:
+    def __init__(self, lib: Path, qairt_build: str | Callable[[], str] = "") -> None:
         self.path = lib
-        self.qairt_build = qairt_build
+        # The host's QAIRT build, or how to read it: only descriptions (a refusal, a report's
+        # reader) need it, and reading it costs a child process (harness.qnn.host).
+        self._build = qairt_build
         try:
             handle = ctypes.CDLL(str(lib))
             get_providers = handle.QnnSystemInterface_getProviders
@@ -146,8 +148,17 @@ class QnnSystemLib:
         self._iface = usable[0]
         self.api_version = self._iface.systemApiVersion.text()
 
+    @property
+    def qairt_build(self) -> str:
+        return self._build if isinstance(self._build, str) else self._build()
+
     def describe(self) -> str:
+        """The library, its QAIRT and System API versions (reads the QAIRT build if not yet known)."""
         return f"{self.path} (QAIRT {qairt_version_of(self.qairt_build) or '?'}, System API {self.api_version})"
+
+    def short(self) -> str:
+        """The library and its System API version: what each binary read records (no build read)."""
+        return f"{self.path} (System API {self.api_version})"
 
     def read(self, data: bytes, name: str) -> BinaryInfo:
         """Parse one context binary held in `data`; `name` is the file it came from (for errors)."""
@@ -186,7 +197,7 @@ class QnnSystemLib:
             rc = self._iface.systemContextGetBinaryInfo(sys_ctx, address, length, ctypes.byref(info), ctypes.byref(size))
             if rc != 0 or not info:
                 raise ContextBinaryError(_refusal(name, int(rc), length, self))
-            return _binary_info(info.contents, length, self.describe(), name)
+            return _binary_info(info.contents, length, self.short(), name)
         finally:
             self._iface.systemContextFree(sys_ctx)
 
@@ -272,15 +283,15 @@ def _binary_info(info: L.BinaryInfo, size: int, reader: str, where: str) -> Bina
 
 
 @functools.lru_cache(maxsize=4)
-def _system_lib(path: str, build: str) -> QnnSystemLib:
+def _system_lib(path: str, host: HostQnn) -> QnnSystemLib:
     # A shared library cannot be unloaded from a process: keep one handle per library file.
-    return QnnSystemLib(Path(path), build)
+    return QnnSystemLib(Path(path), lambda: host.qairt_build)
 
 
 def system_lib(host: HostQnn | None = None) -> QnnSystemLib:
     """The host's libQnnSystem.so (find_host_qnn when no host is given), loaded once per process."""
     h = host or find_host_qnn()
-    return _system_lib(str(h.system_lib.resolve()), h.qairt_build)
+    return _system_lib(str(h.system_lib.resolve()), h)
 
 
 def read_context_binary(data: bytes | Path, *, host: HostQnn | None = None, name: str | None = None) -> BinaryInfo:

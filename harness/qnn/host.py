@@ -59,9 +59,22 @@ class QnnPairingUnverified(UserWarning):
 class HostQnn:
     lib_dir: Path  # <sdk_root>/lib/x86_64-linux-clang: libQnnHtp.so, libQnnSystem.so, ... and libc++
     sdk_root: Path  # what QNN_SDK_ROOT is set to for child processes
-    qairt_build: str  # "v2.49.40.260810104044", as libQnnHtp.so reports it
+    # "v2.49.40.260810104044" when known; None: read from libQnnHtp.so when first asked (`qairt_build`).
+    # Lazy because the read costs a child process (~0.6 s) that reading context binaries, the
+    # common use (a push's target guard), never needs.
+    known_build: str | None
     source: str  # "--qnn-sdk", "$QNN_SDK_ROOT" or "onnxruntime-qnn 2.5.0 wheel"
-    read_by: str = "QnnInterface backendGetBuildId"  # how qairt_build was read (docs/host-qnn.md)
+    known_read_by: str = "QnnInterface backendGetBuildId"  # how known_build was read (docs/host-qnn.md)
+
+    @property
+    def qairt_build(self) -> str:
+        """The QAIRT build of libQnnHtp.so, as QNN's API reports it (cached per file, on disk too)."""
+        return self.known_build if self.known_build is not None else read_qairt_build(self.htp_lib)[0]
+
+    @property
+    def read_by(self) -> str:
+        """How qairt_build was read: QNN's API, or the byte-scan fallback (docs/host-qnn.md)."""
+        return self.known_read_by if self.known_build is not None else read_qairt_build(self.htp_lib)[1]
 
     @property
     def qairt_version(self) -> str:
@@ -95,8 +108,8 @@ def qairt_version_of(build: str) -> str:
 
 def find_host_qnn(qnn_sdk: Path | str | None = None, environ: Mapping[str, str] | None = None,
                   *, cache_dir: Path | None = None) -> HostQnn:
-    """The host's QAIRT libraries (module doc), with their version read from libQnnHtp.so.
-    QnnUnavailable says what was looked at and how to fix it."""
+    """The host's QAIRT libraries (module doc); their version (`qairt_build`) is read from
+    libQnnHtp.so when first asked for. QnnUnavailable says what was looked at and how to fix it."""
     env = os.environ if environ is None else environ
     if qnn_sdk:
         root = Path(qnn_sdk).expanduser()
@@ -154,9 +167,7 @@ def _from_sdk(root: Path, source: str, named: str) -> HostQnn:
 
 
 def _described(root: Path, source: str) -> HostQnn:
-    lib_dir = root / LIB_SUBDIR
-    build, read_by = read_qairt_build(lib_dir / "libQnnHtp.so")
-    return HostQnn(lib_dir, root, build, source, read_by)
+    return HostQnn(root / LIB_SUBDIR, root, None, source)  # the build is read when first asked for
 
 
 def _wheel_layout(pkg: Path, dist_version: str, cache: Path) -> Path:
@@ -169,8 +180,12 @@ def _wheel_layout(pkg: Path, dist_version: str, cache: Path) -> Path:
     if missing:
         raise QnnUnavailable(f"the {WHEEL_DIST} wheel at {pkg} has no {', '.join(missing)} (a build without the "
                              f"QAIRT libraries?); reinstall it: {INSTALL_HINT}")
-    real = [p.resolve() for p in sources]
-    key = hashlib.sha256("\n".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in real).encode())
+    # Each folder resolved once (a resolve per file is an lstat per path component, ~3 ms a
+    # push): only a file that is itself a symlink is resolved on its own.
+    real_dirs = {d: d.resolve() for d in {p.parent for p in sources}}
+    real = [p.resolve() if p.is_symlink() else real_dirs[p.parent] / p.name for p in sources]
+    stats = [p.stat() for p in real]
+    key = hashlib.sha256("\n".join(f"{p}:{st.st_size}:{st.st_mtime_ns}" for p, st in zip(real, stats)).encode())
     final = cache / "qnn-sdk" / f"{WHEEL_DIST}-{dist_version}-{key.hexdigest()[:12]}"
     if _layout_ok(final, real):
         return final
@@ -198,8 +213,12 @@ def _wheel_layout(pkg: Path, dist_version: str, cache: Path) -> Path:
 
 
 def _layout_ok(root: Path, real: list[Path]) -> bool:
+    # readlink, not resolve: the layout's links hold the real paths themselves (one syscall each).
     lib_dir = root / LIB_SUBDIR
-    return all((lib_dir / p.name).is_symlink() and (lib_dir / p.name).resolve() == p for p in real)
+    try:
+        return all(os.readlink(lib_dir / p.name) == str(p) for p in real)
+    except OSError:  # absent, or not a link
+        return False
 
 
 def read_qairt_build(htp_lib: Path) -> tuple[str, str]:

@@ -1,0 +1,128 @@
+"""What QNN's reader said about each context-binary file, remembered per file version, so an
+unchanged export's target guard (every `harness push`, every session's provisioning) does not
+read its binaries again.
+
+Keyed like the hash cache (harness/provision/hashcache.py): the file's real path, size and
+mtime_ns, plus the reader (libQnnSystem.so's path, size and mtime_ns): the same bytes read by
+the same library give the same answer. One JSON file in the user's cache folder
+(`qnn-reads.json`), written atomically; a missing, corrupt or read-only memo only costs reading
+the binaries again. What a .pte's QNN delegates are (their offsets) is part of the file's entry,
+so an unchanged program is not parsed again either.
+
+Measured (benchmarks/provision.py, the virtual lab's 29 binaries): an unchanged re-provision
+spent about half its 13 ms reading binaries QNN had already judged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.hostfiles import user_cache_dir, write_atomic
+
+MEMO_NAME = "qnn-reads.json"
+_VERSION = 1
+_MAX_ENTRIES = 4096  # oldest dropped first: a lab host's exports come and go
+
+
+@dataclass(frozen=True)
+class BinaryRead:
+    """One context binary's target as QNN read it, or QNN's refusal of it."""
+
+    name: str  # "qnn/graphllm0.bin", "model.pte#forward[0]"
+    soc_model: int | None = None
+    htp_arch: str | None = None
+    qairt_build: str = ""
+    refused: str = ""  # QNN's refusal (the file named); empty when read
+
+    def to_json(self) -> list[object]:
+        return [self.name, self.soc_model, self.htp_arch, self.qairt_build, self.refused]
+
+    @classmethod
+    def from_json(cls, raw: object) -> BinaryRead | None:
+        if not (isinstance(raw, list) and len(raw) == 5 and isinstance(raw[0], str)):
+            return None
+        soc, arch, build, refused = raw[1], raw[2], raw[3], raw[4]
+        if not ((soc is None or isinstance(soc, int)) and (arch is None or isinstance(arch, str))
+                and isinstance(build, str) and isinstance(refused, str)):
+            return None
+        return cls(raw[0], soc, arch, build, refused)
+
+
+def file_key(path: Path, real_dirs: dict[str, str] | None = None) -> str | None:
+    """The version of a local file (real path, size, mtime_ns); None when it cannot be stat'ed.
+    `real_dirs` remembers each folder's real path across calls: a realpath per file costs an
+    lstat per path component, more than the rest of a remembered read."""
+    try:
+        lst = os.lstat(path)
+        if stat.S_ISLNK(lst.st_mode):
+            return f"{os.path.realpath(path)}|{os.stat(path).st_size}|{os.stat(path).st_mtime_ns}"
+    except OSError:
+        return None
+    folder, name = os.path.split(os.path.abspath(path))
+    real_dirs = {} if real_dirs is None else real_dirs
+    if folder not in real_dirs:
+        real_dirs[folder] = os.path.realpath(folder)
+    return f"{os.path.join(real_dirs[folder], name)}|{lst.st_size}|{lst.st_mtime_ns}"
+
+
+class ReadMemo:
+    """The memo for one reader (a libQnnSystem.so version), loaded from `path`."""
+
+    def __init__(self, reader_key: str, path: Path | None = None) -> None:
+        self.reader_key = reader_key
+        self.path = path if path is not None else user_cache_dir() / MEMO_NAME
+        self._all = self._load(self.path)
+        self._new: dict[str, list[BinaryRead]] = {}
+
+    @staticmethod
+    def _load(path: Path) -> dict[str, list[object]]:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(raw, dict) or raw.get("version") != _VERSION or not isinstance(raw.get("files"), dict):
+            return {}
+        return {str(k): v for k, v in raw["files"].items() if isinstance(v, list)}
+
+    def _key(self, fkey: str) -> str:
+        return f"{self.reader_key}\n{fkey}"
+
+    def get(self, fkey: str) -> list[BinaryRead] | None:
+        """The reads of one file version, or None when not remembered (or unreadable)."""
+        raw = self._all.get(self._key(fkey))
+        if raw is None:
+            return None
+        reads = [BinaryRead.from_json(r) for r in raw]
+        return None if any(r is None for r in reads) else [r for r in reads if r is not None]
+
+    def put(self, fkey: str, reads: list[BinaryRead]) -> None:
+        self._new[self._key(fkey)] = reads
+
+    def save(self) -> None:
+        """Merge what was read into the memo file (atomic rename); quiet when it cannot be written."""
+        if not self._new:
+            return
+        merged: dict[str, list[object]] = {**self._load(self.path)}
+        for k, reads in self._new.items():
+            merged.pop(k, None)  # re-inserted last: the newest entries survive the trim
+            merged[k] = [r.to_json() for r in reads]
+        kept = dict(list(merged.items())[-_MAX_ENTRIES:])
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.path, json.dumps({"version": _VERSION, "files": kept}))
+        except (OSError, HarnessError):
+            return  # the next run reads the binaries again, nothing else
+        self._all, self._new = kept, {}
+
+
+def reader_key(system_lib: Path) -> str | None:
+    """The reader's identity: libQnnSystem.so's version, as a file (None when absent)."""
+    return file_key(system_lib)
+
+
+__all__ = ["MEMO_NAME", "BinaryRead", "ReadMemo", "file_key", "reader_key"]
