@@ -25,32 +25,63 @@ What no artifact says (soc_id, dsp_arch without a reader of the binaries or the 
 reported as unknown. `python -m harness.compiled_io PTE|BIN|EXPORT_DIR [--json]` prints it (cli.py).
 
 The package is split by source: types.py (the types), stub.py, qnnlib.py, sdk.py, sidecar.py,
-target.py (the compiled target and the binary files), read.py (read_compiled_io, which puts them
-together) and cli.py.
+target.py (the compiled target), binaries.py (the binary files, and their target as QNN reads
+them: provisioning's guard), read.py (read_compiled_io, which puts them together) and cli.py.
+Names load on first use (PEP 562): a `harness push` imports binaries.py alone, not the stub
+reader, the SDK tool's runner or ctypes.
 """
 
-from harness.compiled_io.qnnlib import BinariesTarget, read_binaries_target
-from harness.compiled_io.read import read_compiled_io
-from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
-from harness.compiled_io.stub import parse_stub, read_stub, stub_paths
-from harness.compiled_io.target import binary_files, read_binary_target
-from harness.compiled_io.types import (
-                                       SOURCE_QNNLIB,
-                                       SOURCE_SDK,
-                                       SOURCE_SIDECAR,
-                                       SOURCE_STUB,
-                                       SOURCE_UNKNOWN,
-                                       CompiledIO,
-                                       CompiledTarget,
-                                       ContextBinary,
-                                       GraphIO,
-                                       StubIO,
-)
-from harness.export import SIDECAR_PATH
+from __future__ import annotations
 
-__all__ = [
-    "BinariesTarget", "CompiledIO", "CompiledTarget", "ContextBinary", "GraphIO", "StubIO", "SIDECAR_PATH",
-    "SOURCE_QNNLIB", "SOURCE_SDK", "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "binary_files",
-    "dump_context_binary", "parse_context_dump", "parse_stub", "read_binaries_target", "read_binary_target",
-    "read_compiled_io", "read_stub", "sdk_tool", "stub_paths",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_HOME = {
+    "binaries": ("BinariesTarget", "binary_files", "read_binaries_target"),
+    "read": ("read_compiled_io",),
+    "sdk": ("dump_context_binary", "parse_context_dump", "sdk_tool"),
+    "stub": ("parse_stub", "read_stub", "stub_paths"),
+    "target": ("read_binary_target",),
+    "types": ("SOURCE_QNNLIB", "SOURCE_SDK", "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "CompiledIO",
+              "CompiledTarget", "ContextBinary", "GraphIO", "StubIO"),
+}
+_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
+__all__ = sorted([*_MODULE_OF, "SIDECAR_PATH"])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SIDECAR_PATH":
+        from harness.export import SIDECAR_PATH
+
+        return SIDECAR_PATH
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness.compiled_io' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"harness.compiled_io.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from harness.compiled_io.binaries import BinariesTarget, binary_files, read_binaries_target
+    from harness.compiled_io.read import read_compiled_io
+    from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
+    from harness.compiled_io.stub import parse_stub, read_stub, stub_paths
+    from harness.compiled_io.target import read_binary_target
+    from harness.compiled_io.types import (
+        SOURCE_QNNLIB,
+        SOURCE_SDK,
+        SOURCE_SIDECAR,
+        SOURCE_STUB,
+        SOURCE_UNKNOWN,
+        CompiledIO,
+        CompiledTarget,
+        ContextBinary,
+        GraphIO,
+        StubIO,
+    )
+    from harness.export import SIDECAR_PATH

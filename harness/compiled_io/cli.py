@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import soc
-from harness.compiled_io.qnnlib import binary_from_info, open_reader, read_program
+from harness.compiled_io.binaries import open_reader
+from harness.compiled_io.qnnlib import binary_from_info, read_program
 from harness.compiled_io.read import read_compiled_io
 from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
 from harness.compiled_io.types import ContextBinary, StubIO

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.compiled_io.qnnlib import open_reader, read_direct, with_qnnlib
+from harness.compiled_io.binaries import open_reader
+from harness.compiled_io.qnnlib import read_direct, with_qnnlib
 from harness.compiled_io.sdk import SDK_TOOL, _with_sdk, sdk_tool
 from harness.compiled_io.sidecar import _read_sidecar, _sidecar_stub
 from harness.compiled_io.stub import read_stub, stub_paths

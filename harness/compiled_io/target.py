@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness import soc
+from harness.compiled_io.binaries import binary_files
 from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
 from harness.compiled_io.types import (
     SOURCE_QNNLIB,
@@ -20,8 +21,6 @@ from harness.compiled_io.types import (
     StubIO,
 )
 from harness.errors import ArtifactError
-
-_BIN_RE = re.compile(r"^graph(llm|visual)\d+\.bin$")
 
 
 def _target(stubs: Mapping[str, StubIO], sidecar: Mapping[str, Any] | None, problems: list[str]) -> CompiledTarget:
@@ -64,15 +63,3 @@ def read_binary_target(export_dir: Path | str, qnn_sdk: Path | str | None) -> tu
                             f"dsp_arch {sorted(archs)}); recompile them together")
     return (CompiledTarget(min(socs) if socs else None, min(archs) if archs else None, SOURCE_SDK),
             ", ".join(rel for _, rel in found))
-
-
-def binary_files(root: Path, npu_dir: Path | None = None) -> dict[str, list[str]]:
-    """kind -> the graph<kind><N>.bin files in <npu_dir>/qnn, as "qnn/..." paths."""
-    qdir = (npu_dir or root) / "qnn"
-    out: dict[str, list[str]] = {"llm": [], "visual": []}
-    if qdir.is_dir():
-        for p in sorted(qdir.iterdir()):
-            m = _BIN_RE.match(p.name)
-            if m and p.is_file():
-                out[m.group(1)].append(PurePosixPath("qnn", p.name).as_posix())
-    return out

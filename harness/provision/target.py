@@ -90,8 +90,9 @@ def _binaries_target(root: Path, qnn_sdk: Path | str | None, programs: tuple[str
     """The target the context binaries state: through the host's libQnnSystem.so when found, else
     the SDK tool (qnn_sdk). One binary QNN refuses while it reads the others is a damaged copy,
     refused here; when it reads none (a format these libraries do not know), other records decide."""
-    # compiled_io (MNN graph reading, ctypes, subprocess) is imported only when needed.
-    from harness.compiled_io import SOURCE_QNNLIB, read_binaries_target, read_binary_target
+    # Only the binaries' reader: the stub reader, the SDK tool's runner and ctypes load when needed.
+    from harness.compiled_io.binaries import read_binaries_target
+    from harness.compiled_io.types import SOURCE_QNNLIB
 
     bt = read_binaries_target(root, qnn_sdk, programs=programs)
     if bt is not None and bt.read:
@@ -107,6 +108,8 @@ def _binaries_target(root: Path, qnn_sdk: Path | str | None, programs: tuple[str
                             source=f"{SOURCE_QNNLIB} ({shown})", qairt_build=bt.newest_build)
     if not qnn_sdk:
         return None
+    from harness.compiled_io.target import read_binary_target
+
     from_bins = read_binary_target(root, qnn_sdk)
     if from_bins is None:
         return None

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import warnings
 from collections.abc import Mapping
@@ -123,10 +121,7 @@ def find_host_qnn(qnn_sdk: Path | str | None = None, environ: Mapping[str, str] 
         raise QnnUnavailable("no host QNN libraries: --qnn-sdk not given, QNN_SDK_ROOT not set, and the "
                              f"{WHEEL_DIST} wheel is not installed for {sys.executable}; {INSTALL_HINT}")
     pkg = Path(locations[0])
-    try:
-        dist_version = importlib.metadata.version(WHEEL_DIST)
-    except importlib.metadata.PackageNotFoundError:
-        dist_version = "unknown"
+    dist_version = _wheel_version(pkg)
     root = _wheel_layout(pkg, dist_version, cache_dir or user_cache_dir())
     return _described(root, f"{WHEEL_DIST} {dist_version} wheel")
 
@@ -151,6 +146,22 @@ def auto_host_qnn(qnn_sdk: Path | str | None = None,
     except QnnUnavailable as exc:
         tried.append(str(exc))
     return None, "; ".join(tried)
+
+
+def _wheel_version(pkg: Path) -> str:
+    """The installed wheel's version, from its <name>-<version>.dist-info folder beside the
+    package: importlib.metadata costs ~10 ms of imports (an email parser) per `harness push`,
+    the folder name says the same; importlib.metadata only where no such folder is found."""
+    dist = WHEEL_DIST.replace("-", "_")
+    found = sorted(d.name[len(dist) + 1:-len(".dist-info")] for d in pkg.parent.glob(f"{dist}-*.dist-info"))
+    if len(found) == 1:
+        return found[0]
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(WHEEL_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _missing(lib_dir: Path) -> list[str]:
@@ -263,6 +274,8 @@ def _read_memo(path: Path) -> dict[str, tuple[str, str]]:
 
 
 def _read_in_child(path: str) -> tuple[str, str]:
+    import subprocess  # only here: most runs find the build id in the memo
+
     env = dict(os.environ)
     here = str(Path(__file__).resolve().parents[2])  # the child imports this checkout's harness
     env["PYTHONPATH"] = os.pathsep.join([here, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
@@ -318,6 +331,8 @@ _PAIRING: dict[str, tuple[str, frozenset[str]]] = {
 
 
 def _installed_executorch() -> str | None:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("executorch")
     except importlib.metadata.PackageNotFoundError:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import harness.compiled_io.qnnlib as qnnlib
+import harness.qnn.pte
 from harness.compiled_io import read_binaries_target
 from harness.compiled_io.read_memo import ReadMemo
-from harness.qnn.ctx import QnnSystemLib
+from harness.qnn.ctx import BinaryInfo, QnnSystemLib
 from tests.qnn.material import et_qnn_or_skip, wheel_or_skip
 
 pytestmark = pytest.mark.real_qnn
@@ -42,7 +42,7 @@ def _no_reading(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("QNN was asked to read a file version it already judged")
 
     monkeypatch.setattr(QnnSystemLib, "read_file", refuse)
-    monkeypatch.setattr(qnnlib, "qnn_delegates", refuse)
+    monkeypatch.setattr(harness.qnn.pte, "qnn_delegates", refuse)
 
 
 def test_an_unchanged_binary_is_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,9 +98,9 @@ def test_another_library_or_a_corrupt_memo_reads_again(tmp_path: Path) -> None:
     calls = []
     real = QnnSystemLib.read_file
 
-    def counting(self: QnnSystemLib, *a: object, **k: object) -> object:
-        calls.append(a[0])
-        return real(self, *a, **k)  # type: ignore[arg-type]
+    def counting(self: QnnSystemLib, path: Path, name: str, offset: int = 0, size: int | None = None) -> BinaryInfo:
+        calls.append(name)
+        return real(self, path, name, offset, size)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(QnnSystemLib, "read_file", counting)
