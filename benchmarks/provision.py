@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         if "virtual lab up" not in line:
             print(f"the virtual lab did not start: {line!r}", file=sys.stderr)
             return 2
-        return _run(args, root, load_inventory(root / "devices.yaml").get(DEVICE))
+        return _run(args, root, load_inventory(root / "devices.yaml").get(DEVICE), lab.pid)
     finally:
         lab.send_signal(signal.SIGTERM)
         lab.wait(timeout=60)
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, root: Path, device) -> int:
+def _run(args: argparse.Namespace, root: Path, device, lab_pid: int) -> int:
     big, small, cli = root / "qwen3-big", root / "qwen3-small", root / "qwen3-cli"
     t = time.perf_counter()
     make_qwen3_export(big, size_mb=args.size_mb)
@@ -177,12 +177,17 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:
     first_warm: list[tuple[float, float]] = []
     adb_push: list[tuple[float, float]] = []
     raw: list[tuple[float, float]] = []
+    lab_cpu: list[float] = []
     for _ in range(args.reps):
         wipe()
         transport.shell(["mkdir", "-p", f"{BENCH_DIR}/raw"], check=True)
         raw.append(_timed(raw_pushes))
         wipe()
+        # How busy an adb push keeps this machine: the emulated device (the lab's process)
+        # shares the cores with the adb server and the client. On a phone its CPU is its own.
+        lab_cpu0 = _proc_cpu(lab_pid)
         adb_push.append(_timed(lambda: adb("push", str(big), f"{BENCH_DIR}/adb")))
+        lab_cpu.append(_proc_cpu(lab_pid) - lab_cpu0)
         wipe()
         first_cold.append(_timed(lambda: provision(big, HashCache())))
         if not first_warm:
@@ -225,6 +230,11 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:
           f"bytes sent by the unchanged re-provisions: {sent}")
     print("(cpu: median CPU seconds spent on the harness side of `ours`: this process's threads or the CLI "
           "process; not the adb server's or the device's)")
+    if min(lab_cpu) >= 0:
+        device_cpu, adb_wall = statistics.median(lab_cpu), med(adb_push)
+        print(f"an adb push of {args.size_mb} MiB: the emulated device alone spends {device_cpu:.2f} CPU-s in "
+              f"{adb_wall:.2f} s ({device_cpu / adb_wall:.0%} of one of the {os.cpu_count()} cores); the adb server "
+              "and the client share the rest, so CPU the harness spends (hashing a cold push) adds wall time here")
     print(f"{'':<60} {'ours s':>8} {'base s':>8} {'ratio':>7} {'target':>7}  met {'ours cpu':>9}")
     ok_all = True
     for label, ours_runs, base_runs, target in rows:
@@ -241,6 +251,15 @@ def _run(args: argparse.Namespace, root: Path, device) -> int:
     wipe()
     transport.close()
     return 0 if ok_all and sent == 0 else 1
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) of a running process; -1 off Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return -1.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _profile(run, wipe, root: Path) -> None:
@@ -275,6 +294,21 @@ def _profile(run, wipe, root: Path) -> None:
     print(f"  cProfile, whole run {total:.3f} s; harness functions by cumulative seconds:")
     for ct, where in steps[:14]:
         print(f"    {where:<46} {ct:7.3f}")
+
+    def cumulative(file: str, func: str) -> tuple[float, int]:
+        hits = [(v[3], v[1]) for (path, _line, name), v in entries.items() if path.endswith(file) and name == func]
+        return (max(h[0] for h in hits), max(h[1] for h in hits)) if hits else (0.0, 0)
+
+    # The split a reader needs: what any Python CLI pays, what the device's scripts cost (each a
+    # process on the device: adb push runs none), what the bytes cost, and the rest.
+    shell_s, shells = cumulative("transport/base.py", "shell")
+    send_s, _ = cumulative("transport/base.py", "push_many")
+    read_s, _ = cumulative("provision/artifacts.py", "load_export")
+    print("  where a run's time goes (cProfile seconds, inflated alike by the profiler):")
+    print(f"    interpreter start-up + imports                  {statistics.median(starts) + sum(t for t, _ in top):7.3f}")
+    print(f"    reading and checking the export (load_export)   {read_s:7.3f}")
+    print(f"    device scripts ({shells} shell round trips: probe, commit) {shell_s:7.3f}")
+    print(f"    the bytes (transport push_many, hashing included) {send_s:7.3f}")
 
 
 if __name__ == "__main__":
