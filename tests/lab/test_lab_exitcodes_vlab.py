@@ -39,13 +39,14 @@ class Lab:
         self.vlab = VirtualLab(root / "lab", [default_devices()[0]]).start()
         self.runtime = self.vlab.runtime_dir("v79")
         self.exports: dict[str, Path] = {}
-        # A runtime whose llm_demo sleeps 3 s first, for nights that must hold the device while
-        # something else tries to use it. Same files as the fast one (both are pushed to the
+        # A runtime whose llm_demo sleeps 1.5 s first, for nights that must hold the device while
+        # something else tries to use it (four runs: 6 s held, several times what a second harness
+        # process needs to start and meet the claim). Same files as the fast one (both are pushed to the
         # device's one llm_demo-v79 runtime folder): only llm_demo's text differs.
         self.slow_runtime = root / "slow-runtime"
         shutil.copytree(self.runtime, self.slow_runtime)
         launcher = (self.slow_runtime / "llm_demo").read_text().splitlines(keepends=True)
-        (self.slow_runtime / "llm_demo").write_text(launcher[0] + "import time; time.sleep(3)\n" + "".join(launcher[1:]))
+        (self.slow_runtime / "llm_demo").write_text(launcher[0] + "import time; time.sleep(1.5)\n" + "".join(launcher[1:]))
         # decode_ms_per_token is what llm_demo reports (tok/s), not how long it runs.
         for name, decode_ms, fault in (("fast", 10.0, None), ("slower", 40.0, None), ("crash", 10.0, "crash")):
             behaviour = default_behaviour(False)

@@ -284,7 +284,10 @@ def test_push_tree_drop_resumes_unacknowledged_files(fresh_phone, adb_entry, mak
             assert t.sha256(f"{WORK}/tree/{rel}") == sha
     assert fresh_phone.faults.counters.drops_fired == 1
     lines = retry_log()
-    assert len(lines) == 1 and "op13-tree" in lines[0] and "files acknowledged" in lines[0]
+    # One drop, so one fault of the push; on a loaded machine the adb server may take longer to
+    # see the device again than the first retry waits, a second (reconnect) fault of the same device.
+    assert lines and "op13-tree" in lines[0] and "files acknowledged" in lines[0]
+    assert all("op13-tree" in ln and "files acknowledged" not in ln for ln in lines[1:]), lines
 
 
 def test_push_tree_no_space_names_the_file(fresh_phone, adb_entry, make_spec, fast_retry, tmp_path):
