@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-provision-"))
     root.mkdir(parents=True, exist_ok=True)
+    # This run's own harness cache (QNN's reads, the host QNN layout), not whatever the user's
+    # holds; the CLI rows say per row how cold it is.
+    os.environ["HARNESS_CACHE_DIR"] = str(root / "harness-cache")
     # The lab runs in its own process, as devices do: its emulated adbd must not share this
     # process's GIL with the code being measured (the adb CLI baseline does not share it).
     lab = subprocess.Popen([sys.executable, "-m", "virtual_lab", "up", "--root", str(root / "lab"),

@@ -1,6 +1,8 @@
 """Fixtures for the harness's own tests: the virtual lab (real adb server, emulated adbd
 devices, real sshd), started on free 127.0.0.1 ports and stopped at the end."""
 
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -15,6 +17,16 @@ for _name, _examples, _fixed in (("ci", 25, True), ("fuzz", 1500, False)):
     settings.register_profile(_name, max_examples=_examples, derandomize=_fixed, deadline=None, database=None,
                               suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests never write the developer's own cache folder (~/.cache/harness): the hashes, QNN's
+    reads and build ids of a session stay in its temp folder, shared with its child processes."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HARNESS_CACHE_DIR", str(tmp_path_factory.mktemp("harness-cache")))
+    yield
+    mp.undo()
 
 
 @pytest.fixture(autouse=True)

@@ -111,7 +111,10 @@ class ReadMemo:
         for k, reads in self._new.items():
             merged.pop(k, None)  # re-inserted last: the newest entries survive the trim
             merged[k] = [r.to_json() for r in reads]
-        kept = dict(list(merged.items())[-_MAX_ENTRIES:])
+        # Files that are gone are forgotten (as the hash cache does), so the memo a run loads
+        # stays the size of the exports on this host: test sessions leave thousands behind.
+        live = {k: v for k, v in merged.items() if os.path.exists(k.split("\n", 1)[-1].rsplit("|", 2)[0])}
+        kept = dict(list(live.items())[-_MAX_ENTRIES:])
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(self.path, json.dumps({"version": _VERSION, "files": kept}))

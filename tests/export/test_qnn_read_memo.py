@@ -108,3 +108,14 @@ def test_another_library_or_a_corrupt_memo_reads_again(tmp_path: Path) -> None:
     assert again is not None and again.soc_ids == (69,) and len(calls) == 1
     assert json.loads(memo.read_text())["version"] == 1, "the corrupt memo was replaced, atomically"
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_a_file_that_is_gone_is_forgotten(tmp_path: Path) -> None:
+    root, memo = _export(tmp_path, SM8750, SM8750), tmp_path / "memo.json"
+    read_binaries_target(root, memo_path=memo)
+    (root / "qnn" / "graphllm1.bin").unlink()
+    other = _export(tmp_path / "b", SM8650)
+    read_binaries_target(other, memo_path=memo)  # a save: the vanished file's entry goes
+    paths = [k.split("\n", 1)[1].rsplit("|", 2)[0] for k in json.loads(memo.read_text())["files"]]
+    assert sorted(Path(p).name for p in paths) == ["graphllm0.bin", "graphllm0.bin"]
+    assert str((root / "qnn" / "graphllm1.bin").resolve()) not in paths
