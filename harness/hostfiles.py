@@ -15,6 +15,9 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HostWriteError, OutputPathError
@@ -119,4 +122,40 @@ def prepare_output_dir(path: Path | str, what: str) -> Path:
     return path
 
 
-__all__ = ["append_whole", "prepare_output_dir", "user_cache_dir", "write_atomic", "write_error"]
+
+
+@dataclass(frozen=True)
+class FileKey:
+    """What identifies one version of a local file without reading it (the hash cache's and
+    the QNN read memo's key)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileKey:
+        st = path.stat()
+        return cls(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+    @classmethod
+    def of_many(cls, paths: Sequence[Path]) -> list[FileKey]:
+        """FileKey.of for each path, resolving each folder once: a resolve per file costs an
+        lstat per path component (~1.5 ms for an export of 40 files, a tenth of an
+        unchanged re-provision). Only a symlink itself is resolved on its own."""
+        real_dirs: dict[str, str] = {}
+        out = []
+        for path in paths:
+            folder, name = os.path.split(os.path.abspath(path))
+            real_dir = real_dirs.get(folder)
+            if real_dir is None:
+                real_dir = real_dirs[folder] = os.path.realpath(folder)
+            lst = os.lstat(path)
+            if stat.S_ISLNK(lst.st_mode) or ".." in os.fspath(path).split(os.sep):  # `..` after a link: resolve's
+                out.append(cls.of(Path(path)))
+            else:
+                out.append(cls(os.path.join(real_dir, name), lst.st_size, lst.st_mtime_ns))
+        return out
+
+
+__all__ = ["FileKey", "append_whole", "prepare_output_dir", "user_cache_dir", "write_atomic", "write_error"]

@@ -33,10 +33,11 @@ reader, the SDK tool's runner or ctypes.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_HOME = {
+from harness.lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, {
     "binaries": ("BinariesTarget", "binary_files", "read_binaries_target"),
     "read": ("read_compiled_io",),
     "sdk": ("dump_context_binary", "parse_context_dump", "sdk_tool"),
@@ -44,27 +45,8 @@ _HOME = {
     "target": ("read_binary_target",),
     "types": ("SOURCE_QNNLIB", "SOURCE_SDK", "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "CompiledIO",
               "CompiledTarget", "ContextBinary", "GraphIO", "StubIO"),
-}
-_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
-__all__ = sorted([*_MODULE_OF, "SIDECAR_PATH"])
-
-
-def __getattr__(name: str) -> Any:
-    if name == "SIDECAR_PATH":
-        from harness.export import SIDECAR_PATH
-
-        return SIDECAR_PATH
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harness.compiled_io' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"harness.compiled_io.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+    "harness.export": ("SIDECAR_PATH",),
+})
 
 if TYPE_CHECKING:
     from harness.compiled_io.binaries import BinariesTarget, binary_files, read_binaries_target

@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from harness.compiled_io.read_memo import BinaryRead, ReadMemo, file_key, reader_key
+from harness.hostfiles import FileKey
 from harness.qnn.host import HostQnn, QnnUnavailable, auto_host_qnn, qairt_tuple
 
 if TYPE_CHECKING:
@@ -83,20 +84,22 @@ def read_binaries_target(root: Path, qnn_sdk: Path | str | None = None, host_qnn
         return None
     rkey = reader_key(host.system_lib)
     memo = ReadMemo(rkey, memo_path) if rkey else None
+    try:
+        keys: list[FileKey | None] = list(FileKey.of_many([path for _rel, path, _pte in files]))
+    except OSError:  # a file went away while listed: read everything, remember nothing
+        memo, keys = None, [None] * len(files)
     lib: QnnSystemLib | None = None
     reads: list[BinaryRead] = []
-    real_dirs: dict[str, str] = {}
-    for rel, path, is_pte in files:
-        fkey = file_key(path, real_dirs) if memo is not None else None
-        hit = memo.get(fkey) if memo is not None and fkey else None
+    for (rel, path, is_pte), key in zip(files, keys):
+        hit = memo.get(file_key(key)) if memo is not None and key is not None else None
         if hit is None:
             if lib is None:  # ctypes and QNN's library: on the first file not remembered
                 lib, _reader = open_reader(qnn_sdk, host)
                 if lib is None:
                     return None
             hit = _read_one(lib, rel, path, is_pte)
-            if memo is not None and fkey and file_key(path, real_dirs) == fkey:  # not rewritten while read
-                memo.put(fkey, hit)
+            if memo is not None and key is not None and _unchanged(path, key):  # not rewritten while read
+                memo.put(file_key(key), hit)
         reads += hit
     if memo is not None:
         memo.save()
@@ -109,6 +112,13 @@ def read_binaries_target(root: Path, qnn_sdk: Path | str | None = None, host_qnn
         tuple(sorted({r.qairt_build for r in read if r.qairt_build})),
         tuple(r.name for r in read), tuple(r.refused for r in reads if r.refused),
         f"{host.system_lib}, found via {host.source}")
+
+
+def _unchanged(path: Path, key: FileKey) -> bool:
+    try:
+        return FileKey.of(path) == key
+    except OSError:
+        return False
 
 
 def _read_one(lib: QnnSystemLib, rel: str, path: Path, is_pte: bool) -> list[BinaryRead]:

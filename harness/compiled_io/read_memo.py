@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.hostfiles import user_cache_dir, write_atomic
+from harness.hostfiles import FileKey, user_cache_dir, write_atomic
 
 MEMO_NAME = "qnn-reads.json"
 _VERSION = 1
@@ -53,21 +52,9 @@ class BinaryRead:
         return cls(raw[0], soc, arch, build, refused)
 
 
-def file_key(path: Path, real_dirs: dict[str, str] | None = None) -> str | None:
-    """The version of a local file (real path, size, mtime_ns); None when it cannot be stat'ed.
-    `real_dirs` remembers each folder's real path across calls: a realpath per file costs an
-    lstat per path component, more than the rest of a remembered read."""
-    try:
-        lst = os.lstat(path)
-        if stat.S_ISLNK(lst.st_mode):
-            return f"{os.path.realpath(path)}|{os.stat(path).st_size}|{os.stat(path).st_mtime_ns}"
-    except OSError:
-        return None
-    folder, name = os.path.split(os.path.abspath(path))
-    real_dirs = {} if real_dirs is None else real_dirs
-    if folder not in real_dirs:
-        real_dirs[folder] = os.path.realpath(folder)
-    return f"{os.path.join(real_dirs[folder], name)}|{lst.st_size}|{lst.st_mtime_ns}"
+def file_key(key: FileKey) -> str:
+    """The memo's text of a file version (hostfiles.FileKey: real path, size, mtime_ns)."""
+    return f"{key.path}|{key.size}|{key.mtime_ns}"
 
 
 class ReadMemo:
@@ -125,7 +112,10 @@ class ReadMemo:
 
 def reader_key(system_lib: Path) -> str | None:
     """The reader's identity: libQnnSystem.so's version, as a file (None when absent)."""
-    return file_key(system_lib)
+    try:
+        return file_key(FileKey.of(system_lib))
+    except OSError:
+        return None
 
 
 __all__ = ["MEMO_NAME", "BinaryRead", "ReadMemo", "file_key", "reader_key"]

@@ -6,10 +6,11 @@ load on first use (PEP 562), so `harness push` does not import the runtime resol
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_HOME = {
+from harness.lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, {
     "artifacts": ("ArtifactFile", "ExportTarget", "ModelArtifact", "check_target", "load_export"),
     "hashcache": ("HashCache", "default_cache", "default_cache_path"),
     "manifest": ("FileEntry", "Manifest"),
@@ -19,23 +20,7 @@ _HOME = {
     "status": ("SetStatus", "StatusReport", "device_status", "remove_set"),
     "sync": ("SyncResult", "sync_set"),
     "types": ("TEXT_CONFIGS", "VL_CONFIGS", "ProvisionedModel", "ProvisionedRuntime"),
-}
-_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harness.provision' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"harness.provision.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+})
 
 if TYPE_CHECKING:
     from harness.provision.artifacts import ArtifactFile, ExportTarget, ModelArtifact, check_target, load_export
