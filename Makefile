@@ -1,63 +1,65 @@
 # Two entry points: `make demo` and `make test`. Both install what is missing first.
+# Everything runs from a project environment of its own (.venv in the checkout), made with the
+# interpreter found ($(PYTHON)): a stock Debian/Ubuntu Python is externally managed (PEP 668) and
+# the user's own interpreter is never installed into.
 PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
 # mksh, toybox, original-awk: the virtual phone's Android userland (virtual_lab/userland.py).
 APT_PACKAGES := adb openssh-server bubblewrap chromium mksh toybox original-awk
-STAMP := .make/installed
+STAMP := $(VENV)/.harness-installed
 
 .PHONY: demo test lint install system-deps python-deps clean
 
 install: system-deps python-deps
 
-# Debian packages only when their binaries are absent (no apt run on a ready machine).
-system-deps:
-	@missing=""; \
-	command -v adb >/dev/null 2>&1 || missing="$$missing adb"; \
-	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
-	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	command -v mksh >/dev/null 2>&1 || missing="$$missing mksh"; \
-	command -v toybox >/dev/null 2>&1 || missing="$$missing toybox"; \
-	command -v original-awk >/dev/null 2>&1 || missing="$$missing original-awk"; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
+# The project environment. A Debian Python without ensurepip needs python3-venv (and
+# python3.X-venv): installed via apt only when the interpreter lacks it. A failed creation
+# leaves no half environment behind.
+$(PY):
+	@if ! $(PYTHON) -c "import ensurepip, venv" >/dev/null 2>&1; then \
+	  ver="$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')"; \
+	  echo "installing Debian packages: python3-venv python$$ver-venv (venv for $(PYTHON))"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-venv python$$ver-venv; \
 	fi
+	@echo "creating the project environment $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
 
 # pip only when pyproject.toml changed or `harness` is not this checkout's (a moved or second
 # clone, or another checkout installed since: its console script would import that code).
 # Checked from / so the current folder does not shadow what is installed.
-python-deps:
-	@if [ ! -f $(STAMP) ] || [ pyproject.toml -nt $(STAMP) ] || ! (cd / && $(PYTHON) -c \
+python-deps: $(PY)
+	@if [ ! -f $(STAMP) ] || [ pyproject.toml -nt $(STAMP) ] || ! (cd / && $(PY) -c \
 	    "import harness, os, sys; sys.exit(os.path.dirname(os.path.realpath(harness.__file__)) != sys.argv[1])" \
 	    "$$(realpath '$(CURDIR)/harness')") 2>/dev/null; then \
 	  echo "pip install -e '.[dev,executorch,qnn]' ($(CURDIR))"; \
-	  $(PYTHON) -m pip install -q -e '.[dev,executorch,qnn]' && mkdir -p .make && touch $(STAMP); \
+	  $(PY) -m pip install -q -e '.[dev,executorch,qnn]' && touch $(STAMP); \
 	fi
 	@# The `executorch` extra (ExecuTorch's real LLM runner, torch's CPU build): the tests run
 	@# the ExecuTorch host lane on it. Installed when missing even where the stamp is fresh.
-	@if ! (cd / && $(PYTHON) -c "from importlib.metadata import version; version('torch'); version('executorch')") >/dev/null 2>&1; then \
+	@if ! (cd / && $(PY) -c "from importlib.metadata import version; version('torch'); version('executorch')") >/dev/null 2>&1; then \
 	  echo "pip install -e '.[dev,executorch]' (the executorch extra is missing)"; \
-	  $(PYTHON) -m pip install -q -e '.[dev,executorch]'; \
+	  $(PY) -m pip install -q -e '.[dev,executorch]'; \
 	fi
 	@# The `qnn` extra (onnxruntime-qnn: QAIRT's x86 libraries, harness.qnn): the tests run real QNN
 	@# on the host with it. Installed when missing, like the executorch extra.
-	@if ! (cd / && $(PYTHON) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('onnxruntime_qnn') is None)") >/dev/null 2>&1; then \
+	@if ! (cd / && $(PY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('onnxruntime_qnn') is None)") >/dev/null 2>&1; then \
 	  echo "pip install -e '.[dev,executorch,qnn]' (the qnn extra is missing)"; \
-	  $(PYTHON) -m pip install -q -e '.[dev,executorch,qnn]'; \
+	  $(PY) -m pip install -q -e '.[dev,executorch,qnn]'; \
 	fi
 
 demo: install
-	$(PYTHON) -m tools.demo
+	$(PY) -m tools.demo
 
 test: install lint
-	$(PYTHON) -m pytest tests -q -p no:cacheprovider
+	$(PY) -m pytest tests -q -p no:cacheprovider
 
 # Every Python folder linted (ruff, imports sorted) and type-checked (mypy); the house's floors
 # (the import rules) are a test: tests/house/test_layers.py.
 lint: install
-	$(PYTHON) -m ruff check
-	$(PYTHON) -m mypy
+	$(PY) -m ruff check
+	$(PY) -m mypy
 
 clean:
-	rm -rf .make build *.egg-info .pytest_cache
+	rm -rf .make build *.egg-info .pytest_cache $(VENV)
