@@ -4,7 +4,7 @@
 # the user's own interpreter is never installed into.
 PYTHON ?= python3
 VENV ?= .venv
-PY := $(VENV)/bin/python
+PY := $(abspath $(VENV))/bin/python
 # mksh, toybox, original-awk: the virtual phone's Android userland (virtual_lab/userland.py).
 APT_PACKAGES := adb openssh-server bubblewrap chromium mksh toybox original-awk
 STAMP := $(VENV)/.harness-installed
