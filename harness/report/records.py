@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TransportError
+from harness.evidence import KINDS, Evidence, EvidenceSet
 from harness.hostfiles import append_whole, write_error
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
@@ -57,7 +58,10 @@ class TestRecord:
     flaky: bool = False  # passed only on a retry after a transport fault
     attempts: int = 1
     started_at: float = field(default_factory=time.time)
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # free-form detail; typed evidence is `evidence`
+    # What the checks measured, typed per family (harness.evidence); JSON only in to_dict, where
+    # each family sits under its key in `extras`, as the JSON line has always held it.
+    evidence: EvidenceSet = field(default_factory=EvidenceSet, compare=False, repr=False)
     # In memory only, never in the JSON line: the link fault a runner caught when this record's
     # class is transport-error, as the transport raised it (device, argv, exit code, output),
     # for the lab's worker to act on (harness/lab/worker.py).
@@ -110,7 +114,9 @@ class TestRecord:
         def clean(v: Any) -> Any:
             return None if isinstance(v, float) and not math.isfinite(v) else v
 
-        data = {k: clean(v) for k, v in asdict(replace(self, link_fault=None)).items() if k != "link_fault"}
+        bare = replace(self, link_fault=None, evidence=EvidenceSet())
+        data = {k: clean(v) for k, v in asdict(bare).items() if k not in ("link_fault", "evidence")}
+        data["extras"] = {**data["extras"], **self.evidence.to_json()}
         data["status"] = self.status.value
         data["failure_class"] = self.failure_class.value if self.failure_class is not None else ""
         data["backend_pair"] = self.backend_pair.name if self.backend_pair is not None else ""
@@ -130,7 +136,13 @@ class TestRecord:
         pair = kept.get("backend_pair")
         kept["backend_pair"] = (pair if isinstance(pair, BackendPair)
                                 else BackendPair.try_parse(pair) if pair else None)
+        if isinstance(kept.get("extras"), dict):
+            kept["evidence"], kept["extras"] = EvidenceSet.split(kept["extras"], KINDS)
         return cls(**kept)
+
+    def put(self, evidence: Evidence) -> None:
+        """Adds (or replaces) one family's evidence."""
+        self.evidence.put(evidence)
 
 
 def failure_class_of(text: str | FailureClass | None) -> FailureClass | None:
