@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from harness.evidence.base import Evidence, EvidenceSet, JsonObject
+from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdictLine
+from harness.evidence.teacher_forced import TeacherForced
 
-FAMILIES: tuple[type[Evidence], ...] = ()
+FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence)
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES}
 
-__all__ = ["Evidence", "EvidenceSet", "FAMILIES", "JsonObject", "KINDS"]
+__all__ = ["Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "JsonObject", "KINDS",
+           "TeacherForced"]

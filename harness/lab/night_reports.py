@@ -75,7 +75,7 @@ class NightResult:
     def records(self) -> list[TestRecord]:
         """This night's records. records.jsonl is appended to (an --out folder reused night after
         night keeps every night's lines), so the run id tells this night's apart."""
-        return [r for r in read_records(self.records_path) if r.extras.get("run_id") == self.run_id]
+        return [r for r in read_records(self.records_path) if r.run_id == self.run_id]
 
 
 def write_night_reports(

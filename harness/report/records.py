@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TransportError
-from harness.evidence import KINDS, Evidence, EvidenceSet
+from harness.evidence import KINDS, Evidence, EvidenceSet, ExportVerdictEvidence, TeacherForced
 from harness.hostfiles import append_whole, write_error
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
@@ -75,6 +75,10 @@ class TestRecord:
             if value is not None and not isinstance(value, kind):
                 raise TypeError(f"TestRecord.{name} is a {kind.__name__}, not {value!r} "
                                 "(text is read only by TestRecord.from_dict)")
+        if any(key in KINDS for key in self.extras):  # a producer handed a family's JSON: typed here
+            found, self.extras = EvidenceSet.split(self.extras, KINDS)
+            for ev in found:
+                self.evidence.put(ev)
         object.__setattr__(self, "_made", True)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -103,6 +107,24 @@ class TestRecord:
             self.extras.pop("warning", None)
         if verdict.deferred is not None:
             self.extras["checked_elsewhere"] = verdict.deferred.value
+
+    @property
+    def instrument(self) -> str | None:
+        """Which export instrument this record is (the static quant check's record: "static-quant")."""
+        raw = self.extras.get("instrument")
+        return raw if isinstance(raw, str) else None
+
+    @property
+    def run_id(self) -> str | None:
+        """The night (or pytest session) that wrote this record."""
+        raw = self.extras.get("run_id")
+        return raw if isinstance(raw, str) else None
+
+    @property
+    def plan_entry(self) -> str | None:
+        """The plan entry (lab job) this record belongs to."""
+        raw = self.extras.get("plan_entry")
+        return raw if isinstance(raw, str) else None
 
     @property
     def warning(self) -> RecordWarning | None:
@@ -210,17 +232,17 @@ def iter_records(path: Path) -> Iterator[TestRecord]:
 
 
 def teacher_forced_of(rec: TestRecord) -> dict[str, Any] | None:
-    """The teacher-forced comparison a matrix record carries (harness.runners.logits_diff
-    DiffResult.record_extras), or None."""
-    tf = rec.extras.get("teacher_forced")
-    return tf if isinstance(tf, dict) and tf.get("verdict") else None
+    """The JSON of the teacher-forced comparison a matrix record carries (harness.runners.logits_diff
+    DiffResult.evidence), for the reporters' byte boundary; None without one."""
+    tf = rec.evidence.get(TeacherForced)
+    return None if tf is None else tf.to_json()
 
 
 def export_verdict_of(rec: TestRecord) -> dict[str, Any] | None:
-    """The export's verdict an export record carries (harness.suite.checks.export_verdict:
-    `verdict` and one line per instrument), or None."""
-    ev = rec.extras.get("export_verdict")
-    return ev if isinstance(ev, dict) and ev.get("verdict") else None
+    """The JSON of the export's verdict an export record carries (harness.suite.checks.export_verdict:
+    `verdict` and one line per instrument), for the reporters; None without one."""
+    ev = rec.evidence.get(ExportVerdictEvidence)
+    return None if ev is None else ev.to_json()
 
 
 def _export_teacher_forced(ev: dict[str, Any]) -> dict[str, Any] | None:

@@ -226,9 +226,9 @@ def chunked_prefill(inp: DeviceInput, rec: TestRecord, _i: Instance, _d: Collect
     rec.extras["not_checkable"] = [r.explain() for r in results if not r.checkable]
     results = [r for r in results if r.checkable]
     rec.extras["chunked_equivalent"] = all(r.equal for r in results)
-    diffs = [r.diff.record_extras() for r in results if r.diff is not None]
+    diffs = [r.diff.evidence() for r in results if r.diff is not None]
     if len(diffs) == 1:
-        rec.extras["teacher_forced"] = diffs[0]
+        rec.put(diffs[0])
     bad = [r.explain() for r in results if not r.equal]
     if bad:
         return Verdict.failed(FailureClass.CHUNKED_PREFILL, "\n".join(bad))
@@ -250,5 +250,5 @@ def export_verdict(inp: SummaryInput, rec: TestRecord, _i: Instance, _d: Collect
     made = pipeline.export_verdict_of(judged)
     if made is None:
         return Verdict.skipped("no backend pair ran: nothing to judge the export by")
-    rec.extras["export_verdict"] = made.to_json()
+    rec.put(made.evidence())
     return made.record_verdict()

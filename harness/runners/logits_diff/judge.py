@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from harness.checks.teacher_forced import DEFAULT_THRESHOLDS, Thresholds
 from harness.errors import TransportError
+from harness.evidence import TeacherForced
 from harness.runners.diff_tools import TOOL
 from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 
@@ -97,6 +98,10 @@ class DiffResult:
             "transport_error": self.transport_error,
             "rows": [s.to_json() for s in p.steps],
         }
+
+    def evidence(self) -> TeacherForced:
+        """What a TestRecord carries, typed (harness.evidence.TeacherForced)."""
+        return TeacherForced.of_json(self.record_extras())
 
     def record_extras(self) -> dict[str, Any]:
         """The compact form a TestRecord carries (the rows stay in the run folder / JSON)."""
