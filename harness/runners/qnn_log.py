@@ -1,4 +1,5 @@
-"""QNN's own failures, classified from the log of a lowering or a run (docs/qnn-failures.md).
+"""QNN's own failures, classified from the log of a lowering or a run (docs/qnn-failures.md);
+the failure lines are the failure catalogue's (harness/catalogue/lines.yaml, scope qnn-log).
 
 The input is what a user has: the combined output of an ExecuTorch lowering script or of a run
 of a QNN-delegated PTE on the host (HTP emulator) or a device, and the exit code when known
@@ -18,11 +19,14 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.catalogue import Catalogue, Scope, load_catalogue
+from harness.errors import HarnessError
 from harness.outcomes import FailureClass
 from harness.runners.arch_limits import ArchTable, op_kind, packaged_table, probe_of
 from harness.runners.signatures import signal_name, signal_of
@@ -58,23 +62,12 @@ FAILURE_CLASS: dict[QnnFailure, FailureClass] = {
 }
 
 _EXIT_TRAILER = re.compile(r"^\[exit code: (-?\d+)\]\s*$", re.M)
+# The failure lines are the catalogue's (harness/catalogue/lines.yaml, scope qnn-log); these
+# read the details around them (the arch QNN names, its reason, the op it could not create) and
+# tell a QNN log from another.
 _ARCH_VALUE = re.compile(r"<E> \[\d+\] has incorrect Value (\d+), expected >= (\d+)\.")
-_VALIDATE_OP = re.compile(r"<E> Failed to validate op (\S+) with error (0x[0-9a-fA-F]+)")
 _VALIDATE_REASON = re.compile(r"<E> (?!QnnBackend_validateOpConfig|Failed to validate op)(.+?)\s*$")
-_UNDELEGATED = re.compile(r"Node (\S+) with op <EdgeOpOverload: ([\w.]+)>.*was not decomposed or delegated")
-_FINALIZE = re.compile(r"Failed to finalize (?:Qnn Graph with error: |graph \(id: \d+\) with err )(\d+)")
 _CREATE_OP = re.compile(r'<E> "(\S+)" generated: could not create op')
-_ABI = re.compile(r"unknown custom config socModel|Failed to parse platform config: 14001|"
-                  r"Failed to create device_handle for Backend ID \d+, error=14001")
-_MISSING_SDK = re.compile(r"Cannot Open QNN library (\S+)|Failed to set up QNN SDK|"
-                          r"(libQnn\w+\.so): cannot open shared object file|Failed to initialize QNN backend")
-# ExecuTorch's program loader (program.cpp), Error::InvalidProgram (0x23), and QNN's context
-# deserializer on damaged bytes, as logged on the host (fixtures/qnn_logs/README.md).
-_CORRUPT = re.compile(r"^\[program\.cpp:\d+\]|File size is too small\. Expected file size|error: 0x23\b|"
-                      r"<E> Unsupported buffer version|<E> Failed to initialize deserializer")
-_NEWER_BINARY = re.compile(r"<E> Using newer context binary on old SDK")
-_OOM = re.compile(r"^Killed\s*$|MemoryError|std::bad_alloc|Out of memory", re.M)
-_TIMEOUT = re.compile(r"TimeoutExpired|timed out after", re.I)
 # QNN's own lines (its logger through ExecuTorch, its compiler stages, ExecuTorch's QNN C++ files).
 _QNN_LINE = re.compile(r"\[Qnn ExecuTorch\]|<E>|<W>|^(?:Starting|Completed) stage: |graph_prepare|"
                        r"\[Qnn\w*\.cpp:\d+\]|executorch:Qnn\w*\.(?:cpp|h):")
@@ -112,6 +105,39 @@ class QnnLogVerdict:
                 "table": self.table}
 
 
+@dataclass(frozen=True)
+class _QnnLines:
+    """The failure catalogue's QNN-log entries, by the failure each names (file order)."""
+
+    by_failure: dict[QnnFailure, tuple[re.Pattern[str], ...]]
+
+    def match(self, failure: QnnFailure, line: str) -> re.Match[str] | None:
+        for rx in self.by_failure.get(failure, ()):
+            if m := rx.search(line):
+                return m
+        return None
+
+    def hits(self, failure: QnnFailure, lines: list[str]) -> list[str]:
+        return [ln.strip() for ln in lines if self.match(failure, ln)]
+
+
+@lru_cache(maxsize=8)
+def _qnn_view(cat: Catalogue) -> _QnnLines:
+    names = {f.value for f in QnnFailure}
+    found: dict[QnnFailure, list[re.Pattern[str]]] = {}
+    for e in cat.in_scope(Scope.QNN_LOG):
+        if e.qnn_failure not in names:
+            raise HarnessError(f"{cat.where(e)}: qnn {e.qnn_failure!r} is not a QnnFailure of "
+                               f"harness/runners/qnn_log.py ({', '.join(sorted(names))})")
+        failure = QnnFailure(e.qnn_failure)
+        if e.cls != FAILURE_CLASS[failure].value:
+            # One class per QNN failure: the record's class comes from the failure, not the line.
+            raise HarnessError(f"{cat.where(e)}: class {e.cls!r} but QNN's {failure.value!r} is "
+                               f"{FAILURE_CLASS[failure].value!r}; write that class")
+        found.setdefault(failure, []).append(e.regex)
+    return _QnnLines({f: tuple(rxs) for f, rxs in found.items()})
+
+
 def _lines(text: str) -> list[str]:
     return [ln.rstrip("\r") for ln in text.splitlines() if ln.strip()]
 
@@ -147,12 +173,12 @@ def _builds_instead(ops: tuple[str, ...], arch: str | None, table: ArchTable | N
     return ", ".join(common) if common else None
 
 
-def _validation(lines: list[str], table: ArchTable | None) -> QnnLogVerdict | None:
+def _validation(lines: list[str], table: ArchTable | None, view: _QnnLines) -> QnnLogVerdict | None:
     nodes: list[str] = []
     reasons: list[str] = []
     arch = need = None
     for i, ln in enumerate(lines):
-        m = _VALIDATE_OP.search(ln)
+        m = view.match(QnnFailure.OP_VALIDATION, ln)
         if not m:
             continue
         nodes.append(m.group(1))
@@ -175,8 +201,8 @@ def _validation(lines: list[str], table: ArchTable | None) -> QnnLogVerdict | No
                          table=table.provenance if instead and table else None)
 
 
-def _undelegated(lines: list[str]) -> QnnLogVerdict | None:
-    found = [m for m in (_UNDELEGATED.search(ln) for ln in lines) if m]
+def _undelegated(lines: list[str], view: _QnnLines) -> QnnLogVerdict | None:
+    found = [m for m in (view.match(QnnFailure.UNDELEGATED_OPS, ln) for ln in lines) if m]
     if not found:
         return None
     nodes = _unique([m.group(1) for m in found])
@@ -186,20 +212,20 @@ def _undelegated(lines: list[str]) -> QnnLogVerdict | None:
                                  f"(nodes {', '.join(nodes)})", last_lines=_last_qnn_lines(lines))
 
 
-def _signal_verdict(lines: list[str], code: int | None) -> QnnLogVerdict | None:
+def _signal_verdict(lines: list[str], code: int | None, view: _QnnLines) -> QnnLogVerdict | None:
     sig = signal_of(code)
-    text = "\n".join(lines)
-    if sig is None and not _OOM.search(text):
+    oom = bool(view.hits(QnnFailure.OOM_KILLED, lines))
+    if sig is None and not oom:
         return None
     last = _last_qnn_lines(lines)
-    if sig == 9 or (sig is None and _OOM.search(text)):
+    if sig == 9 or (sig is None and oom):
         return QnnLogVerdict(QnnFailure.OOM_KILLED, signal=sig, last_lines=last,
                              message="the process was killed (SIGKILL / out of memory)"
                                      + (f" after: {last[-1]}" if last else ""))
     if sig is None:
         return None
     name = signal_name(sig)
-    corrupt = [ln.strip() for ln in lines if _CORRUPT.search(ln)]
+    corrupt = view.hits(QnnFailure.CORRUPT_PTE, lines)
     if corrupt:  # the loader died on the program's bytes (observed: SIGABRT in program.cpp)
         shown = _unique(corrupt + [ln.strip() for ln in lines[-2:]])[:_LAST_LINES]
         return QnnLogVerdict(QnnFailure.CORRUPT_PTE, signal=sig, last_lines=shown,
@@ -214,15 +240,15 @@ def _signal_verdict(lines: list[str], code: int | None) -> QnnLogVerdict | None:
                          message=f"killed by {name} {what}" + (f"; last QNN line: {last[-1]}" if last else ""))
 
 
-def _simple(failure: QnnFailure, rx: re.Pattern[str], lines: list[str], what: str) -> QnnLogVerdict | None:
-    hits = [ln.strip() for ln in lines if rx.search(ln)]
+def _simple(failure: QnnFailure, view: _QnnLines, lines: list[str], what: str) -> QnnLogVerdict | None:
+    hits = view.hits(failure, lines)
     if not hits:
         return None
     return QnnLogVerdict(failure, last_lines=tuple(hits[:_LAST_LINES]), message=f"{what}: {hits[0]}")
 
 
-def _finalize(lines: list[str]) -> QnnLogVerdict | None:
-    codes = [m.group(1) for m in (_FINALIZE.search(ln) for ln in lines) if m]
+def _finalize(lines: list[str], view: _QnnLines) -> QnnLogVerdict | None:
+    codes = [m.group(1) for m in (view.match(QnnFailure.GRAPH_FINALIZE, ln) for ln in lines) if m]
     if not codes:
         return None
     nodes = _unique([m.group(1) for m in (_CREATE_OP.search(ln) for ln in lines) if m])
@@ -234,12 +260,15 @@ def _finalize(lines: list[str]) -> QnnLogVerdict | None:
 
 
 def classify_qnn_log(text: str, exit_code: int | None = None, *,
-                     table: ArchTable | None | Literal["packaged"] = "packaged") -> QnnLogVerdict:
+                     table: ArchTable | None | Literal["packaged"] = "packaged",
+                     catalogue: Catalogue | None = None) -> QnnLogVerdict:
     """The verdict on one log. `table`: the arch table builds_instead is read from (the packaged
-    one by default; None: none, as while the table itself is being measured)."""
+    one by default; None: none, as while the table itself is being measured). `catalogue`: the
+    failure lines (the packaged harness/catalogue/lines.yaml by default)."""
     code = _exit_code(text, exit_code)
     lines = _lines(_EXIT_TRAILER.sub("", text))
-    verdict = _first_failure(lines, code, packaged_table() if table == "packaged" else table)
+    view = _qnn_view(catalogue or load_catalogue())
+    verdict = _first_failure(lines, code, packaged_table() if table == "packaged" else table, view)
     if verdict is not None:
         return dataclasses.replace(verdict, exit_code=code)
     if code not in (0, None):
@@ -255,39 +284,40 @@ def classify_qnn_log(text: str, exit_code: int | None = None, *,
                          message="clean: exit code 0 and no QNN failure line")
 
 
-def _causes(lines: list[str], table: ArchTable | None) -> QnnLogVerdict | None:
+def _causes(lines: list[str], table: ArchTable | None, view: _QnnLines) -> QnnLogVerdict | None:
     """The failure a QNN line names: the ABI and SDK failures stop before any op is seen; a
     rejected op explains the finalize failure that follows it."""
-    for step in (
-        lambda: _simple(QnnFailure.DEVICE_CONFIG_ABI, _ABI, lines,
+    steps: tuple[Callable[[], QnnLogVerdict | None], ...] = (
+        lambda: _simple(QnnFailure.DEVICE_CONFIG_ABI, view, lines,
                         "QNN device creation failed (ExecuTorch 1.5.1's device config does not match these "
                         "QAIRT libraries; use QAIRT 2.49.40, onnxruntime-qnn==2.5.0)"),
-        lambda: _simple(QnnFailure.NEWER_CONTEXT_BINARY, _NEWER_BINARY, lines,
+        lambda: _simple(QnnFailure.NEWER_CONTEXT_BINARY, view, lines,
                         "the context binary is from a newer QAIRT than the runtime libraries"),
-        lambda: _simple(QnnFailure.MISSING_SDK, _MISSING_SDK, lines, "the QNN libraries could not be loaded"),
-        lambda: _validation(lines, table),
-        lambda: _undelegated(lines),
-        lambda: _simple(QnnFailure.CORRUPT_PTE, _CORRUPT, lines, "the PTE is truncated or corrupt"),
-        lambda: _finalize(lines),
-    ):
+        lambda: _simple(QnnFailure.MISSING_SDK, view, lines, "the QNN libraries could not be loaded"),
+        lambda: _validation(lines, table, view),
+        lambda: _undelegated(lines, view),
+        lambda: _simple(QnnFailure.CORRUPT_PTE, view, lines, "the PTE is truncated or corrupt"),
+        lambda: _finalize(lines, view),
+    )
+    for step in steps:
         verdict = step()
         if verdict is not None:
             return verdict
     return None
 
 
-def _first_failure(lines: list[str], code: int | None, table: ArchTable | None) -> QnnLogVerdict | None:
+def _first_failure(lines: list[str], code: int | None, table: ArchTable | None,
+                   view: _QnnLines) -> QnnLogVerdict | None:
     """A timeout, then a signal (it ends everything), then the cause a QNN line names. SIGABRT is
     the exception: ExecuTorch asserts on a cause it logged first (observed: a missing libQnnHtp.so,
     a damaged program), so the logged cause names it better than the abort."""
-    text = "\n".join(lines)
-    if code == 124 or _TIMEOUT.search(text):
+    if code == 124 or view.hits(QnnFailure.TIMEOUT, lines):
         return QnnLogVerdict(QnnFailure.TIMEOUT, last_lines=_last_qnn_lines(lines),
                              message="the process ran past its timeout and was stopped")
     sig = signal_of(code)
-    if sig == signal.SIGABRT and (cause := _causes(lines, table)) is not None:
+    if sig == signal.SIGABRT and (cause := _causes(lines, table, view)) is not None:
         return dataclasses.replace(cause, signal=sig, message=f"{cause.message} (then aborted: {signal_name(sig)})")
-    return _signal_verdict(lines, code) or _causes(lines, table)
+    return _signal_verdict(lines, code, view) or _causes(lines, table, view)
 
 
 def exit_status(verdict: QnnLogVerdict) -> int:

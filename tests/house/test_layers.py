@@ -29,7 +29,7 @@ assert VIRTUAL_LAB.is_dir(), VIRTUAL_LAB
 LAYERS: dict[str, int] = {
     "harness.errors": 0, "harness.outcomes": 0, "harness.findings": 0,
     "harness": 1, "harness.hostfiles": 1, "harness.soc": 1, "harness.validation": 1, "harness.pairs": 1,
-    "harness.verdict": 1, "harness.kinds": 1, "harness.evidence": 1,
+    "harness.verdict": 1, "harness.kinds": 1, "harness.evidence": 1, "harness.catalogue": 1,
     "harness.export": 2, "harness.mnn_graph": 2, "harness.inventory_labgrid": 2, "harness.qnn": 2,
     "harness.inventory_context": 2,
     "harness.compiled_io": 3, "harness.inventory_model": 3,
