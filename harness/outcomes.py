@@ -26,9 +26,9 @@ class Status(StrEnum):
 
 
 class FailureClass(StrEnum):
-    """Why a record did not pass; the classes of harness/runners/signatures.yaml are a subset."""
+    """Why a record did not pass; every class of the failure catalogue (harness/catalogue/lines.yaml) is one."""
 
-    # A runner's process, classified from its output (harness/runners/signatures.yaml; the
+    # A runner's process, classified from its output (harness/catalogue/lines.yaml; the
     # order of severity lives there, not here).
     TRANSPORT_ERROR = "transport-error"  # a link fault, not the model's: the lab reconnects and re-runs
     TIMEOUT = "timeout"
@@ -106,5 +106,5 @@ class NightOutcome(StrEnum):
     INTERRUPTED = "interrupted"  # a stop (Ctrl-C, SIGTERM) ended it
 
 
-# The class a signature may carry that is never a failure (harness/runners/signatures.yaml).
+# The class a catalogue entry may carry that is never a failure (harness/catalogue/lines.yaml).
 SIGNATURE_WARNING = "warning"
