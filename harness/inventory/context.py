@@ -1,4 +1,4 @@
-"""How the inventory's parsers word a problem (harness/inventory.py and its parts): one
+"""How the inventory's parsers word a problem (harness/inventory/load.py and its parts): one
 InventoryError that always names the file, the device and the key, and says what to do."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""A device's SoC and HTP facts in devices.yaml (harness/inventory.py): filled from the SoC
+"""A device's SoC and HTP facts in devices.yaml (harness/inventory/load.py): filled from the SoC
 table (harness/soc.py), where a written fact must agree with it, and `htp: emulator` for a
 local device whose QNN cells run on the host's QAIRT HTP emulator."""
 
 from __future__ import annotations
 
 from harness import soc
-from harness.inventory_context import Ctx, want
-from harness.inventory_model import HTP_EMULATOR, HTP_MODES
+from harness.inventory.context import Ctx, want
+from harness.inventory.model import HTP_EMULATOR, HTP_MODES
 from harness.kinds import TransportKind
 
 

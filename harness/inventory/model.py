@@ -1,4 +1,4 @@
-"""The inventory's model: what devices.yaml describes once it is validated (harness/inventory.py
+"""The inventory's model: what devices.yaml describes once it is validated (harness/inventory/load.py
 parses it): an Inventory of DeviceSpecs, each reached over adb (AdbServer), ssh (SshSpec) or
 on this host, with its SoC and HTP facts."""
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import InventoryError
-from harness.inventory_labgrid import LabgridSpec
+from harness.inventory.labgrid import LabgridSpec
 from harness.kinds import TransportKind, by_kind
 
 TRANSPORTS = tuple(k.value for k in TransportKind)

@@ -1,6 +1,6 @@
 """The labgrid half of devices.yaml (docs/labgrid.md): a device's `labgrid:` place or
 reservation and the file's top-level `labgrid: {coordinator: HOST:PORT}`, validated as the rest
-of the inventory is (harness/inventory.py): one error naming file, device and key."""
+of the inventory is (harness/inventory/load.py): one error naming file, device and key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reading one value of a plan (harness/lab/plan.py): the load's context, whose `fail` makes
+"""Reading one value of a plan (harness/lab/plan/load.py): the load's context, whose `fail` makes
 the PlanError naming the file and the key, and the typed readers every section uses."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.lab.plan_specs import PlanError
+from harness.lab.plan.specs import PlanError
 from harness.validation import check_keys, typed_get
 
 

@@ -1,4 +1,4 @@
-"""Paths and environment in a plan (harness/lab/plan.py): `$VAR`/`${VAR}` from the run's
+"""Paths and environment in a plan (harness/lab/plan/load.py): `$VAR`/`${VAR}` from the run's
 environment, the device fields of a per-device path, paths taken from the plan's folder, the
 `env:` mappings (plan options and `exports:` builds alike), and the `options:` that hold them."""
 
@@ -9,25 +9,13 @@ import string
 from pathlib import Path
 from typing import Any
 
-from harness.lab.plan_fields import PlanCtx, check_positive, get_value
-from harness.lab.plan_specs import PATH_FIELDS
-from harness.validation import FailFn, type_name
+from harness.lab.plan.fields import PlanCtx, check_positive, get_value
+from harness.lab.plan.specs import PATH_FIELDS
+from harness.validation import check_env_var, type_name
 
 # Options the llm_demo job reads (harness/lab/jobs.py llm_matrix_job); others pass through as-is.
 PATH_OPTIONS = ("runtime_dir", "qnn_sdk")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # POSIX shell variable names
 _ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def check_env_var(ctx: FailFn, label: str, name: Any, value: Any) -> None:
-    """One entry of an `env:` mapping (`label` is the mapping's key): a shell variable name
-    and a string or number value."""
-    if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
-        raise ctx.fail(label, f"{name!r} is not a valid environment variable name",
-                       "use letters, digits and '_', not starting with a digit")
-    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise ctx.fail(f"{label}.{name}", f"must be a string or number, got {type_name(value)}",
-                       "quote the value")
 
 
 def expand_env(ctx: PlanCtx, label: str, raw: str) -> str:

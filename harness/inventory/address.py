@@ -1,6 +1,6 @@
-"""A device's address in devices.yaml, for its transport (harness/inventory.py): an adb serial
+"""A device's address in devices.yaml, for its transport (harness/inventory/load.py): an adb serial
 and server, or an ssh target; the other transports' keys are refused. With a labgrid place
-(harness/inventory_labgrid.py) the place publishes the address, so it is not written here."""
+(harness/inventory/labgrid.py) the place publishes the address, so it is not written here."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.inventory_context import Ctx, want
-from harness.inventory_labgrid import LabgridSpec
-from harness.inventory_model import DEFAULT_ADB_SERVER_PORT, AdbServer, SshSpec
+from harness.inventory.context import Ctx, want
+from harness.inventory.labgrid import LabgridSpec
+from harness.inventory.model import DEFAULT_ADB_SERVER_PORT, AdbServer, SshSpec
 from harness.validation import check_keys, parse_host_port, type_name, typed_get
 
 _SSH_KEYS = {"host", "port", "user", "key", "known_hosts", "trust_new_host_key"}

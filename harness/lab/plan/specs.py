@@ -1,4 +1,4 @@
-"""The nightly plan's parts as data (harness/lab/plan.py reads them from `nightly.yaml`): its
+"""The nightly plan's parts as data (harness/lab/plan/load.py reads them from `nightly.yaml`): its
 errors, a model, a suite, one entry of work, and the locks/recovery/history settings."""
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ Every problem is reported as one InventoryError naming the file, the device and 
 and saying what to do; callers never see a traceback for bad input.
 
 This file reads the file and its devices; their parts live beside it: the model it builds
-(inventory_model.py), a device's address (inventory_address.py), its SoC and HTP facts
-(inventory_soc.py), its `labgrid:` place (inventory_labgrid.py) and the wording of every
-error (inventory_context.py).
+(model.py), a device's address (address.py), its SoC and HTP facts (soc.py), its `labgrid:`
+place (labgrid.py) and the wording of every error (context.py).
 """
 
 from __future__ import annotations
@@ -22,21 +21,15 @@ import yaml
 
 from harness import soc
 from harness.errors import InventoryError
-from harness.inventory_address import Link, adb_link, local_link, ssh_link
-from harness.inventory_context import Ctx, want
-from harness.inventory_labgrid import LABGRID_DEFAULT_RESOURCE, LabgridSpec, parse_labgrid, parse_top_labgrid
-from harness.inventory_model import (
-    DEFAULT_ADB_SERVER_PORT,
-    HTP_EMULATOR,
-    HTP_MODES,
+from harness.inventory.address import Link, adb_link, local_link, ssh_link
+from harness.inventory.context import Ctx, want
+from harness.inventory.labgrid import LabgridSpec, parse_labgrid, parse_top_labgrid
+from harness.inventory.model import (
     TRANSPORTS,
-    WHERE,
-    AdbServer,
     DeviceSpec,
     Inventory,
-    SshSpec,
 )
-from harness.inventory_soc import parse_htp, soc_facts
+from harness.inventory.soc import parse_htp, soc_facts
 from harness.kinds import TransportKind, by_kind
 from harness.validation import check_keys, type_name, typed_get
 
@@ -187,9 +180,3 @@ def load_inventory(path: str | os.PathLike[str]) -> Inventory:
         raise InventoryError(f"{p}: YAML syntax error{where}: {problem}; fix the YAML at that place") from None
     return parse_inventory(data, p)
 
-
-# The model, a device's address and its labgrid place live in the modules named above; named
-# here for importers, who read them all from harness.inventory.
-__all__ = ["DEFAULT_ADB_SERVER_PORT", "HTP_EMULATOR", "HTP_MODES", "LABGRID_DEFAULT_RESOURCE", "TRANSPORTS",
-           "WHERE", "AdbServer", "DeviceSpec", "Inventory", "LabgridSpec", "SshSpec", "load_inventory",
-           "parse_inventory"]

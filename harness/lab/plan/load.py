@@ -45,10 +45,9 @@ from harness.inventory import DeviceSpec, Inventory
 from harness.lab.exports.parse import parse_exports
 from harness.lab.exports.spec import ExportsSpec
 from harness.lab.health import HealthPolicy
-from harness.lab.plan_fields import PlanCtx, get_value, read_names, read_number, read_section
-from harness.lab.plan_paths import PATH_OPTIONS, expand_env, parse_options
-from harness.lab.plan_specs import (
-    PATH_FIELDS,
+from harness.lab.plan.fields import PlanCtx, get_value, read_names, read_number, read_section
+from harness.lab.plan.paths import PATH_OPTIONS, expand_env, parse_options
+from harness.lab.plan.specs import (
     HistorySettings,
     LockSettings,
     ModelSpec,
@@ -58,15 +57,11 @@ from harness.lab.plan_specs import (
     RecoverySettings,
     SuiteSpec,
 )
-from harness.lab.plan_suites import BACKEND_PAIRS, RUNNERS, check_runner_options, parse_models, parse_suites
+from harness.lab.plan.suites import check_runner_options, parse_models, parse_suites
 from harness.validation import check_keys, type_name
 
-# The plan's parts live in plan_specs.py (data), plan_fields.py (typed values), plan_paths.py
-# (paths, environment, options) and plan_suites.py (models and suites); callers import them here.
-__all__ = [
-    "BACKEND_PAIRS", "PATH_FIELDS", "RUNNERS", "HistorySettings", "LockSettings", "ModelSpec", "NoDeviceMatched",
-    "Plan", "PlanEntry", "PlanError", "RecoverySettings", "SuiteSpec", "load_plan", "parse_plan",
-]
+# The plan's parts live beside this file: specs.py (data), fields.py (typed values), paths.py
+# (paths, environment, options) and suites.py (models and suites).
 
 _TOP_KEYS = {"version", "name", "devices", "tags", "repeats", "models", "suites", "health", "locks",
              "recovery", "history", "options", "exports"}

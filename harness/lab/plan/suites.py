@@ -1,4 +1,4 @@
-"""A plan's `models:` and `suites:` (harness/lab/plan.py): each model's export folder (or
+"""A plan's `models:` and `suites:` (harness/lab/plan/load.py): each model's export folder (or
 per-device template) and kind, each suite's models, backend pairs, runner and `checks:`, and
 that every llm_demo entry finds its runtime folder."""
 
@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.lab.plan_fields import PlanCtx, check_positive, get_value, read_names
-from harness.lab.plan_paths import parse_options, plan_path
-from harness.lab.plan_specs import ModelSpec, SuiteSpec
+from harness.lab.plan.fields import PlanCtx, check_positive, get_value, read_names
+from harness.lab.plan.paths import parse_options, plan_path
+from harness.lab.plan.specs import ModelSpec, SuiteSpec
 from harness.pairs import ALL_NAMES, BackendPair
 from harness.runners.base import RunnerKind
 from harness.suite import suite_for
