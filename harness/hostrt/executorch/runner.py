@@ -156,13 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def make_runtime_dir(dst: Path, python: str | None = None) -> Path:
     """A runtime folder holding `qnn_llama_runner` (this module) and `pte_runner` (a program's
-    forward through the pybindings, harness.hostrt.executorch_forward): scripts that start
+    forward through the pybindings, harness.hostrt.executorch.forward): scripts that start
     them with this Python and this checkout on PYTHONPATH (provisioning takes a script runner
     as it is)."""
     dst.mkdir(parents=True, exist_ok=True)
     _module_script(dst, RUNNER_NAME, "harness.hostrt.executorch",
                    "qnn_llama_runner's flags on ExecuTorch's real LLM runner", python)
-    _module_script(dst, "pte_runner", "harness.hostrt.executorch_forward",
+    _module_script(dst, "pte_runner", "harness.hostrt.executorch.forward",
                    "a .pte's forward on ExecuTorch's pybindings", python)
     return dst
 

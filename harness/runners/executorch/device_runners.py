@@ -4,11 +4,11 @@
   * qnn_llama_runner: gflags; no `--kv_updater` (gone since 1.1; passing it fails parsing);
     stdout carries `PyTorchObserver {json}`; `--output_path` gets prompt+text,
     `--performance_output_path` a single tokens/s number.
-  * qnn_executor_runner: `--etdump_path` writes the ETDump that `harness.runners.etdump` reads.
+  * qnn_executor_runner: `--etdump_path` writes the ETDump that `harness.runners.executorch.etdump` reads.
 
-What the runner prints is read by `harness.runners.executorch_output` (the real runner's
+What the runner prints is read by `harness.runners.executorch.output` (the real runner's
 facts); `python -m harness.runners.executorch STDOUT [--stderr F] [--exit-code N] [--json]`
-classifies a captured run (`executorch_cli.py`). On the host, ExecuTorch's real LLM runner
+classifies a captured run (`cli.py`). On the host, ExecuTorch's real LLM runner
 takes the runner's place (`harness.hostrt.executorch`): it writes no outputs.txt /
 inference_speed.txt, so the text is read from stdout when the file is absent.
 """
@@ -16,7 +16,6 @@ inference_speed.txt, so the text is read from stdout when the file is absent.
 from __future__ import annotations
 
 import posixpath
-import sys
 import tempfile
 import time
 import uuid
@@ -27,7 +26,7 @@ from typing import Any
 
 from harness.errors import HarnessError, TransportError
 from harness.provision.types import ProvisionedRuntime
-from harness.runners.executorch_output import RunOutput, observer_metrics, parse_observer, parse_run
+from harness.runners.executorch.output import RunOutput, observer_metrics, parse_run
 from harness.runners.signatures import Classification, SignatureSet, load_signatures
 from harness.transport.base import Transport
 
@@ -203,7 +202,7 @@ class QnnLlamaRunner(_Base):
 
 @dataclass
 class QnnExecutorRunner(_Base):
-    """Runs a .pte with an input list and pulls the ETDump (analyse with harness.runners.etdump)."""
+    """Runs a .pte with an input list and pulls the ETDump (analyse with harness.runners.executorch.etdump)."""
 
     def run(self, model_path: str, *, input_list: str = "input_list.txt", timeout: float = 600.0,
             local_dir: Path | None = None, shared_buffer: bool = False, iterations: int = 1,
@@ -230,11 +229,3 @@ class QnnExecutorRunner(_Base):
                                                    result.classification.matches, [f"no ETDump written to {etdump}"])
         return result
 
-
-__all__ = ["EVAL_MODES", "EtRunResult", "LlamaRunConfig", "QnnExecutorRunner", "QnnLlamaRunner", "observer_metrics",
-           "parse_inference_speed", "parse_observer"]
-
-if __name__ == "__main__":
-    from harness.runners.executorch_cli import main
-
-    sys.exit(main())

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.runners.executorch_output import parse_run
+from harness.runners.executorch.output import parse_run
 from harness.runners.signatures import Classification, load_signatures
 
 PROG = "python -m harness.runners.executorch"

@@ -21,8 +21,8 @@ from harness.inventory import DeviceSpec
 from harness.provision.emulator import provision_emulator_runtime
 from harness.provision.runtime import provision_runtime
 from harness.provision.types import ProvisionedRuntime
-from harness.runners.executorch_suite import ExecutorchRunner
-from harness.suite.et_checks import EtInput
+from harness.runners.executorch import ExecutorchRunner
+from harness.suite.executorch.checks import EtInput
 from harness.transport.base import Transport
 
 

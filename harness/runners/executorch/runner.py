@@ -1,7 +1,7 @@
 """The ExecuTorch runner a suite drives (runners/base.py `SuiteRunner`, kind `executorch`): the
 LLM runner (`qnn_llama_runner`, or on the host ExecuTorch's real TextLLMRunner behind its
 flags), a program's forward through the pybindings (`pte_runner`, host runtimes only:
-harness.hostrt.executorch_forward) and `qnn_executor_runner` for an ETDump on a device.
+harness.hostrt.executorch.forward) and `qnn_executor_runner` for an ETDump on a device.
 
 Every run is a process of its own started through the transport with the runtime's
 environment: on an emulated HTP that environment carries the host's QAIRT libraries
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, TransportError
-from harness.hostrt.executorch_forward import SCRIPT_NAME, parse_result
+from harness.hostrt.executorch import SCRIPT_NAME, parse_result
 from harness.provision.types import ProvisionedRuntime
 from harness.runners.base import RunnerKind, Timing, timing_of
-from harness.runners.executorch import QnnExecutorRunner, QnnLlamaRunner
+from harness.runners.executorch.device_runners import QnnExecutorRunner, QnnLlamaRunner
 from harness.runners.signatures import Classification, SignatureSet, load_signatures
 from harness.transport.base import Transport
 

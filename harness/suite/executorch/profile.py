@@ -1,8 +1,8 @@
 """The ExecuTorch suite's ETDump check: a real ETDump analysed per op with ExecuTorch's
-Inspector (harness/runners/etdump.py), from the lane the device is:
+Inspector (harness/runners/executorch/etdump.py), from the lane the device is:
 
 * the host (no HTP): the CPU export's LLM run, 1 prefill + 4 decode calls
-  (harness.hostrt.executorch_etdump);
+  (harness.hostrt.executorch.etdump);
 * an emulated HTP: the profiled QNN program of the model folder (`profile_level` >= 2) through
   the pybindings on the emulator: QNN's per-op events, in cycles;
 * a device: `qnn_executor_runner --etdump_path` on the first export.
@@ -19,9 +19,8 @@ from typing import Any
 from harness.outcomes import FailureClass
 from harness.provision.model import provision_model
 from harness.report.records import TestRecord
-from harness.runners.etdump import analyse_etdump, executorch_available
-from harness.runners.etdump_qnn import analyse_qnn_etdump
-from harness.suite.et_checks import PROMPT, EtInput, host_python_env
+from harness.runners.executorch import analyse_etdump, analyse_qnn_etdump, executorch_available
+from harness.suite.executorch.checks import PROMPT, EtInput, host_python_env
 from harness.suite.model import Instance
 from harness.verdict import Verdict
 
@@ -39,7 +38,7 @@ def _host_run(inp: EtInput, out: Path) -> tuple[Path, Path | None, bool, int, in
         raise _NoProfile("no CPU export in --model-dir")
     art = next(iter(cpu.values()))
     assert art.pte is not None and art.tokenizer is not None
-    res = inp.transport.shell([sys.executable, "-m", "harness.hostrt.executorch_etdump", "--model_path", str(art.pte),
+    res = inp.transport.shell([sys.executable, "-m", "harness.hostrt.executorch.etdump", "--model_path", str(art.pte),
                                "--tokenizer_path", str(art.tokenizer), "--prompt", PROMPT, "--decode_tokens", "4",
                                "--etdump_path", str(out)], timeout=inp.timeout, env=host_python_env())
     if res.exit_code != 0:

@@ -20,9 +20,16 @@ from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
 from harness.provision.model import provision_model
 from harness.report.records import TestRecord
-from harness.runners.et_catalogue import ArtifactKind, EtArtifact, EtCatalogue, read_catalogue
-from harness.runners.executorch import EtRunResult, LlamaRunConfig, observer_metrics
-from harness.runners.executorch_suite import ExecutorchRunner
+from harness.runners.executorch import (
+    ArtifactKind,
+    EtArtifact,
+    EtCatalogue,
+    EtRunResult,
+    ExecutorchRunner,
+    LlamaRunConfig,
+    observer_metrics,
+    read_catalogue,
+)
 from harness.runners.qnn_log import classify_qnn_log
 from harness.runners.quant_matrix import skip_reason
 from harness.suite.model import Instance
