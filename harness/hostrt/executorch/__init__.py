@@ -17,14 +17,14 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
 })
 
 if TYPE_CHECKING:
-    from harness.hostrt.executorch.forward import RESULT_PREFIX, SCRIPT_NAME, parse_result
-    from harness.hostrt.executorch.runner import (
-        CUSTOM_OPS_ENV,
-        EXIT_NO_ENGINE,
-        LLAMA_FLAGS,
-        RUNNER_NAME,
-        FlagError,
-        main,
-        make_runtime_dir,
-        parse_flags,
-    )
+    from harness.hostrt.executorch.forward import RESULT_PREFIX as RESULT_PREFIX
+    from harness.hostrt.executorch.forward import SCRIPT_NAME as SCRIPT_NAME
+    from harness.hostrt.executorch.forward import parse_result as parse_result
+    from harness.hostrt.executorch.runner import CUSTOM_OPS_ENV as CUSTOM_OPS_ENV
+    from harness.hostrt.executorch.runner import EXIT_NO_ENGINE as EXIT_NO_ENGINE
+    from harness.hostrt.executorch.runner import LLAMA_FLAGS as LLAMA_FLAGS
+    from harness.hostrt.executorch.runner import RUNNER_NAME as RUNNER_NAME
+    from harness.hostrt.executorch.runner import FlagError as FlagError
+    from harness.hostrt.executorch.runner import main as main
+    from harness.hostrt.executorch.runner import make_runtime_dir as make_runtime_dir
+    from harness.hostrt.executorch.runner import parse_flags as parse_flags

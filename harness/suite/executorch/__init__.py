@@ -17,16 +17,16 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
 })
 
 if TYPE_CHECKING:
-    from harness.suite.executorch.checks import (
-        FORWARD_ITERATIONS,
-        HOST_SEQ_LEN,
-        PROMPT,
-        EtInput,
-        cpu_export_runs,
-        host_python_env,
-        load_failure_is_classified,
-        qnn_failure,
-        quant_format_runs,
-    )
-    from harness.suite.executorch.input import build_et_input, is_host_lane
-    from harness.suite.executorch.profile import SUMMARY_KEYS, etdump_profile
+    from harness.suite.executorch.checks import FORWARD_ITERATIONS as FORWARD_ITERATIONS
+    from harness.suite.executorch.checks import HOST_SEQ_LEN as HOST_SEQ_LEN
+    from harness.suite.executorch.checks import PROMPT as PROMPT
+    from harness.suite.executorch.checks import EtInput as EtInput
+    from harness.suite.executorch.checks import cpu_export_runs as cpu_export_runs
+    from harness.suite.executorch.checks import host_python_env as host_python_env
+    from harness.suite.executorch.checks import load_failure_is_classified as load_failure_is_classified
+    from harness.suite.executorch.checks import qnn_failure as qnn_failure
+    from harness.suite.executorch.checks import quant_format_runs as quant_format_runs
+    from harness.suite.executorch.input import build_et_input as build_et_input
+    from harness.suite.executorch.input import is_host_lane as is_host_lane
+    from harness.suite.executorch.profile import SUMMARY_KEYS as SUMMARY_KEYS
+    from harness.suite.executorch.profile import etdump_profile as etdump_profile
