@@ -17,10 +17,10 @@ import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.hostfiles import child_pythonpath
 from harness.qnn.host import HostQnn
 from harness.qnn_probe.child import BEGIN, RESULT
 from harness.runners.arch_limits import ArchCell
@@ -101,8 +101,7 @@ def _cell(batch: Batch, fmt: str, op: str, section: str, result: dict[str, Any] 
 def run_child(batch: Batch, qnn: HostQnn, timeout: float) -> ChildRun:
     """One child in a neutral temp cwd (QNN drops files into the cwd), QNN env for it alone."""
     env = qnn.child_env(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2])]
-                                        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["PYTHONPATH"] = child_pythonpath(env.get("PYTHONPATH"))
     cmd = [sys.executable, "-m", "harness.qnn_probe.child", "--soc", batch.soc, "--format", ",".join(batch.fmts),
            "--ops", ",".join(batch.ops)]
     with tempfile.TemporaryDirectory(prefix="qnn-probe-") as cwd:

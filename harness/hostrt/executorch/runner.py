@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.hostfiles import checkout_root
+
 PROG = "python -m harness.hostrt.executorch"
 RUNNER_NAME = "qnn_llama_runner"
 EXIT_NO_ENGINE = 2
@@ -168,7 +170,7 @@ def make_runtime_dir(dst: Path, python: str | None = None) -> Path:
 
 
 def _module_script(dst: Path, name: str, module: str, what: str, python: str | None) -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = checkout_root()
     script = dst / name
     tmp = dst / f".{name}.tmp"
     tmp.write_text(f"#!/bin/sh\n# {what} ({module})\n"

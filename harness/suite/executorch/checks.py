@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.checks.et_reference import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
+from harness.hostfiles import child_pythonpath
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
@@ -238,8 +239,7 @@ def load_failure_is_classified(inp: EtInput, rec: TestRecord, _i: Instance, _d: 
 
 def host_python_env() -> dict[str, str]:
     """PYTHONPATH for a host child running this checkout's modules."""
-    repo = str(Path(__file__).resolve().parents[2])
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH", "")]))}
+    return {"PYTHONPATH": child_pythonpath(os.environ.get("PYTHONPATH"))}
 
 
 __all__ = ["EtInput", "cpu_export_runs", "load_failure_is_classified", "quant_format_runs"]
