@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.compiled_io.binaries import binary_files
-from harness.compiled_io.stub import _configs
-from harness.compiled_io.types import SOURCE_QNNLIB, ContextBinary, Dims, GraphIO, StubIO
 from harness.errors import ArtifactError
+from harness.qnn.compiled_io.binaries import binary_files
+from harness.qnn.compiled_io.stub import _configs
+from harness.qnn.compiled_io.types import SOURCE_QNNLIB, ContextBinary, Dims, GraphIO, StubIO
 from harness.qnn.ctx import BinaryInfo, ContextBinaryError, QnnSystemLib
 from harness.qnn.pte import qnn_delegates
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.compiled_io.types import SOURCE_STUB, ContextBinary, Dims, GraphIO, StubIO
 from harness.mnn_graph import dump_mnn
+from harness.qnn.compiled_io.types import SOURCE_STUB, ContextBinary, Dims, GraphIO, StubIO
 
 
 def _attrs(op: Mapping[str, Any]) -> dict[str, Any]:

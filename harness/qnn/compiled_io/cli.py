@@ -1,4 +1,4 @@
-"""`python -m harness.compiled_io PTE|BIN|EXPORT_DIR [--json] [--qnn-sdk DIR]` prints what the
+"""`python -m harness.qnn.compiled_io PTE|BIN|EXPORT_DIR [--json] [--qnn-sdk DIR]` prints what the
 compiled QNN artifacts say: per context binary its `soc_model`, `htp_arch`, `qairt_build` and
 graphs with their tensors (name, dims, datatype, encoding where the reader gives them), and which
 source read them (`libQnnSystem`: the host's QAIRT library; else the SDK tool, the stub, the
@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import soc
-from harness.compiled_io.binaries import open_reader
-from harness.compiled_io.qnnlib import binary_from_info, read_program
-from harness.compiled_io.read import read_compiled_io
-from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
-from harness.compiled_io.types import ContextBinary, StubIO
 from harness.errors import ArtifactError
+from harness.qnn.compiled_io.binaries import open_reader
+from harness.qnn.compiled_io.qnnlib import binary_from_info, read_program
+from harness.qnn.compiled_io.read import read_compiled_io
+from harness.qnn.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
+from harness.qnn.compiled_io.types import ContextBinary, StubIO
 from harness.qnn.pte import is_pte
 
 EXIT_OK = 0
@@ -119,7 +119,7 @@ def print_text(report: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.compiled_io",
+    parser = argparse.ArgumentParser(prog="python -m harness.qnn.compiled_io",
                                      description="Print what compiled QNN artifacts say: target, QAIRT build, graphs.")
     parser.add_argument("input", type=Path, help="a .pte, a QNN context binary, or an export folder")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")

@@ -1,13 +1,13 @@
-"""`python -m harness.qnn_probe`: measure the HTP arch table on the host QNN and write it.
+"""`python -m harness.qnn.probe`: measure the HTP arch table on the host QNN and write it.
 
-    python -m harness.qnn_probe [--out FILE] [--jobs 2] [--arch v68 ...] [--format 16a4w ...]
+    python -m harness.qnn.probe [--out FILE] [--jobs 2] [--arch v68 ...] [--format 16a4w ...]
                                 [--op layer_norm ...] [--qnn-sdk DIR] [--timeout SECONDS] [--resume]
 
-Lowers every single-op probe (harness/qnn_probe/probes.py) at every format for one SoC per arch
+Lowers every single-op probe (harness/qnn/probe/probes.py) at every format for one SoC per arch
 through ExecuTorch's QNN quantizer and `to_edge_transform_and_lower_to_qnn`, in child processes on
 the host QAIRT libraries, and writes op x format x arch (built, or QNN's classified refusal) with
 the QAIRT and ExecuTorch versions, atomically, to FILE (default: the table shipped in the package,
-harness/runners/arch_limits.json). Each finished SoC is also written to FILE.partial.json;
+harness/qnn/arch_limits.json). Each finished SoC is also written to FILE.partial.json;
 --resume takes the cells measured there (with the same QAIRT build) instead of measuring them again.
 Exit 0 written, 1 a child failed before any probe or the table could not be written, 4 bad usage.
 """
@@ -25,10 +25,10 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.hostfiles import write_atomic
+from harness.qnn.arch_limits import DEFAULT_PATH, SCHEMA_VERSION, ArchCell, load_cells
 from harness.qnn.host import check_executorch_pairing, find_host_qnn
-from harness.qnn_probe.probes import DEFAULT_FORMATS, PROBE_FORMATS, PROBE_NAMES
-from harness.qnn_probe.run import SOC_OF_ARCH, Batch, measure
-from harness.runners.arch_limits import DEFAULT_PATH, SCHEMA_VERSION, ArchCell, load_cells
+from harness.qnn.probe.probes import DEFAULT_FORMATS, PROBE_FORMATS, PROBE_NAMES
+from harness.qnn.probe.run import SOC_OF_ARCH, Batch, measure
 
 _USAGE = 4  # harness/lab/exitcodes.py USAGE_ERROR
 
@@ -43,7 +43,7 @@ def _version(pkg: str) -> str | None:
 def table_json(cells: Sequence[ArchCell], qairt_build: str, seconds: float) -> dict[str, object]:
     return {
         "version": SCHEMA_VERSION,
-        "tool": "python -m harness.qnn_probe",
+        "tool": "python -m harness.qnn.probe",
         "qairt": qairt_build[1:].rsplit(".", 1)[0], "qairt_build": qairt_build,
         "executorch": _version("executorch"), "torch": _version("torch"),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(seconds),
@@ -65,7 +65,7 @@ def _pick(given: list[str] | None, known: Sequence[str], what: str, default: Seq
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.qnn_probe", description=__doc__.split("\n\n")[2])
+    ap = argparse.ArgumentParser(prog="python -m harness.qnn.probe", description=__doc__.split("\n\n")[2])
     ap.add_argument("--out", type=Path, default=DEFAULT_PATH, help=f"the table to write (default {DEFAULT_PATH})")
     ap.add_argument("--jobs", type=int, default=2, help="children at once (1 or 2)")
     ap.add_argument("--arch", action="append", help="an HTP arch (repeatable; default all of "

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.compiled_io.types import SOURCE_SIDECAR, ContextBinary, StubIO
 from harness.export import SIDECAR_PATH, ExportFileError, ExportFolder, FileProblem
+from harness.qnn.compiled_io.types import SOURCE_SIDECAR, ContextBinary, StubIO
 
 
 def _read_sidecar(export: ExportFolder, problems: list[str]) -> dict[str, Any] | None:

@@ -9,9 +9,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness import soc
-from harness.compiled_io.binaries import binary_files
-from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
-from harness.compiled_io.types import (
+from harness.errors import ArtifactError
+from harness.qnn.compiled_io.binaries import binary_files
+from harness.qnn.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
+from harness.qnn.compiled_io.types import (
     SOURCE_QNNLIB,
     SOURCE_SDK,
     SOURCE_SIDECAR,
@@ -20,7 +21,6 @@ from harness.compiled_io.types import (
     ContextBinary,
     StubIO,
 )
-from harness.errors import ArtifactError
 
 
 def _target(stubs: Mapping[str, StubIO], sidecar: Mapping[str, Any] | None, problems: list[str]) -> CompiledTarget:

@@ -1,7 +1,7 @@
 """Measure the HTP arch table: lower every probe at every format for one SoC per arch, in child
 processes on the host QAIRT libraries, and classify QNN's answer with harness/runners/qnn_log.py.
 
-One child per SoC lowers every (format, probe) in turn (harness/qnn_probe/child.py: importing
+One child per SoC lowers every (format, probe) in turn (harness/qnn/probe/child.py: importing
 torch and ExecuTorch costs more than a lowering); its output is cut into one section per
 (format, probe) at the child's markers. A child that dies (a signal, a timeout) gives the probe
 it was on that verdict; the probes after it run in a fresh child.
@@ -21,9 +21,9 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.hostfiles import child_pythonpath
+from harness.qnn.arch_limits import ArchCell
 from harness.qnn.host import HostQnn
-from harness.qnn_probe.child import BEGIN, RESULT
-from harness.runners.arch_limits import ArchCell
+from harness.qnn.probe.child import BEGIN, RESULT
 from harness.runners.qnn_log import classify_qnn_log
 from harness.soc import lookup
 
@@ -102,7 +102,7 @@ def run_child(batch: Batch, qnn: HostQnn, timeout: float) -> ChildRun:
     """One child in a neutral temp cwd (QNN drops files into the cwd), QNN env for it alone."""
     env = qnn.child_env(os.environ)
     env["PYTHONPATH"] = child_pythonpath(env.get("PYTHONPATH"))
-    cmd = [sys.executable, "-m", "harness.qnn_probe.child", "--soc", batch.soc, "--format", ",".join(batch.fmts),
+    cmd = [sys.executable, "-m", "harness.qnn.probe.child", "--soc", batch.soc, "--format", ",".join(batch.fmts),
            "--ops", ",".join(batch.ops)]
     with tempfile.TemporaryDirectory(prefix="qnn-probe-") as cwd:
         try:

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.compiled_io.binaries import open_reader
-from harness.compiled_io.qnnlib import read_direct, with_qnnlib
-from harness.compiled_io.sdk import SDK_TOOL, _with_sdk, sdk_tool
-from harness.compiled_io.sidecar import _read_sidecar, _sidecar_stub
-from harness.compiled_io.stub import read_stub, stub_paths
-from harness.compiled_io.target import _target
-from harness.compiled_io.types import CompiledIO, StubIO
 from harness.errors import ArtifactError
 from harness.export import ExportFolder
+from harness.qnn.compiled_io.binaries import open_reader
+from harness.qnn.compiled_io.qnnlib import read_direct, with_qnnlib
+from harness.qnn.compiled_io.sdk import SDK_TOOL, _with_sdk, sdk_tool
+from harness.qnn.compiled_io.sidecar import _read_sidecar, _sidecar_stub
+from harness.qnn.compiled_io.stub import read_stub, stub_paths
+from harness.qnn.compiled_io.target import _target
+from harness.qnn.compiled_io.types import CompiledIO, StubIO
 from harness.qnn.host import HostQnn
 
 

@@ -1,6 +1,6 @@
 """The measured HTP arch table: which single-op probe QNN built at which format on which arch.
 
-`arch_limits.json` (shipped with the package) is written by `python -m harness.qnn_probe`, which
+`arch_limits.json` (shipped with the package) is written by `python -m harness.qnn.probe`, which
 lowers each probe through ExecuTorch's QNN quantizer and `to_edge_transform_and_lower_to_qnn` on
 the host QAIRT libraries and records QNN's answer (docs/qnn-arch-limits.md). Nothing here is
 read from ExecuTorch's python rules: a cell is what QNN's validator and graph finalize said,
@@ -21,7 +21,7 @@ from harness.soc import normalize_arch
 
 DEFAULT_PATH = Path(__file__).with_name("arch_limits.json")
 SCHEMA_VERSION = 1
-REGENERATE = "regenerate it with `python -m harness.qnn_probe` (the `qnn` extra) or reinstall the harness"
+REGENERATE = "regenerate it with `python -m harness.qnn.probe` (the `qnn` extra) or reinstall the harness"
 
 # QNN names nodes after the aten op (`aten_native_layer_norm_default_4`); the table's probes.
 _OP_OF_ATEN: dict[str, str] = {

@@ -22,7 +22,8 @@ Sources, best first (docs/qnn-export-artifacts.md describes each format):
   that have nothing else.
 
 What no artifact says (soc_id, dsp_arch without a reader of the binaries or the sidecar) is
-reported as unknown. `python -m harness.compiled_io PTE|BIN|EXPORT_DIR [--json]` prints it (cli.py).
+reported as unknown. `python -m harness.qnn.compiled_io PTE|BIN|EXPORT_DIR [--json]` prints it (cli.py; the old
+`python -m harness.compiled_io` still runs it).
 
 The package is split by source: types.py (the types), stub.py, qnnlib.py, sdk.py, sidecar.py,
 target.py (the compiled target), binaries.py (the binary files, and their target as QNN reads
@@ -45,25 +46,27 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "target": ("read_binary_target",),
     "types": ("SOURCE_QNNLIB", "SOURCE_SDK", "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "CompiledIO",
               "CompiledTarget", "ContextBinary", "GraphIO", "StubIO"),
-    "harness.export": ("SIDECAR_PATH",),
 })
 
 if TYPE_CHECKING:
-    from harness.compiled_io.binaries import BinariesTarget, binary_files, read_binaries_target
-    from harness.compiled_io.read import read_compiled_io
-    from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
-    from harness.compiled_io.stub import parse_stub, read_stub, stub_paths
-    from harness.compiled_io.target import read_binary_target
-    from harness.compiled_io.types import (
-        SOURCE_QNNLIB,
-        SOURCE_SDK,
-        SOURCE_SIDECAR,
-        SOURCE_STUB,
-        SOURCE_UNKNOWN,
-        CompiledIO,
-        CompiledTarget,
-        ContextBinary,
-        GraphIO,
-        StubIO,
-    )
-    from harness.export import SIDECAR_PATH
+    from harness.qnn.compiled_io.binaries import BinariesTarget as BinariesTarget
+    from harness.qnn.compiled_io.binaries import binary_files as binary_files
+    from harness.qnn.compiled_io.binaries import read_binaries_target as read_binaries_target
+    from harness.qnn.compiled_io.read import read_compiled_io as read_compiled_io
+    from harness.qnn.compiled_io.sdk import dump_context_binary as dump_context_binary
+    from harness.qnn.compiled_io.sdk import parse_context_dump as parse_context_dump
+    from harness.qnn.compiled_io.sdk import sdk_tool as sdk_tool
+    from harness.qnn.compiled_io.stub import parse_stub as parse_stub
+    from harness.qnn.compiled_io.stub import read_stub as read_stub
+    from harness.qnn.compiled_io.stub import stub_paths as stub_paths
+    from harness.qnn.compiled_io.target import read_binary_target as read_binary_target
+    from harness.qnn.compiled_io.types import SOURCE_QNNLIB as SOURCE_QNNLIB
+    from harness.qnn.compiled_io.types import SOURCE_SDK as SOURCE_SDK
+    from harness.qnn.compiled_io.types import SOURCE_SIDECAR as SOURCE_SIDECAR
+    from harness.qnn.compiled_io.types import SOURCE_STUB as SOURCE_STUB
+    from harness.qnn.compiled_io.types import SOURCE_UNKNOWN as SOURCE_UNKNOWN
+    from harness.qnn.compiled_io.types import CompiledIO as CompiledIO
+    from harness.qnn.compiled_io.types import CompiledTarget as CompiledTarget
+    from harness.qnn.compiled_io.types import ContextBinary as ContextBinary
+    from harness.qnn.compiled_io.types import GraphIO as GraphIO
+    from harness.qnn.compiled_io.types import StubIO as StubIO

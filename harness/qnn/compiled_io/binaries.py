@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from harness.compiled_io.read_memo import BinaryRead, ReadMemo, file_key, reader_key
 from harness.hostfiles import FileKey
+from harness.qnn.compiled_io.read_memo import BinaryRead, ReadMemo, file_key, reader_key
 from harness.qnn.host import HostQnn, QnnUnavailable, auto_host_qnn, qairt_tuple
 
 if TYPE_CHECKING:

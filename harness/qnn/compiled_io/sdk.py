@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import soc
-from harness.compiled_io.stub import _configs
-from harness.compiled_io.types import SOURCE_SDK, ContextBinary, Dims, GraphIO, StubIO
 from harness.errors import ArtifactError
+from harness.qnn.compiled_io.stub import _configs
+from harness.qnn.compiled_io.types import SOURCE_SDK, ContextBinary, Dims, GraphIO, StubIO
 
 SDK_TOOL = "qnn-context-binary-utility"
 

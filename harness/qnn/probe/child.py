@@ -1,7 +1,7 @@
 """The probe's child process: lower single-op probes for one SoC at some formats, in order.
 
-`python -m harness.qnn_probe.child --soc SA8295 --format 16a8w,8a8w --ops layer_norm,linear`
-(started by harness/qnn_probe/run.py with the QNN environment and a neutral temp cwd; exit 1
+`python -m harness.qnn.probe.child --soc SA8295 --format 16a8w,8a8w --ops layer_norm,linear`
+(started by harness/qnn/probe/run.py with the QNN environment and a neutral temp cwd; exit 1
 when an op did not lower, as a lowering script that raised would). Each (format, op)'s
 section of the combined output starts with a BEGIN marker line and ends with a RESULT line
 carrying one JSON object; QNN's own log lines fall between them, so the parent gives each op
@@ -45,7 +45,7 @@ def _lower(op: str, fmt: str, soc: str) -> dict[str, Any]:
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    from harness.qnn_probe.probes import make_probe, make_quantizer
+    from harness.qnn.probe.probes import make_probe, make_quantizer
 
     t0 = time.time()
     probe = make_probe(op)
@@ -73,7 +73,7 @@ def _lower(op: str, fmt: str, soc: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.qnn_probe.child")
+    ap = argparse.ArgumentParser(prog="python -m harness.qnn.probe.child")
     ap.add_argument("--soc", required=True)
     ap.add_argument("--format", required=True, help="comma-separated formats")
     ap.add_argument("--ops", required=True, help="comma-separated probe names")
