@@ -4,7 +4,7 @@
 # the user's own interpreter is never installed into.
 PYTHON ?= python3
 VENV ?= .venv
-PY := $(VENV)/bin/python
+PY := $(abspath $(VENV))/bin/python
 # mksh, toybox, original-awk: the virtual phone's Android userland (virtual_lab/userland.py).
 APT_PACKAGES := adb openssh-server bubblewrap chromium mksh toybox original-awk
 STAMP := $(VENV)/.harness-installed
@@ -12,6 +12,22 @@ STAMP := $(VENV)/.harness-installed
 .PHONY: demo test lint install system-deps python-deps clean
 
 install: system-deps python-deps
+
+# Debian packages only when their binaries are absent (no apt run on a ready machine).
+system-deps:
+	@missing=""; \
+	command -v adb >/dev/null 2>&1 || missing="$$missing adb"; \
+	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v mksh >/dev/null 2>&1 || missing="$$missing mksh"; \
+	command -v toybox >/dev/null 2>&1 || missing="$$missing toybox"; \
+	command -v original-awk >/dev/null 2>&1 || missing="$$missing original-awk"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
 
 # The project environment. A Debian Python without ensurepip needs python3-venv (and
 # python3.X-venv): installed via apt only when the interpreter lacks it. A failed creation

@@ -90,6 +90,7 @@ def _label(cond: str) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     from harness.checks.teacher_forced import PromptFigures, judge_export
+    from harness.evidence import TeacherForced
 
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for d in rows:
@@ -102,7 +103,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         kls = [d["mean_kl"] for d in ds if d["mean_kl"] is not None]
         shares = [d["disagreements"] / d["counted_steps"] for d in ds if d["counted_steps"]]
         gaps = [d["nll_gap"] for d in ds if d["nll_gap"] is not None]
-        export = judge_export([PromptFigures.of_extras(d) for d in ds])
+        export = judge_export([PromptFigures.of_evidence(TeacherForced.of_json(d)) for d in ds])
         out.append(f"| {_label(cond)} | {len(ds)} | "
                    + ", ".join(f"{v} {n}" for v, n in verdicts.most_common())
                    + f" | {min(kls):.3f} / {statistics.median(kls):.3f} / {max(kls):.3f}"

@@ -29,6 +29,7 @@ from harness.checks.coherence import CoherenceKind, judge
 from harness.checks.coherence import Verdict as TextVerdict
 from harness.checks.export_verdict import ExportVerdict, verdict_of_records
 from harness.checks.shapes import scan_log_for_shape_errors
+from harness.evidence import ExportVerdictEvidence
 from harness.findings import Finding, errors
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair, reference_of
@@ -331,7 +332,7 @@ def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool
             rec.prefill_tps = finite(summary.get("prefill_speed_tok_s"))
             rec.decode_tps = finite(summary.get("decode_speed_tok_s"))
     if j.teacher_forced is not None:
-        rec.extras["teacher_forced"] = j.teacher_forced.record_extras()
+        rec.put(j.teacher_forced.evidence())
     elif j.case.id in run.teacher_forced_unchecked:
         rec.extras["teacher_forced_not_checkable"] = run.teacher_forced_unchecked[j.case.id]
     if j.verdict is not None:
@@ -351,7 +352,7 @@ def export_verdict_of(records: Iterable[TestRecord]) -> ExportVerdict | None:
     (harness/checks/export_verdict.py): one line per instrument, the teacher-forced lines over
     all prompts of each pair (a consistent shift fails, one odd prompt does not). The suites'
     export_verdict check calls it, so both doors. None when no matrix record was made."""
-    records = [r for r in records if "export_verdict" not in r.extras]
+    records = [r for r in records if r.evidence.get(ExportVerdictEvidence) is None]
     pairs = {r.backend_pair for r in records if r.backend_pair is not None}
     return verdict_of_records(records, reference=reference_of(pairs))
 

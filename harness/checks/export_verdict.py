@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from harness.checks.teacher_forced import ExportTeacherForced, PromptFigures, judge_export
+from harness.evidence import EvidenceSet, ExportVerdictEvidence, TeacherForced
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
 from harness.verdict import Verdict
@@ -91,6 +92,10 @@ class ExportVerdict:
             return Verdict.passed(self.describe(), warning=warning)
         return Verdict.passed(self.describe())
 
+    def evidence(self) -> ExportVerdictEvidence:
+        """What the export's record carries, typed (harness.evidence)."""
+        return ExportVerdictEvidence.of_json(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict.value,
                 "failure_class": None if self.failure_class is None else self.failure_class.value,
@@ -159,7 +164,10 @@ class RecordLike(Protocol):
     verdict: str
     message: str
     failure_class: FailureClass | None
-    extras: dict[str, Any]
+    evidence: EvidenceSet
+
+    @property
+    def instrument(self) -> str | None: ...
 
     @property
     def is_bad(self) -> bool: ...
@@ -178,11 +186,11 @@ NO_TOOL = "no comparison ran: the runtime holds no llm_logits_diff, or no pair b
 def verdict_of_records(records: Iterable[RecordLike], *,
                        reference: BackendPair | None = None) -> ExportVerdict | None:
     """The export's verdict from one device's records of it: matrix records (a backend pair, a
-    coherence verdict, maybe `extras["teacher_forced"]`) and, when one ran, the static quant
-    check's record (`extras["instrument"] == "static-quant"`). None: no matrix record to judge, or
+    coherence verdict, maybe its TeacherForced evidence) and, when one ran, the static quant
+    check's record (its `instrument` is "static-quant"). None: no matrix record to judge, or
     no instrument saw anything."""
     records = list(records)
-    quant = next((r for r in records if r.extras.get("instrument") == Instrument.STATIC_QUANT.value), None)
+    quant = next((r for r in records if r.instrument == Instrument.STATIC_QUANT.value), None)
     cells = [r for r in records if r.backend_pair is not None and r.status is not Status.SKIPPED and r is not quant]
     if not cells:
         return None
@@ -196,9 +204,9 @@ def verdict_of_records(records: Iterable[RecordLike], *,
             continue  # the runtime failed before an answer: its record says so, nothing to judge here
         pair = r.backend_pair.name
         answers.setdefault(pair, []).append(r.verdict)
-        tf = r.extras.get("teacher_forced")
-        if isinstance(tf, dict) and tf.get("verdict") and r.backend_pair != reference:
-            prompts.setdefault(pair, []).append(PromptFigures.of_extras(tf, r.name.rsplit("::", 1)[-1]))
+        tf = r.evidence.get(TeacherForced)
+        if tf is not None and r.backend_pair != reference:
+            prompts.setdefault(pair, []).append(PromptFigures.of_evidence(tf, r.name.rsplit("::", 1)[-1]))
     lines = [_quant_line(quant)]
     lines += [teacher_forced_line(judge_export(p, pair=pair)) for pair, p in prompts.items()]
     if not prompts:

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.evidence import TeacherForced
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -69,12 +71,9 @@ class PromptFigures:
         return self.flips / self.counted if self.counted else None
 
     @classmethod
-    def of_extras(cls, extras: Mapping[str, Any], prompt: str = "") -> PromptFigures:
-        usable = bool(extras.get("kl_used", True))
-        return cls(prompt, str(extras.get("verdict") or "error"),
-                   _finite(extras.get("mean_kl")) if usable else None,
-                   _finite(extras.get("nll_gap")) if usable else None,
-                   int(extras.get("disagreements") or 0), int(extras.get("counted_steps") or 0))
+    def of_evidence(cls, tf: TeacherForced, prompt: str = "") -> PromptFigures:
+        return cls(prompt, tf.verdict, tf.mean_kl if tf.kl_used else None, tf.nll_gap if tf.kl_used else None,
+                   tf.disagreements, tf.counted_steps)
 
 
 def _median(values: Sequence[float]) -> float | None:

@@ -222,7 +222,7 @@ class DeviceWorker:
                 run_id=night.run_id,
                 out_dir=self.dir, stop=night.stop, attempt=run.attempt, done=frozenset(run.delivered),
                 prior=(*(r for r in night.export_records
-                         if r.device == self.device.name and r.extras.get("plan_entry") == entry.id), *run.records),
+                         if r.device == self.device.name and r.plan_entry == entry.id), *run.records),
             )
             try:
                 records = iter(night.job(ctx))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TransportError
+from harness.evidence import KINDS, Evidence, EvidenceSet, ExportVerdictEvidence, TeacherForced
 from harness.hostfiles import append_whole, write_error
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
@@ -57,7 +58,10 @@ class TestRecord:
     flaky: bool = False  # passed only on a retry after a transport fault
     attempts: int = 1
     started_at: float = field(default_factory=time.time)
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # free-form detail; typed evidence is `evidence`
+    # What the checks measured, typed per family (harness.evidence); JSON only in to_dict, where
+    # each family sits under its key in `extras`, as the JSON line has always held it.
+    evidence: EvidenceSet = field(default_factory=EvidenceSet, compare=False, repr=False)
     # In memory only, never in the JSON line: the link fault a runner caught when this record's
     # class is transport-error, as the transport raised it (device, argv, exit code, output),
     # for the lab's worker to act on (harness/lab/worker.py).
@@ -71,6 +75,10 @@ class TestRecord:
             if value is not None and not isinstance(value, kind):
                 raise TypeError(f"TestRecord.{name} is a {kind.__name__}, not {value!r} "
                                 "(text is read only by TestRecord.from_dict)")
+        if any(key in KINDS for key in self.extras):  # a producer handed a family's JSON: typed here
+            found, self.extras = EvidenceSet.split(self.extras, KINDS)
+            for ev in found:
+                self.evidence.put(ev)
         object.__setattr__(self, "_made", True)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -101,6 +109,24 @@ class TestRecord:
             self.extras["checked_elsewhere"] = verdict.deferred.value
 
     @property
+    def instrument(self) -> str | None:
+        """Which export instrument this record is (the static quant check's record: "static-quant")."""
+        raw = self.extras.get("instrument")
+        return raw if isinstance(raw, str) else None
+
+    @property
+    def run_id(self) -> str | None:
+        """The night (or pytest session) that wrote this record."""
+        raw = self.extras.get("run_id")
+        return raw if isinstance(raw, str) else None
+
+    @property
+    def plan_entry(self) -> str | None:
+        """The plan entry (lab job) this record belongs to."""
+        raw = self.extras.get("plan_entry")
+        return raw if isinstance(raw, str) else None
+
+    @property
     def warning(self) -> RecordWarning | None:
         raw = self.extras.get("warning")
         return RecordWarning(raw) if raw else None
@@ -110,7 +136,9 @@ class TestRecord:
         def clean(v: Any) -> Any:
             return None if isinstance(v, float) and not math.isfinite(v) else v
 
-        data = {k: clean(v) for k, v in asdict(replace(self, link_fault=None)).items() if k != "link_fault"}
+        bare = replace(self, link_fault=None, evidence=EvidenceSet())
+        data = {k: clean(v) for k, v in asdict(bare).items() if k not in ("link_fault", "evidence")}
+        data["extras"] = {**data["extras"], **self.evidence.to_json()}
         data["status"] = self.status.value
         data["failure_class"] = self.failure_class.value if self.failure_class is not None else ""
         data["backend_pair"] = self.backend_pair.name if self.backend_pair is not None else ""
@@ -130,7 +158,13 @@ class TestRecord:
         pair = kept.get("backend_pair")
         kept["backend_pair"] = (pair if isinstance(pair, BackendPair)
                                 else BackendPair.try_parse(pair) if pair else None)
+        if isinstance(kept.get("extras"), dict):
+            kept["evidence"], kept["extras"] = EvidenceSet.split(kept["extras"], KINDS)
         return cls(**kept)
+
+    def put(self, evidence: Evidence) -> None:
+        """Adds (or replaces) one family's evidence."""
+        self.evidence.put(evidence)
 
 
 def failure_class_of(text: str | FailureClass | None) -> FailureClass | None:
@@ -198,17 +232,17 @@ def iter_records(path: Path) -> Iterator[TestRecord]:
 
 
 def teacher_forced_of(rec: TestRecord) -> dict[str, Any] | None:
-    """The teacher-forced comparison a matrix record carries (harness.runners.logits_diff
-    DiffResult.record_extras), or None."""
-    tf = rec.extras.get("teacher_forced")
-    return tf if isinstance(tf, dict) and tf.get("verdict") else None
+    """The JSON of the teacher-forced comparison a matrix record carries (harness.runners.logits_diff
+    DiffResult.evidence), for the reporters' byte boundary; None without one."""
+    tf = rec.evidence.get(TeacherForced)
+    return None if tf is None else tf.to_json()
 
 
 def export_verdict_of(rec: TestRecord) -> dict[str, Any] | None:
-    """The export's verdict an export record carries (harness.suite.checks.export_verdict:
-    `verdict` and one line per instrument), or None."""
-    ev = rec.extras.get("export_verdict")
-    return ev if isinstance(ev, dict) and ev.get("verdict") else None
+    """The JSON of the export's verdict an export record carries (harness.suite.checks.export_verdict:
+    `verdict` and one line per instrument), for the reporters; None without one."""
+    ev = rec.evidence.get(ExportVerdictEvidence)
+    return None if ev is None else ev.to_json()
 
 
 def _export_teacher_forced(ev: dict[str, Any]) -> dict[str, Any] | None:

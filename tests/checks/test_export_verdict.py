@@ -18,6 +18,7 @@ from harness.checks.export_verdict import (
     verdict_of_records,
 )
 from harness.checks.teacher_forced import PromptFigures, judge_export
+from harness.evidence import TeacherForced
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
 from harness.report.records import TestRecord
@@ -70,8 +71,8 @@ def test_no_prompt_compared_is_an_error_not_agreement():
 
 
 def test_figures_come_from_the_records_extras_and_unusable_kl_is_left_out():
-    fig = PromptFigures.of_extras({"verdict": "agree", "mean_kl": 0.85, "nll_gap": 1.1, "kl_used": False,
-                                   "disagreements": 0, "counted_steps": 11})
+    fig = PromptFigures.of_evidence(TeacherForced.of_json({"verdict": "agree", "mean_kl": 0.85, "nll_gap": 1.1,
+                                                           "kl_used": False, "disagreements": 0, "counted_steps": 11}))
     assert fig.mean_kl is None and fig.nll_gap is None and fig.flip_share == 0
 
 
@@ -100,7 +101,7 @@ def _rec(pair: str, case: str, verdict: str = "coherent", tf: dict | None = None
     if skipped:
         rec.set_verdict(Verdict.skipped("not run"))
     if tf is not None:
-        rec.extras["teacher_forced"] = tf
+        rec.put(TeacherForced.of_json(tf))
     return rec
 
 

@@ -28,7 +28,7 @@ assert VIRTUAL_LAB.is_dir(), VIRTUAL_LAB
 # The floors of `harness`, lowest first; a module may import only rooms on lower floors (or its own room).
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors", "outcomes", "findings"),
-    ("hostfiles", "soc", "validation", "pairs", "verdict", "kinds", "lazy"),
+    ("hostfiles", "soc", "validation", "pairs", "verdict", "kinds", "lazy", "evidence"),
     ("export", "mnn_graph"),
     ("qnn",),
     ("inventory", "checks", "report", "hostrt"),

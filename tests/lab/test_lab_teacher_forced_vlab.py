@@ -51,15 +51,15 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
     healthy = {k: r for k, r in recs.items() if k[0] == HEALTHY}
     assert len(healthy) == 4 and all(r.status == "passed" for r in healthy.values()), details
     assert exports[HEALTHY].status == "passed", exports[HEALTHY].message
-    verdict = exports[HEALTHY].extras["export_verdict"]
+    verdict = exports[HEALTHY].to_dict()["extras"]["export_verdict"]
     assert verdict["verdict"] == "pass" and [ln["instrument"] for ln in verdict["lines"]] == [
         "static-quant", "teacher-forced", "text-coherence"], verdict
     assert verdict["lines"][1]["figures"]["median_kl"] < 0.05 and verdict["lines"][1]["pair"] == "qnn"
     for case in ("france", "cat"):
-        tf = healthy[(HEALTHY, "qnn", case)].extras["teacher_forced"]
+        tf = healthy[(HEALTHY, "qnn", case)].to_dict()["extras"]["teacher_forced"]
         assert tf["verdict"] == "agree" and tf["a"] == "cpu" and tf["b"] == "qnn", tf
         assert 0 < tf["mean_kl"] < 0.05 and tf["disagreements"] == 0 and tf["counted_steps"] > 5
-        assert "teacher_forced" not in healthy[(HEALTHY, "cpu", case)].extras  # the reference itself
+        assert "teacher_forced" not in healthy[(HEALTHY, "cpu", case)].to_dict()["extras"]  # the reference itself
 
     # Saturated: every prompt's comparison disagrees, naming where B departs (evidence on each
     # record; the records fail on their wrong answers), and the export's verdict over all its
@@ -67,7 +67,7 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
     for case in ("france", "cat"):
         r = recs[(SATURATED, "qnn", case)]
         assert r.status == "failed" and r.failure_class == "drift", details
-        tf = r.extras["teacher_forced"]
+        tf = r.to_dict()["extras"]["teacher_forced"]
         assert tf["verdict"] == "disagree" and tf["mean_kl"] > 1 and tf["nll_gap"] > 1
         assert tf["first_disagreement"] is not None and tf["context"]["token"]
     export = exports[SATURATED]

@@ -75,7 +75,7 @@ def test_one_prompt_disagreeing_warns_and_the_exports_verdict_fails_the_shift():
     rec = recs["qnn"]
     assert rec.status == "passed" and rec.extras["warning"] == "logits-disagree"
     assert "first disagreement at step 0" in rec.message
-    tf = rec.extras["teacher_forced"]
+    tf = rec.to_dict()["extras"]["teacher_forced"]
     assert tf["verdict"] == "disagree" and tf["a"] == "cpu" and tf["b"] == "qnn" and tf["rows_near"]
     made = pipeline.export_verdict_of(recs.values())
     assert made is not None
@@ -86,7 +86,7 @@ def test_one_prompt_disagreeing_warns_and_the_exports_verdict_fails_the_shift():
 
 def test_teacher_forced_agree_passes_and_drift_warns():
     ok = _records("The capital of France is Paris.", (), _tf("other-session-france"))["qnn"]
-    assert ok.status == "passed" and ok.extras["teacher_forced"]["verdict"] == "agree"
+    assert ok.status == "passed" and ok.to_dict()["extras"]["teacher_forced"]["verdict"] == "agree"
     drift = _records("The capital of France is Paris.", (), _tf("one-token-chunks-cat"))["qnn"]
     assert drift.status == "passed" and drift.extras["warning"] == "logits-drift" and "KL" in drift.message
 
@@ -96,13 +96,13 @@ def test_teacher_forced_that_compared_nothing_fails_never_agrees():
                       "summary: argmax disagreements=0, first at step -1, worst maxAbsDiff=0.00000\n")
     rec = _records("The capital of France is Paris.", (), null)["qnn"]
     assert rec.status == "failed" and rec.failure_class == "logits-diff-error"
-    assert rec.extras["teacher_forced"]["verdict"] == "error"
+    assert rec.to_dict()["extras"]["teacher_forced"]["verdict"] == "error"
 
 
 def test_the_step0_note_reaches_the_record():
     rec = _records("The capital of France is Paris.", (), _tf("chunk128-long-prompt", chunk_a=4096, chunk_b=128))["qnn"]
     assert rec.status == "passed"
-    assert "step 0 not counted" in rec.extras["teacher_forced"]["exclusion_note"]
+    assert "step 0 not counted" in rec.to_dict()["extras"]["teacher_forced"]["exclusion_note"]
 
 
 def test_a_different_answer_altogether_fails_as_disagree_with_both_texts():

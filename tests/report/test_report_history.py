@@ -1,5 +1,6 @@
 from reportkit import night_records
 
+from harness.evidence import TeacherForced
 from harness.report.history import History, aggregate
 
 
@@ -68,9 +69,9 @@ def _tf_night(kl: float, flips: int = 0, steps: int = 16) -> list:
     recs = night_records(crash=False)
     for r in recs:
         if r.backend_pair == "qnn":
-            r.extras["teacher_forced"] = {"verdict": "agree", "a": "cpu", "b": "qnn", "mean_kl": kl,
-                                          "nll_gap": kl * 2, "kl_used": True, "disagreements": flips,
-                                          "counted_steps": steps, "first_disagreement": None}
+            r.put(TeacherForced.of_json({"verdict": "agree", "a": "cpu", "b": "qnn", "mean_kl": kl,
+                                         "nll_gap": kl * 2, "kl_used": True, "disagreements": flips,
+                                         "counted_steps": steps, "first_disagreement": None}))
     return recs
 
 

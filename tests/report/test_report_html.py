@@ -8,6 +8,7 @@ import pytest
 from PIL import Image as PILImage
 from reportkit import HOSTILE, night_records
 
+from harness.evidence import TeacherForced
 from harness.outcomes import FailureClass
 from harness.report.history import History
 from harness.report.html import group_failures, render_html, write_html
@@ -26,11 +27,11 @@ def test_hostile_text_is_escaped_everywhere():
 def test_hostile_text_is_escaped_in_departures_failures_and_plots():
     recs = night_records()
     tf = recs[0]
-    tf.extras["teacher_forced"] = {
+    tf.put(TeacherForced.of_json({
         "verdict": "disagree", "disagreements": 1, "counted_steps": 9, "first_disagreement": HOSTILE,
         "context": {"before": HOSTILE, "token": HOSTILE, "after": HOSTILE}, "exclusion_note": HOSTILE,
         "rows_near": [{"step": HOSTILE, "tok_a": HOSTILE, "tok_b": 2, "agree": False, "max_abs_diff": HOSTILE,
-                       "text": HOSTILE}]}
+                       "text": HOSTILE}]}))
     recs[3].set_verdict(Verdict.failed(FailureClass.CRASH, ""))
     recs[3].signature, recs[3].log_excerpt = HOSTILE, HOSTILE
     page = render_html(recs, title="t", plots={HOSTILE: HOSTILE})

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from harness.checks.teacher_forced import DEFAULT_THRESHOLDS, Thresholds
 from harness.errors import TransportError
+from harness.evidence import TeacherForced
 from harness.runners.diff_tools import TOOL
 from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 
@@ -98,6 +99,10 @@ class DiffResult:
             "rows": [s.to_json() for s in p.steps],
         }
 
+    def evidence(self) -> TeacherForced:
+        """What a TestRecord carries, typed (harness.evidence.TeacherForced)."""
+        return TeacherForced.of_json(self.record_extras())
+
     def record_extras(self) -> dict[str, Any]:
         """The compact form a TestRecord carries (the rows stay in the run folder / JSON)."""
         d = self.to_json()
@@ -115,7 +120,7 @@ def chunk_of(config: Mapping[str, Any]) -> int | None:
     [chunk, 1]); None = one forward for the whole prompt."""
     cl = config.get("chunk_limits")
     if isinstance(cl, list) and cl and all(isinstance(x, int) and x > 0 for x in cl):
-        return max(cl)
+        return int(max(cl))
     return None
 
 
