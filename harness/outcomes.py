@@ -38,7 +38,7 @@ class FailureClass(StrEnum):
     BINARY_MISMATCH = "binary-mismatch"
     SHAPE_ERROR = "shape-error"
     INIT_ERROR = "init-error"
-    # QNN's own refusals (harness/runners/qnn_log.py, docs/qnn-failures.md#classes).
+    # QNN's own refusals (harness/qnn/log.py, docs/qnn-failures.md#classes).
     QNN_OP_UNSUPPORTED = "qnn-op-unsupported"  # QNN's validator refused an op on this arch/format
     QNN_VERSION_MISMATCH = "qnn-version-mismatch"  # ExecuTorch and the QAIRT libraries do not fit
     RUNTIME_ERROR = "runtime-error"
@@ -66,7 +66,7 @@ class FailureClass(StrEnum):
     EXPORT_FAILED = "export-failed"  # a non-zero exit with no known signature
     EXPORT_NO_OUTPUT = "export-no-output"  # exit 0, but nothing was written to {out}
     EXPORT_INVALID = "export-invalid"  # exit 0, but the folder is not an export the harness can run
-    # ...and QNN's own, as the export names them: "qnn-" + harness/runners/qnn_log.py QnnFailure.
+    # ...and QNN's own, as the export names them: "qnn-" + harness/qnn/log.py QnnFailure.
     EXPORT_QNN_OP_VALIDATION = "qnn-op-validation"
     EXPORT_QNN_GRAPH_FINALIZE = "qnn-graph-finalize"
     EXPORT_QNN_UNDELEGATED_OPS = "qnn-undelegated-ops"

@@ -9,14 +9,13 @@ signature ids are stable, so reports can group failures by cause across nights.
 from __future__ import annotations
 
 import re
-import signal as signal_mod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.catalogue import RUNNER_SCOPES, Catalogue, Entry, Scope, load_catalogue
+from harness.catalogue import RUNNER_SCOPES, Catalogue, Entry, Scope, load_catalogue, signal_name, signal_of
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
 
 WARNING = SIGNATURE_WARNING
@@ -161,25 +160,6 @@ class SignatureSet:
                    "or the run stopped early)")
             return Classification(FailureClass.RUNTIME_ERROR.value, msg, matches, errors + [msg])
         return Classification(OK, "", matches, errors)
-
-
-def signal_of(exit_code: int | None, shell: bool = True) -> int | None:
-    """Signal that ended the process: Python's subprocess reports -N; a shell reports 128+N
-    (`shell`: the code came through one; a program run directly may exit 130 on its own)."""
-    if exit_code is None:
-        return None
-    if exit_code < 0:
-        return -exit_code
-    if shell and 128 < exit_code < 160:
-        return exit_code - 128
-    return None
-
-
-def signal_name(sig: int) -> str:
-    try:
-        return signal_mod.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 # ---- logcat -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from harness.checks.shapes.findings import ShapeKind
 from harness.errors import HarnessError
 from harness.lab.exports.classify import classify_failure
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
-from harness.runners.qnn_log import FAILURE_CLASS, QnnFailure, classify_qnn_log
+from harness.qnn import FAILURE_CLASS, QnnFailure, classify_qnn_log
 from harness.runners.signatures import load_signatures
 
 CAT = load_catalogue()

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.qnn import DEFAULT_PATH, load_arch_limits
+from harness.qnn import DEFAULT_PATH, QnnFailure, classify_qnn_log, load_arch_limits
 from harness.qnn.probe.__main__ import main as probe_main
 from harness.qnn.probe.probes import DEFAULT_FORMATS, PROBE_NAMES
 from harness.qnn.probe.run import SOC_OF_ARCH, Batch, _cell, _sections
-from harness.runners.qnn_log import QnnFailure, classify_qnn_log
 from harness.runners.quant_matrix import plan_matrix, skip_reason
 
 REPO = Path(__file__).resolve().parents[2]

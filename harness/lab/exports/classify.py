@@ -1,6 +1,6 @@
 """Why an export failed, from how its process ended and what it printed: QNN's own signatures
 (op validation with the ops and the arch, graph finalize, ops left undelegated, a segfault while
-building) are read by harness/runners/qnn_log.py, the one home of QNN's messages; the exporter's
+building) are read by harness/qnn/log.py, the one home of QNN's messages; the exporter's
 side is read here: killed for memory, timed out, a missing tool or SDK, a crash by signal with the
 last lines, a Python traceback. An export's failure is the user's export failing, never a harness
 error (docs/exports.md#failures)."""
@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.catalogue import Scope, load_catalogue
 from harness.outcomes import FailureClass
-from harness.runners.qnn_log import QnnFailure, classify_qnn_log
+from harness.qnn import QnnFailure, classify_qnn_log
 from harness.runners.signatures import signal_name, signal_of
 
 _LAST_LINES = 12
