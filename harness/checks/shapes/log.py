@@ -27,6 +27,15 @@ class _ShapeLine:
     kind: ShapeKind
     regex: re.Pattern[str]
     hint: str
+    fill: bool  # the entry's own hint, which may name the regex's groups as {1}, {2}... ({0}: the line)
+
+    def hint_for(self, line: str, m: re.Match[str]) -> str:
+        if not self.fill:
+            return self.hint
+        try:
+            return self.hint.format(line, *(g or "" for g in m.groups()))
+        except (IndexError, KeyError, ValueError):
+            return self.hint
 
 
 @lru_cache(maxsize=8)
@@ -40,7 +49,7 @@ def _shape_view(cat: Catalogue) -> tuple[_ShapeLine, ...]:
         if e.shape_kind not in kinds:
             raise HarnessError(f"{cat.where(e)}: shape kind {e.shape_kind!r} is not a harness/checks/shapes "
                                "ShapeKind; fix the spelling or add the kind there")
-        out.append(_ShapeLine(ShapeKind(e.shape_kind), e.regex, e.shape_hint or e.hint))
+        out.append(_ShapeLine(ShapeKind(e.shape_kind), e.regex, e.shape_hint or e.hint, e.shape_hint is None))
     return tuple(out)
 
 
@@ -53,8 +62,8 @@ def scan_log_for_shape_errors(text: str, *, source: str = "log", catalogue: Cata
         for entry in view:
             m = entry.regex.search(line)
             if m:
-                findings.append(shape_finding(entry.kind, source, m.group(0).strip()[:160], None, None, entry.hint,
-                                              line_no=line_no))
+                findings.append(shape_finding(entry.kind, source, m.group(0).strip()[:160], None, None,
+                                              entry.hint_for(line, m), line_no=line_no))
                 break
     return findings
 
