@@ -4,7 +4,7 @@ night's job) with the same testcase names, records and verdicts.
 - `model`:    Scope, Need, Check, Suite, Instance (what a suite is; a check decides a harness.verdict.Verdict).
 - `checks`:   the check functions (calls into checks/ and pipeline) and each scope's input.
 - `registry`: QWEN3_VL, QWEN3, EXECUTORCH_QNN, MATRIX (any llm_demo export), `suite_for(name)`.
-- `et_checks`, `et_profile`, `et_input`: the ExecuTorch suite's checks and input.
+- `executorch/`: the ExecuTorch suite's checks, profile and input (a face of its own).
 - `run`:      `run_check`: fit, needs, the check, its verdict into the record.
 """
 
