@@ -19,8 +19,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
                     "op_kind", "packaged_table", "probe_of"),
     "ctx": ("BinaryInfo", "ContextBinaryError", "GraphInfo", "QnnSystemLib", "TensorInfo", "read_context_binary"),
     "log": ("FAILURE_CLASS", "QnnFailure", "QnnLogVerdict", "classify_qnn_log", "exit_status"),
-    "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable", "auto_host_qnn",
-             "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of", "scan_qairt_build"),
+    "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable",
+             "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
+             "scan_qairt_build"),
     "pte": ("PteError", "QnnDelegate", "context_binaries", "is_pte", "qnn_delegates"),
 })
 

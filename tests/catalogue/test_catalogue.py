@@ -10,13 +10,12 @@ import pytest
 import yaml
 
 from harness.catalogue import DEFAULT_PATH, RUNNER_SCOPES, Entry, Scope, load_catalogue
-from harness.checks.shapes import VISUAL_GUARDS, scan_log_for_shape_errors
-from harness.checks.shapes.findings import ShapeKind
+from harness.checks.shapes import VISUAL_GUARDS, ShapeKind, scan_log_for_shape_errors
 from harness.errors import HarnessError
-from harness.lab.exports.classify import classify_failure
+from harness.lab.exports import classify_failure
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
 from harness.qnn import FAILURE_CLASS, QnnFailure, classify_qnn_log
-from harness.runners.signatures import load_signatures
+from harness.runners import load_signatures
 
 CAT = load_catalogue()
 REPO = Path(__file__).resolve().parents[2]

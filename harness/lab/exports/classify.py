@@ -13,10 +13,9 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.catalogue import Scope, load_catalogue
+from harness.catalogue import Scope, load_catalogue, signal_name, signal_of
 from harness.outcomes import FailureClass
 from harness.qnn import QnnFailure, classify_qnn_log
-from harness.runners.signatures import signal_name, signal_of
 
 _LAST_LINES = 12
 _TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\):$", re.MULTILINE)
