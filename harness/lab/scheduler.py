@@ -100,6 +100,20 @@ def _wait_for_workers(pool: Pool[DeviceWorker], stop: threading.Event, say: SayF
         raise exc
 
 
+def _start_pool(night: Night, workers: list[DeviceWorker], *, reports: bool) -> Pool[DeviceWorker]:
+    """The night's workers on the plan's pool; a device is claimed only when a worker takes it."""
+    pool = Pool(workers, DeviceWorker.run, size=pool_size(night.plan.concurrency.workers, len(workers)),
+                stop=night.stop, name="lab")
+    if workers:
+        devices = [w.device for w in workers]
+        night.say(f"night {night.run_id}: {len(night.entries)} entries on {len(devices)} devices "
+                  f"({_names(devices)}), {pool.size} at a time")
+    pool.start()
+    if reports and workers:
+        threading.Thread(target=_load_report_modules, daemon=True, name="lab-report-import").start()
+    return pool
+
+
 def _load_report_modules() -> None:
     """Import the HTML report's modules while devices work: matplotlib's import alone takes
     1.5-3 s, which a Ctrl-C's reports would otherwise wait for (a stop reports within 2 s)."""
@@ -174,15 +188,7 @@ def run_night(
                     night.export_records.append(rec)
             # A stop during the exports: no device is claimed at all.
             workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
-            # A device is claimed only when one of the pool's workers takes it (pool.py).
-            pool = Pool(workers, DeviceWorker.run, size=pool_size(plan.concurrency.workers, len(workers)),
-                        stop=stop, name="lab")
-            if workers:
-                say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
-                    f"({_names(devices)}), {pool.size} at a time")
-            pool.start()
-            if reports and workers:
-                threading.Thread(target=_load_report_modules, daemon=True, name="lab-report-import").start()
+            pool = _start_pool(night, workers, reports=reports)
             _wait_for_workers(pool, stop, say, grace_s, signals)
             result.interrupted = stop.is_set()
             result.devices = {w.device.name: w.outcome for w in workers}
