@@ -8,7 +8,8 @@ folder each; a test is a real `sleep 0.2` on the "device"), and in a process of 
   to the process's exit, claims released and JUnit/HTML/night.json written), the devices worked
   before it, peak threads and peak RSS;
 - `harness lab status`: the health probes of every device within one `--status-s` deadline;
-  printed: its wall time, devices probed, peak threads and peak RSS.
+  printed: its wall time, devices probed, peak threads and peak RSS; then once more, stopped by
+  SIGINT 1 s into its probes: how long it takes to end.
 Targets: threads about the pool's size plus a handful whatever the device count; a stop under
 2 s at 1 000 devices; status within its deadline plus a second.
 """
@@ -85,6 +86,7 @@ def child_night(root: Path) -> int:
     say = (lambda m: print(f"{time.monotonic():.2f} {m}", file=sys.stderr, flush=True)) if os.environ.get(
         "LAB_SCALE_SAY") else (lambda m: None)
     night = run_night(plan, inv, root / "out", job, say=say, history_db=root / "history.sqlite")
+    say("run_night returned")
     worked = sum(1 for o in night.devices.values() if o.records)
     peaks.report(devices=len(inv.devices), worked=worked, interrupted=night.interrupted,
                  reports=sorted(night.reports))
@@ -97,7 +99,12 @@ def child_status(root: Path, deadline_s: float, workers: int | None) -> int:
     peaks = Peaks()
     inv = load_inventory(root / "devices.yaml")
     t0 = time.monotonic()
-    statuses = collect_status(inv, root / "locks", timeout_s=deadline_s, workers=workers)
+    (root / "status-ready").write_text("1")
+    try:
+        statuses = collect_status(inv, root / "locks", timeout_s=deadline_s, workers=workers)
+    except KeyboardInterrupt:  # the stop run: how long Ctrl-C takes is measured by the parent
+        peaks.report(devices=len(inv.devices), interrupted=True)
+        return 2
     wall = time.monotonic() - t0
     peaks.report(devices=len(inv.devices), status_wall_s=round(wall, 2),
                  probed=sum(1 for s in statuses if s.health is not None))
@@ -154,6 +161,11 @@ def main() -> int:
             print(f"{n:>8} {'status':<7} {status['peak_threads']:>8} {status['peak_rss_mb']:>7}  "
                   f"{status['status_wall_s']:.2f} s (deadline {args.status_s:.0f} s), "
                   f"{status['probed']} devices probed", flush=True)
+            (root / "status-ready").unlink()
+            stopped, stop_s = run_child(["--child", "status", "--root", str(root), "--status-s", "600", *extra], env,
+                                        (root / "status-ready", 1.0))
+            print(f"{n:>8} {'status':<7} {stopped['peak_threads']:>8} {stopped['peak_rss_mb']:>7}  "
+                  f"stop {stop_s:.2f} s after SIGINT 1 s into the probes", flush=True)
     return 0
 
 
