@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.inventory import load_inventory  # noqa: E402
+from harness.lab import DeviceContext, run_night  # noqa: E402
 from harness.lab.plan import load_plan  # noqa: E402
-from harness.lab.scheduler import DeviceContext, run_night  # noqa: E402
-from harness.report.records import TestRecord  # noqa: E402
+from harness.report import TestRecord  # noqa: E402
 
 
 def write_lab(root: Path, n: int, workers: int | None) -> tuple[Path, Path]:
@@ -94,7 +94,7 @@ def child_night(root: Path) -> int:
 
 
 def child_status(root: Path, deadline_s: float, workers: int | None) -> int:
-    from harness.lab.status import collect_status
+    from harness.lab import collect_status
 
     peaks = Peaks()
     inv = load_inventory(root / "devices.yaml")

@@ -16,9 +16,8 @@ from harness.lab.claims import claim_states, unclaimed_address
 from harness.lab.context import TransportFactory
 from harness.lab.health import HealthPolicy, HealthVerdict, check_device
 from harness.lab.pool import Pool, pool_size
-from harness.report.table import text_table
-from harness.transport.factory import open_transport
-from harness.transport.types import LinkState
+from harness.report import text_table
+from harness.transport import LinkState, open_transport
 
 
 @dataclass

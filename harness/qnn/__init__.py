@@ -17,8 +17,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "arch_limits": ("DEFAULT_PATH", "SCHEMA_VERSION", "ArchCell", "ArchTable", "load_arch_limits", "load_cells",
                     "op_kind", "packaged_table", "probe_of"),
     "ctx": ("BinaryInfo", "ContextBinaryError", "GraphInfo", "QnnSystemLib", "TensorInfo", "read_context_binary"),
-    "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable", "auto_host_qnn",
-             "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of", "scan_qairt_build"),
+    "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable",
+             "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
+             "scan_qairt_build"),
     "pte": ("PteError", "QnnDelegate", "context_binaries", "is_pte", "qnn_delegates"),
 })
 

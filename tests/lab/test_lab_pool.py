@@ -10,11 +10,10 @@ import time
 from labkit import write_inventory, write_plan
 
 from harness.inventory import load_inventory
-from harness.lab.locks import lock_state
+from harness.lab import DeviceContext, lock_state, run_night
 from harness.lab.plan import PlanError, load_plan
-from harness.lab.scheduler import DeviceContext, run_night
 from harness.outcomes import NightOutcome
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 
 DEVICES, WORKERS = 60, 4
 
