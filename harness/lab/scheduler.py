@@ -34,6 +34,7 @@ from pathlib import Path
 from harness.errors import HostWriteError
 from harness.hostfiles import prepare_output_dir
 from harness.inventory import DeviceSpec, Inventory
+from harness.lab.adb_limits import adb_server_warnings
 from harness.lab.claims import claim_dir
 
 # The names callers import from here (the lab job's types, the night's result and reports).
@@ -166,6 +167,8 @@ def run_night(
         check_history(history_path, plan, history_db)
     stop = stop or threading.Event()
     say = say or _default_say
+    for warning in adb_server_warnings(devices, pool_size(plan.concurrency.workers, len(devices))):
+        say(warning)  # a full adb server takes connections and never answers (docs/lab-scale.md)
     run_id = run_id or new_run_id()
     lock_dir = claim_dir(inventory, plan.locks.dir, lock_dir)
     records_path = out_dir / "records.jsonl"
