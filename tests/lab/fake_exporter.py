@@ -4,7 +4,7 @@ usage: python fake_exporter.py --soc SOC --soc-id N --arch vNN --format F --out 
 What it does is chosen per build by $FAKE_EXPORT_MODES ("sa8295-16a4w=qnn-v68,sm8650-8a8w=segv";
 default `ok`); every start appends "<soc>-<format>" to $FAKE_EXPORT_COUNTER when set.
 Modes: ok (an ExecuTorch-shaped export), qnn-v68 (QNN's v68 op-validation lines, exit 1),
-segv / sigkill (the process kills itself with that signal), traceback, missing-module, empty
+segv / sigkill / sigterm (the process kills itself with that signal), nospace (ENOSPC), traceback, missing-module, empty
 (exit 0, nothing written), wrong-target (built for another soc_id), tree (starts a child and a
 grandchild, writes their pids to $FAKE_EXPORT_PIDS.<build> and half an export, then sleeps: stop tests),
 sleep (sleeps: timeout tests), slow (half a second, its times in $FAKE_EXPORT_TIMES).
@@ -66,6 +66,11 @@ def main() -> int:
     elif mode in ("segv", "sigkill"):
         print("building the context binary ...", flush=True)
         os.kill(os.getpid(), signal.SIGSEGV if mode == "segv" else signal.SIGKILL)
+    elif mode == "nospace":  # the host's disk filled while writing
+        raise OSError(28, "No space left on device", str(args.out / "model.pte"))
+    elif mode == "sigterm":  # a CI cancel: SIGTERM from outside the harness
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
     elif mode == "traceback":
         raise ValueError("the recipe names a layer the model does not have")
     elif mode == "missing-module":
