@@ -24,7 +24,7 @@ from harness.runners.et_catalogue import ArtifactKind, EtArtifact, EtCatalogue, 
 from harness.runners.executorch import EtRunResult, LlamaRunConfig, observer_metrics
 from harness.runners.executorch_suite import ExecutorchRunner
 from harness.runners.qnn_log import classify_qnn_log
-from harness.runners.quant_matrix import skip_reason
+from harness.runners.quant_matrix import QUANT_FORMATS, skip_reason
 from harness.suite.model import CheckCall
 from harness.transport.base import Transport
 from harness.verdict import Verdict
@@ -168,6 +168,9 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
     reason = skip_reason(quant, device.htp_arch)
     if reason:
         return Verdict.skipped(f"{quant} on {device.name} ({device.htp_arch}): {reason}")
+    broken = inp.catalogue.broken([quant])
+    if broken:  # a broken program is a failure, never "no program of that format"
+        return Verdict.failed(FailureClass.EXPORT_INVALID, f"{quant}: {broken[quant]}")
     art = inp.catalogue.qnn(quant)
     if art is None:
         return Verdict.skipped(inp.catalogue.missing_reason(quant))
@@ -187,6 +190,9 @@ def cpu_export_runs(c: CheckCall[EtInput]) -> Verdict:
     prompt echoed first and no more tokens than the runner's resolved limit."""
     inp, rec = c.inp, c.rec
     cpu = inp.catalogue.cpu_exports()
+    broken = {n: why for n, why in inp.catalogue.broken().items() if n not in QUANT_FORMATS}
+    if broken:  # a program that does not load is no CPU export: it fails, never silently skipped
+        return Verdict.failed(FailureClass.EXPORT_INVALID, "; ".join(f"{n}: {why}" for n, why in broken.items()))
     if not cpu:
         return Verdict.skipped("no CPU export (a .pte without QnnBackend) in --model-dir")
     inp.stamp(rec)

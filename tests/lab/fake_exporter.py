@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -38,7 +39,7 @@ AssertionError: Failed to generate Qnn context binary.
 
 def write_export(out: Path, soc: str, soc_id: int, arch: str, fmt: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "model.pte").write_bytes(b"\x00" * 8 + b"ET12" + b"QnnBackend" + f"{soc}-{fmt}".encode() * 64)
+    (out / "model.pte").write_bytes(struct.pack("<I", 8) + b"ET12" + b"QnnBackend" + f"{soc}-{fmt}".encode() * 64)
     (out / "tokenizer.json").write_text('{"model": {"type": "BPE", "vocab": {}}}')
     (out / "export_args.json").write_text(json.dumps({"soc_id": soc_id, "dsp_arch": arch, "format": fmt}))
 
