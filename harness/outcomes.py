@@ -105,6 +105,7 @@ class NightOutcome(StrEnum):
     QUARANTINED = "quarantined"  # unhealthy or lost: the rest of its entries skipped
     BUSY = "busy"  # not claimed: another run held it, or the claim engine failed
     INTERRUPTED = "interrupted"  # a stop (Ctrl-C, SIGTERM) ended it
+    HOST_FAULT = "host-fault"  # the lab host could not keep its results (a full disk): the rest not run
 
 
 # The class a signature may carry that is never a failure (harness/runners/signatures.yaml).
