@@ -3,6 +3,7 @@ through the caller's `fail(key, problem, fix)`, so the message names the file (a
 
 from __future__ import annotations
 
+import re
 import reprlib
 from typing import Any, Protocol
 
@@ -12,6 +13,7 @@ import yaml
 # plan repeats a block a few times; a "billion laughs" of 1 KB expands to 10^9.
 MAX_ALIAS_VALUES = 100_000
 _SHOWN_MAX = 160
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # POSIX shell variable names
 
 
 def _repr_cut() -> reprlib.Repr:
@@ -113,3 +115,14 @@ def parse_host_port(ctx: FailFn, key: str, text: str, default_port: int) -> tupl
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ctx.fail(key, f"{shown(text)} is not HOST:PORT", "write it like 127.0.0.1:5037")
     return host, int(port)
+
+
+def check_env_var(ctx: FailFn, label: str, name: Any, value: Any) -> None:
+    """One entry of an `env:` mapping (`label` is the mapping's key): a shell variable name
+    and a string or number value."""
+    if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+        raise ctx.fail(label, f"{shown(name)} is not a valid environment variable name",
+                       "use letters, digits and '_', not starting with a digit")
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise ctx.fail(f"{label}.{name}", f"must be a string or number, got {type_name(value)}",
+                       "quote the value")
