@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness.suite.executorch import build_et_input
 
 from harness.inventory import load_inventory
 from harness.report.records import TestRecord
 from harness.suite import EXECUTORCH_QNN, Instance, run_check
+from harness.suite.executorch import build_et_input
 from harness.suite.registry import ET_CPU_EXPORTS, ET_FORMAT_RUNS
 from harness.transport.local import LocalTransport
 from tests.qnn.material import ET_QNN
