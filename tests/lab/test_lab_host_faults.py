@@ -223,3 +223,21 @@ def test_a_full_disk_at_records_mid_night_ends_the_device_cleanly(tmp_path, caps
     assert "records.jsonl: no space left" in err and "dev0: results not kept" in err, err
     night = json.loads((out / "night.json").read_text())
     assert night["outcomes"]["dev0"]["status"] == "host-fault", night["outcomes"]
+
+
+def test_a_full_disk_under_the_history_is_a_full_disk_never_damage(tmp_path):
+    """A real full disk under the history database (issue 36, fault 11): at the night's start
+    (no history yet) a usage error saying the disk is full, mid-night (SQLITE_FULL as the
+    history is written) exit 1 saying so; never "damaged", never the advice to move it aside."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    run = _run_in_mount_namespace('mount -t tmpfs -o size=256k tmpfs "$1" && exec "$2" "$3" "$4" "$1"', str(mnt),
+                                  sys.executable, str(HERE / "fullhistory_child.py"), str(tmp_path / "lab"))
+    assert run.stdout.strip(), run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    _, first, second = run.stderr.split("=== night ")
+    assert seen["first"] == ExitCode.USAGE_ERROR, first
+    assert seen["second"] == ExitCode.TESTS_FAILED, second
+    for said in (first, second):
+        assert "disk is full" in said and "Traceback" not in said, said
+        assert "damaged or" not in said and "not a usable" not in said and "mv " not in said, said
