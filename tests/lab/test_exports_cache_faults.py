@@ -110,3 +110,12 @@ def test_an_entry_whose_failure_lacks_fields_is_rebuilt(tmp_path, rebuild):
     (entry / ENTRY_FILE).write_text(json.dumps(data))
     stage, _ = run_stage(plan, tmp_path, env=fake_env(tmp_path), out="o2", rebuild=rebuild, stop=threading.Event())
     assert stage.results[0].ok and len(runs(tmp_path)) == 2
+
+
+def test_an_invalid_export_is_named_as_the_command_wrote_it_not_by_its_gone_temp_folder(tmp_path):
+    plan = _plan(tmp_path)
+    stage, _ = run_stage(plan, tmp_path, env=fake_env(tmp_path, "sm8650-8a8w=random-pte"))
+    rec = stage.records[0]
+    assert (rec.status, rec.failure_class) == ("failed", "export-invalid"), rec.message
+    assert "{out}/model.pte: not an ExecuTorch program" in rec.message, rec.message
+    assert str(tmp_path / "cache") not in rec.message
