@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 import os
+import threading
 import time
 from pathlib import Path
 
