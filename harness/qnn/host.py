@@ -22,7 +22,7 @@ import shutil
 import sys
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -137,15 +137,20 @@ def auto_host_qnn(qnn_sdk: Path | str | None = None,
         return None, f"{HOST_QNN_SWITCH}={env[HOST_QNN_SWITCH]}: the host's QAIRT libraries are not used"
     tried: list[str] = []
     if qnn_sdk:
+        if not Path(qnn_sdk).expanduser().is_dir():  # a typo is an error, never the wheel in its place
+            return None, f"--qnn-sdk {qnn_sdk}: not a folder; pass the QNN SDK's root (the folder holding lib/)"
         try:
             return find_host_qnn(qnn_sdk, env), ""
         except QnnUnavailable as exc:
             tried.append(str(exc))
     try:
-        return find_host_qnn(None, env), ""
+        found = find_host_qnn(None, env)
     except QnnUnavailable as exc:
         tried.append(str(exc))
-    return None, "; ".join(tried)
+        return None, "; ".join(tried)
+    if tried:  # a device-only --qnn-sdk: another library reads the binaries, and says so
+        found = replace(found, source=f"{found.source} (--qnn-sdk {qnn_sdk} has no x86 libraries: {tried[0]})")
+    return found, ""
 
 
 def _wheel_version(pkg: Path) -> str:

@@ -5,7 +5,8 @@ What it does is chosen per build by $FAKE_EXPORT_MODES ("sa8295-16a4w=qnn-v68,sm
 default `ok`); every start appends "<soc>-<format>" to $FAKE_EXPORT_COUNTER when set.
 Modes: ok (an ExecuTorch-shaped export), qnn-v68 (QNN's v68 op-validation lines, exit 1),
 segv / sigkill / sigterm (the process kills itself with that signal), nospace (ENOSPC), random-pte
-(an invalid program), traceback, missing-module, empty (exit 0, nothing written), wrong-target (built for another soc_id), tree (starts a child and a
+(an invalid program), traceback, missing-module, empty (exit 0, nothing written), wrong-target (built for
+another soc_id), tree (starts a child and a
 grandchild, writes their pids to $FAKE_EXPORT_PIDS.<build> and half an export, then sleeps: stop tests),
 sleep (sleeps: timeout tests), slow (half a second, its times in $FAKE_EXPORT_TIMES).
 """
