@@ -7,7 +7,8 @@ Modes: ok (an ExecuTorch-shaped export), qnn-v68 (QNN's v68 op-validation lines,
 segv / sigkill / sigterm (the process kills itself with that signal), nospace (ENOSPC), random-pte
 (an invalid program), traceback, missing-module, empty (exit 0, nothing written), wrong-target (built for
 another soc_id), tree (starts a child and a
-grandchild, writes their pids to $FAKE_EXPORT_PIDS.<build> and half an export, then sleeps: stop tests),
+grandchild in a session of its own, writes their pids to $FAKE_EXPORT_PIDS.<build> and half an export, then sleeps: stop tests),
+daemon (exit 0, a setsid() helper left running),
 sleep (sleeps: timeout tests), slow (half a second, its times in $FAKE_EXPORT_TIMES).
 """
 
@@ -87,7 +88,7 @@ def main() -> int:
     elif mode == "tree":
         (args.out / "half.pte").write_bytes(b"partial")
         child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                                  "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+                                  "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True); "
                                   "print(p.pid, flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None
         grandchild = int(child.stdout.readline())
@@ -96,6 +97,10 @@ def main() -> int:
         tmp.write_text(f"{os.getpid()} {child.pid} {grandchild}\n")
         tmp.rename(pids)
         time.sleep(600)
+    elif mode == "daemon":  # exit 0 with a setsid() helper left behind (out of the group), its pid written
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        Path(f"{os.environ['FAKE_EXPORT_PIDS']}.{build}").write_text(f"{helper.pid}\n")
+        write_export(args.out, args.soc, args.soc_id, args.arch, args.format)
     elif mode == "sleep":
         time.sleep(600)
     elif mode == "slow":  # half a second of work, its start and end in $FAKE_EXPORT_TIMES
