@@ -23,14 +23,23 @@ from harness.lab.export_checks import device_path, export_check_records
 from harness.lab.plan import Plan
 from harness.pairs import BackendPair, cpu_first
 from harness.pipeline import PairRun, judge_matrix, run_matrix
-from harness.provision import provision_model, provision_runtime
-from harness.provision.types import ProvisionedModel
-from harness.report.records import TestRecord
-from harness.runners.base import RunnerKind
-from harness.runners.cases import PromptCase, write_test_image
+from harness.provision import ProvisionedModel, provision_model, provision_runtime
+from harness.report import TestRecord
+from harness.runners import PromptCase, RunnerKind, write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.suite import Check, DeviceInput, Instance, MatrixInput, Scope, Suite, SummaryInput, run_check, suite_cases
-from harness.suite.run import fit_reason, pair_skip_reason
+from harness.suite import (
+    Check,
+    DeviceInput,
+    Instance,
+    MatrixInput,
+    Scope,
+    Suite,
+    SummaryInput,
+    fit_reason,
+    pair_skip_reason,
+    run_check,
+    suite_cases,
+)
 
 
 def _record(ctx: DeviceContext, check: Check, instance: Instance, label: str) -> TestRecord:

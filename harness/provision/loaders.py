@@ -16,7 +16,7 @@ from harness.pairs import CONFIG_NAMES, Backend, BackendPair
 from harness.provision.artifact_types import ModelArtifact
 from harness.provision.setfiles import ArtifactFile
 from harness.provision.target import read_target
-from harness.qnn.pte import check_program
+from harness.qnn import check_program
 
 TOKENIZER_NAMES = ("tokenizer.bin", "tokenizer.model", "tokenizer.json", "tokenizer.txt", "tokenizer.mtok")
 _BIN_RE = re.compile(r"^graph(llm|visual)(\d+)\.bin$")

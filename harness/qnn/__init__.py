@@ -17,9 +17,10 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "arch_limits": ("DEFAULT_PATH", "SCHEMA_VERSION", "ArchCell", "ArchTable", "load_arch_limits", "load_cells",
                     "op_kind", "packaged_table", "probe_of"),
     "ctx": ("BinaryInfo", "ContextBinaryError", "GraphInfo", "QnnSystemLib", "TensorInfo", "read_context_binary"),
-    "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable", "auto_host_qnn",
-             "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of", "scan_qairt_build"),
-    "pte": ("PteError", "QnnDelegate", "context_binaries", "is_pte", "qnn_delegates"),
+    "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable",
+             "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
+             "scan_qairt_build"),
+    "pte": ("PteError", "QnnDelegate", "check_program", "context_binaries", "is_pte", "qnn_delegates"),
 })
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from harness.qnn.host import scan_qairt_build as scan_qairt_build
     from harness.qnn.pte import PteError as PteError
     from harness.qnn.pte import QnnDelegate as QnnDelegate
+    from harness.qnn.pte import check_program as check_program
     from harness.qnn.pte import context_binaries as context_binaries
     from harness.qnn.pte import is_pte as is_pte
     from harness.qnn.pte import qnn_delegates as qnn_delegates

@@ -55,8 +55,7 @@ def runs(folder: Path) -> list[str]:
 def run_stage(plan, folder: Path, *, env: dict[str, str], stop: threading.Event | None = None, out: str = "out",
               hold: bool = False, **kw: Any):
     """The stage as one night runs it; its leases released after it (a night that ended) unless `hold`."""
-    from harness.lab.exports.leases import Leases
-    from harness.lab.exports.stage import run_export_stage
+    from harness.lab.exports import Leases, run_export_stage
 
     said: list[str] = []
     stage = run_export_stage(plan.exports, [], folder / out, stop=stop or threading.Event(), say=said.append,

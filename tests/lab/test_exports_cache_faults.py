@@ -14,7 +14,7 @@ import threading
 import pytest
 from exportkit import FAKE_ARGV, fake_env, run_stage, runs, write_exports_plan
 
-from harness.lab.exports.cache import ENTRY_FILE, USED_FILE
+from harness.lab.exports import ENTRY_FILE, USED_FILE
 from harness.lab.plan import load_plan
 
 
@@ -45,11 +45,11 @@ def test_a_live_runs_entries_are_never_evicted(tmp_path):
     entries = tmp_path / "cache" / "entries"
     assert (entries / live.results[0].key).is_dir(), "the live night's entry stayed"
     # A lease of a process that is gone holds nothing.
-    code = ("import sys; from pathlib import Path; from harness.lab.exports.leases import Leases; "
+    code = ("import sys; from pathlib import Path; from harness.lab.exports import Leases; "
             "Leases(Path(sys.argv[1])).hold([sys.argv[2]])")
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache" / "leases"), live.results[0].key],
                    check=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
-    from harness.lab.exports.leases import Leases
+    from harness.lab.exports import Leases
 
     Leases(tmp_path / "cache" / "leases").release([live.results[0].key])  # the night ended
     _, said = run_stage(other, tmp_path, env=fake_env(tmp_path), out="o3")

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from harness.hostfiles import write_error
-from harness.lab.labgrid.places import process_alive, process_tag
+from harness.lab.labgrid import process_alive, process_tag
 
 
 class Leases:

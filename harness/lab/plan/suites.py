@@ -12,7 +12,7 @@ from harness.lab.plan.fields import PlanCtx, check_positive, get_value, read_nam
 from harness.lab.plan.paths import parse_options, plan_path
 from harness.lab.plan.specs import ModelSpec, SuiteSpec
 from harness.pairs import ALL_NAMES, BackendPair
-from harness.runners.base import RunnerKind
+from harness.runners import RunnerKind
 from harness.suite import suite_for
 from harness.validation import check_keys, type_name
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import soc
-from harness.lab.exports.spec import (
+from harness.lab.plan.export_spec import (
     DEFAULT_TIMEOUT_S,
     LAB_TARGETS,
     PLACEHOLDERS,
