@@ -288,12 +288,25 @@ def _read_in_child(path: str) -> tuple[str, str]:
                               text=True, timeout=_READ_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         proc = None
-    if proc is not None and proc.returncode == 0 and proc.stdout.strip():
-        found = json.loads(proc.stdout.strip().splitlines()[-1])
-        return str(found["build_id"]), "QnnInterface backendGetBuildId"
+    found = _build_line(proc.stdout) if proc is not None and proc.returncode == 0 else None
+    if found is not None:
+        return found, "QnnInterface backendGetBuildId"
     why = ("timed out" if proc is None else
            (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1])
     return _scan_build(Path(path), why)
+
+
+def _build_line(stdout: str) -> str | None:
+    """The child's JSON line; QNN's libraries print lines of their own after it (libnative's
+    "# LIBNATIVE: No alternate configuration ..." in a bare environment, `env -i`)."""
+    for line in reversed(stdout.splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict) and isinstance(found.get("build_id"), str):
+            return found["build_id"]
+    return None
 
 
 def scan_qairt_build(lib: Path) -> str | None:
