@@ -139,6 +139,10 @@ def write_night_reports(
 
 def _said(exc: BaseException, path: Path | None = None) -> str:
     """One line for a report that failed: a HarnessError's own message, an OSError with its path."""
+    from harness.report import disk_full_message, is_disk_full
+
+    if isinstance(exc, sqlite3.Error) and is_disk_full(exc):
+        return disk_full_message(Path(path or "?"), exc)
     if isinstance(exc, OSError):
         return str(write_error(Path(exc.filename or path or "?"), exc))
     if isinstance(exc, sqlite3.Error):

@@ -198,6 +198,8 @@ def run_night(
         result.wall_s = time.monotonic() - started
         if reports:
             _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
+        result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
+                                   for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
         result.interrupted = stop.is_set()  # a signal during the reports still ends the run as interrupted
     try:

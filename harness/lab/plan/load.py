@@ -60,7 +60,7 @@ from harness.lab.plan.specs import (
     SuiteSpec,
 )
 from harness.lab.plan.suites import check_runner_options, parse_models, parse_suites
-from harness.validation import check_keys, type_name
+from harness.validation import YamlBoundError, check_keys, load_yaml, type_name
 
 # The plan's parts live beside this file: specs.py (data), fields.py (typed values), paths.py
 # (paths, environment, options) and suites.py (models and suites).
@@ -225,7 +225,9 @@ def load_plan(path: Path | str, *, environ: Mapping[str, str] = os.environ) -> P
     except OSError as exc:
         raise PlanError(f"{path}: cannot read the plan ({exc.strerror}); check the path and permissions") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except YamlBoundError as exc:
+        raise PlanError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
