@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.localize import Localization, OpGap, Outcome, judge
+from harness.checks.localize import DebugFiles, Localization, OpGap, Outcome, debug_buffer_size, judge
 from harness.checks.localize.cli import main
-from harness.checks.localize.layout import DebugFiles, debug_buffer_size
 from harness.errors import ArtifactError
 
 

@@ -13,10 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.localize import Localization, Outcome
-from harness.checks.localize.layout import DEBUG_OUTPUT, ETDUMP, DebugFiles
-from harness.checks.localize.run import localize
-from harness.runners.localize_run import run_debug_program
+from harness.checks.localize import DEBUG_OUTPUT, ETDUMP, DebugFiles, Localization, Outcome, localize
+from harness.runners.executorch import run_debug_program
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.real_qnn, pytest.mark.slow]
@@ -26,7 +24,7 @@ def _host_env() -> dict[str, str]:
     for module in ("executorch", "onnxruntime_qnn"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"the qnn extra is not installed ({module} missing): pip install 'harness[qnn]'")
-    from harness.qnn.host import QnnUnavailable, find_host_qnn
+    from harness.qnn import QnnUnavailable, find_host_qnn
 
     try:
         host = find_host_qnn()

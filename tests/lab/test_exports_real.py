@@ -15,9 +15,8 @@ import yaml
 
 from harness.errors import HarnessError
 from harness.inventory import load_inventory
-from harness.lab.exitcodes import ExitCode, for_night
+from harness.lab import ExitCode, for_night, run_night
 from harness.lab.plan import load_plan
-from harness.lab.scheduler import run_night
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "et_qnn"
 
@@ -29,7 +28,7 @@ def _need_host_qnn() -> None:
         pytest.skip("this checkout has no emulated HTP device (`htp: emulator`) to run the suite on")
     if importlib.util.find_spec("executorch") is None:
         pytest.skip("the `qnn` extra is not installed (pip install 'harness[qnn]'): no ExecuTorch")
-    from harness.qnn.host import find_host_qnn
+    from harness.qnn import find_host_qnn
 
     try:
         find_host_qnn()
@@ -62,7 +61,7 @@ def night(tmp_path_factory):
 
 
 def _plan_job():
-    from harness.lab.cli import plan_job
+    from harness.lab import plan_job
 
     return plan_job
 

@@ -5,5 +5,17 @@ verdict: the first op in graph order under the format's threshold."""
 
 from harness.checks.localize.evidence import Localization, OpGap, Outcome
 from harness.checks.localize.judge import judge, threshold_for
+from harness.checks.localize.layout import (
+    DEBUG_OUTPUT,
+    DEBUG_PTE,
+    ENCODINGS,
+    ETDUMP,
+    ETRECORD,
+    INPUTS,
+    DebugFiles,
+    debug_buffer_size,
+)
+from harness.checks.localize.run import localize
 
-__all__ = ["Localization", "OpGap", "Outcome", "judge", "threshold_for"]
+__all__ = ["DEBUG_OUTPUT", "DEBUG_PTE", "ENCODINGS", "ETDUMP", "ETRECORD", "INPUTS", "DebugFiles", "Localization",
+           "OpGap", "Outcome", "debug_buffer_size", "judge", "localize", "threshold_for"]

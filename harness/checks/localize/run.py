@@ -1,5 +1,5 @@
 """Localize one folder of pulled files (the debug build's ETRecord and encodings, a run's ETDump and
-debug buffer: harness.runners.localize_run makes them): compare per op and judge."""
+debug buffer: harness.runners.executorch.localize makes them): compare per op and judge."""
 
 from __future__ import annotations
 
