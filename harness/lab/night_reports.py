@@ -151,7 +151,8 @@ def write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[Dev
         "run_id": result.run_id, "plan": str(plan.path), "plan_name": plan.name, "started_at": result.started_at,
         "wall_s": result.wall_s, "interrupted": result.interrupted, "host_pid": os.getpid(),
         "devices": [d.name for d in devices],
-        "outcomes": {k: asdict(v) for k, v in result.devices.items()},
+        # vars, not asdict: an outcome is flat, and asdict's deep copy of 10 000 took 0.8 s of a stop.
+        "outcomes": {k: dict(vars(v)) for k, v in result.devices.items()},
         "reports": {k: str(v) for k, v in result.reports.items()},
         "counts": asdict(result.counts),
         "report_problems": list(result.report_problems),

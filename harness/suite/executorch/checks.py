@@ -20,8 +20,9 @@ from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
 from harness.provision import provision_model
+from harness.qnn import classify_qnn_log
 from harness.report import TestRecord
-from harness.runners import classify_qnn_log, skip_reason
+from harness.runners import skip_reason
 from harness.runners.executorch import (
     ArtifactKind,
     EtArtifact,
@@ -76,7 +77,7 @@ class EtInput:
 
 
 def qnn_failure(label: str, stdout: str, stderr: str, exit_code: int | None, rec: TestRecord) -> Verdict | None:
-    """A failed QNN run named by QNN's own log (harness/runners/qnn_log.py: op validation, ABI,
+    """A failed QNN run named by QNN's own log (harness/qnn/log.py: op validation, ABI,
     corrupt PTE, missing libraries, a signal, ...); None when the log names no QNN failure."""
     found = classify_qnn_log(f"{stdout}\n{stderr}", exit_code)
     if found.failure is None or found.failure_class is None:
