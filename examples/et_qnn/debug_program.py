@@ -94,29 +94,47 @@ def node_encodings(edge_ep: Any) -> list[dict[str, Any]]:
     return out
 
 
+def edge_swiglu_mul(nodes: list[dict[str, Any]], layer: int) -> str:
+    """The reference graph's name of `layer`'s SwiGLU MUL: the mul of that layer with a SiLU
+    operand (a silu node, or the decomposed x * sigmoid(x))."""
+    by_name = {n["name"]: n for n in nodes}
+
+    def is_silu(name: str) -> bool:
+        node = by_name.get(name, {})
+        return "silu" in node.get("target", "") or ("mul" in node.get("target", "") and any(
+            "sigmoid" in by_name.get(i, {}).get("target", "") for i in node.get("inputs", [])))
+
+    for node in nodes:
+        if "mul" in node["target"] and node["module"] == f"layers.{layer}" and any(map(is_silu, node["inputs"])):
+            return str(node["name"])
+    raise SystemExit(f"lower_decoder: the reference graph has no SwiGLU MUL in layer {layer}")
+
+
 def _write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
-def write_debug_program(args: Any, build_model: Any, quantize: Any, calibration_ids: list[int]) -> int:
+DEBUG_WINDOW = 16  # prompt tokens in the debug forward: every position the KV program's first steps see
+
+
+def write_debug_program(args: Any, build_model: Any, quantize: Any) -> int:
     import io
 
     import numpy as np
-    import torch
     from executorch.backends.qualcomm.serialization.qc_schema import QcomChipset
     from executorch.backends.qualcomm.utils.utils import (
         generate_htp_compiler_spec, generate_qnn_executorch_compiler_spec, to_edge_transform_and_lower_to_qnn)
 
     chip = getattr(QcomChipset, args.soc)
-    quantized, _sample = quantize(build_model(args), chip, args.format, args.context)
+    # The debug forward: the calibration's first window as one prefill from the empty cache (as the
+    # reference graph's state starts), every token attending over its real history; calibrated on the
+    # same positions, so a healthy op's ranges cover it and only a fault clips.
+    quantized, inputs = quantize(build_model(args), chip, args.format, args.context, window=DEBUG_WINDOW)
     planted = None
     if args.plant_mul_range_fault is not None:
         planted = plant_mul_range_fault(quantized, args.plant_mul_range_fault)
-    # The debug forward: the calibration's first step (the program's state starts empty, as the
-    # reference graph's does), so a healthy op's ranges cover it and only a fault clips.
-    inputs = (torch.tensor([[calibration_ids[0]]]), torch.tensor([0]))
     spec = generate_qnn_executorch_compiler_spec(soc_model=chip, dump_intermediate_outputs=True,
                                                  backend_options=generate_htp_compiler_spec(use_fp16=False))
     edge = to_edge_transform_and_lower_to_qnn(quantized, inputs, spec, generate_etrecord=True)
@@ -132,6 +150,8 @@ def write_debug_program(args: Any, build_model: Any, quantize: Any, calibration_
     np.savez(buf, **{f"input_{i}": t.numpy() for i, t in enumerate(inputs)})
     _write(out / "debug_inputs.npz", buf.getvalue())
     nodes = node_encodings(etrecord.graph_map[REFERENCE_GRAPH])
+    if planted is not None:  # the reference graph renames nodes: name the MUL as the comparison does
+        planted = edge_swiglu_mul(nodes, args.plant_mul_range_fault)
     meta = {"reference_graph": REFERENCE_GRAPH, "soc": args.soc, "format": args.format, "layers": args.layers,
             "dim": args.dim, "mlp": args.mlp, "planted_fault": planted, "nodes": nodes}
     _write(out / "qnn_encodings.json", json.dumps(meta, indent=1).encode())

@@ -85,12 +85,13 @@ def build_model(args: argparse.Namespace):
             self.register_buffer("values", torch.zeros(1, h, args.context, d // h))
 
         def forward(self, x, pos, bias):
+            n = x.shape[1]  # tokens in this forward: 1 per decode step, the prompt in the debug program
             q, k, v = self.qkv(self.ln_attn(x)).split(args.dim, dim=-1)
-            q, k, v = (t.view(1, 1, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+            q, k, v = (t.view(1, n, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
             self.keys.index_copy_(2, pos, k)
             self.values.index_copy_(2, pos, v)
             scores = torch.matmul(q, self.keys.transpose(2, 3)) / self.head_dim ** 0.5 + bias
-            mixed = torch.matmul(scores.softmax(-1), self.values).transpose(1, 2).reshape(1, 1, args.dim)
+            mixed = torch.matmul(scores.softmax(-1), self.values).transpose(1, 2).reshape(1, n, args.dim)
             x = x + self.proj(mixed)
             h = self.ln_mlp(x)
             if self.gate is not None:  # SwiGLU: the activation x activation MUL MNN's seed fault is about
@@ -105,11 +106,17 @@ def build_model(args: argparse.Namespace):
             self.layers = nn.ModuleList(Layer() for _ in range(args.layers))
             self.ln_out = nn.LayerNorm(args.dim)
             self.head = nn.Linear(args.dim, VOCAB)
-            self.register_buffer("slots", torch.arange(args.context).float(), persistent=False)
+            # row p masks the slots after position p with -255 (ExecuTorch's QNN llama,
+            # masking_utils.PADDING_MASK_VALUE; -1e4 would make the masked scores' quantization step
+            # 0.15 at 16 bits). Gathered by position, not computed from it: QNN quantizes a computed
+            # `slots > pos` comparison's float position and masks wrong slots (measured: rows 2, 4,
+            # 6 of a 16-token prefill masked their own token's slot)
+            self.register_buffer("causal", torch.triu(torch.full((args.context, args.context), -255.0), 1),
+                                 persistent=False)
 
         def forward(self, tokens, input_pos):
             x = self.tokens(tokens) + self.positions(input_pos)[None]
-            bias = (self.slots > input_pos.float()).float().view(1, 1, 1, -1) * -1e4  # future slots masked
+            bias = self.causal.index_select(0, input_pos)[None, None]  # future and unwritten slots
             for layer in self.layers:
                 x = layer(x, input_pos, bias)
             return self.head(self.ln_out(x))
@@ -148,20 +155,29 @@ def write_tokenizer(path: Path) -> None:
     Tokenizer(models.BPE(vocab=vocab, merges=[])).save(str(path))
 
 
-def quantize(model, chip, fmt: str, context: int):
+def quantize(model, chip, fmt: str, context: int, window: int = 1):
+    """Quantize for forwards of `window` tokens, calibrated on CALIBRATION in consecutive windows
+    from position 0. The program decodes one token a step (window 1, QNN's default moving-average
+    observer); the debug program prefills a window in one forward, calibrated with a MinMax observer
+    so the ranges cover every calibrated position, the first window's too (its first token attends
+    to one slot: softmax 1.0, which an average over later windows would clip)."""
     import torch
     from executorch.backends.qualcomm.quantizer.quantizer import QnnQuantizer, QuantDtype
+    from torchao.quantization.pt2e import MinMaxObserver
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quantizer = QnnQuantizer(soc_model=chip)
-    quantizer.set_default_quant_config(getattr(QuantDtype, f"use_{fmt}"), is_linear_per_channel=True)
-    sample = (torch.tensor([[1]]), torch.tensor([0]))
-    prepared = prepare_pt2e(torch.export.export(model, sample, strict=False).module(), quantizer)
+    quantizer.set_default_quant_config(getattr(QuantDtype, f"use_{fmt}"), is_linear_per_channel=True,
+                                       act_observer=MinMaxObserver if window > 1 else None)
     calibration = encode(CALIBRATION)[:context]
+    steps = [(calibration[s:s + window], list(range(s, s + window)))
+             for s in range(0, len(calibration) - window + 1, window)]
+    samples = [(torch.tensor([toks]), torch.tensor(pos)) for toks, pos in steps]
+    prepared = prepare_pt2e(torch.export.export(model, samples[0], strict=False).module(), quantizer)
     with torch.no_grad():
-        for pos, tok in enumerate(calibration):
-            prepared(torch.tensor([[tok]]), torch.tensor([pos]))
-    return convert_pt2e(prepared), sample
+        for sample in samples:
+            prepared(*sample)
+    return convert_pt2e(prepared), samples[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(Path(__file__).resolve().parent))  # debug_program.py is beside this script
         from debug_program import write_debug_program
 
-        return write_debug_program(args, build_model, quantize, encode(CALIBRATION))
+        return write_debug_program(args, build_model, quantize)
     started = time.monotonic()
     import importlib.metadata
 

@@ -1,11 +1,13 @@
-"""Localization on a real lowering on the host: the example exporter's debug build of a 2-layer
-SwiGLU decoder (SM8650, 16a8w), lowered once per test session, run on QAIRT's x86 HTP emulator with
-an ETDump and a debug buffer, compared per op with ExecuTorch's Inspector and QNN's SQNR comparator.
-Skips with the reason without the qnn extra (executorch + onnxruntime-qnn)."""
+"""Localization on real lowerings on the host: the example exporter's debug build of a 2-layer
+SwiGLU decoder (SM8650, 16a8w), healthy and with the seed fault planted at layer 1: one pair of
+lowerings per test session, each run on QAIRT's x86 HTP emulator with an ETDump and a debug buffer,
+compared per op with ExecuTorch's Inspector and QNN's SQNR comparator. Skips with the reason
+without the qnn extra (executorch + onnxruntime-qnn)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -35,16 +37,27 @@ def _host_env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
-def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
-    """One real debug lowering and one debug run for the whole session (~30-90 s on this host)."""
+def _lower_and_run(factory: pytest.TempPathFactory, name: str, extra: list[str]) -> DebugFiles:
     env = _host_env()
-    export = tmp_path_factory.mktemp("localize-export")
+    export = factory.mktemp(f"localize-{name}")
     argv = [sys.executable, str(ROOT / "examples/et_qnn/lower_decoder.py"), "--soc", "SM8650", "--format", "16a8w",
-            "--layers", "2", "--mlp", "swiglu", "--out", str(export), "--debug-program"]
+            "--layers", "2", "--mlp", "swiglu", "--out", str(export), "--debug-program", *extra]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return run_debug_program(DebugFiles(export), tmp_path_factory.mktemp("localize-run"), env)
+    return run_debug_program(DebugFiles(export), factory.mktemp(f"localize-{name}-run"), env)
+
+
+@pytest.fixture(scope="session")
+def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
+    """One of the session's two real debug lowerings and runs (~30-90 s each on this host)."""
+    return _lower_and_run(tmp_path_factory, "healthy", [])
+
+
+@pytest.fixture(scope="session")
+def faulty_run(tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
+    """The same program with the seed fault planted at layer 1 (its SwiGLU MUL quantized with its
+    SiLU operand's range)."""
+    return _lower_and_run(tmp_path_factory, "fault", ["--plant-mul-range-fault", "1"])
 
 
 @pytest.fixture(scope="session")
@@ -52,27 +65,36 @@ def healthy(healthy_run: DebugFiles) -> Localization:
     return localize(healthy_run)
 
 
+@pytest.fixture(scope="session")
+def faulty(faulty_run: DebugFiles) -> Localization:
+    return localize(faulty_run)
+
+
 def test_the_debug_run_writes_an_etdump_and_a_debug_buffer_sized_from_the_program(healthy_run: DebugFiles) -> None:
     assert healthy_run.path(ETDUMP).stat().st_size > 0
-    assert 100_000 < healthy_run.path(DEBUG_OUTPUT).stat().st_size < 10_000_000
+    assert 1_000_000 < healthy_run.path(DEBUG_OUTPUT).stat().st_size < 50_000_000
 
 
 def test_qnn_tensors_are_dequantized_with_the_kept_encodings(healthy: Localization) -> None:
     """Without the encodings put back on the read-back ETRecord, QNN's uint16 outputs are compared
     raw and no op agrees; with them the ops before the first attention agree to > 60 dB."""
-    result = healthy
-    by_node = {o.node: o for o in result.ops}
-    assert len(result.ops) > 50
+    by_node = {o.node: o for o in healthy.ops}
+    assert len(healthy.ops) > 50
     early = [by_node[n] for n in ("aten_add_tensor", "aten_linear_default")]
     assert all(o.sqnr_db > 60 and o.cosine > 0.9999 for o in early), early
 
 
-def test_the_first_departure_is_the_first_op_under_the_threshold_with_its_clip(healthy: Localization) -> None:
-    """Measured: the example decoder's softmax output range is calibrated by QNN's moving-average
-    observer to [0, 0.456], and the debug step (position 0, one unmasked slot) needs 1.0: the
-    first departure, with its clipped share; no later op is named instead."""
-    result = healthy
-    assert result.outcome is Outcome.DEPARTED and result.first is not None
-    assert result.first.node == "aten__softmax_default" and result.first.layer == "layers.0"
-    assert result.first.saturation > 0
-    assert result.worst is not None and result.worst.index >= result.first.index
+def test_a_healthy_program_has_no_departure(healthy: Localization) -> None:
+    """The debug forward is the prompt's first window as one prefill, calibrated (MinMax) over the
+    same positions: no op of a faithful lowering falls under the format's threshold."""
+    assert healthy.outcome is Outcome.NONE, healthy.summary()
+
+
+def test_the_planted_fault_is_named_first_at_its_layer(faulty_run: DebugFiles, faulty: Localization) -> None:
+    """The first op under the threshold in graph order is layer 1's SwiGLU MUL, with its clipped
+    share; the ops after it (which the fault also spoils) follow it, not replace it."""
+    planted = json.loads(faulty_run.path("qnn_encodings.json").read_text())["planted_fault"]
+    assert faulty.outcome is Outcome.DEPARTED and faulty.first is not None, faulty.summary()
+    assert (faulty.first.node, faulty.first.layer) == (planted, "layers.1"), faulty.summary()
+    assert faulty.first.saturation > 0 and faulty.first.cosine < 0.99
+    assert faulty.following and all(o.index > faulty.first.index for o in faulty.following)
