@@ -8,10 +8,11 @@ from collections.abc import Mapping
 
 from harness.evidence.base import Evidence, EvidenceSet, JsonObject
 from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdictLine
+from harness.evidence.float_reference import FloatReferenceAgreement, PromptAgreement
 from harness.evidence.teacher_forced import TeacherForced
 
-FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence)
+FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement)
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES}
 
-__all__ = ["Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "JsonObject", "KINDS",
-           "TeacherForced"]
+__all__ = ["Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "FloatReferenceAgreement",
+           "JsonObject", "KINDS", "PromptAgreement", "TeacherForced"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from junit_xml import TestCase, TestSuite
 
+from harness.evidence import FloatReferenceAgreement
 from harness.hostfiles import write_atomic
 from harness.outcomes import Status
 from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_metrics, teacher_forced_of
@@ -53,7 +54,22 @@ def extra_properties(rec: TestRecord) -> dict[str, str]:
     if isinstance(qnn, dict) and qnn.get("profiled"):
         props.update({"etdump_qnn_ops": str(qnn.get("qnn_ops")), "etdump_qnn_unit": qnn.get("unit_label"),
                       "etdump_qnn_accelerator_cycles": _fmt(qnn.get("accelerator_cycles"))})
+    props.update(float_reference_properties(rec))
     return {k: xml_safe(v) for k, v in props.items() if v}
+
+
+def float_reference_properties(rec: TestRecord) -> dict[str, str | None]:
+    """A QNN cell's agreement with its export's float model (checks/float_reference.py)."""
+    ag = rec.evidence.get(FloatReferenceAgreement)
+    if ag is None:
+        return {}
+    return {"float_reference": ag.verdict, "float_reference_file": ag.reference,
+            "float_reference_prompts": str(len(ag.prompts)),
+            "float_reference_median_kl": _fmt6(ag.median_kl), "float_reference_worst_kl": _fmt6(ag.worst_kl),
+            "float_reference_median_flip_share": _fmt(ag.median_flip_share),
+            "float_reference_worst_flip_share": _fmt(ag.worst_flip_share),
+            "float_reference_median_nll_gap": _fmt6(ag.median_nll_gap),
+            "float_reference_worst_nll_gap": _fmt6(ag.worst_nll_gap)}
 
 
 def case_properties(rec: TestRecord) -> dict[str, str]:

@@ -25,6 +25,7 @@ from harness.runners.executorch import EtRunResult, LlamaRunConfig, observer_met
 from harness.runners.executorch_suite import ExecutorchRunner
 from harness.runners.qnn_log import classify_qnn_log
 from harness.runners.quant_matrix import skip_reason
+from harness.suite.et_float_reference import judge_against_float
 from harness.suite.model import Instance
 from harness.transport.base import Transport
 from harness.verdict import Verdict
@@ -178,7 +179,11 @@ def quant_format_runs(inp: EtInput, rec: TestRecord, i: Instance, _d: Collection
         return _run_llm(inp, art, rec)
     if art.kind is ArtifactKind.FORWARD:
         return _run_forward(inp, art, rec)
-    return _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
+    failed = _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True)
+    if failed is not None:
+        return failed
+    return judge_against_float(inp.transport, inp.runner, art, rec, label=quant, local=inp.work / art.name,
+                               timeout=inp.timeout)
 
 
 def cpu_export_runs(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
