@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.errors import ArtifactError
 
@@ -42,7 +42,7 @@ def load_graph_json(path: Path | str) -> dict[str, Any]:
         raise ArtifactError(f"{path}: not a readable MNN graph JSON ({exc}); regenerate it with "
                             f"`python -m harness.mnn_graph llm.mnn llm.mnn.json`") from None
     _validate(graph, path)
-    return graph
+    return cast(dict[str, Any], graph)
 
 
 # `_tools` (the mnn package's C converter), never the console script; in a child process, as
@@ -76,7 +76,7 @@ def dump_mnn(path: Path) -> dict[str, Any]:
                                 f"is it an MNN model file?") from None
     _validate(graph, path)
     graph["_harness_scale_precision"] = "6 decimals"   # the dump prints floats with %f
-    return graph
+    return cast(dict[str, Any], graph)
 
 
 def build_mnn(graph_json: Path, out: Path) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -23,6 +23,8 @@ from harness.verdict import Verdict
 
 if TYPE_CHECKING:
     from harness.provision.artifacts import ModelArtifact
+    from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+    from harness.transport.base import Transport
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -73,7 +75,8 @@ def _requires_arch(request: pytest.FixtureRequest) -> None:
 
 
 def _opt(config: pytest.Config, name: str) -> str | None:
-    return config.getoption(name, default=None)
+    value = config.getoption(name, default=None)
+    return None if value is None else str(value)
 
 
 @pytest.fixture(scope="session")
@@ -147,7 +150,7 @@ def model_dir(pytestconfig: pytest.Config) -> Path:
     return Path(raw)
 
 
-def setup_error(message: str) -> None:
+def setup_error(message: str) -> NoReturn:
     """A configuration problem every later test would repeat: said once, and the session stops
     (as for a bad inventory), instead of one identical ERROR per test. Exit 4: a usage or
     input error (harness/lab/exitcodes.py)."""
@@ -184,8 +187,8 @@ def model_export(pytestconfig: pytest.Config) -> ModelArtifact | None:
 
 
 @pytest.fixture(scope="session")
-def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, backends,
-                model_export: ModelArtifact | None):
+def qnn_runtime(pytestconfig: pytest.Config, transport: Transport, device: DeviceSpec, backends: Sequence[BackendPair],
+                model_export: ModelArtifact | None) -> ProvisionedRuntime:
     """The runner and its libraries (plus the QNN libraries for this device's HTP arch when a
     QNN pair will run), pushed once per session. The CPU pair needs no QNN library."""
     from harness.provision import provision_runtime
@@ -203,7 +206,7 @@ def qnn_runtime(pytestconfig: pytest.Config, transport, device: DeviceSpec, back
 
 
 @pytest.fixture(scope="session")
-def provisioned_model(transport, model_dir: Path, model_export: ModelArtifact | None):
+def provisioned_model(transport: Transport, model_dir: Path, model_export: ModelArtifact | None) -> ProvisionedModel:
     """The exported model on the device, validated against it and pushed incrementally."""
     from harness.provision import provision_model
 

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
 import msgpack
 import wordfreq
@@ -121,7 +122,7 @@ def _zh_freqs() -> dict[str, float]:
 def _zh_simplify() -> dict[int, str]:
     """Traditional -> simplified character table that wordfreq ships (str.translate map)."""
     with gzip.open(data_path("_chinese_mapping.msgpack.gz")) as fh:
-        return msgpack.load(fh, raw=False, strict_map_key=False)
+        return cast(dict[int, str], msgpack.load(fh, raw=False, strict_map_key=False))
 
 
 @lru_cache(maxsize=65536)

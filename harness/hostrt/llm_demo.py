@@ -36,7 +36,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from harness.errors import HarnessError
 
@@ -85,7 +85,7 @@ class _Out:
 
 def _f32(x: float) -> float:
     """Round to C float (llm_demo keeps the summary numbers in float)."""
-    return struct.unpack("f", struct.pack("f", x))[0]
+    return float(struct.unpack("f", struct.pack("f", x))[0])
 
 
 def _c_div(a: float, b: float) -> float:
@@ -146,7 +146,9 @@ def format_summary(t: Totals) -> str:
     pixels_mp = _f32(t.pixels_mp)
     audio_input_s = _f32(t.audio_input_s)
     vision_speed = _c_div(pixels_mp, vision_s) if pixels_mp > 0.0 else 0.0
-    f2 = lambda x: c_format(x, 2)   # noqa: E731 - local shorthand
+    def f2(x: float) -> str:
+        return c_format(x, 2)
+
     return (
         "\n" + "#" * 33 + "\n"
         f"prompt tokens num = {t.prompt_len}\n"
@@ -300,7 +302,7 @@ class HostEngine:
 
     def config(self) -> dict[str, Any]:
         """The engine's merged config (config.json + llm_config.json + set_config)."""
-        return json.loads(self._c.dump_config())
+        return cast(dict[str, Any], json.loads(self._c.dump_config()))
 
     # -- state
     def context(self) -> dict[str, Any]:

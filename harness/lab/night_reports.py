@@ -13,6 +13,7 @@ import sqlite3
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
 from harness.hostfiles import write_atomic, write_error
@@ -21,6 +22,9 @@ from harness.lab.context import DeviceOutcome
 from harness.lab.plan import Plan
 from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report.records import TestRecord, read_records
+
+if TYPE_CHECKING:
+    from harness.report.history import Regression
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class NightResult:
     interrupted: bool = False
     devices: dict[str, DeviceOutcome] = field(default_factory=dict)
     reports: dict[str, Path] = field(default_factory=dict)  # junit, junit:<device>, history, html
-    regressions: list = field(default_factory=list)  # harness.report.history.Regression
+    regressions: list[Regression] = field(default_factory=list)
     counts: NightCounts = field(default_factory=NightCounts)
     report_problems: list[str] = field(default_factory=list)  # reports that could not be written
 
@@ -90,7 +94,7 @@ def write_night_reports(
     perf_drop_pct: float = 15.0,
     min_nights: int = 3,
     record_history: bool = True,
-) -> tuple[dict[str, Path], list, list[str]]:
+) -> tuple[dict[str, Path], list[Regression], list[str]]:
     """JUnit (per device + merged), SQLite history with the regression check, HTML + plots.
     An interrupted night is reported but not recorded in the history (it would skew baselines).
     Each is written on its own: one that fails (a full disk, a history damaged during the
@@ -101,7 +105,7 @@ def write_night_reports(
 
     paths: dict[str, Path] = {}
     problems: list[str] = []
-    regressions: list = []
+    regressions: list[Regression] = []
     try:
         paths.update(junit.write_junit(records, out_dir))
     except (HarnessError, OSError) as exc:

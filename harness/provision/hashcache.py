@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +36,7 @@ def default_cache_path() -> Path:
     return user_cache_dir() / "hashes.json"
 
 
-def sha256_file(path: Path, progress=None) -> str:
+def sha256_file(path: Path, progress: Callable[[int], None] | None = None) -> str:
     h = hashlib.sha256()
     with open(path, "rb", buffering=0) as f:
         while chunk := f.read(_CHUNK):
@@ -84,7 +84,7 @@ class HashCache:
             self._entries[key.path] = (key.size, key.mtime_ns, sha)
             self._dirty.add(key.path)
 
-    def digest(self, path: Path, progress=None) -> str:
+    def digest(self, path: Path, progress: Callable[[int], None] | None = None) -> str:
         """sha256 of `path`, read from the cache when size and mtime are unchanged."""
         key = FileKey.of(path)
         sha = self.lookup(key)

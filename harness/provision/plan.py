@@ -22,7 +22,7 @@ class Item:
     file: ArtifactFile
     key: FileKey
     sha: str | None = None
-    hash_future: Future | None = None
+    hash_future: Future[str] | None = None
 
 
 @dataclass

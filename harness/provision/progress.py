@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol, TextIO
 
 
@@ -35,7 +35,7 @@ def _eta(seconds: float) -> str:
 
 
 class _Meter:
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.label, self.total, self.files, self.done, self.files_done = "", 0, 0, 0, 0
         self.t0 = clock()
@@ -66,7 +66,7 @@ class NullProgress:
 class TerminalProgress:
     """One line redrawn in place at most 10 times a second."""
 
-    def __init__(self, stream: TextIO, width: int = 24, clock=time.monotonic):
+    def __init__(self, stream: TextIO, width: int = 24, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream, self.width = stream, width
         self.meter = _Meter(clock)
         self._last = 0.0
@@ -102,7 +102,7 @@ class TerminalProgress:
 class LogProgress:
     """CI logs: a start line, a line every `every_s` seconds while pushing, and a summary."""
 
-    def __init__(self, stream: TextIO, every_s: float = 15.0, clock=time.monotonic):
+    def __init__(self, stream: TextIO, every_s: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream, self.every_s = stream, every_s
         self.meter = _Meter(clock)
         self._last = 0.0

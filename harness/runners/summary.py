@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 OPEN_LINE = "#" * 33
@@ -88,7 +89,7 @@ class Summary:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.values.items()}
 
 
-def _line_spans(text: str):
+def _line_spans(text: str) -> Iterator[tuple[int, str]]:
     pos = 0
     for line in text.splitlines(keepends=True):
         yield pos, line.rstrip("\r\n")

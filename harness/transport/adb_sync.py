@@ -22,7 +22,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 SYNC_DATA_MAX = 64 * 1024  # protocol limit for one DATA chunk's payload
 # What we send per DATA: like the adb CLI, the whole message (8-byte header + payload) is
@@ -244,7 +244,7 @@ class SyncClient:
                 raise
         return total
 
-    def _send_data(self, fin, progress: Callable[[int], None] | None, digest: Any = None) -> int:
+    def _send_data(self, fin: BinaryIO, progress: Callable[[int], None] | None, digest: Any = None) -> int:
         """DATA chunks of the file, a batch at a time: one readv fills the payload slots of a
         reused [header|payload|header|payload|...] buffer (64 KiB per message), headers are
         packed in place and the whole batch leaves in one sendall. Per MiB that is two syscalls

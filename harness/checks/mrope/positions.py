@@ -109,7 +109,8 @@ def _chunk_local_rows(ref: Positions, d: PosDump, list_size: int) -> list[tuple[
     return rows
 
 
-def _first_diff(got_rows, want_rows, count) -> tuple[int, int] | None:
+def _first_diff(got_rows: Sequence[tuple[int, int, int]], want_rows: Sequence[tuple[int, int, int]],
+                count: int) -> tuple[int, int] | None:
     for i in range(count):
         for k in range(3):
             if got_rows[i][k] != want_rows[i][k]:
@@ -117,7 +118,10 @@ def _first_diff(got_rows, want_rows, count) -> tuple[int, int] | None:
     return None
 
 
-def _summary_problem(summary, want: Sequence[tuple[int, int, int]], real: int, seq_len: int
+AxisSummaries = tuple[dict[str, int], dict[str, int], dict[str, int]]  # PosDump.summary: one per axis
+
+
+def _summary_problem(summary: AxisSummaries, want: Sequence[tuple[int, int, int]], real: int, seq_len: int
                      ) -> tuple[int, str, str] | None:
     """(axis, key, what) of the first summary value the real rows contradict, else None.
 

@@ -18,7 +18,7 @@ from harness.compiled_io import CompiledIO, read_compiled_io
 from harness.errors import ArtifactError
 
 
-def _phase(kind: str, index: int, cfg: dict) -> str:
+def _phase(kind: str, index: int, cfg: dict[str, Any]) -> str:
     if kind != "llm":
         return f"shape {index}"
     ids = graph_inputs(cfg).get("input_ids")

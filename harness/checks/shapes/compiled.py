@@ -39,7 +39,7 @@ class ModelNeeds:
     visual: bool
 
 
-def model_needs(llm_config: dict) -> ModelNeeds:
+def model_needs(llm_config: dict[str, Any]) -> ModelNeeds:
     mt = str(llm_config.get("model_type", ""))
     hidden = llm_config.get("hidden_size")
     mrope = bool(llm_config.get("is_mrope")) or llm_config.get("mrope_axes") == 3 or mt in MROPE_MODEL_TYPES
@@ -48,7 +48,7 @@ def model_needs(llm_config: dict) -> ModelNeeds:
                   bool(llm_config.get("is_visual")))
 
 
-def graph_inputs(io_cfg: dict) -> dict[str, list[int]]:
+def graph_inputs(io_cfg: dict[str, Any]) -> dict[str, list[int]]:
     out = {}
     for inp in io_cfg.get("inputs", []):
         if isinstance(inp, dict) and "name" in inp:
@@ -60,7 +60,7 @@ def fmt_shape(shape: Sequence[Any] | None) -> str:
     return "absent" if shape is None else "[" + ",".join(str(x) for x in shape) + "]"
 
 
-def check_llm_io(model: ModelNeeds, configs: Sequence[dict], rel: str, source: str
+def check_llm_io(model: ModelNeeds, configs: Sequence[dict[str, Any]], rel: str, source: str
                   ) -> tuple[list[Finding], set[int]]:
     """Compiled LLM IO vs the model's needs. Returns findings and the compiled seq lengths."""
     findings: list[Finding] = []
@@ -148,7 +148,7 @@ def check_binaries(stub: StubIO, kind: str, root: Path, npu_dir: Path) -> list[F
     return out
 
 
-def check_chunks(cfg: dict, rel: str, stub: StubIO, sidecar: dict | None, seqs: set[int]) -> list[Finding]:
+def check_chunks(cfg: dict[str, Any], rel: str, stub: StubIO, sidecar: dict[str, Any] | None, seqs: set[int]) -> list[Finding]:
     limits = cfg.get("chunk_limits")
     recorded = sidecar.get("chunk_size") if sidecar else None
     prefill = max((s for s in seqs if s > 1), default=None)

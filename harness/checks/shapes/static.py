@@ -171,7 +171,7 @@ def _io_unknown(io: CompiledIO, kind: str) -> Finding:
         "(docs/qnn-export-artifacts.md)", severity=WARNING)
 
 
-def _sidecar_sizes(sidecar: dict | None, findings: list[Finding]) -> list[tuple[int, int]] | None:
+def _sidecar_sizes(sidecar: dict[str, Any] | None, findings: list[Finding]) -> list[tuple[int, int]] | None:
     if not sidecar or not sidecar.get("image_sizes"):
         return None
     try:
@@ -184,7 +184,7 @@ def _sidecar_sizes(sidecar: dict | None, findings: list[Finding]) -> list[tuple[
         return None
 
 
-def _check_files(cfg: dict, rel: str, base: Path, npu_dir: Path, root: Path, model: ModelNeeds,
+def _check_files(cfg: dict[str, Any], rel: str, base: Path, npu_dir: Path, root: Path, model: ModelNeeds,
                  llm_qnn: bool, vis_qnn: bool, io: CompiledIO | None) -> list[Finding]:
     need = [("llm_model", str(cfg.get("llm_model", "llm.mnn"))),
             ("llm_weight", str(cfg.get("llm_weight", "llm.mnn.weight"))),

@@ -61,7 +61,7 @@ def qwen3_grid(w: int, h: int) -> tuple[int, int]:
     return (round(h / 32) * 32) // 16, (round(w / 32) * 32) // 16
 
 
-def check_visual_io(model: ModelNeeds, configs: Sequence[dict], rel: str, source: str,
+def check_visual_io(model: ModelNeeds, configs: Sequence[dict[str, Any]], rel: str, source: str,
                      compiled_sizes: list[tuple[int, int]] | None) -> list[Finding]:
     findings: list[Finding] = []
     for n, cfg in enumerate(configs):
@@ -143,7 +143,7 @@ def check_image_sizes(compiled: list[tuple[int, int]], rel: str,
     return findings
 
 
-def check_patch_counts(configs: Sequence[dict], rel: str, image_sizes: str | Sequence[Any] | None,
+def check_patch_counts(configs: Sequence[dict[str, Any]], rel: str, image_sizes: str | Sequence[Any] | None,
                         prompts: Sequence[str], source: str) -> list[Finding]:
     """Without the sidecar's image sizes the stub only tells each compiled shape's patch count:
     a requested size must land on one of them (its axis order cannot be told apart)."""

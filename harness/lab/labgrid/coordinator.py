@@ -169,7 +169,7 @@ class Coordinator:
     def create_reservation(self, tags: dict[str, str], prio: float) -> str:
         pb = self._pb()
         request = pb.CreateReservationRequest(filters={"main": pb.Reservation.Filter(filter=tags)}, prio=prio)
-        return self._run(self._call("creating a reservation", "CreateReservation", request)).reservation.token
+        return str(self._run(self._call("creating a reservation", "CreateReservation", request)).reservation.token)
 
     def poll_reservation(self, token: str) -> tuple[str, str | None]:
         """(state name, allocated place or None); polling also keeps the reservation alive."""

@@ -120,7 +120,7 @@ def chunk_of(config: Mapping[str, Any]) -> int | None:
     [chunk, 1]); None = one forward for the whole prompt."""
     cl = config.get("chunk_limits")
     if isinstance(cl, list) and cl and all(isinstance(x, int) and x > 0 for x in cl):
-        return max(cl)
+        return int(max(cl))
     return None
 
 
