@@ -25,11 +25,14 @@ INDEX = "reference.json"
 SCHEMA = "et-reference/1"
 
 # Calibrated on real lowerings on QAIRT's HTP emulator (benchmarks/et_reference_calibration.py,
-# docs/executorch-reference.md#calibration): healthy 16a4w/16a8w/8a8w programs of random-weight
-# decoders against their float model, and the same with the seed's MUL-range fault planted.
+# docs/executorch-reference.md#calibration): random-weight SwiGLU decoders (near-tied logits) of two
+# shapes at 16a4w/16a8w/8a8w. Healthy programs: median KL 0.0065-0.0139 (worst prompt 0.0149); the
+# seed's MUL-range fault: 0.030-0.032. Flips (healthy up to 46 %, faults 52-57 %) and the NLL gap
+# (healthy up to 0.06, faults 0.03-0.07) do not separate them at near ties: their lines only
+# catch a program gone wholly astray.
 FLOAT_REFERENCE_THRESHOLDS = Thresholds(
-    drift_kl=0.05, disagree_kl=0.2, drift_nll_gap=0.1, drift_rate=0.34, disagree_rate=0.5,
-    disagree_nll_gap=0.4, export_drift_kl=0.05, export_drift_nll_gap=0.1, export_drift_rate=0.34)
+    drift_kl=0.02, disagree_kl=0.025, drift_nll_gap=0.15, disagree_nll_gap=0.5, drift_rate=0.6, disagree_rate=0.8,
+    export_drift_kl=0.02, export_drift_nll_gap=0.15, export_drift_rate=0.6)
 
 
 @dataclass(frozen=True)
