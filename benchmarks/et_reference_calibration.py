@@ -50,7 +50,7 @@ def run(export: Path, env: dict[str, str]) -> np.ndarray:
     assert ref is not None
     tokens, output = export / "tokens.calib.npy", export / "logits.calib.npy"
     np.save(tokens, ref.token_matrix())
-    subprocess.run([sys.executable, "-m", "harness.hostrt.executorch_forward", "--model_path", str(export / "model.pte"),
+    subprocess.run([sys.executable, "-m", "harness.hostrt.executorch.forward", "--model_path", str(export / "model.pte"),
                     "--tokens", str(tokens), "--output", str(output)], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return np.load(output)

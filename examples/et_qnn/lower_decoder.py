@@ -35,7 +35,7 @@ VOCAB = 128  # ids 0..94: the printable ASCII characters, the rest special token
 BOS, EOS = 95, 96
 FORMATS = ("16a4w", "16a8w", "8a8w", "16a16w")
 PROMPT = "hello qnn"
-# The suite's prompts (docs/executorch-reference.md#prompts; the first is harness/suite/et_checks.py PROMPT).
+# The suite's prompts (docs/executorch-reference.md#prompts; the first is harness/suite/executorch/checks.py PROMPT).
 REFERENCE_PROMPTS = ("What is the capital of France? Answer briefly.",
                      "List three colours of the rainbow.",
                      "Write one sentence about the sea.")

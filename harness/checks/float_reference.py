@@ -54,7 +54,7 @@ class FloatReference:
         return self.folder / INDEX
 
     def token_matrix(self) -> np.ndarray:
-        """[P, L] int64: each prompt's tokens, -1 after its end (executorch_forward's --tokens)."""
+        """[P, L] int64: each prompt's tokens, -1 after its end (hostrt/executorch/forward.py's --tokens)."""
         width = max(len(p.tokens) for p in self.prompts)
         out = np.full((len(self.prompts), width), -1, dtype=np.int64)
         for i, p in enumerate(self.prompts):
@@ -129,7 +129,7 @@ def compare_prompt(ref: np.ndarray, prog: np.ndarray, tokens: Sequence[int], *, 
 
 def judge(reference: FloatReference, program: np.ndarray, *, label: str,
           thresholds: Thresholds = FLOAT_REFERENCE_THRESHOLDS) -> FloatReferenceAgreement:
-    """`program` ([P, L-1, V], executorch_forward's teacher-forced output) against `reference`."""
+    """`program` ([P, L-1, V], hostrt/executorch/forward.py's teacher-forced output) against `reference`."""
     figures = []
     for i, p in enumerate(reference.prompts):
         prog = program[i] if program.ndim == 3 and i < program.shape[0] else np.empty((0, 0))

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness.suite.et_input import build_et_input
 
 from harness.evidence import FloatReferenceAgreement
 from harness.inventory import load_inventory
 from harness.report.junit import extra_properties
 from harness.report.records import TestRecord
 from harness.suite import EXECUTORCH_QNN, Instance, run_check
-from harness.suite.et_input import build_et_input
 from harness.suite.registry import ET_FORMAT_RUNS
 from harness.transport.local import LocalTransport
 from tests.qnn.material import emulator_extras_or_skip
