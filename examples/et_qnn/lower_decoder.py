@@ -52,14 +52,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--heads", type=int, default=2)
-    # The suites' prompt is ~50 characters (one token each) and runs with seq_len 128.
-    ap.add_argument("--context", type=int, default=128, help="KV-cache length (max_seq_len)")
-    ap.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu",
-                    help="MLP: up-GELU-down, or SwiGLU (down(silu(gate(x)) * up(x)), as Llama/Qwen)")
     ap.add_argument("--reference-prompts", type=Path,
                     help="a text file of prompts, one a line, for reference/ (default: the suite's prompts)")
     ap.add_argument("--reference-new-tokens", type=int, default=REFERENCE_NEW_TOKENS,
                     help="greedy tokens of the float model per prompt in reference/")
+    # The suites' prompt is ~50 characters (one token each) and runs with seq_len 128.
+    ap.add_argument("--context", type=int, default=128, help="KV-cache length (max_seq_len)")
+    ap.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu", help="the layers' MLP")
     return ap.parse_args(argv)
 
 
@@ -104,7 +103,7 @@ def build_model(args: argparse.Namespace):
             mixed = torch.matmul(scores.softmax(-1), self.values).transpose(1, 2).reshape(1, 1, args.dim)
             x = x + self.proj(mixed)
             h = self.ln_mlp(x)
-            if self.gate is not None:  # SwiGLU: the MUL of two activations (its output range is its own)
+            if self.gate is not None:  # SwiGLU: the activation x activation MUL MNN's seed fault is about
                 return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
             return x + self.down(nn.functional.gelu(self.up(h)))
 
