@@ -25,8 +25,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.checks.float_reference import judge, read_reference  # noqa: E402
-from harness.qnn.host import find_host_qnn  # noqa: E402
+from harness.checks import judge_float_reference, read_float_reference  # noqa: E402
+from harness.qnn import find_host_qnn  # noqa: E402
 
 SHAPES = {"2x64": ["--layers", "2", "--dim", "64", "--heads", "2"],
           "4x128": ["--layers", "4", "--dim", "128", "--heads", "4"]}
@@ -46,7 +46,7 @@ def lower(work: Path, env: dict[str, str], soc: str, shape: str, fmt: str, fault
 
 
 def run(export: Path, env: dict[str, str]) -> np.ndarray:
-    ref = read_reference(export)
+    ref = read_float_reference(export)
     assert ref is not None
     tokens, output = export / "tokens.calib.npy", export / "logits.calib.npy"
     np.save(tokens, ref.token_matrix())
@@ -69,9 +69,9 @@ def main() -> int:
         for fmt in FORMATS:
             for faulty in (False, True):
                 export = lower(args.work, env, args.soc, shape, fmt, faulty)
-                ref = read_reference(export)
+                ref = read_float_reference(export)
                 assert ref is not None
-                agreement = judge(ref, run(export, env), label=fmt)
+                agreement = judge_float_reference(ref, run(export, env), label=fmt)
                 name = f"fault at layer {FAULT_LAYER[shape]}" if faulty else "healthy"
                 print(f"| {shape} | {fmt} | {name} | {agreement.verdict} | {agreement.median_kl:.4f} "
                       f"({agreement.worst_kl:.4f}) | {agreement.median_flip_share:.0%} ({agreement.worst_flip_share:.0%}) "

@@ -18,7 +18,7 @@ import numpy as np
 
 from harness.checks.teacher_forced import ExportTeacherForced, PromptFigures, Thresholds, judge_export, prompt_verdict
 from harness.errors import ArtifactError
-from harness.evidence.float_reference import FloatReferenceAgreement, PromptAgreement
+from harness.evidence import FloatReferenceAgreement, PromptAgreement
 
 REFERENCE_DIR = "reference"
 INDEX = "reference.json"
@@ -62,7 +62,7 @@ class FloatReference:
         return out
 
 
-def missing_reason(export: Path) -> str:
+def missing_float_reference(export: Path) -> str:
     return (f"{export}: no float reference ({REFERENCE_DIR}/{INDEX}): the QNN program cannot be judged against its own "
             f"float model; have the exporter write {REFERENCE_DIR}/ beside the .pte (docs/executorch-reference.md: "
             "the float model's teacher-forced logits and greedy tokens on the suite's prompts)")
@@ -85,7 +85,7 @@ def _prompt(folder: Path, index: Path, i: int, raw: object) -> ReferencePrompt:
                            int(raw.get("prompt_tokens") or 0), tuple(tokens), folder / name)
 
 
-def read_reference(export: Path) -> FloatReference | None:
+def read_float_reference(export: Path) -> FloatReference | None:
     """The export's reference/, None when it has none; ArtifactError naming the file and key when
     it is there but unusable."""
     folder = export / REFERENCE_DIR
@@ -127,7 +127,7 @@ def compare_prompt(ref: np.ndarray, prog: np.ndarray, tokens: Sequence[int], *, 
     return PromptFigures(prompt, prompt_verdict(kl, gap, flips / steps, thresholds), kl, gap, flips, steps)
 
 
-def judge(reference: FloatReference, program: np.ndarray, *, label: str,
+def judge_float_reference(reference: FloatReference, program: np.ndarray, *, label: str,
           thresholds: Thresholds = FLOAT_REFERENCE_THRESHOLDS) -> FloatReferenceAgreement:
     """`program` ([P, L-1, V], hostrt/executorch/forward.py's teacher-forced output) against `reference`."""
     figures = []
@@ -147,5 +147,5 @@ def _r(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else round(x, 6)
 
 
-__all__ = ["FLOAT_REFERENCE_THRESHOLDS", "FloatReference", "ReferencePrompt", "compare_prompt", "judge",
-           "missing_reason", "read_reference"]
+__all__ = ["FLOAT_REFERENCE_THRESHOLDS", "FloatReference", "ReferencePrompt", "compare_prompt", "judge_float_reference",
+           "missing_float_reference", "read_float_reference"]

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.checks.float_reference import FLOAT_REFERENCE_THRESHOLDS, FloatReference, compare_prompt, judge, read_reference
+from harness.checks import FLOAT_REFERENCE_THRESHOLDS, FloatReference, judge_float_reference, read_float_reference
+from harness.checks.float_reference import compare_prompt
 from harness.errors import ArtifactError
 from harness.evidence import FloatReferenceAgreement
 
@@ -30,13 +31,13 @@ def _reference(export: Path, prompts: int = 3, steps: int = 6, vocab: int = 8) -
 
 
 def _read(export: Path) -> FloatReference:
-    ref = read_reference(export)
+    ref = read_float_reference(export)
     assert ref is not None
     return ref
 
 
 def test_no_reference_is_none(tmp_path: Path) -> None:
-    assert read_reference(tmp_path) is None
+    assert read_float_reference(tmp_path) is None
 
 
 @pytest.mark.parametrize("damage, named", [
@@ -51,13 +52,13 @@ def test_an_unusable_reference_is_refused_naming_the_file_and_key(tmp_path: Path
     damage(data)
     index.write_text(json.dumps(data))
     with pytest.raises(ArtifactError) as err:
-        read_reference(tmp_path)
+        read_float_reference(tmp_path)
     assert str(index) in str(err.value) and named in str(err.value) and "docs/executorch-reference.md" in str(err.value)
 
 
 def test_identical_logits_agree_with_zero_figures(tmp_path: Path) -> None:
     logits = _reference(tmp_path)
-    ag = judge(_read(tmp_path), logits, label="16a8w")
+    ag = judge_float_reference(_read(tmp_path), logits, label="16a8w")
     assert ag.verdict == "agree" and ag.median_kl == pytest.approx(0, abs=1e-9)
     assert ag.median_flip_share == 0 and ag.median_nll_gap == pytest.approx(0, abs=1e-9)
 
@@ -74,12 +75,12 @@ def test_figures_on_known_logits() -> None:
 
 def test_a_shifted_program_disagrees_and_the_evidence_reads_back(tmp_path: Path) -> None:
     logits = _reference(tmp_path)
-    ag = judge(_read(tmp_path), np.roll(logits, 1, axis=-1), label="16a8w")
+    ag = judge_float_reference(_read(tmp_path), np.roll(logits, 1, axis=-1), label="16a8w")
     assert ag.verdict == "disagree" and any("median mean KL" in r for r in ag.reasons)
     assert FloatReferenceAgreement.of_json(json.loads(json.dumps(ag.to_json()))) == ag
 
 
 def test_a_program_short_of_steps_is_an_error(tmp_path: Path) -> None:
     logits = _reference(tmp_path)
-    ag = judge(_read(tmp_path), logits[:, :3], label="16a8w")
+    ag = judge_float_reference(_read(tmp_path), logits[:, :3], label="16a8w")
     assert ag.verdict == "error"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.lab.exports.cache import ExportCache
-from harness.provision.hashcache import HashCache
+from harness.provision import HashCache
 
 
 def _sealed(tmp_path: Path) -> tuple[ExportCache, Path]:

@@ -1,4 +1,4 @@
-"""An export's failure class: QNN's signatures through harness/runners/qnn_log.py on the real
+"""An export's failure class: QNN's signatures through harness/qnn/log.py on the real
 failure logs in ../shared (the v68 lowerings, the device-config ABI failure), the exporter's own
 (kill, crash, traceback, missing tool) on small texts."""
 
@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from harness.lab.exports.classify import TRANSIENT, ExportFailure, classify_failure
+from harness.lab.exports import TRANSIENT, ExportFailure, classify_failure
 from tests.qnn.material import et_qnn_or_skip
 
 

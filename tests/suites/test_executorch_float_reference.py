@@ -20,12 +20,10 @@ import yaml
 
 from harness.evidence import FloatReferenceAgreement
 from harness.inventory import load_inventory
-from harness.report.junit import extra_properties
-from harness.report.records import TestRecord
-from harness.suite import EXECUTORCH_QNN, Instance, run_check
+from harness.report import TestRecord, extra_properties
+from harness.suite import ET_FORMAT_RUNS, EXECUTORCH_QNN, Instance, run_check
 from harness.suite.executorch import build_et_input
-from harness.suite.registry import ET_FORMAT_RUNS
-from harness.transport.local import LocalTransport
+from harness.transport import LocalTransport
 from tests.qnn.material import emulator_extras_or_skip
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "et_qnn"
@@ -37,7 +35,7 @@ pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def _lower(out: Path, faulty: bool) -> None:
-    from harness.qnn.host import find_host_qnn
+    from harness.qnn import find_host_qnn
 
     script = EXAMPLE / ("plant_fault.py" if faulty else "lower_decoder.py")
     env = find_host_qnn().child_env(dict(os.environ))

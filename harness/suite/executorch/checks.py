@@ -14,13 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.checks.et_reference import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
+from harness.checks import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
 from harness.hostfiles import child_pythonpath
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
-from harness.provision.model import provision_model
-from harness.report.records import TestRecord
+from harness.provision import provision_model
+from harness.qnn import classify_qnn_log
+from harness.report import TestRecord
+from harness.runners import skip_reason
 from harness.runners.executorch import (
     ArtifactKind,
     EtArtifact,
@@ -31,11 +33,9 @@ from harness.runners.executorch import (
     observer_metrics,
     read_catalogue,
 )
-from harness.runners.qnn_log import classify_qnn_log
-from harness.runners.quant_matrix import skip_reason
 from harness.suite.executorch.float_reference import judge_against_float
 from harness.suite.model import CheckCall
-from harness.transport.base import Transport
+from harness.transport import Transport
 from harness.verdict import Verdict
 
 PROMPT = "What is the capital of France? Answer briefly."
@@ -78,7 +78,7 @@ class EtInput:
 
 
 def qnn_failure(label: str, stdout: str, stderr: str, exit_code: int | None, rec: TestRecord) -> Verdict | None:
-    """A failed QNN run named by QNN's own log (harness/runners/qnn_log.py: op validation, ABI,
+    """A failed QNN run named by QNN's own log (harness/qnn/log.py: op validation, ABI,
     corrupt PTE, missing libraries, a signal, ...); None when the log names no QNN failure."""
     found = classify_qnn_log(f"{stdout}\n{stderr}", exit_code)
     if found.failure is None or found.failure_class is None:

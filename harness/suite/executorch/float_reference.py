@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.checks.float_reference import judge, missing_reason, read_reference
+from harness.checks import judge_float_reference, missing_float_reference, read_float_reference
 from harness.errors import ArtifactError, HarnessError, TransportError
 from harness.outcomes import FailureClass
-from harness.provision.model import provision_model
-from harness.report.records import TestRecord
+from harness.provision import provision_model
+from harness.report import TestRecord
 from harness.runners.executorch import EtArtifact, ExecutorchRunner
-from harness.transport.base import Transport
+from harness.transport import Transport
 from harness.verdict import Verdict
 
 
@@ -26,11 +26,11 @@ def judge_against_float(transport: Transport, runner: ExecutorchRunner, art: EtA
     """`art` (an export folder the LLM runner has run) against its reference/; `local` is the
     host folder for the tokens and the pulled logits."""
     try:
-        reference = read_reference(art.folder)
+        reference = read_float_reference(art.folder)
     except ArtifactError as exc:
         return Verdict.failed(FailureClass.CHECK_FAILED, f"{label}: {exc}")
     if reference is None:
-        return Verdict.skipped(f"{label} ran, but {missing_reason(art.folder)}")
+        return Verdict.skipped(f"{label} ran, but {missing_float_reference(art.folder)}")
     if art.pte is None:
         return Verdict.skipped(f"{label}: {art.folder} holds no .pte to judge against {reference.index}")
     if not runner.has_forward:
@@ -55,7 +55,7 @@ def judge_against_float(transport: Transport, runner: ExecutorchRunner, art: EtA
         return Verdict.failed(cls, f"{label}: the teacher-forced run over {reference.index}'s tokens failed: "
                               f"{run.failure()}")
     rec.extras["reference_run_s"] = run.run_s
-    agreement = judge(reference, np.load(run.output), label=label)
+    agreement = judge_float_reference(reference, np.load(run.output), label=label)
     rec.put(agreement)
     said = f"{label} against its float model ({reference.index}): {agreement.verdict}; {agreement.summary()}"
     if agreement.passed:
