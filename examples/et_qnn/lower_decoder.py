@@ -35,6 +35,7 @@ VOCAB = 128  # ids 0..94: the printable ASCII characters, the rest special token
 BOS, EOS = 95, 96
 FORMATS = ("16a4w", "16a8w", "8a8w", "16a16w")
 PROMPT = "hello qnn"
+CALIBRATION = "the quick brown fox jumps over the lazy dog " * 2
 # The suite's prompts (docs/executorch-reference.md#prompts; the first is harness/suite/executorch/checks.py PROMPT).
 REFERENCE_PROMPTS = ("What is the capital of France? Answer briefly.",
                      "List three colours of the rainbow.",
@@ -59,6 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # The suites' prompt is ~50 characters (one token each) and runs with seq_len 128.
     ap.add_argument("--context", type=int, default=128, help="KV-cache length (max_seq_len)")
     ap.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu", help="the layers' MLP")
+    ap.add_argument("--debug-program", action="store_true",
+                    help="write the debug program instead (debug.pte, etrecord.bin, qnn_encodings.json, "
+                    "debug_inputs.npz): per-op intermediate outputs for harness.checks.localize")
+    ap.add_argument("--plant-mul-range-fault", type=int, metavar="LAYER", default=None,
+                    help="(tests) the SwiGLU MUL output of LAYER takes its SiLU operand's quantization range")
     return ap.parse_args(argv)
 
 
@@ -216,7 +222,7 @@ def quantize(model, chip, fmt: str, context: int, before_convert=None):
     quantizer.set_default_quant_config(getattr(QuantDtype, f"use_{fmt}"), is_linear_per_channel=True)
     sample = (torch.tensor([[1]]), torch.tensor([0]))
     prepared = prepare_pt2e(torch.export.export(model, sample, strict=False).module(), quantizer)
-    calibration = encode("the quick brown fox jumps over the lazy dog " * 2)[:context]
+    calibration = encode(CALIBRATION)[:context]
     with torch.no_grad():
         for pos, tok in enumerate(calibration):
             prepared(torch.tensor([[tok]]), torch.tensor([pos]))
@@ -238,6 +244,11 @@ def main(argv: list[str] | None = None, before_convert=None) -> int:
     check_qnn_env()
     args.out.mkdir(parents=True, exist_ok=True)
     os.chdir(args.out)  # QNN may drop scratch files into the working folder
+    if args.debug_program:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # debug_program.py is beside this script
+        from debug_program import write_debug_program
+
+        return write_debug_program(args, build_model, quantize, encode(CALIBRATION))
     started = time.monotonic()
     import importlib.metadata
 

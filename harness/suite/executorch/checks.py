@@ -22,7 +22,7 @@ from harness.pairs import Backend, BackendPair
 from harness.provision import provision_model
 from harness.qnn import classify_qnn_log
 from harness.report import TestRecord
-from harness.runners import skip_reason
+from harness.runners import QUANT_FORMATS, skip_reason
 from harness.runners.executorch import (
     ArtifactKind,
     EtArtifact,
@@ -177,6 +177,9 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
     reason = skip_reason(quant, device.htp_arch)
     if reason:
         return Verdict.skipped(f"{quant} on {device.name} ({device.htp_arch}): {reason}")
+    broken = inp.catalogue.broken([quant])
+    if broken:  # a broken program is a failure, never "no program of that format"
+        return Verdict.failed(FailureClass.EXPORT_INVALID, f"{quant}: {broken[quant]}")
     art = inp.catalogue.qnn(quant)
     if art is None:
         return Verdict.skipped(inp.catalogue.missing_reason(quant))
@@ -200,6 +203,9 @@ def cpu_export_runs(c: CheckCall[EtInput]) -> Verdict:
     prompt echoed first and no more tokens than the runner's resolved limit."""
     inp, rec = c.inp, c.rec
     cpu = inp.catalogue.cpu_exports()
+    broken = {n: why for n, why in inp.catalogue.broken().items() if n not in QUANT_FORMATS}
+    if broken:  # a program that does not load is no CPU export: it fails, never silently skipped
+        return Verdict.failed(FailureClass.EXPORT_INVALID, "; ".join(f"{n}: {why}" for n, why in broken.items()))
     if not cpu:
         return Verdict.skipped("no CPU export (a .pte without QnnBackend) in --model-dir")
     inp.stamp(rec)
