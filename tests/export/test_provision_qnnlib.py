@@ -17,7 +17,8 @@ from harness.compiled_io import SOURCE_QNNLIB
 from harness.errors import ArtifactError
 from harness.mnn_graph import dump_mnn, write_graph_mnn
 from harness.provision import provision_model
-from harness.provision.artifacts import ModelArtifact, check_qairt, check_target, load_export
+from harness.provision.artifacts import ModelArtifact, check_target, load_export
+from harness.provision.preflight import check_qairt, pushed_runtime
 from harness.provision.runtime import resolve_runtime
 from harness.qnn.host import find_host_qnn, scan_qairt_build
 from harness.transport.local import LocalTransport
@@ -106,11 +107,11 @@ def _logged_build(version: str) -> str:
 def test_binaries_newer_than_the_runtime_libraries_are_refused_naming_both(tmp_path: Path) -> None:
     art: ModelArtifact = load_export(_et_export(tmp_path, "qwen3-16a4w-sm8650.pte"))
     older = _logged_build("2.48.40")
-    with pytest.raises(ArtifactError, match=r"compiled by QAIRT 2\.49\.40 .* QNN libraries being pushed are QAIRT "
-                                            r"2\.48\.40 \(v2\.48\.40\.\d{12}, the runtime"):
-        check_qairt(art, older, "the runtime")
-    check_qairt(art, art.target.qairt_build if art.target else None)  # the same release
-    check_qairt(art, _logged_build("2.51.0"))  # newer libraries load older binaries
+    with pytest.raises(ArtifactError, match=r"built by QAIRT 2\.49\.40 .* the runtime pushed to the device is QAIRT "
+                                            r"2\.48\.40 \(v2\.48\.40\.\d{12}\)"):
+        check_qairt(art, pushed_runtime(older))
+    check_qairt(art, pushed_runtime(art.target.qairt_build if art.target else None))  # the same release
+    check_qairt(art, pushed_runtime(_logged_build("2.51.0")))  # newer libraries load older binaries
     check_qairt(art, None)  # the runtime's version unknown: no verdict
     device = local_device(tmp_path / "dev", soc_model="SM8650", soc_id=57, htp_arch="v75")
     with LocalTransport(device) as t:
