@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from harness.runners import vl_chunks
 from harness.runners.cases import chunked_image_cases
 from harness.runners.llm_demo import LlmDemoRunner
 from harness.runners.prompts import Prompt
-from harness.suite.model import Instance
+from harness.suite.model import CheckCall
 from harness.verdict import Verdict
 
 # The chunked-prefill prompt: longer than one compiled chunk (128 tokens).
@@ -102,9 +102,10 @@ def check_of(rec: TestRecord) -> str:
     return rec.name.rsplit("::", 1)[-1].split("[", 1)[0]
 
 
-def export_shapes(inp: ExportInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def export_shapes(c: CheckCall[ExportInput]) -> Verdict:
     """The compiled QNN IO fits the model (checks/shapes), read from the NPU stubs (and, with
     the SDK, the context binaries), before any run."""
+    inp, rec = c.inp, c.rec
     rec.model = rec.model or inp.path.name
     findings = check_export_shapes(inp.path, soc_id=None, qnn_sdk=inp.qnn_sdk)
     rec.extras["shape_findings"] = sum(f.severity == ERROR for f in findings)
@@ -115,9 +116,10 @@ def export_shapes(inp: ExportInput, rec: TestRecord, _i: Instance, _d: Collectio
     return Verdict.passed()
 
 
-def quant_metadata(inp: ExportInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def quant_metadata(c: CheckCall[ExportInput]) -> Verdict:
     """Activation quantization of the LLM graph (checks/quant): every MLP Mul its own range,
     no integer tensor quantized; skipped for an export without activation quantization."""
+    inp, rec = c.inp, c.rec
     rec.model = rec.model or inp.path.name
     found = check_export_quant(inp.path)
     if found.skip_reason:
@@ -132,9 +134,10 @@ def quant_metadata(inp: ExportInput, rec: TestRecord, _i: Instance, _d: Collecti
     return Verdict.failed(FailureClass.QUANT_METADATA, found.message())
 
 
-def generation(inp: MatrixInput, rec: TestRecord, i: Instance, deferred: Collection[FailureClass]) -> Verdict:
+def generation(c: CheckCall[MatrixInput]) -> Verdict:
     """The cell's verdict from pipeline.decide: the runner ran cleanly, no shape error in its
     log, coherent text agreeing with the CPU reference (teacher-forced where the tool runs)."""
+    inp, rec, i, deferred = c.inp, c.rec, c.instance, c.deferred
     assert i.pair is not None and i.case_id is not None
     run, j = inp.runs[i.pair], inp.judged[(i.pair, i.case_id)]
     verdict = pipeline.decide(run, j, checked_elsewhere=deferred)
@@ -145,8 +148,9 @@ def generation(inp: MatrixInput, rec: TestRecord, i: Instance, deferred: Collect
     return verdict
 
 
-def runtime_shape_guards(inp: MatrixInput, rec: TestRecord, i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def runtime_shape_guards(c: CheckCall[MatrixInput]) -> Verdict:
     """None of the known shape and graph errors in any of the pair's run logs."""
+    inp, i = c.inp, c.instance
     assert i.pair is not None
     try:
         assert_shapes_ok(inp.runs[i.pair].shape_findings)
@@ -155,9 +159,10 @@ def runtime_shape_guards(inp: MatrixInput, rec: TestRecord, i: Instance, _d: Col
     return Verdict.passed()
 
 
-def mrope_positions(inp: MatrixInput, rec: TestRecord, i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def mrope_positions(c: CheckCall[MatrixInput]) -> Verdict:
     """Chunked prefill gives every chunk its slice of the 3-axis positions (pipeline's
     position findings, checks/mrope)."""
+    inp, i = c.inp, c.instance
     assert i.pair is not None
     found = inp.runs[i.pair].position_findings or {}
     decided = {c: f for c, f in found.items() if pipeline.failing_positions(f) or not f}
@@ -187,32 +192,34 @@ def _roles(inp: DeviceInput, rec: TestRecord, roles: tuple[str, ...],
     return Verdict.passed()
 
 
-def mrope_positions_chunked(inp: DeviceInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def mrope_positions_chunked(c: CheckCall[DeviceInput]) -> Verdict:
     """The CPU pair's positions in one chunk, under the compiled chunk and a padding and a
     non-padding chunking whose boundaries stay out of the image (runners/vl_chunks.py)."""
+    inp, rec = c.inp, c.rec
     return _roles(inp, rec, ("one", "compiled", "padding", "no-padding"), vl_chunks.positions_verdict,
                   FailureClass.MROPE_POSITIONS, "mRoPE position check failed")
 
 
-def mrope_positions_image_split(inp: DeviceInput, rec: TestRecord, _i: Instance,
-                                _d: Collection[FailureClass]) -> Verdict:
+def mrope_positions_image_split(c: CheckCall[DeviceInput]) -> Verdict:
     """The CPU pair's positions with the first chunk ending inside the image (row inflation,
     docs/posdbg.md#row-inflation)."""
+    inp, rec = c.inp, c.rec
     return _roles(inp, rec, ("image-split",), vl_chunks.positions_verdict, FailureClass.MROPE_POSITIONS,
                   "mRoPE position check failed")
 
 
-def runtime_shape_guards_chunked(inp: DeviceInput, rec: TestRecord, _i: Instance,
-                                 _d: Collection[FailureClass]) -> Verdict:
+def runtime_shape_guards_chunked(c: CheckCall[DeviceInput]) -> Verdict:
     """No shape or graph error in the CPU pair's chunked runs (e.g. DeepStack rows vs a padded
     chunk), per chunking."""
+    inp, rec = c.inp, c.rec
     return _roles(inp, rec, vl_chunks.ROLES, vl_chunks.shapes_verdict, FailureClass.SHAPE_ERROR, "shape failure")
 
 
-def chunked_prefill(inp: DeviceInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def chunked_prefill(c: CheckCall[DeviceInput]) -> Verdict:
     """The compiled chunk against one large chunk for prompts longer than a chunk (with an image
     on a visual export), on the CPU reference: teacher-forced with llm_logits_diff when the
     runtime has it, else the greedy texts (pipeline.chunked_prefill_check)."""
+    inp, rec = c.inp, c.rec
     assert inp.runner is not None
     pair = BackendPair.cpu_reference(visual=inp.model.visual)
     rec.backend_pair = pair
@@ -242,10 +249,11 @@ def converter_missing() -> str | None:
     return None
 
 
-def export_verdict(inp: SummaryInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def export_verdict(c: CheckCall[SummaryInput]) -> Verdict:
     """The export's verdict on this device over all its prompts, one line per instrument
     (static quant, teacher-forced, text coherence; harness/checks/export_verdict.py): a
     consistent teacher-forced shift fails, one odd prompt does not."""
+    inp, rec = c.inp, c.rec
     judged = [r for r in inp.records if check_of(r) in ("test_generation", "test_quant_metadata")]
     made = pipeline.export_verdict_of(judged)
     if made is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from harness.runners.executorch import EtRunResult, LlamaRunConfig, observer_met
 from harness.runners.executorch_suite import ExecutorchRunner
 from harness.runners.qnn_log import classify_qnn_log
 from harness.runners.quant_matrix import skip_reason
-from harness.suite.model import Instance
+from harness.suite.model import CheckCall
 from harness.transport.base import Transport
 from harness.verdict import Verdict
 
@@ -156,9 +156,10 @@ def _run_forward(inp: EtInput, art: EtArtifact, rec: TestRecord) -> Verdict:
     return Verdict.passed(f"{art.name} against its fake-quant reference: {match.describe()}")
 
 
-def quant_format_runs(inp: EtInput, rec: TestRecord, i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
     """Each quant format the device's HTP arch supports runs through ExecuTorch's real runner
     with the QNN backend, judged against the CPU reference of the same model."""
+    inp, rec, i = c.inp, c.rec, c.instance
     quant, device = i.quant or "", inp.device
     rec.backend_pair = BackendPair(Backend.QNN, variant=quant)
     if not device.has_htp:
@@ -181,9 +182,10 @@ def quant_format_runs(inp: EtInput, rec: TestRecord, i: Instance, _d: Collection
     return _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
 
 
-def cpu_export_runs(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def cpu_export_runs(c: CheckCall[EtInput]) -> Verdict:
     """Exports for the CPU (XNNPACK, portable) run with the runner's own numbers adding up, the
     prompt echoed first and no more tokens than the runner's resolved limit."""
+    inp, rec = c.inp, c.rec
     cpu = inp.catalogue.cpu_exports()
     if not cpu:
         return Verdict.skipped("no CPU export (a .pte without QnnBackend) in --model-dir")
@@ -204,9 +206,10 @@ def cpu_export_runs(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[
     return Verdict.passed()
 
 
-def load_failure_is_classified(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def load_failure_is_classified(c: CheckCall[EtInput]) -> Verdict:
     """The real runner without the LLM custom-op kernels registered: the load fails, and the run
     is classified by its real signature (the missing operator, then the method load)."""
+    inp, rec = c.inp, c.rec
     if not inp.host_lane:
         return Verdict.skipped("only the host runner can leave ExecuTorch's custom ops out (HARNESS_ET_CUSTOM_OPS=0)")
     cpu = inp.catalogue.cpu_exports()

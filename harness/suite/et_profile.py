@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from harness.report.records import TestRecord
 from harness.runners.etdump import analyse_etdump, executorch_available
 from harness.runners.etdump_qnn import analyse_qnn_etdump
 from harness.suite.et_checks import PROMPT, EtInput, host_python_env
-from harness.suite.model import Instance
+from harness.suite.model import CheckCall
 from harness.verdict import Verdict
 
 SUMMARY_KEYS = ("unit", "calls", "ops", "delegated", "backends", "not_delegated", "zero_cost", "zero_cost_decode",
@@ -104,10 +103,11 @@ def _qnn_view(etdump: Path, etrecord: Path | None, rec: TestRecord, *, emulated:
     return None, counts
 
 
-def etdump_profile(inp: EtInput, rec: TestRecord, _i: Instance, _d: Collection[FailureClass]) -> Verdict:
+def etdump_profile(c: CheckCall[EtInput]) -> Verdict:
     """A real ETDump, analysed per op with ExecuTorch's Inspector: delegated ops and their
     backend (QNN's per-op events in cycles on the emulator), the non-delegated rest by time,
     ops that cost nothing, prefill vs decode."""
+    inp, rec = c.inp, c.rec
     if not executorch_available():
         return Verdict.skipped("the optional `executorch` extra is not installed: pip install 'harness[executorch]'")
     inp.stamp(rec)

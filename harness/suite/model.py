@@ -8,10 +8,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
+from harness.report.records import TestRecord
 from harness.runners.base import RunnerKind
 from harness.verdict import Verdict
 
@@ -53,14 +54,29 @@ class Instance:
         return "-".join(p for p in (self.pair.name if self.pair else None, self.case_id, self.quant) if p)
 
 
+In = TypeVar("In")  # what a check reads: its scope's input (suite/checks.py, suite/et_checks.py)
+
+
 @dataclass(frozen=True)
-class Check:
-    """One check of a suite. `run` takes the scope's input (suite/checks.py) and the record to
-    fill with its evidence, and returns the Verdict."""
+class CheckCall(Generic[In]):
+    """One call of a check: its input, the record to fill with its evidence, the testcase it
+    decides, and the failure classes other selected checks report on their own."""
+
+    inp: In
+    rec: TestRecord
+    instance: Instance
+    deferred: frozenset[FailureClass] = frozenset()
+
+
+@dataclass(frozen=True)
+class Check(Generic[In]):
+    """One check of a suite: `run` reads the input of type `reads` (its signature says which) and
+    returns the Verdict; run_check hands it nothing else."""
 
     name: str
     scope: Scope
-    run: Callable[..., Verdict] = field(compare=False, repr=False)
+    reads: type[In] = field(compare=False, repr=False)
+    run: Callable[[CheckCall[In]], Verdict] = field(compare=False, repr=False)
     needs: tuple[Need, ...] = ()
     # A failure class this check reports in a testcase of its own; the generation verdict of
     # a cell defers it (pipeline.decide's `checked_elsewhere`) while this check is selected.
@@ -84,7 +100,7 @@ class Suite:
     """A named, ordered list of checks for the model types it fits (empty: any type)."""
 
     name: str
-    checks: tuple[Check, ...]
+    checks: tuple[Check[Any], ...]
     model_types: tuple[str, ...] = ()
     visual: bool | None = None  # None: as the export says (llm_config.json is_visual)
     doc: str = ""
@@ -92,7 +108,7 @@ class Suite:
     runner: RunnerKind = RunnerKind.LLM_DEMO  # the runner its device checks drive (runners/base.py)
     formats: tuple[str, ...] = ()  # the quant formats a Scope.FORMAT check covers
 
-    def check(self, name: str) -> Check:
+    def check(self, name: str) -> Check[Any]:
         for c in self.checks:
             if c.name == name:
                 return c
@@ -109,7 +125,7 @@ class Suite:
         """Every backend pair the suite covers (the matrix it parametrizes)."""
         return BackendPair.all(visual=self.visual if self.visual is not None else visual)
 
-    def instances(self, check: Check, *, visual: bool, case_ids: Sequence[str]) -> list[Instance]:
+    def instances(self, check: Check[Any], *, visual: bool, case_ids: Sequence[str]) -> list[Instance]:
         """The testcases of `check`, in the order pytest parametrizes them."""
         if check.scope is Scope.CELL:
             return [Instance(p, c) for p in self.pairs(visual) for c in case_ids]
@@ -132,7 +148,7 @@ class Suite:
         return Suite(self.name, chosen, self.model_types, self.visual, self.doc, self.options, self.runner,
                      self.formats)
 
-    def deferred_classes(self, check: Check) -> frozenset[FailureClass]:
+    def deferred_classes(self, check: Check[Any]) -> frozenset[FailureClass]:
         """Classes other selected checks report on their own (see Check.owns)."""
         return frozenset(c.owns for c in self.checks if c is not check and c.owns is not None)
 

@@ -18,33 +18,33 @@ from harness.runners.cases import PromptCase, default_cases
 from harness.runners.quant_matrix import QUANT_FORMATS
 from harness.suite.model import Check, Need, Scope, Suite
 
-EXPORT_SHAPES = Check("export_shapes", Scope.EXPORT, checks.export_shapes, groups=("static", "structural"),
+EXPORT_SHAPES = Check("export_shapes", Scope.EXPORT, checks.ExportInput, checks.export_shapes, groups=("static", "structural"),
                       doc="compiled QNN IO against the model's needs, from the export's own files")
-QUANT_METADATA = Check("quant_metadata", Scope.EXPORT, checks.quant_metadata,
+QUANT_METADATA = Check("quant_metadata", Scope.EXPORT, checks.ExportInput, checks.quant_metadata,
                        needs=(Need.ACTIVATION_QUANT, Need.MNN_CONVERTER), groups=("static",),
                        doc="activation quantization of llm.mnn: Mul ranges, integer tensors")
-GENERATION = Check("generation", Scope.CELL, checks.generation, needs=(Need.PAIR_RUNS,), marks=("qnn",),
+GENERATION = Check("generation", Scope.CELL, checks.MatrixInput, checks.generation, needs=(Need.PAIR_RUNS,), marks=("qnn",),
                    doc="the (pair, prompt) verdict of pipeline.decide")
-RUNTIME_SHAPE_GUARDS = Check("runtime_shape_guards", Scope.PAIR, checks.runtime_shape_guards,
+RUNTIME_SHAPE_GUARDS = Check("runtime_shape_guards", Scope.PAIR, checks.MatrixInput, checks.runtime_shape_guards,
                              needs=(Need.PAIR_RUNS,), groups=("structural",),
                              doc="no shape or graph error in the pair's run logs")
-MROPE_POSITIONS = Check("mrope_positions", Scope.PAIR, checks.mrope_positions,
+MROPE_POSITIONS = Check("mrope_positions", Scope.PAIR, checks.MatrixInput, checks.mrope_positions,
                         needs=(Need.PAIR_RUNS, Need.INSTRUMENTED_RUNTIME), owns=FailureClass.MROPE_POSITIONS,
                         groups=("structural",), doc="chunked-prefill mRoPE positions from [POSDBG] dumps")
-CHUNKED_PREFILL = Check("chunked_prefill_equivalence", Scope.DEVICE, checks.chunked_prefill,
+CHUNKED_PREFILL = Check("chunked_prefill_equivalence", Scope.DEVICE, checks.DeviceInput, checks.chunked_prefill,
                         needs=(Need.CPU_CONFIG,), groups=("structural",),
                         doc="compiled chunk against one chunk, on the CPU reference")
 # A VL export's CPU pair under several chunkings (runners/vl_chunks.py), run once per device.
-MROPE_CHUNKED = Check("mrope_positions_chunked", Scope.DEVICE, checks.mrope_positions_chunked,
+MROPE_CHUNKED = Check("mrope_positions_chunked", Scope.DEVICE, checks.DeviceInput, checks.mrope_positions_chunked,
                       needs=(Need.CPU_CONFIG, Need.IMAGE), groups=("structural",),
                       doc="CPU pair positions: one chunk, compiled chunk, padding and non-padding chunkings")
-MROPE_IMAGE_SPLIT = Check("mrope_positions_image_split", Scope.DEVICE, checks.mrope_positions_image_split,
+MROPE_IMAGE_SPLIT = Check("mrope_positions_image_split", Scope.DEVICE, checks.DeviceInput, checks.mrope_positions_image_split,
                           needs=(Need.CPU_CONFIG, Need.IMAGE), groups=("structural",),
                           doc="CPU pair positions with a chunk ending inside the image (row inflation)")
-SHAPES_CHUNKED = Check("runtime_shape_guards_chunked", Scope.DEVICE, checks.runtime_shape_guards_chunked,
+SHAPES_CHUNKED = Check("runtime_shape_guards_chunked", Scope.DEVICE, checks.DeviceInput, checks.runtime_shape_guards_chunked,
                        needs=(Need.CPU_CONFIG, Need.IMAGE), groups=("structural",),
                        doc="no shape error in the CPU pair's chunked runs (DeepStack rows vs a chunk)")
-EXPORT_VERDICT = Check("export_verdict", Scope.SUMMARY, checks.export_verdict, groups=("verdict",),
+EXPORT_VERDICT = Check("export_verdict", Scope.SUMMARY, checks.SummaryInput, checks.export_verdict, groups=("verdict",),
                        doc="the export's verdict over all its prompts: static quant, teacher-forced, text lines")
 
 QWEN3_VL = Suite("qwen3_vl", (EXPORT_SHAPES, QUANT_METADATA, GENERATION, RUNTIME_SHAPE_GUARDS, MROPE_POSITIONS,
@@ -59,14 +59,14 @@ MATRIX = Suite("matrix", (QUANT_METADATA, GENERATION, EXPORT_VERDICT),
 
 # The ExecuTorch suite (harness/suite/et_checks.py, et_profile.py): its own runner, a check per
 # quant format (skipped with quant_matrix's reason where the arch cannot build it).
-ET_FORMAT_RUNS = Check("quant_format_runs", Scope.FORMAT, et_checks.quant_format_runs, marks=("qnn",),
+ET_FORMAT_RUNS = Check("quant_format_runs", Scope.FORMAT, et_checks.EtInput, et_checks.quant_format_runs, marks=("qnn",),
                        groups=("qnn",), doc="each format's program through ExecuTorch's runner with the QNN "
                        "backend, against the CPU reference of the same model")
-ET_CPU_EXPORTS = Check("cpu_export_runs", Scope.DEVICE, et_checks.cpu_export_runs, groups=("cpu",),
+ET_CPU_EXPORTS = Check("cpu_export_runs", Scope.DEVICE, et_checks.EtInput, et_checks.cpu_export_runs, groups=("cpu",),
                        doc="CPU exports (XNNPACK, portable) run with the runner's own numbers adding up")
-ET_LOAD_FAILURE = Check("load_failure_is_classified", Scope.DEVICE, et_checks.load_failure_is_classified,
+ET_LOAD_FAILURE = Check("load_failure_is_classified", Scope.DEVICE, et_checks.EtInput, et_checks.load_failure_is_classified,
                         groups=("cpu",), doc="the real load failure classified by its signature")
-ET_PROFILE = Check("etdump_profile", Scope.DEVICE, et_profile.etdump_profile, groups=("profile",),
+ET_PROFILE = Check("etdump_profile", Scope.DEVICE, et_checks.EtInput, et_profile.etdump_profile, groups=("profile",),
                    doc="a real ETDump analysed per op with ExecuTorch's Inspector")
 EXECUTORCH_QNN = Suite("executorch_qnn", (ET_FORMAT_RUNS, ET_CPU_EXPORTS, ET_LOAD_FAILURE, ET_PROFILE),
                        visual=False, runner=RunnerKind.EXECUTORCH, formats=tuple(QUANT_FORMATS),

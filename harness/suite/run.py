@@ -6,6 +6,7 @@ assertion; the night (harness/lab/jobs.py, lab/export_checks.py) writes the reco
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec
@@ -15,7 +16,7 @@ from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput, converter_missing
 from harness.suite.et_checks import EtInput
-from harness.suite.model import Check, Instance, Need, Suite
+from harness.suite.model import Check, CheckCall, Instance, Need, Suite
 from harness.suite.registry import other_suite_for
 from harness.verdict import Verdict
 
@@ -76,7 +77,7 @@ def fit_reason(suite: Suite, model_type: str) -> str | None:
     return why + (f"; run suite {other} for it" if other and other != suite.name else "")
 
 
-def run_check(suite: Suite, check: Check, instance: Instance, inp: CheckInput, rec: TestRecord) -> Verdict:
+def run_check(suite: Suite, check: Check[Any], instance: Instance, inp: CheckInput, rec: TestRecord) -> Verdict:
     """Decide one testcase of `check` into `rec` (suite, pair, status, class, message, evidence)."""
     rec.suite = suite.name
     if instance.pair is not None:
@@ -84,8 +85,10 @@ def run_check(suite: Suite, check: Check, instance: Instance, inp: CheckInput, r
     try:
         why = fit_reason(suite, inp.model_type)
         why = why or next((r for n in check.needs if (r := unmet_need(n, inp, instance)) is not None), None)
+        if why is None and not isinstance(inp, check.reads):  # a door handed the wrong input: a harness bug
+            raise TypeError(f"check {check.name} reads {check.reads.__name__}, not {type(inp).__name__}")
         verdict = (Verdict.skipped(why) if why is not None
-                   else check.run(inp, rec, instance, suite.deferred_classes(check)))
+                   else check.run(CheckCall(inp, rec, instance, suite.deferred_classes(check))))
     except HarnessError as exc:
         # An export the check cannot read is this check's failure, named, not a crash of the door.
         verdict = Verdict.failed(FailureClass.SETUP_ERROR, str(exc))
