@@ -52,6 +52,13 @@ def pushed_runtime(build: str | None, where: str = "the runtime pushed to the de
     return RuntimeQairt(build, where, PUSHED_UPDATE) if build else None
 
 
+def runner_qairt(device: DeviceSpec, build: str | None) -> RuntimeQairt | None:
+    """The QAIRT of a runtime the caller holds: on an emulated HTP the host's, else the pushed one's."""
+    if device.emulated:
+        return RuntimeQairt(build, "the host's QAIRT, the HTP emulator", EMULATOR_UPDATE) if build else None
+    return pushed_runtime(build)
+
+
 def emulator_qairt(qnn_sdk: str | None = None) -> RuntimeQairt | None:
     """The host's QAIRT, which an emulated HTP device runs on; None when the host has none."""
     from harness.qnn.host import auto_host_qnn
@@ -129,4 +136,5 @@ def check_qairt(artifact: ModelArtifact, runtime: RuntimeQairt | None) -> None:
 
 
 __all__ = ["EMULATOR_UPDATE", "PUSHED_UPDATE", "LoadAxis", "PreflightError", "RuntimeQairt", "check_qairt",
-           "device_qairt", "emulator_qairt", "manifest_qairt", "pushed_runtime", "rebuild_fix", "retarget_fix"]
+           "device_qairt", "emulator_qairt", "manifest_qairt", "pushed_runtime", "rebuild_fix", "retarget_fix",
+           "runner_qairt"]

@@ -14,7 +14,7 @@ from harness.errors import ArtifactError
 from harness.export import SIDECAR_NAMES, ExportFolder, read_json_object
 from harness.inventory import DeviceSpec
 from harness.provision.artifact_types import ExportTarget, ModelArtifact
-from harness.provision.preflight import LoadAxis, PreflightError, retarget_fix
+from harness.provision.preflight import LoadAxis, PreflightError, RuntimeQairt, check_qairt, retarget_fix
 from harness.provision.setfiles import ArtifactFile
 
 _NAME_TARGET_RE = re.compile(r"_(\d+)_v(\d+)\.(?:mnn|bin)$")
@@ -174,4 +174,18 @@ def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_t
                              f"{device.vtcm_mb} MB; re-export with --vtcm_mb {device.vtcm_mb}", LoadAxis.TARGET)
 
 
-__all__ = ["check_target", "read_target"]
+def check_program(pte: Path, device: DeviceSpec, runtime: RuntimeQairt | None) -> None:
+    """The load preflight of one program run where it lies (host QNN material on the emulator, never
+    provisioned): its delegates' SoC against the device's, their QAIRT against the runtime's."""
+    from harness.qnn.pte import PteError
+
+    try:
+        target = read_target(pte.parent, [], programs=(pte.name,))
+    except PteError:  # a damaged program: its run names QNN's own failure (runners/qnn_log.py)
+        return
+    art = ModelArtifact(root=pte, kind="executorch", model_type="", files=(), target=target, uses_qnn=True)
+    check_target(art, device, allow_unknown_target=True)
+    check_qairt(art, runtime)
+
+
+__all__ = ["check_program", "check_target", "read_target"]

@@ -15,6 +15,7 @@ import harness.suite.et_profile as et_profile
 from harness.outcomes import FailureClass
 from harness.runners.base import RunnerKind
 from harness.runners.cases import PromptCase, default_cases
+from harness.runners.et_catalogue import UNRECORDED_QNN
 from harness.runners.quant_matrix import QUANT_FORMATS
 from harness.suite.model import Check, Need, Scope, Suite
 
@@ -69,7 +70,7 @@ ET_LOAD_FAILURE = Check("load_failure_is_classified", Scope.DEVICE, et_checks.Et
 ET_PROFILE = Check("etdump_profile", Scope.DEVICE, et_checks.EtInput, et_profile.etdump_profile, groups=("profile",),
                    doc="a real ETDump analysed per op with ExecuTorch's Inspector")
 EXECUTORCH_QNN = Suite("executorch_qnn", (ET_FORMAT_RUNS, ET_CPU_EXPORTS, ET_LOAD_FAILURE, ET_PROFILE),
-                       visual=False, runner=RunnerKind.EXECUTORCH, formats=tuple(QUANT_FORMATS),
+                       visual=False, runner=RunnerKind.EXECUTORCH, formats=(*QUANT_FORMATS, UNRECORDED_QNN),
                        doc="ExecuTorch exports: the quant-format matrix on QNN, CPU exports, an ETDump profile")
 
 SUITES: dict[str, Suite] = {s.name: s for s in (QWEN3_VL, QWEN3, EXECUTORCH_QNN)}

@@ -75,9 +75,9 @@ def _mnn_export(tmp_path: Path) -> Path:
     return info.path
 
 
-def _runtime_with_host_qairt(tmp_path: Path) -> Path:
-    """A runtime folder whose libQnnHtp.so is the host's real QAIRT 2.49.40 library."""
-    from virtual_lab.runtime import make_qnn_sdk, make_runtime_dir
+def _sdk_with_host_qairt(tmp_path: Path) -> Path:
+    """A QNN SDK folder whose libQnnHtp.so is the host's real QAIRT 2.49.40 library."""
+    from virtual_lab.runtime import make_qnn_sdk
 
     sdk = make_qnn_sdk(tmp_path / "qnn-sdk", arches=("v75",))
     lib = sdk / "lib" / "aarch64-android" / "libQnnHtp.so"
@@ -93,7 +93,7 @@ def test_the_devices_runtime_manifest_decides_when_no_runtime_is_pushed(tmp_path
     device = local_device(tmp_path / "dev", soc_model="SM8650", soc_id=57, htp_arch="v75")
     with LocalTransport(device) as t:
         provision_model(t, export)  # no runtime on the device: nothing to judge against, it goes
-        sdk = _runtime_with_host_qairt(tmp_path)
+        sdk = _sdk_with_host_qairt(tmp_path)
         provision_runtime(t, make_runtime_dir(tmp_path / "rt", "v75", kind="mnn", with_qnn_libs=False), qnn_sdk=sdk)
         status = str(device_status(t))
         assert "llm_demo v75 QAIRT 2.49.40" in status, status
