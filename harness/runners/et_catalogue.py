@@ -186,6 +186,12 @@ def holds(folder: Path) -> str:
     return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
 
 
+def holds_programs(folder: Path) -> bool:
+    """Any program the suite could run, for any SoC: a .pte at the top, in a format subfolder, or
+    in host material's pte/, llm/, etdump/ (the plan's check, before a device is known)."""
+    return any(folder.glob("*.pte")) or any(folder.glob("*/*.pte"))
+
+
 def read_catalogue(folder: Path, soc: str | None) -> EtCatalogue:
     """The formats `folder` holds (for `soc`, when it is host QNN material). ArtifactError when
     it is not a folder."""
@@ -202,5 +208,5 @@ def read_catalogue(folder: Path, soc: str | None) -> EtCatalogue:
     return EtCatalogue(folder, subs)
 
 
-__all__ = ["UNRECORDED_QNN", "ArtifactKind", "EtArtifact", "EtCatalogue", "holds", "is_host_material", "read_catalogue",
+__all__ = ["UNRECORDED_QNN", "ArtifactKind", "EtArtifact", "EtCatalogue", "holds", "holds_programs", "is_host_material", "read_catalogue",
            "recorded_format"]

@@ -102,3 +102,38 @@ def test_a_model_dir_with_nothing_to_run_is_exit_4(tmp_path: Path) -> None:
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 4, res.stdout[-2000:]
     assert f"--model-dir {empty}: no program the ExecuTorch suite can run (it holds README.txt)" in res.stdout
+
+
+def _plan(tmp_path: Path, model_dir: Path) -> Path:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({"name": "user-export", "devices": ["emu"],
+                                    "models": {"mine": {"path": str(model_dir), "kind": "executorch"}},
+                                    "suites": [{"name": "executorch_qnn", "models": ["mine"]}],
+                                    "health": {"min_battery_pct": 0}}))
+    return plan
+
+
+def test_the_night_refuses_a_newer_qairt_export_naming_both(tmp_path: Path, capsys) -> None:
+    from harness.cli import main
+
+    emulator_extras_or_skip()
+    export = _export(tmp_path, et_qnn_or_skip("pte", "qwen3-16a4w-sm8650.pte"), newer=True)
+    rc = main(["--file", str(_devices(tmp_path)), "lab", "run", "--plan", str(_plan(tmp_path, export)),
+               "--out", str(tmp_path / "night")])
+    assert rc == 1, capsys.readouterr().err[-2000:]
+    junit = (tmp_path / "night" / "junit.xml").read_text()
+    assert 'name="test_quant_format_runs[qnn]"' in junit and "binary-mismatch" in junit
+    assert "built by QAIRT 2.51.0" in junit and "is QAIRT 2.49.40" in junit
+
+
+def test_a_night_whose_executorch_model_holds_nothing_is_a_plan_error(tmp_path: Path, capsys) -> None:
+    from harness.cli import main
+
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    (empty / "tokenizer.json").write_text("{}")
+    rc = main(["--file", str(_devices(tmp_path)), "lab", "run", "--plan", str(_plan(tmp_path, empty)),
+               "--out", str(tmp_path / "night")])
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert f"{empty} holds no program the ExecuTorch suite 'executorch_qnn' can run (it holds tokenizer.json)" in err
