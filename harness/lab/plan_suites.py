@@ -110,11 +110,12 @@ def _check_executorch_model(ctx: PlanCtx, suite: SuiteSpec, model: ModelSpec) ->
     """An ExecuTorch suite's model folder holds a program: a night of "all skipped" is a plan error."""
     if suite.runner != "executorch" or "{" in str(model.path) or not model.path.is_dir():
         return  # a per-device path is checked when the device is known
-    from harness.runners.et_catalogue import holds, holds_programs
+    from harness.export import folder_contents
+    from harness.runners.et_catalogue import holds_programs
 
     if not holds_programs(model.path):
         raise ctx.fail(f"models.{model.name}.path", f"{model.path} holds no program the ExecuTorch suite "
-                       f"{suite.name!r} can run (it holds {holds(model.path)})",
+                       f"{suite.name!r} can run (it holds {folder_contents(model.path)})",
                        "point it at one export (a .pte and its tokenizer), a folder with one export per quant "
                        "format, or host QNN material (docs/executorch-runner.md#model-folders)")
 

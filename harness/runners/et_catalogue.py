@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ArtifactError, HarnessError
+from harness.export import folder_contents
 from harness.provision.artifacts import load_export
 from harness.runners.quant_matrix import QUANT_FORMATS
 
@@ -82,7 +83,7 @@ class EtCatalogue:
 
     def nothing_to_run(self) -> str:
         where = f"{self.source}" + (f" for {self.soc}" if self.soc else "")
-        return (f"--model-dir {where}: no program the ExecuTorch suite can run (it holds {holds(self.source)}); "
+        return (f"--model-dir {where}: no program the ExecuTorch suite can run (it holds {folder_contents(self.source)}); "
                 "pass one export (a .pte and its tokenizer), a folder with one export per quant format, or host "
                 "QNN material with builds for the device's SoC (docs/executorch-runner.md#model-folders)")
 
@@ -175,17 +176,6 @@ def recorded_format(folder: Path, pte: Path | None) -> str | None:
     return None
 
 
-def holds(folder: Path) -> str:
-    """What a folder holds, in a few words, for the message of a folder with nothing to run."""
-    try:
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
-    except OSError as exc:
-        return f"unreadable ({exc.strerror or exc})"
-    if not names:
-        return "nothing (an empty folder)"
-    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-
-
 def holds_programs(folder: Path) -> bool:
     """Any program the suite could run, for any SoC: a .pte at the top, in a format subfolder, or
     in host material's pte/, llm/, etdump/ (the plan's check, before a device is known)."""
@@ -208,5 +198,5 @@ def read_catalogue(folder: Path, soc: str | None) -> EtCatalogue:
     return EtCatalogue(folder, subs)
 
 
-__all__ = ["UNRECORDED_QNN", "ArtifactKind", "EtArtifact", "EtCatalogue", "holds", "holds_programs", "is_host_material", "read_catalogue",
+__all__ = ["UNRECORDED_QNN", "ArtifactKind", "EtArtifact", "EtCatalogue", "holds_programs", "is_host_material", "read_catalogue",
            "recorded_format"]
