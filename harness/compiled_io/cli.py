@@ -24,7 +24,8 @@ from harness.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk
 from harness.compiled_io.types import ContextBinary, StubIO
 from harness.errors import ArtifactError
 from harness.export import folder_contents
-from harness.qnn.host import auto_host_qnn, qairt_tuple, qairt_version_of
+from harness.qnn.compat import loads_on
+from harness.qnn.host import auto_host_qnn, qairt_version_of
 from harness.qnn.pte import is_pte
 
 EXIT_OK = 0
@@ -102,11 +103,9 @@ def reader_qairt(qnn_sdk: str | None) -> str | None:
 def newer_than_reader(binaries: list[dict[str, Any]], reader: str | None) -> list[str]:
     """Binaries a newer QAIRT built than the reader's: this QAIRT reads their header but will not
     load them (docs/qnn-compat.md: a binary loads iff its QAIRT is not newer than the runtime's)."""
-    runs = qairt_tuple(reader) if reader else None
     out = []
     for b in binaries:
-        made = qairt_tuple(b["qairt_build"]) if b.get("qairt_build") else None
-        if runs is not None and made is not None and made > runs:
+        if loads_on(b.get("qairt_build"), reader) is False:
             out.append(f"{b['path']}: built by QAIRT {qairt_version_of(b['qairt_build'])} ({b['qairt_build']}), "
                        f"newer than this reader's QAIRT {qairt_version_of(reader or '')}: a QAIRT "
                        f"{qairt_version_of(reader or '')} runtime will not load it (`Using newer context binary on "

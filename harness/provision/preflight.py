@@ -118,13 +118,13 @@ def rebuild_fix(artifact: ModelArtifact, runtime_version: str) -> str:
 def check_qairt(artifact: ModelArtifact, runtime: RuntimeQairt | None) -> None:
     """Refuse context binaries built by a newer QAIRT than the device's runtime (QNN refuses them
     at load: `Using newer context binary on old SDK`, err 5000). Unknown on either side: no verdict."""
-    from harness.qnn.host import qairt_tuple, qairt_version_of
+    from harness.qnn.compat import loads_on
+    from harness.qnn.host import qairt_version_of
 
     t = artifact.target
     if not artifact.uses_qnn or t is None or not t.qairt_build or runtime is None:
         return
-    made, runs = qairt_tuple(t.qairt_build), qairt_tuple(runtime.build)
-    if made is None or runs is None or made <= runs:
+    if loads_on(t.qairt_build, runtime.build) is not False:
         return
     made_v, runs_v = qairt_version_of(t.qairt_build), qairt_version_of(runtime.build)
     raise PreflightError(
