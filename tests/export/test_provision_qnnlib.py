@@ -61,8 +61,9 @@ def test_an_executorch_export_is_refused_on_another_soc_before_a_byte_moves(tmp_
     assert art.target.qairt_build == find_host_qnn().qairt_build
     device = local_device(tmp_path / "dev")  # SM8750, v79
     with LocalTransport(device) as t:
-        with pytest.raises(ArtifactError, match=r"compiled for soc_id 39 \(SA8295\), HTP v68 \(libQnnSystem"):
+        with pytest.raises(ArtifactError, match=r"compiled for soc_id 39 \(SA8295\), HTP v68 \(libQnnSystem") as err:
             provision_model(t, export)
+        assert "llama.py --model SM8750" in str(err.value) and "--dsp_arch" not in str(err.value)  # ExecuTorch's terms
         assert not t.exists(f"{device.work_dir}/models/et")
     check_target(art, local_device(tmp_path / "dev", soc_model="SA8295", soc_id=39, htp_arch="v68"))
 

@@ -114,3 +114,21 @@ def test_a_newer_binary_for_another_soc_names_the_soc_first(tmp_path: Path) -> N
             provision_model(t, export)
     assert isinstance(err.value, PreflightError) and err.value.axis is LoadAxis.TARGET
     assert "wrong SoC/arch" in str(err.value) and "--soc_id 69 --dsp_arch v79" in str(err.value)
+
+
+@pytest.mark.parametrize("version, loads", [("2.48.40", True), ("2.50.40", False), ("2.51.0", False)])
+def test_binaries_of_other_releases_and_producers_are_read_and_judged(tmp_path: Path, version: str,
+                                                                      loads: bool) -> None:
+    from harness.provision.artifacts import load_export
+    from harness.provision.preflight import check_qairt, emulator_qairt
+
+    info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=1, sidecar=False, soc_id=57, dsp_arch="v75")
+    shutil.copy(NEWER_CTX.with_name(f"matmul64-sm8650-qairt{version}.bin"), info.path / "qnn" / "graphllm0.bin")
+    art = load_export(info.path)
+    assert art.target is not None and (art.target.soc_id, art.target.htp_arch) == (57, "v75")
+    assert art.target.qairt_build is not None and art.target.qairt_build.startswith(f"v{version}.")
+    if loads:
+        check_qairt(art, emulator_qairt())
+    else:
+        with pytest.raises(PreflightError, match=f"built by QAIRT {version}"):
+            check_qairt(art, emulator_qairt())
