@@ -61,7 +61,7 @@ def runner_qairt(device: DeviceSpec, build: str | None) -> RuntimeQairt | None:
 
 def emulator_qairt(qnn_sdk: str | None = None) -> RuntimeQairt | None:
     """The host's QAIRT, which an emulated HTP device runs on; None when the host has none."""
-    from harness.qnn.host import auto_host_qnn
+    from harness.qnn import auto_host_qnn
 
     host, _why = auto_host_qnn(qnn_sdk)
     if host is None:
@@ -74,7 +74,7 @@ def manifest_qairt(transport: Transport) -> RuntimeQairt | None:
     `qairt_build` into them); None when none records one. The newest: if even it is too old, no
     runtime on the device loads the binary."""
     from harness.provision.scripts import RUNTIME_MANIFESTS_SCRIPT, parse_manifest_lines, script_argv
-    from harness.qnn.host import qairt_tuple
+    from harness.qnn import qairt_tuple
 
     device = transport.device
     res = transport.shell(script_argv(RUNTIME_MANIFESTS_SCRIPT, [device.work_dir]))
@@ -118,8 +118,7 @@ def rebuild_fix(artifact: ModelArtifact, runtime_version: str) -> str:
 def check_qairt(artifact: ModelArtifact, runtime: RuntimeQairt | None) -> None:
     """Refuse context binaries built by a newer QAIRT than the device's runtime (QNN refuses them
     at load: `Using newer context binary on old SDK`, err 5000). Unknown on either side: no verdict."""
-    from harness.qnn.compat import loads_on
-    from harness.qnn.host import qairt_version_of
+    from harness.qnn import loads_on, qairt_version_of
 
     t = artifact.target
     if not artifact.uses_qnn or t is None or not t.qairt_build or runtime is None:

@@ -67,7 +67,7 @@ class StatusReport:
 
 def _qairt(meta: dict[str, Any]) -> str:
     """A runtime's QAIRT as its manifest records it (provision/runtime.py), for the status line."""
-    from harness.qnn.host import qairt_version_of
+    from harness.qnn import qairt_version_of
 
     build = meta.get("qairt_build")
     return f"QAIRT {qairt_version_of(build)}" if isinstance(build, str) and build else ""

@@ -92,8 +92,7 @@ def _binaries_target(root: Path, qnn_sdk: Path | str | None, programs: tuple[str
     the SDK tool (qnn_sdk). One binary QNN refuses while it reads the others is a damaged copy,
     refused here; when it reads none (a format these libraries do not know), other records decide."""
     # Only the binaries' reader: the stub reader, the SDK tool's runner and ctypes load when needed.
-    from harness.compiled_io.binaries import read_binaries_target
-    from harness.compiled_io.types import SOURCE_QNNLIB
+    from harness.qnn.compiled_io import SOURCE_QNNLIB, read_binaries_target
 
     bt = read_binaries_target(root, qnn_sdk, programs=programs)
     if bt is not None and bt.read:
@@ -109,7 +108,7 @@ def _binaries_target(root: Path, qnn_sdk: Path | str | None, programs: tuple[str
                             source=f"{SOURCE_QNNLIB} ({shown})", qairt_build=bt.newest_build)
     if not qnn_sdk:
         return None
-    from harness.compiled_io.target import read_binary_target
+    from harness.qnn.compiled_io import read_binary_target
 
     from_bins = read_binary_target(root, qnn_sdk)
     if from_bins is None:
@@ -177,7 +176,7 @@ def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_t
 def check_program(pte: Path, device: DeviceSpec, runtime: RuntimeQairt | None) -> None:
     """The load preflight of one program run where it lies (host QNN material on the emulator, never
     provisioned): its delegates' SoC against the device's, their QAIRT against the runtime's."""
-    from harness.qnn.pte import PteError
+    from harness.qnn import PteError
 
     try:
         target = read_target(pte.parent, [], programs=(pte.name,))

@@ -1,5 +1,5 @@
 """Which QNN runtime loads which context binary: the measured rule and its table
-(docs/qnn-compat.md, measured by `python -m harness.qnn_probe.compat` into compat.json).
+(docs/qnn-compat.md, measured by `python -m harness.qnn.probe.compat` into compat.json).
 
 The rule: a context binary loads iff the QAIRT release that built it (the build id in its header,
 as libQnnSystem.so reads it) is not newer than the runtime's. Measured on the HTP emulator over
@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.qnn.host import qairt_tuple
 
-TABLE_PATH = Path(__file__).with_name("compat.json")
+COMPAT_TABLE_PATH = Path(__file__).with_name("compat.json")
 
 
 def loads_on(made_build: str | None, runtime_build: str | None) -> bool | None:
@@ -65,8 +65,8 @@ class CompatTable:
         return cls(tuple(CompatCell(**c) for c in data["cells"]), tuple(data["runtimes"]), str(data["provenance"]))
 
     @classmethod
-    def read(cls, path: Path = TABLE_PATH) -> CompatTable:
+    def read(cls, path: Path = COMPAT_TABLE_PATH) -> CompatTable:
         return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
 
 
-__all__ = ["TABLE_PATH", "CompatCell", "CompatTable", "loads_on"]
+__all__ = ["COMPAT_TABLE_PATH", "CompatCell", "CompatTable", "loads_on"]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.qnn.compat import CompatTable, loads_on
+from harness.qnn import CompatTable, loads_on
 from harness.qnn.host import find_host_qnn
-from harness.qnn_probe.compat import main, trial
+from harness.qnn.probe.compat import main, trial
 from tests.qnn.material import NEWER_CTX, et_qnn_or_skip, wheel_or_skip
 
 

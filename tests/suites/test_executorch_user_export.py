@@ -16,9 +16,9 @@ import yaml
 
 from harness.inventory import load_inventory
 from harness.report.records import TestRecord
-from harness.runners.et_catalogue import UNRECORDED_QNN, read_catalogue
+from harness.runners.executorch import UNRECORDED_QNN, read_catalogue
 from harness.suite import EXECUTORCH_QNN, Instance, run_check
-from harness.suite.et_input import build_et_input
+from harness.suite.executorch import build_et_input
 from harness.suite.registry import ET_FORMAT_RUNS
 from harness.transport.local import LocalTransport
 from tests.qnn.material import ET_QNN, NEWER_CTX, emulator_extras_or_skip, et_qnn_or_skip, pte_with_context
