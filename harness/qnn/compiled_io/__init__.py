@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
-    "binaries": ("BinariesTarget", "binary_files", "read_binaries_target"),
+    "binaries": ("BinariesTarget", "binary_files", "open_reader", "read_binaries_target"),
     "read": ("read_compiled_io",),
     "sdk": ("dump_context_binary", "parse_context_dump", "sdk_tool"),
     "stub": ("parse_stub", "read_stub", "stub_paths"),
@@ -51,6 +51,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
 if TYPE_CHECKING:
     from harness.qnn.compiled_io.binaries import BinariesTarget as BinariesTarget
     from harness.qnn.compiled_io.binaries import binary_files as binary_files
+    from harness.qnn.compiled_io.binaries import open_reader as open_reader
     from harness.qnn.compiled_io.binaries import read_binaries_target as read_binaries_target
     from harness.qnn.compiled_io.read import read_compiled_io as read_compiled_io
     from harness.qnn.compiled_io.sdk import dump_context_binary as dump_context_binary
