@@ -89,7 +89,7 @@ def parse_adb_server(ctx: Ctx, raw: Any, base: Path, *, from_place: bool) -> Adb
 Link = tuple[str | None, AdbServer | None, SshSpec | None]
 
 
-def adb_link(ctx: Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Link:
+def adb_link(ctx: Ctx, raw: dict[str, Any], base: Path, labgrid: LabgridSpec | None) -> Link:
     given = want(ctx, raw, "serial", (str, int))
     serial = None if given is None else str(given)
     if not serial:
@@ -101,7 +101,7 @@ def adb_link(ctx: Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Li
     return serial, adb_server, None
 
 
-def ssh_link(ctx: Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Link:
+def ssh_link(ctx: Ctx, raw: dict[str, Any], base: Path, labgrid: LabgridSpec | None) -> Link:
     want(ctx, raw, "serial", (str, int))  # a wrong type is named before the key is refused
     if "ssh" not in raw:
         raise ctx.fail("ssh", "is missing for an ssh device", "add `ssh: {host: ..., user: ..., key: ...}`")
@@ -112,7 +112,7 @@ def ssh_link(ctx: Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Li
     return None, None, ssh_spec
 
 
-def local_link(ctx: Ctx, raw: dict, base: Path, labgrid: LabgridSpec | None) -> Link:
+def local_link(ctx: Ctx, raw: dict[str, Any], base: Path, labgrid: LabgridSpec | None) -> Link:
     want(ctx, raw, "serial", (str, int))
     for k in ("serial", "adb_server", "ssh"):
         if k in raw:

@@ -25,7 +25,7 @@ class Ctx:
         return InventoryError(f"{where}: {problem}; {fix}")
 
 
-def want(ctx: Ctx, data: dict, key: str, kind: type | tuple[type, ...], *, required: bool = False,
+def want(ctx: Ctx, data: dict[str, Any], key: str, kind: type | tuple[type, ...], *, required: bool = False,
          default: Any = None) -> Any:
     return typed_get(ctx, data, key, kind, default=default, required=required,
                      missing_fix=f"add `{key}:` to this device")

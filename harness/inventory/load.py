@@ -41,7 +41,7 @@ _TOP_KEYS = {"version", "devices", "labgrid", "locks"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def _parse_device(ctx: Ctx, name: str, raw: dict, base: Path, coordinator: str | None = None) -> DeviceSpec:
+def _parse_device(ctx: Ctx, name: str, raw: dict[str, Any], base: Path, coordinator: str | None = None) -> DeviceSpec:
     check_keys(ctx, "", raw, _DEVICE_KEYS)
     text = want(ctx, raw, "transport", str, required=True)
     if text not in TRANSPORTS:
@@ -81,7 +81,7 @@ def _parse_device(ctx: Ctx, name: str, raw: dict, base: Path, coordinator: str |
 class _KindRules:
     """What devices.yaml asks of a device of one transport kind."""
 
-    link: Callable[[Ctx, dict, Path, LabgridSpec | None], Link]
+    link: Callable[[Ctx, dict[str, Any], Path, LabgridSpec | None], Link]
     needs_soc: bool  # False: the host itself, which may leave `soc:` out (soc: host)
     default_work_dir: str | None  # None: `work_dir:` is required
     on_host: bool  # work_dir is a host folder (relative to the file), not an absolute device path
@@ -94,7 +94,7 @@ _RULES = by_kind("inventory._RULES", {
 })
 
 
-def _tags(ctx: Ctx, raw: dict) -> tuple[str, ...]:
+def _tags(ctx: Ctx, raw: dict[str, Any]) -> tuple[str, ...]:
     tags = want(ctx, raw, "tags", list, default=[])
     for t in tags:
         if not isinstance(t, str) or not t:
@@ -102,7 +102,7 @@ def _tags(ctx: Ctx, raw: dict) -> tuple[str, ...]:
     return tuple(tags)
 
 
-def _host_device(ctx: Ctx, raw: dict, base: Path, transport: TransportKind) -> DeviceSpec:
+def _host_device(ctx: Ctx, raw: dict[str, Any], base: Path, transport: TransportKind) -> DeviceSpec:
     """A local device that is the host: no SoC facts (QNN cells skip there)."""
     if not _RULES[transport].on_host:
         raise ctx.fail("soc", "`host` is only for `transport: local`",

@@ -4,13 +4,15 @@ local device whose QNN cells run on the host's QAIRT HTP emulator."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness import soc
 from harness.inventory.context import Ctx, want
 from harness.inventory.model import HTP_EMULATOR, HTP_MODES
 from harness.kinds import TransportKind
 
 
-def parse_htp(ctx: Ctx, raw: dict, transport: TransportKind, *, on_host: bool) -> str:
+def parse_htp(ctx: Ctx, raw: dict[str, Any], transport: TransportKind, *, on_host: bool) -> str:
     """`htp: emulator` only on a device that is this host; such a device with an HTP SoC needs
     it (this host has no Hexagon DSP: its QNN cells can only run on QAIRT's x86 emulator)."""
     htp = want(ctx, raw, "htp", str)
@@ -25,10 +27,10 @@ def parse_htp(ctx: Ctx, raw: dict, transport: TransportKind, *, on_host: bool) -
     if not on_host:
         raise ctx.fail("htp", f"`htp: {htp}` is set on a {transport} device",
                        "remove it: an adb or ssh device runs its own HTP; the emulator is for `transport: local`")
-    return htp
+    return str(htp)
 
 
-def soc_facts(ctx: Ctx, raw: dict, soc_model: str) -> tuple[str, int, str, int]:
+def soc_facts(ctx: Ctx, raw: dict[str, Any], soc_model: str) -> tuple[str, int, str, int]:
     """(model, soc_id, HTP arch, VTCM MB): from the SoC table, where a written fact must agree
     with it, or all written out for an SoC the table lacks."""
     info = soc.lookup(soc_model)
