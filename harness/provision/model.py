@@ -8,7 +8,7 @@ from typing import Any
 from harness.provision.artifacts import ModelArtifact, check_target, load_export
 from harness.provision.hashcache import HashCache, default_cache
 from harness.provision.manifest import Manifest, read_local_manifest, write_local_manifest
-from harness.provision.preflight import check_qairt, device_qairt, runner_qairt
+from harness.provision.preflight import check_qairt, device_qairt, runner_qairt, smoke_load
 from harness.provision.progress import Progress, make_progress
 from harness.provision.sync import sync_set
 from harness.provision.types import ProvisionedModel
@@ -45,6 +45,7 @@ def provision_model(
     if artifact.uses_qnn and artifact.target is not None and artifact.target.qairt_build:
         runtime = runner_qairt(transport.device, runtime_qairt_build) or device_qairt(transport, str(qnn_sdk) if qnn_sdk else None)
         check_qairt(artifact, runtime)
+        smoke_load(artifact, runtime)
     target = artifact.target
     meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type,
                             "configs": {p.name: c for p, c in artifact.configs.items()}, "source": str(artifact.root)}

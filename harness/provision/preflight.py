@@ -8,8 +8,10 @@ Each refusal names its axis, both sides and the fix in the exporter's own terms.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 from harness.errors import ArtifactError, ProvisionError
 from harness.inventory import DeviceSpec
@@ -134,6 +136,57 @@ def check_qairt(artifact: ModelArtifact, runtime: RuntimeQairt | None) -> None:
         LoadAxis.QAIRT_TOO_NEW)
 
 
+SMOKE_MEMO = "qnn-smoke-loads.json"  # in user_cache_dir(): {"path|size|mtime_ns|build": [rc, QNN's words]}
+
+
+def binaries_of(artifact: ModelArtifact) -> list[Path]:
+    """The files holding the export's context binaries: qnn/graph*.bin and the programs that run."""
+    from harness.qnn.compiled_io import binary_files
+
+    files = [artifact.root / rel for rels in binary_files(artifact.root).values() for rel in rels]
+    return files + sorted({artifact.root / c for c in artifact.configs.values() if c.endswith(".pte")})
+
+
+def smoke_load(artifact: ModelArtifact, runtime: RuntimeQairt | None) -> None:
+    """Where the host has the runtime's QAIRT release, QNN itself loads each binary on the host's HTP
+    emulator before a byte moves: a smoke test of the binary, never of its SoC (the emulator loads any
+    SoC's). Each file version is tried once per host library (a memo in the user's cache folder)."""
+    from harness.hostfiles import FileKey, user_cache_dir, write_atomic
+    from harness.qnn import auto_host_qnn, qairt_version_of
+    from harness.qnn.trial_load import TrialLoadError, trial
+
+    host, _why = auto_host_qnn(None)
+    if runtime is None or host is None or qairt_version_of(host.qairt_build) != qairt_version_of(runtime.build):
+        return
+    memo_path = user_cache_dir() / SMOKE_MEMO
+    try:
+        memo = json.loads(memo_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        memo = {}
+    memo = memo if isinstance(memo, dict) else {}  # a damaged memo costs one more trial, nothing else
+    files = binaries_of(artifact)
+    keys = {f: f"{k.path}|{k.size}|{k.mtime_ns}|{host.qairt_build}" for f, k in zip(files, FileKey.of_many(files))}
+    todo = [f for f, key in keys.items() if key not in memo]
+    if todo:
+        try:
+            found = trial(host.htp_lib, todo)
+        except TrialLoadError:
+            return  # the host could not ask: no verdict (the load on the device still decides)
+        for f in todo:
+            bad = [(n, rc, said) for n, (rc, said) in found.items() if n.split("#")[0] == str(f) and rc != 0]
+            memo[keys[f]] = [bad[0][1], f"{bad[0][0]}: {bad[0][2]}"] if bad else [0, ""]
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(memo_path, json.dumps(memo, indent=1))
+    failed = [memo[key] for key in keys.values() if memo[key][0] != 0]
+    if failed:
+        rc, said = failed[0]
+        v = qairt_version_of(host.qairt_build)
+        raise PreflightError(f"{artifact.root}: the host's QAIRT {v}, the release {runtime.where} runs, refuses to "
+                             f"load a context binary on its HTP emulator (contextCreateFromBinary err {rc}: {said}); "
+                             f"it will not load on the device either. Nothing was pushed: copy the export again, or "
+                             f"{rebuild_fix(artifact, v)}", LoadAxis.CORRUPT)
+
+
 __all__ = ["EMULATOR_UPDATE", "PUSHED_UPDATE", "LoadAxis", "PreflightError", "RuntimeQairt", "check_qairt",
            "device_qairt", "emulator_qairt", "manifest_qairt", "pushed_runtime", "rebuild_fix", "retarget_fix",
-           "runner_qairt"]
+           "runner_qairt", "smoke_load"]

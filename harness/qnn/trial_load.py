@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
+import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.qnn.buildid import QNN_ERROR, QnnApiVersion
@@ -80,6 +83,31 @@ def trial_load(lib: Path, files: list[Path]) -> None:
                 _ContextFree(iface.contextFree)(ctx, None)
             # A line of its own after whatever QNN printed for this binary.
             print("\n" + MARK + json.dumps({"name": name, "rc": int(rc)}), flush=True)
+
+
+def trial(lib: Path, files: Sequence[Path], timeout: float = 600.0) -> dict[str, tuple[int, str]]:
+    """binary name -> (contextCreateFromBinary's answer, QNN's own lines before it) on `lib`, asked
+    in a child process (this module's main). TrialLoadError when the child did not answer."""
+    env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [str(lib.parent),
+                                                                          os.environ.get("LD_LIBRARY_PATH", "")]))}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "harness.qnn.trial_load", str(lib), *map(str, files)],
+                              capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise TrialLoadError(f"{lib}: the trial load took over {timeout:.0f} s") from None
+    found: dict[str, tuple[int, str]] = {}
+    said: list[str] = []
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARK):
+            row = json.loads(line[len(MARK):])
+            found[str(row["name"])] = (int(row["rc"]), "; ".join(said[-3:]))
+            said = []
+        elif line.strip().startswith("<E>"):
+            said.append(line.strip())
+    if proc.returncode != 0 or not found:
+        raise TrialLoadError(f"{lib}: the trial load did not answer (exit {proc.returncode}): "
+                             f"{(proc.stderr or proc.stdout).strip()[-400:]}")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,3 +132,27 @@ def test_binaries_of_other_releases_and_producers_are_read_and_judged(tmp_path: 
     else:
         with pytest.raises(PreflightError, match=f"built by QAIRT {version}"):
             check_qairt(art, emulator_qairt())
+
+
+def test_the_hosts_same_qairt_smoke_loads_a_binary_its_header_reader_accepts(tmp_path: Path) -> None:
+    from harness.hostfiles import user_cache_dir
+    from harness.provision.preflight import SMOKE_MEMO
+
+    good = et_qnn_or_skip("ctx", "qwen3-16a4w-sm8650.bin").read_bytes()
+    info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=2, sidecar=False, soc_id=57, dsp_arch="v75")
+    bad = bytearray(good)
+    bad[8192:8192 + 4096] = b"\xa5" * 4096  # inside the graph: the header (socModel, QAIRT) still reads
+    (info.path / "qnn" / "graphllm0.bin").write_bytes(good)
+    (info.path / "qnn" / "graphllm1.bin").write_bytes(bytes(bad))
+    inv = _emulator_inventory(tmp_path)
+    from harness.inventory import load_inventory
+
+    device = load_inventory(inv).get("emu")
+    with LocalTransport(device) as t:
+        for _ in range(2):  # the second time from the memo: the same verdict
+            with pytest.raises(PreflightError) as err:
+                provision_model(t, info.path)
+            assert err.value.axis is LoadAxis.CORRUPT
+            assert "the host's QAIRT 2.49.40" in str(err.value) and "err 5005" in str(err.value)
+            assert "graphllm1.bin" in str(err.value) and not t.exists(f"{device.work_dir}/models")
+    assert str((info.path / "qnn" / "graphllm1.bin").resolve()) in (user_cache_dir() / SMOKE_MEMO).read_text()

@@ -12,7 +12,8 @@ import pytest
 
 from harness.qnn import CompatTable, loads_on
 from harness.qnn.host import find_host_qnn
-from harness.qnn.probe.compat import main, trial
+from harness.qnn.probe.compat import main
+from harness.qnn.trial_load import trial
 from tests.qnn.material import NEWER_CTX, et_qnn_or_skip, wheel_or_skip
 
 
@@ -37,7 +38,8 @@ def test_qnn_itself_refuses_a_newer_binary_and_loads_its_own(tmp_path: Path, cap
     own = et_qnn_or_skip("ctx", "qwen3-16a4w-sm8650.bin")
     host = find_host_qnn()
     found = trial(host.htp_lib, [NEWER_CTX, own])
-    assert found == {str(NEWER_CTX): 5000, str(own): 0}
+    assert {name: rc for name, (rc, _said) in found.items()} == {str(NEWER_CTX): 5000, str(own): 0}
+    assert "Using newer context binary on old SDK" in found[str(NEWER_CTX)][1]  # QNN's own words
     out = tmp_path / "compat.json"
     assert main(["--runtime", str(host.htp_lib.parent), "--out", str(out), str(NEWER_CTX), str(own)]) == 0
     cells = {c["binary"]: c for c in json.loads(out.read_text())["cells"]}

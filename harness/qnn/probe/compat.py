@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from harness.errors import HarnessError
 from harness.hostfiles import write_atomic
 from harness.qnn.compat import COMPAT_TABLE_PATH, CompatCell, CompatTable, loads_on
 from harness.qnn.host import qairt_version_of, read_qairt_build
-from harness.qnn.trial_load import MARK
+from harness.qnn.trial_load import TrialLoadError, trial
 
 _USAGE = 4  # harness/lab/exitcodes.py USAGE_ERROR
 _LIB_DIRS = ("", "onnxruntime_qnn", "lib/x86_64-linux-clang")
@@ -64,23 +63,6 @@ def header_of(files: Sequence[Path]) -> dict[str, tuple[str, int | None, str]]:
     return out
 
 
-def trial(lib: Path, files: Sequence[Path], timeout: float = 600.0) -> dict[str, int]:
-    """binary name -> contextCreateFromBinary's answer on `lib` (a child process: harness/qnn/trial_load.py)."""
-    env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [str(lib.parent),
-                                                                          os.environ.get("LD_LIBRARY_PATH", "")]))}
-    proc = subprocess.run([sys.executable, "-m", "harness.qnn.trial_load", str(lib), *map(str, files)],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-    found = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith(MARK):
-            row = json.loads(line[len(MARK):])
-            found[str(row["name"])] = int(row["rc"])
-    if proc.returncode != 0 or not found:
-        raise HarnessError(f"{lib}: the trial load did not answer (exit {proc.returncode}): "
-                           f"{(proc.stderr or proc.stdout).strip()[-400:]}")
-    return found
-
-
 def measure(runtimes: Sequence[Path], files: Sequence[Path]) -> CompatTable:
     heads = header_of(files)
     cells, builds = [], []
@@ -88,7 +70,7 @@ def measure(runtimes: Sequence[Path], files: Sequence[Path]) -> CompatTable:
         lib = runtime_lib(folder)
         build = read_qairt_build(lib)[0]
         builds.append(build)
-        for name, rc in trial(lib, files).items():
+        for name, (rc, _said) in trial(lib, files).items():
             producer, soc_model, made = heads.get(name, ("context binary", None, ""))
             # The file's name, not where it lay on the measuring machine.
             cells.append(CompatCell(Path(name).name, producer, soc_model, made, build, rc, loads_on(made, build)))
@@ -132,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         table = measure(args.runtime, args.files)
         write_atomic(args.out, json.dumps(table.to_json(), indent=1) + "\n")
-    except (HarnessError, OSError, subprocess.TimeoutExpired) as exc:
+    except (HarnessError, TrialLoadError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(markdown(table) if args.markdown else f"{args.out}: {len(table.cells)} cells")
