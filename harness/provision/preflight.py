@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.errors import ArtifactError, ProvisionError
 from harness.inventory import DeviceSpec
 from harness.provision.artifact_types import ModelArtifact
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 
 class LoadAxis(StrEnum):
@@ -152,8 +152,7 @@ def smoke_load(artifact: ModelArtifact, runtime: RuntimeQairt | None) -> None:
     emulator before a byte moves: a smoke test of the binary, never of its SoC (the emulator loads any
     SoC's). Each file version is tried once per host library (a memo in the user's cache folder)."""
     from harness.hostfiles import FileKey, user_cache_dir, write_atomic
-    from harness.qnn import auto_host_qnn, qairt_version_of
-    from harness.qnn.trial_load import TrialLoadError, trial
+    from harness.qnn import TrialLoadError, auto_host_qnn, qairt_version_of, trial
 
     host, _why = auto_host_qnn(None)
     if runtime is None or host is None or qairt_version_of(host.qairt_build) != qairt_version_of(runtime.build):

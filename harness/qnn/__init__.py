@@ -19,8 +19,10 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
                     "op_kind", "packaged_table", "probe_of"),
     "compat": ("COMPAT_TABLE_PATH", "CompatCell", "CompatTable", "loads_on"),
     "ctx": ("BinaryInfo", "ContextBinaryError", "GraphInfo", "QnnSystemLib", "TensorInfo", "read_context_binary"),
-    "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable", "auto_host_qnn",
-             "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of", "scan_qairt_build"),
+    "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable",
+             "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
+             "scan_qairt_build"),
+    "trial_load": ("TrialLoadError", "trial"),
     "pte": ("PteError", "QnnDelegate", "context_binaries", "is_pte", "qnn_delegates"),
 })
 
@@ -60,3 +62,5 @@ if TYPE_CHECKING:
     from harness.qnn.pte import context_binaries as context_binaries
     from harness.qnn.pte import is_pte as is_pte
     from harness.qnn.pte import qnn_delegates as qnn_delegates
+    from harness.qnn.trial_load import TrialLoadError as TrialLoadError
+    from harness.qnn.trial_load import trial as trial

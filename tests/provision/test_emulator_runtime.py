@@ -14,9 +14,9 @@ import yaml
 
 from harness.errors import HarnessError
 from harness.inventory import load_inventory
-from harness.provision.emulator import provision_emulator_runtime
+from harness.provision import provision_emulator_runtime
 from harness.qnn import host as qnn_host
-from harness.transport.local import LocalTransport
+from harness.transport import LocalTransport
 
 
 def _device(tmp_path: Path, **extra):
@@ -63,7 +63,7 @@ def test_the_installed_wheel_is_the_emulators_qnn(tmp_path: Path) -> None:
     assert Path(runtime.runner).name == "qnn_llama_runner" and (Path(runtime.remote_dir) / "pte_runner").is_file()
     assert qnn_host.find_host_qnn().qairt_version == "2.49.40"  # onnxruntime-qnn 2.5.0, read from the library
     assert runtime.qairt_build == qnn_host.find_host_qnn().qairt_build
-    from harness.provision.status import device_status
+    from harness.provision import device_status
 
     status = str(device_status(LocalTransport(_device(tmp_path))))
     assert "qnn_llama_runner v75 emulator QAIRT 2.49.40" in status and "cpu-only" not in status, status

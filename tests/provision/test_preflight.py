@@ -14,11 +14,9 @@ import yaml
 
 from harness.cli import main
 from harness.errors import ArtifactError
-from harness.provision import provision_model, provision_runtime
-from harness.provision.preflight import LoadAxis, PreflightError
-from harness.provision.status import device_status
-from harness.qnn.host import find_host_qnn
-from harness.transport.local import LocalTransport
+from harness.provision import LoadAxis, PreflightError, device_status, provision_model, provision_runtime
+from harness.qnn import find_host_qnn
+from harness.transport import LocalTransport
 from tests.provision.conftest import local_device
 from tests.qnn.material import NEWER_CTX, et_qnn_or_skip, pte_with_context, wheel_or_skip
 from virtual_lab.exports import make_qwen3_export
@@ -119,8 +117,7 @@ def test_a_newer_binary_for_another_soc_names_the_soc_first(tmp_path: Path) -> N
 @pytest.mark.parametrize("version, loads", [("2.48.40", True), ("2.50.40", False), ("2.51.0", False)])
 def test_binaries_of_other_releases_and_producers_are_read_and_judged(tmp_path: Path, version: str,
                                                                       loads: bool) -> None:
-    from harness.provision.artifacts import load_export
-    from harness.provision.preflight import check_qairt, emulator_qairt
+    from harness.provision import check_qairt, emulator_qairt, load_export
 
     info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=1, sidecar=False, soc_id=57, dsp_arch="v75")
     shutil.copy(NEWER_CTX.with_name(f"matmul64-sm8650-qairt{version}.bin"), info.path / "qnn" / "graphllm0.bin")

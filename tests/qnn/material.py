@@ -60,7 +60,8 @@ def pte_with_context(src: Path, binary: bytes, out: Path) -> Path:
     ExecuTorch (ExecuTorch 1.5.1 lowers only on 2.49, ../shared's README)."""
     import struct
 
-    from harness.qnn.pte import _QNN_HEAD, _Flat, _segment_base, qnn_delegates
+    from harness.qnn import qnn_delegates
+    from harness.qnn.pte import _QNN_HEAD, _Flat, _segment_base
 
     buf = bytearray(src.read_bytes())
     d = qnn_delegates(src)[0]

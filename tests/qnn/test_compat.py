@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.qnn import CompatTable, loads_on
-from harness.qnn.host import find_host_qnn
+from harness.qnn import CompatTable, find_host_qnn, loads_on, trial
 from harness.qnn.probe.compat import main
-from harness.qnn.trial_load import trial
 from tests.qnn.material import NEWER_CTX, et_qnn_or_skip, wheel_or_skip
 
 

@@ -15,12 +15,11 @@ import pytest
 import yaml
 
 from harness.inventory import load_inventory
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 from harness.runners.executorch import UNRECORDED_QNN, read_catalogue
-from harness.suite import EXECUTORCH_QNN, Instance, run_check
+from harness.suite import ET_FORMAT_RUNS, EXECUTORCH_QNN, Instance, run_check
 from harness.suite.executorch import build_et_input
-from harness.suite.registry import ET_FORMAT_RUNS
-from harness.transport.local import LocalTransport
+from harness.transport import LocalTransport
 from tests.qnn.material import ET_QNN, NEWER_CTX, emulator_extras_or_skip, et_qnn_or_skip, pte_with_context
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.outcomes import FailureClass
-from harness.provision.model import provision_model
-from harness.report.records import TestRecord
+from harness.provision import provision_model
+from harness.report import TestRecord
 from harness.runners.executorch import analyse_etdump, analyse_qnn_etdump, executorch_available
 from harness.suite.executorch.checks import PROMPT, EtInput, host_python_env
 from harness.suite.model import CheckCall
