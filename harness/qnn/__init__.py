@@ -3,7 +3,8 @@
 reads a library's build in a child), context binaries read by libQnnSystem.so (ctx.py +
 layouts.py), the binaries inside an ExecuTorch .pte (pte.py), the binary x runtime QAIRT rule and its
 measured table (compat.py + compat.json; trial_load.py asks QNN itself), the measured HTP arch table
-(arch_limits.py + arch_limits.json). Sub-packages have faces of their own: compiled_io/ (an
+(arch_limits.py + arch_limits.json), QNN's failures read from a lowering's or run's log (log.py,
+`python -m harness.qnn.log`; its lines are the failure catalogue's). Sub-packages have faces of their own: compiled_io/ (an
 export's compiled IO, `python -m harness.qnn.compiled_io`) and probe/ (the arch probe,
 `python -m harness.qnn.probe`). Facts in docs/host-qnn.md. Names load on first use (PEP 562),
 so a `harness push` or a CLI of a sub-package does not import ctypes or the arch table."""
@@ -19,6 +20,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
                     "op_kind", "packaged_table", "probe_of"),
     "compat": ("COMPAT_TABLE_PATH", "CompatCell", "CompatTable", "loads_on"),
     "ctx": ("BinaryInfo", "ContextBinaryError", "GraphInfo", "QnnSystemLib", "TensorInfo", "read_context_binary"),
+    "log": ("FAILURE_CLASS", "QnnFailure", "QnnLogVerdict", "classify_qnn_log", "exit_status"),
     "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable",
              "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
              "scan_qairt_build"),
@@ -57,6 +59,11 @@ if TYPE_CHECKING:
     from harness.qnn.host import qairt_tuple as qairt_tuple
     from harness.qnn.host import qairt_version_of as qairt_version_of
     from harness.qnn.host import scan_qairt_build as scan_qairt_build
+    from harness.qnn.log import FAILURE_CLASS as FAILURE_CLASS
+    from harness.qnn.log import QnnFailure as QnnFailure
+    from harness.qnn.log import QnnLogVerdict as QnnLogVerdict
+    from harness.qnn.log import classify_qnn_log as classify_qnn_log
+    from harness.qnn.log import exit_status as exit_status
     from harness.qnn.pte import PteError as PteError
     from harness.qnn.pte import QnnDelegate as QnnDelegate
     from harness.qnn.pte import context_binaries as context_binaries

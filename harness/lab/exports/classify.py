@@ -1,6 +1,6 @@
 """Why an export failed, from how its process ended and what it printed: QNN's own signatures
 (op validation with the ops and the arch, graph finalize, ops left undelegated, a segfault while
-building) are read by harness/runners/qnn_log.py, the one home of QNN's messages; the exporter's
+building) are read by harness/qnn/log.py, the one home of QNN's messages; the exporter's
 side is read here: killed for memory, timed out, a missing tool or SDK, a crash by signal with the
 last lines, a Python traceback. An export's failure is the user's export failing, never a harness
 error (docs/exports.md#failures)."""
@@ -13,17 +13,11 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.catalogue import Scope, load_catalogue, signal_name, signal_of
 from harness.outcomes import FailureClass
-from harness.runners import QnnFailure, classify_qnn_log, signal_name, signal_of
+from harness.qnn import QnnFailure, classify_qnn_log
 
 _LAST_LINES = 12
-# A tool or SDK the command needs is not there: the shell's "not found", Python's missing module,
-# the loader's missing library, an exporter saying its SDK is missing.
-_MISSING_TOOL_RE = re.compile(
-    r"(?P<line>.*(?:command not found|: not found$|No such file or directory: '[^']+'$"
-    r"|ModuleNotFoundError: No module named .*|ImportError: .*cannot open shared object file.*"
-    r"|error while loading shared libraries: .*|QNN_SDK_ROOT.*(?:not set|not found|missing).*"
-    r"|(?:QNN )?SDK not found.*))", re.MULTILINE | re.IGNORECASE)
 _TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\):$", re.MULTILINE)
 _EXCEPTION_LINE_RE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)|AssertionError)"
                                 r"(?::\s*(?P<text>.*))?$", re.MULTILINE)
@@ -96,6 +90,17 @@ def _qnn_verdict(text: str, returncode: int | None) -> FailureVerdict | None:
     return FailureVerdict(f"qnn-{verdict.failure.value}", message, list(verdict.last_lines) or last_lines(text), facts)
 
 
+def _missing_tool_line(text: str) -> str | None:
+    """The first line naming a missing tool or SDK (the failure catalogue's export-build lines),
+    from its start to the end of what the line says is missing."""
+    entries = [e for e in load_catalogue().in_scope(Scope.EXPORT_BUILD) if e.cls == ExportFailure.MISSING_TOOL]
+    for line in text.split("\n"):
+        ends = [m.end() for e in entries for m in e.regex.finditer(line)]
+        if ends:
+            return line[:max(ends)].strip()
+    return None
+
+
 def classify_failure(text: str, returncode: int | None, *, timed_out: float | None = None,
                      shell: bool = False) -> FailureVerdict:
     """The verdict of an export that did not succeed (`returncode` None: it never started).
@@ -113,9 +118,9 @@ def classify_failure(text: str, returncode: int | None, *, timed_out: float | No
                               "killed (SIGKILL) by no one the harness knows: most likely the kernel's OOM killer; "
                               "give the host more memory or lower exports.parallel",
                               tail, {"signal": "SIGKILL"}, cacheable=False)
-    missing = _MISSING_TOOL_RE.search(text)
+    missing = _missing_tool_line(text)
     if missing is not None or returncode == 127:
-        line = missing.group("line").strip() if missing else "exit code 127 (command not found)"
+        line = missing or "exit code 127 (command not found)"
         return FailureVerdict(ExportFailure.MISSING_TOOL.value, f"a tool or SDK is missing: {line}", tail,
                               cacheable=False)
     if sig is not None:

@@ -21,8 +21,9 @@ from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
 from harness.provision import PreflightError, check_program, provision_model, runner_qairt
+from harness.qnn import classify_qnn_log
 from harness.report import TestRecord
-from harness.runners import QUANT_FORMATS, classify_qnn_log, skip_reason
+from harness.runners import QUANT_FORMATS, skip_reason
 from harness.runners.executorch import (
     ArtifactKind,
     EtArtifact,
@@ -77,7 +78,7 @@ class EtInput:
 
 
 def qnn_failure(label: str, stdout: str, stderr: str, exit_code: int | None, rec: TestRecord) -> Verdict | None:
-    """A failed QNN run named by QNN's own log (harness/runners/qnn_log.py: op validation, ABI,
+    """A failed QNN run named by QNN's own log (harness/qnn/log.py: op validation, ABI,
     corrupt PTE, missing libraries, a signal, ...); None when the log names no QNN failure."""
     found = classify_qnn_log(f"{stdout}\n{stderr}", exit_code)
     if found.failure is None or found.failure_class is None:
