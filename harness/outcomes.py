@@ -66,6 +66,7 @@ class FailureClass(StrEnum):
     EXPORT_FAILED = "export-failed"  # a non-zero exit with no known signature
     EXPORT_NO_OUTPUT = "export-no-output"  # exit 0, but nothing was written to {out}
     EXPORT_INVALID = "export-invalid"  # exit 0, but the folder is not an export the harness can run
+    EXPORT_HOST_FAULT = "export-host-fault"  # the host's doing (a full disk, a signal from outside): never cached
     # ...and QNN's own, as the export names them: "qnn-" + harness/qnn/log.py QnnFailure.
     EXPORT_QNN_OP_VALIDATION = "qnn-op-validation"
     EXPORT_QNN_GRAPH_FINALIZE = "qnn-graph-finalize"
@@ -104,6 +105,7 @@ class NightOutcome(StrEnum):
     QUARANTINED = "quarantined"  # unhealthy or lost: the rest of its entries skipped
     BUSY = "busy"  # not claimed: another run held it, or the claim engine failed
     INTERRUPTED = "interrupted"  # a stop (Ctrl-C, SIGTERM) ended it
+    HOST_FAULT = "host-fault"  # the lab host could not keep its results (a full disk): the rest not run
 
 
 # The class a catalogue entry may carry that is never a failure (harness/catalogue/lines.yaml).

@@ -26,7 +26,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "setfiles": ("ArtifactFile", "list_files"),
     "status": ("SetStatus", "StatusReport", "device_status", "remove_set"),
     "sync": ("SyncResult", "sync_set"),
-    "target": ("check_program", "check_target"),
+    "target": ("check_target", "preflight_program"),
     "types": ("ProvisionedModel", "ProvisionedRuntime"),
 })
 
@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from harness.provision.status import remove_set as remove_set
     from harness.provision.sync import SyncResult as SyncResult
     from harness.provision.sync import sync_set as sync_set
-    from harness.provision.target import check_program as check_program
     from harness.provision.target import check_target as check_target
+    from harness.provision.target import preflight_program as preflight_program
     from harness.provision.types import ProvisionedModel as ProvisionedModel
     from harness.provision.types import ProvisionedRuntime as ProvisionedRuntime

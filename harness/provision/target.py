@@ -173,7 +173,7 @@ def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_t
                              f"{device.vtcm_mb} MB; re-export with --vtcm_mb {device.vtcm_mb}", LoadAxis.TARGET)
 
 
-def check_program(pte: Path, device: DeviceSpec, runtime: RuntimeQairt | None) -> None:
+def preflight_program(pte: Path, device: DeviceSpec, runtime: RuntimeQairt | None) -> None:
     """The load preflight of one program run where it lies (host QNN material on the emulator, never
     provisioned): its delegates' SoC against the device's, their QAIRT against the runtime's."""
     from harness.qnn import PteError
@@ -187,4 +187,4 @@ def check_program(pte: Path, device: DeviceSpec, runtime: RuntimeQairt | None) -
     check_qairt(art, runtime)
 
 
-__all__ = ["check_program", "check_target", "read_target"]
+__all__ = ["check_target", "preflight_program", "read_target"]

@@ -25,7 +25,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
              "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
              "scan_qairt_build"),
     "trial_load": ("TrialLoadError", "trial"),
-    "pte": ("PteError", "QnnDelegate", "context_binaries", "is_pte", "qnn_delegates"),
+    "pte": ("PteError", "QnnDelegate", "check_program", "context_binaries", "is_pte", "qnn_delegates"),
 })
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from harness.qnn.log import exit_status as exit_status
     from harness.qnn.pte import PteError as PteError
     from harness.qnn.pte import QnnDelegate as QnnDelegate
+    from harness.qnn.pte import check_program as check_program
     from harness.qnn.pte import context_binaries as context_binaries
     from harness.qnn.pte import is_pte as is_pte
     from harness.qnn.pte import qnn_delegates as qnn_delegates

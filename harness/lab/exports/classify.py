@@ -35,10 +35,18 @@ class ExportFailure(enum.StrEnum):
     FAILED = FailureClass.EXPORT_FAILED.value  # a non-zero exit with no known signature
     NO_OUTPUT = FailureClass.EXPORT_NO_OUTPUT.value  # exit 0, but nothing was written to {out}
     INVALID = FailureClass.EXPORT_INVALID.value  # exit 0, but the folder is not an export the harness can run
+    HOST_FAULT = FailureClass.EXPORT_HOST_FAULT.value  # a full disk, a signal from outside the harness
+
+
+# The host's doing, not the inputs': a full disk or quota (errno 28 / 122, as Python and the
+# C library print them), and a stop from outside the harness (a CI cancel, an operator).
+_HOST_FULL_RE = re.compile(r"(?P<line>.*(?:No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]).*)")
+_OUTSIDE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
 
 
 # Failures that depend on the host, not on the inputs: never kept in the export cache.
-TRANSIENT = frozenset({ExportFailure.KILLED_FOR_MEMORY, ExportFailure.TIMEOUT, ExportFailure.MISSING_TOOL})
+TRANSIENT = frozenset({ExportFailure.KILLED_FOR_MEMORY, ExportFailure.TIMEOUT, ExportFailure.MISSING_TOOL,
+                       ExportFailure.HOST_FAULT})
 
 
 @dataclass
@@ -109,10 +117,13 @@ def classify_failure(text: str, returncode: int | None, *, timed_out: float | No
     if timed_out is not None:
         return FailureVerdict(ExportFailure.TIMEOUT.value, f"still running after its timeout_s of {timed_out:g} s; "
                               "killed with its process group", tail, {"timeout_s": timed_out}, cacheable=False)
+    sig = signal_of(returncode, shell)
+    host = _host_fault(text, sig, tail)
+    if host is not None:
+        return host
     qnn = _qnn_verdict(text, returncode)
     if qnn is not None:
         return qnn
-    sig = signal_of(returncode, shell)
     if sig == signal.SIGKILL or "MemoryError" in text:
         return FailureVerdict(ExportFailure.KILLED_FOR_MEMORY.value,
                               "killed (SIGKILL) by no one the harness knows: most likely the kernel's OOM killer; "
@@ -133,6 +144,20 @@ def classify_failure(text: str, returncode: int | None, *, timed_out: float | No
         return FailureVerdict(ExportFailure.PYTHON_ERROR.value, f"the exporter raised {line}", tail)
     return FailureVerdict(ExportFailure.FAILED.value,
                           f"exit code {returncode}; last line: {tail[-1] if tail else '(no output)'}", tail)
+
+
+def _host_fault(text: str, sig: int | None, tail: list[str]) -> FailureVerdict | None:
+    """A failure the host caused: the next build on a healthy host may pass, so it is not kept."""
+    if sig in _OUTSIDE_SIGNALS:
+        name = signal_name(sig)
+        return FailureVerdict(ExportFailure.HOST_FAULT.value, f"ended by {name} from outside the harness "
+                              "(a CI cancel, an operator); not kept in the cache", tail, {"signal": name},
+                              cacheable=False)
+    full = _HOST_FULL_RE.search(text)
+    if full is not None:
+        return FailureVerdict(ExportFailure.HOST_FAULT.value, f"the host's disk is full: {full.group('line').strip()}; "
+                              "free some space and run again (not kept in the cache)", tail, cacheable=False)
+    return None
 
 
 def classify_not_started(error: OSError, argv0: str) -> FailureVerdict:

@@ -20,7 +20,7 @@ from harness.hostfiles import child_pythonpath
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
-from harness.provision import PreflightError, check_program, provision_model, runner_qairt
+from harness.provision import PreflightError, preflight_program, provision_model, runner_qairt
 from harness.qnn import classify_qnn_log
 from harness.report import TestRecord
 from harness.runners import QUANT_FORMATS, skip_reason
@@ -189,6 +189,9 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
     reason = skip_reason(quant, device.htp_arch) if quant in QUANT_FORMATS else None  # not UNRECORDED_QNN
     if reason:
         return Verdict.skipped(f"{quant} on {device.name} ({device.htp_arch}): {reason}")
+    broken = inp.catalogue.broken([quant])
+    if broken:  # a broken program is a failure, never "no program of that format"
+        return Verdict.failed(FailureClass.EXPORT_INVALID, f"{quant}: {broken[quant]}")
     art = inp.catalogue.qnn(quant)
     if art is None:
         return Verdict.skipped(inp.catalogue.missing_reason(quant))
@@ -200,7 +203,7 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
         if art.kind is ArtifactKind.EXPORT:
             return _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
         assert art.pte is not None
-        check_program(art.pte, device, runner_qairt(device, inp.runner.runtime.qairt_build))
+        preflight_program(art.pte, device, runner_qairt(device, inp.runner.runtime.qairt_build))
     except PreflightError as exc:  # refused before it ran: the axis and both sides are in the message
         rec.extras["load_preflight"] = str(exc.axis)
         return Verdict.failed(FailureClass.BINARY_MISMATCH, f"{art.name}: refused before it ran: {exc}")
@@ -212,6 +215,9 @@ def cpu_export_runs(c: CheckCall[EtInput]) -> Verdict:
     prompt echoed first and no more tokens than the runner's resolved limit."""
     inp, rec = c.inp, c.rec
     cpu = inp.catalogue.cpu_exports()
+    broken = {n: why for n, why in inp.catalogue.broken().items() if n not in QUANT_FORMATS}
+    if broken:  # a program that does not load is no CPU export: it fails, never silently skipped
+        return Verdict.failed(FailureClass.EXPORT_INVALID, "; ".join(f"{n}: {why}" for n, why in broken.items()))
     if not cpu:
         return Verdict.skipped("no CPU export (a .pte without QnnBackend) in --model-dir")
     inp.stamp(rec)
