@@ -53,7 +53,7 @@ class StatusReport:
             lines.append("  nothing provisioned")
         for st in self.sets:
             what = " ".join(str(x) for x in (st.meta.get("model_type") or st.meta.get("runner"),
-                                             st.meta.get("htp_arch")) if x)
+                                             st.meta.get("htp_arch"), _qairt(st.meta)) if x)
             lines.append(f"  {st.kind:<8} {st.name:<32} {st.state:<8} {st.files:>4} files {human_bytes(st.bytes):>10}"
                          f"  {what}".rstrip())
             lines.extend(f"      ! {p}" for p in st.problems)
@@ -63,6 +63,14 @@ class StatusReport:
             lines.append(f"  {self.leftover_files} partial files ({human_bytes(self.leftover_bytes)}) under "
                          f"{self.work_dir}/.incoming (removed by the next push after 2 hours)")
         return "\n".join(lines)
+
+
+def _qairt(meta: dict[str, Any]) -> str:
+    """A runtime's QAIRT as its manifest records it (provision/runtime.py), for the status line."""
+    from harness.qnn import qairt_version_of
+
+    build = meta.get("qairt_build")
+    return f"QAIRT {qairt_version_of(build)}" if isinstance(build, str) and build else ""
 
 
 def device_status(transport: Transport) -> StatusReport:
