@@ -42,7 +42,7 @@ from harness.suite import (
 )
 
 
-def _record(ctx: DeviceContext, check: Check, instance: Instance, label: str) -> TestRecord:
+def _record(ctx: DeviceContext, check: Check[Any], instance: Instance, label: str) -> TestRecord:
     rec = TestRecord(name=check.testcase(instance), suite=ctx.entry.suite.name, device=ctx.device.name,
                      soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label)
     if ctx.device.emulated:
@@ -50,7 +50,7 @@ def _record(ctx: DeviceContext, check: Check, instance: Instance, label: str) ->
     return rec
 
 
-def _matrix_records(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], inp: MatrixInput,
+def _matrix_records(ctx: DeviceContext, suite: Suite, checks: Sequence[Check[Any]], inp: MatrixInput,
                     pairs: Sequence[BackendPair], case_ids: Sequence[str], label: str) -> Iterator[TestRecord]:
     """The cell and pair checks' testcases of `pairs`, decided on `inp`."""
     for check in checks:
@@ -97,7 +97,7 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
             yield rec
 
 
-def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], model: ProvisionedModel, label: str,
+def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check[Any]], model: ProvisionedModel, label: str,
                options: dict[str, Any], sdk: Path | None) -> Iterator[TestRecord]:
     """The matrix (cell and pair checks), then the device checks."""
     visual = suite.visual if suite.visual is not None else model.visual
@@ -157,7 +157,7 @@ def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], mod
     runner.cleanup()
 
 
-def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], model: ProvisionedModel,
+def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check[Any]], model: ProvisionedModel,
            runner: LlmDemoRunner, pairs: Sequence[BackendPair], cases: Sequence[PromptCase], label: str, *,
            max_new_tokens: int, timeout: float, env: dict[str, str]) -> Iterator[TestRecord]:
     """Pair by pair, CPU reference first, so results arrive as they are made and a retry after a

@@ -106,7 +106,7 @@ def parse_suites(ctx: PlanCtx, raw: Any, models: dict[str, ModelSpec], base: Pat
     return tuple(suites)
 
 
-def check_runner_options(ctx: PlanCtx, plan_options: dict, models: dict[str, ModelSpec],
+def check_runner_options(ctx: PlanCtx, plan_options: dict[str, Any], models: dict[str, ModelSpec],
                          suites: tuple[SuiteSpec, ...]) -> None:
     """Every llm_demo entry finds a runtime folder in its merged options (plan < model < suite)."""
     for suite in suites:
