@@ -31,7 +31,7 @@ from harness.provision.setfiles import ArtifactFile, list_files
 from harness.provision.sync import SyncResult, sync_set
 from harness.provision.types import ProvisionedRuntime
 from harness.qnn import scan_qairt_build
-from harness.transport import Transport
+from harness.transport import RunsAndMovesFiles, Transport
 
 _ARCH_LIB = re.compile(r"^libQnnHtpV(\d+)(Stub|Skel)\.so$")
 # Where Android looks for DSP skeletons besides ours (Qualcomm's ADSP_LIBRARY_PATH default).
@@ -316,7 +316,7 @@ _DEVICE_SCRIPT = ('if command -v getprop >/dev/null 2>&1; then echo "@abilist=$(
                   'for f in "$@"; do [ -e "$f" ] && echo "$f"; done; exit 0')
 
 
-def check_device_fit(transport: Transport, bundle: RuntimeBundle) -> None:
+def check_device_fit(transport: RunsAndMovesFiles, bundle: RuntimeBundle) -> None:
     """Before a byte moves: every ELF file of the bundle is built for an ABI the device runs
     (ProvisionError naming the file, its ABI and the device's: an x86-64 llm_demo is never
     pushed to an arm64 phone), and every NEEDED library the bundle does not carry is in the
