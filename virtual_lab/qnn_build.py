@@ -7,8 +7,8 @@ delegated program. The lowering runs in a child with the QNN environment (import
 ExecuTorch there, never in the caller); its .pte is written to a temp name and renamed, keyed
 by (SoC, skipped ops, builder version) so a cached program is never rebuilt.
 
-`python -m virtual_lab.qnn_build --soc SM8650 --out X.pte [--skip-op aten.linear.default]`
-is the child; `build_program()` the caller's side.
+`python -m virtual_lab.qnn_build --job 'SM8650|aten.relu.default|X.pte' ...` is the child;
+`build_programs()` the caller's side.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,35 +40,41 @@ class ProgramSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def file_name(self) -> str:
-        part = "-partial" if self.skip_ops else ""
+        part = "-cpu-" + "-".join(op.split(".")[1] for op in sorted(self.skip_ops)) if self.skip_ops else ""
         return f"tiny-8a8w-{self.soc.lower()}{part}-{self.key()}.pte"
 
 
-def build_program(spec: ProgramSpec, cache: Path, child_env: dict[str, str], timeout: float = 600.0) -> Path:
-    """The cached program for `spec` in `cache`, lowered by a child with `child_env` when absent."""
-    out = cache / spec.file_name()
-    if out.is_file():
-        return out
+def build_programs(specs: Sequence[ProgramSpec], cache: Path, child_env: Mapping[str, str],
+                   timeout: float = 900.0) -> dict[ProgramSpec, Path]:
+    """The cached program of each spec in `cache`; the missing ones lowered by one child with
+    `child_env` (importing torch and ExecuTorch costs more than a tiny lowering)."""
+    found = {spec: cache / spec.file_name() for spec in specs}
+    missing = [spec for spec, path in found.items() if not path.is_file()]
+    if not missing:
+        return found
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = cache / f".{out.name}.{os.getpid()}.tmp"
-    repo = str(Path(__file__).resolve().parents[1])
+    tmps = {spec: cache / f".{found[spec].name}.{os.getpid()}.tmp" for spec in missing}
     env = dict(child_env)
+    repo = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, env.get("PYTHONPATH", "")]))
-    cmd = [sys.executable, "-m", "virtual_lab.qnn_build", "--soc", spec.soc, "--out", str(tmp)]
-    for op in spec.skip_ops:
-        cmd += ["--skip-op", op]
-    with tempfile.TemporaryDirectory(prefix="qnn-build-") as cwd:  # QNN drops files into its cwd
-        try:
+    cmd = [sys.executable, "-m", "virtual_lab.qnn_build"]
+    for spec in missing:
+        cmd += ["--job", "|".join([spec.soc, ",".join(spec.skip_ops), str(tmps[spec])])]
+    try:
+        with tempfile.TemporaryDirectory(prefix="qnn-build-") as cwd:  # QNN drops files into its cwd
             proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
+        if proc.returncode != 0 or not all(t.is_file() for t in tmps.values()):
+            raise QnnBuildError(f"lowering {', '.join(s.file_name() for s in missing)} failed "
+                                f"(exit {proc.returncode}): {proc.stdout[-1500:]}")
+        for spec, tmp in tmps.items():
+            tmp.replace(found[spec])
+    except subprocess.TimeoutExpired:
+        raise QnnBuildError(f"lowering {len(missing)} programs took over {timeout:.0f} s") from None
+    finally:
+        for tmp in tmps.values():
             tmp.unlink(missing_ok=True)
-            raise QnnBuildError(f"lowering {out.name} took over {timeout:.0f} s") from None
-    if proc.returncode != 0 or not tmp.is_file():
-        tmp.unlink(missing_ok=True)
-        raise QnnBuildError(f"lowering {out.name} failed (exit {proc.returncode}): {proc.stdout[-1500:]}")
-    tmp.replace(out)
-    return out
+    return found
 
 
 def _lower(soc: str, skip_ops: Sequence[str], out: Path) -> None:
@@ -111,11 +117,11 @@ def _lower(soc: str, skip_ops: Sequence[str], out: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m virtual_lab.qnn_build")
-    ap.add_argument("--soc", required=True)
-    ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--skip-op", action="append", default=[])
+    ap.add_argument("--job", action="append", required=True, help="SOC|skipped,ops|OUT.pte")
     args = ap.parse_args(argv)
-    _lower(args.soc, args.skip_op, args.out)
+    for job in args.job:
+        soc, skipped, out = job.split("|", 2)
+        _lower(soc, [op for op in skipped.split(",") if op], Path(out))
     return 0
 
 

@@ -8,10 +8,12 @@ from collections.abc import Mapping
 
 from harness.evidence.base import Evidence, EvidenceSet, JsonObject
 from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdictLine
+from harness.evidence.placement import PlacementEvidence
+from harness.evidence.provenance import Provenance, Tier
 from harness.evidence.teacher_forced import TeacherForced
 
-FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence)
+FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence, PlacementEvidence, Provenance)
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES}
 
 __all__ = ["Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "JsonObject", "KINDS",
-           "TeacherForced"]
+           "PlacementEvidence", "Provenance", "TeacherForced", "Tier"]

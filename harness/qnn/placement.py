@@ -10,79 +10,14 @@ compute, so they are counted apart. No ETDump and nothing from ExecuTorch is nee
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from harness.qnn.pte import QNN_BACKEND_ID, open_program
+from harness.evidence.placement import MethodPlacement, Placement, count_pairs
+from harness.qnn.pte import open_program
 
 # Instruction.instr_args is a flatbuffer union: slot 0 its type, slot 1 the table.
 _KERNEL_CALL, _DELEGATE_CALL = 1, 2
 BOOKKEEPING_NAMESPACE = "executorch_prim::"
-
-
-@dataclass(frozen=True)
-class MethodPlacement:
-    """One execution plan: its delegate calls by backend, and the ops it runs outside them."""
-
-    method: str
-    delegates: tuple[tuple[str, int], ...]  # (backend id, calls), by backend id
-    cpu_ops: tuple[tuple[str, int], ...]  # (op "ns::name.overload", calls), model compute on the CPU
-    bookkeeping: tuple[tuple[str, int], ...]  # executorch_prim ops: sizes and views, not compute
-
-
-@dataclass(frozen=True)
-class Placement:
-    """A program's placement over all its methods."""
-
-    methods: tuple[MethodPlacement, ...]
-
-    def delegate_calls(self) -> dict[str, int]:
-        return dict(_total(m.delegates for m in self.methods))
-
-    def cpu_ops(self) -> dict[str, int]:
-        return dict(_total(m.cpu_ops for m in self.methods))
-
-    @property
-    def on_npu(self) -> bool:
-        return QNN_BACKEND_ID in self.delegate_calls()
-
-    def unexpected(self, expected: Iterable[str]) -> dict[str, int]:
-        """CPU ops not covered by `expected` (each an op's full name, or its name without the overload)."""
-        allowed = set(expected)
-        return {op: n for op, n in self.cpu_ops().items() if op not in allowed and op.rsplit(".", 1)[0] not in allowed}
-
-    def describe(self) -> str:
-        """One line: `QnnBackend x1; on the CPU: aten::_to_copy.out x1` (or `nothing on the CPU`)."""
-        delegates = ", ".join(f"{b} x{n}" for b, n in sorted(self.delegate_calls().items())) or "no delegate"
-        cpu = ", ".join(f"{op} x{n}" for op, n in sorted(self.cpu_ops().items()))
-        return f"{delegates}; " + (f"on the CPU: {cpu}" if cpu else "nothing on the CPU")
-
-    def to_json(self) -> dict[str, object]:
-        return {m.method: {"delegates": dict(m.delegates), "cpu_ops": dict(m.cpu_ops),
-                           "bookkeeping": dict(m.bookkeeping)} for m in self.methods}
-
-    @classmethod
-    def of_json(cls, raw: Mapping[str, object]) -> Placement:
-        methods = []
-        for name, body in raw.items():
-            if not isinstance(body, dict):
-                raise ValueError(f"placement of {name!r} is not an object")
-            methods.append(MethodPlacement(name, *(_pairs(body.get(k) or {}) for k in
-                                                   ("delegates", "cpu_ops", "bookkeeping"))))
-        return cls(tuple(methods))
-
-
-def _total(groups: Iterable[tuple[tuple[str, int], ...]]) -> Counter[str]:
-    out: Counter[str] = Counter()
-    for group in groups:
-        for name, n in group:
-            out[name] += n
-    return out
-
-
-def _pairs(counts: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted((str(k), int(v)) for k, v in counts.items()))
 
 
 def read_placement(path: Path) -> Placement:
@@ -110,7 +45,9 @@ def read_placement(path: Path) -> Placement:
                 (kernels if kind == _KERNEL_CALL else delegates)[table[index]] += 1
         compute = {k: n for k, n in kernels.items() if not k.startswith(BOOKKEEPING_NAMESPACE)}
         prim = {k: n for k, n in kernels.items() if k.startswith(BOOKKEEPING_NAMESPACE)}
-        methods.append(MethodPlacement(flat.string(plan, 0), _pairs(delegates), _pairs(compute), _pairs(prim)))
+        if kernels or delegates:  # constant methods (get_max_seq_len ...) place no work
+            methods.append(MethodPlacement(flat.string(plan, 0), count_pairs(delegates), count_pairs(compute),
+                                           count_pairs(prim)))
     return Placement(tuple(methods))
 
 

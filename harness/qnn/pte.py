@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ArtifactError
+from harness.evidence.placement import NPU_BACKEND
 
-QNN_BACKEND_ID = "QnnBackend"
+QNN_BACKEND_ID = NPU_BACKEND  # one spelling, in the evidence types
 _PTE_IDENT = b"ET12"
 _EXT_MAGIC = b"eh00"
 _QNN_MAGIC = 0x5678ABCD

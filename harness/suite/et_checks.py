@@ -16,7 +16,7 @@ import numpy as np
 
 from harness.checks.et_reference import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
 from harness.inventory import DeviceSpec
-from harness.outcomes import FailureClass
+from harness.outcomes import FailureClass, Status
 from harness.pairs import Backend, BackendPair
 from harness.provision.model import provision_model
 from harness.report.records import TestRecord
@@ -25,6 +25,7 @@ from harness.runners.executorch import EtRunResult, LlamaRunConfig, observer_met
 from harness.runners.executorch_suite import ExecutorchRunner
 from harness.runners.qnn_log import classify_qnn_log
 from harness.runners.quant_matrix import skip_reason
+from harness.suite.et_placement import EXPECTED_CPU_OPS, judge_placement, stamp_provenance
 from harness.suite.model import CheckCall
 from harness.transport.base import Transport
 from harness.verdict import Verdict
@@ -61,6 +62,10 @@ class EtInput:
         """The runner's run folders go, when a check provisioned it."""
         if "runner" in self.__dict__:  # cached_property: set once the runner was made
             self.runner.cleanup()
+
+    def runtime_qairt(self) -> str | None:
+        """The QAIRT build of the runtime the cells ran with (None before a check made the runner)."""
+        return self.runner.runtime.qairt_build if "runner" in self.__dict__ else None
 
     def stamp(self, rec: TestRecord, art: EtArtifact | None = None) -> None:
         rec.extras["timing"] = self.device.timing  # emulator times are not device speed
@@ -176,10 +181,24 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
                                f"not on {device.name}")
     inp.stamp(rec, art)
     if art.kind is ArtifactKind.LLM:
-        return _run_llm(inp, art, rec)
-    if art.kind is ArtifactKind.FORWARD:
-        return _run_forward(inp, art, rec)
-    return _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
+        verdict = _run_llm(inp, art, rec)
+    elif art.kind is ArtifactKind.FORWARD:
+        verdict = _run_forward(inp, art, rec)
+    else:
+        verdict = _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
+    return _placed(inp, art, rec, verdict)
+
+
+def _placed(inp: EtInput, art: EtArtifact, rec: TestRecord, verdict: Verdict) -> Verdict:
+    """A run's verdict with where its work ran: a pass whose program runs ops on the CPU beyond
+    those expected becomes `cpu-fallback`; provenance on every cell that ran."""
+    if art.pte is None:
+        return verdict
+    stamp_provenance(rec, inp.device, art.pte, inp.runtime_qairt())
+    misplaced = judge_placement(art.pte, EXPECTED_CPU_OPS[art.kind], rec)
+    if misplaced is not None and verdict.status is Status.PASSED:
+        return misplaced
+    return verdict
 
 
 def cpu_export_runs(c: CheckCall[EtInput]) -> Verdict:
