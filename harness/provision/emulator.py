@@ -44,7 +44,8 @@ def provision_emulator_runtime(transport: Transport, *, qnn_sdk: Path | None = N
     # Only the two keys the child needs; the user's own loader path stays behind QAIRT's.
     env = host.child_env(environ)
     extra = {k: env[k] for k in ("QNN_SDK_ROOT", "LD_LIBRARY_PATH") if k in env}
-    return replace(runtime, htp_arch=device.htp_arch, qnn=True, env_extra=tuple(sorted(extra.items())))
+    return replace(runtime, htp_arch=device.htp_arch, qnn=True, env_extra=tuple(sorted(extra.items())),
+                   qairt_build=host.qairt_build)  # the emulator is the host QAIRT (records carry it)
 
 
 __all__ = ["provision_emulator_runtime"]

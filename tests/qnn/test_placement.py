@@ -109,3 +109,18 @@ def test_a_whole_program_passes_with_its_placement(tiny_qnn_programs: dict[Progr
     row = aggregate([back])[0]
     assert (row["tier"], row["qairt"], row["program_sha256"]) == ("emulator", "v2.49.40.250930", "ab" * 32)
     assert back.status is Status.PASSED
+
+
+def test_an_etdump_gives_each_side_its_share() -> None:
+    from harness.runners.etdump import analyse_etdump, executorch_available
+    from harness.suite.et_profile import _place
+
+    if not executorch_available():
+        pytest.skip("the ETDump's share needs ExecuTorch's Inspector (the optional `executorch` extra)")
+    folder = et_qnn_or_skip("etdump")
+    report = analyse_etdump(folder / "qwen3-16a4w-sm8650.etdp", None, qnn=True)
+    rec = _rec()
+    _place(folder / "qwen3-16a4w-sm8650-prof2.pte", report, rec)
+    placed = rec.evidence.get(PlacementEvidence)
+    assert placed is not None and placed.time_share == {"delegated": 1.0, "cpu": 0.0}
+    assert case_properties(rec)["placement_time_share"] == "cpu 0.000, delegated 1.000"
