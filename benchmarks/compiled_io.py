@@ -1,4 +1,4 @@
-"""Cost of reading an export's compiled QNN IO (harness.compiled_io), printed as a report.
+"""Cost of reading an export's compiled QNN IO (harness.qnn.compiled_io), printed as a report.
 
     python benchmarks/compiled_io.py [--runs N]
 
@@ -23,10 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness import compiled_io  # noqa: E402
 from harness.checks.shapes import check_export_shapes  # noqa: E402
-from harness.compiled_io import stub as stub_module  # noqa: E402
-from harness.qnn.host import HOST_QNN_SWITCH  # noqa: E402
+from harness.qnn import HOST_QNN_SWITCH, compiled_io  # noqa: E402
+from harness.qnn.compiled_io import stub as stub_module  # noqa: E402
 from virtual_lab.exports import make_qwen3_vl_export, write_sdk_tool  # noqa: E402
 
 STUB = ROOT / ".." / "shared" / "models" / "smollm2-qnn-stub-v79"

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.inventory import parse_inventory  # noqa: E402
 from harness.provision.emulator import provision_emulator_runtime  # noqa: E402
-from harness.runners.executorch_suite import ExecutorchRunner  # noqa: E402
+from harness.runners.executorch import ExecutorchRunner  # noqa: E402
 from harness.transport.local import LocalTransport  # noqa: E402
 
 SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")

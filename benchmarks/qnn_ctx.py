@@ -23,10 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.compiled_io import read_binaries_target  # noqa: E402
+from harness.qnn import QnnSystemLib, context_binaries, read_context_binary  # noqa: E402
 from harness.qnn import host as qnn_host  # noqa: E402
-from harness.qnn.ctx import QnnSystemLib, read_context_binary  # noqa: E402
-from harness.qnn.pte import context_binaries  # noqa: E402
+from harness.qnn.compiled_io import read_binaries_target  # noqa: E402
 
 SHARED = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if p.is_dir()), ROOT.parent / "shared")
 MATERIAL = SHARED / "models" / "et-qnn-host"

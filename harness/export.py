@@ -5,7 +5,7 @@ optional sidecar `qnn/export_manifest.json`.
 
 Provisioning (`harness.provision.artifacts`) validates on top of it and raises; the shape checks
 (`harness.checks.shapes`) turn the same `ExportFileError`s into findings; the compiled QNN IO
-(`harness.compiled_io.read_compiled_io`) takes its sidecar from here; the pytest plugin and the
+(`harness.qnn.compiled_io.read_compiled_io`) takes its sidecar from here; the pytest plugin and the
 suites read pairs and model type through provisioning's `ModelArtifact`, which is built here.
 Reading is lazy and cached per `ExportFolder`, so a caller pays only for what it asks.
 """

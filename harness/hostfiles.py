@@ -22,6 +22,18 @@ from pathlib import Path
 
 from harness.errors import HostWriteError, OutputPathError
 
+
+def checkout_root() -> Path:
+    """The folder that holds this `harness` package (found from this file, so a move of the
+    module that asks cannot point it elsewhere)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def child_pythonpath(current: str | None) -> str:
+    """PYTHONPATH for a host child that must import this checkout's harness, not another install's:
+    the checkout first, then the caller's entries."""
+    return os.pathsep.join([str(checkout_root()), *[p for p in (current or "").split(os.pathsep) if p]])
+
 _ADVICE = {
     errno.ENOSPC: "no space left on that disk; free some and run again",
     errno.EDQUOT: "disk quota exceeded; free some space and run again",

@@ -3,7 +3,10 @@ through the caller's `fail(key, problem, fix)`, so the message names the file (a
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
+
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # POSIX shell variable names
 
 
 class FailFn(Protocol):
@@ -45,3 +48,14 @@ def parse_host_port(ctx: FailFn, key: str, text: str, default_port: int) -> tupl
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ctx.fail(key, f"{text!r} is not HOST:PORT", "write it like 127.0.0.1:5037")
     return host, int(port)
+
+
+def check_env_var(ctx: FailFn, label: str, name: Any, value: Any) -> None:
+    """One entry of an `env:` mapping (`label` is the mapping's key): a shell variable name
+    and a string or number value."""
+    if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+        raise ctx.fail(label, f"{name!r} is not a valid environment variable name",
+                       "use letters, digits and '_', not starting with a digit")
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise ctx.fail(f"{label}.{name}", f"must be a string or number, got {type_name(value)}",
+                       "quote the value")

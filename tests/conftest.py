@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from harness.qnn.host import HOST_QNN_SWITCH
+from harness.qnn import HOST_QNN_SWITCH
 from virtual_lab.pytest_plugin import vlab, vlab_factory, vlab_transport  # noqa: F401
 
 # Property tests: the same examples on every run by default, so a CI verdict is the tree's,

@@ -1,6 +1,6 @@
 """The night's job for a suite whose runner is ExecuTorch (`Suite.runner` RunnerKind.EXECUTORCH,
 e.g. a plan's `- name: executorch_qnn`): the suite's checks on the claimed device, each testcase
-decided by `harness.suite.run_check` on the input `harness.suite.et_input` builds, as the
+decided by `harness.suite.run_check` on the input `harness.suite.executorch.input` builds, as the
 pytest door (suites/executorch_qnn) builds it, so both give the same testcase names and
 verdicts.
 
@@ -21,7 +21,7 @@ from harness.provision import provision_runtime
 from harness.provision.types import ProvisionedRuntime
 from harness.report.records import TestRecord
 from harness.suite import Scope, run_check
-from harness.suite.et_input import build_et_input
+from harness.suite.executorch import build_et_input
 
 
 def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:

@@ -8,7 +8,7 @@ Everything here is checked on the host, before a single byte moves:
 - ExecuTorch export: `.pte` program(s) and a tokenizer;
 - the model type comes from `llm_config.json` (or the sidecar manifest), never the folder name;
 - the export's target (soc_id / HTP arch) comes from the context binaries themselves: read by
-  the host's QAIRT library when found (libQnnSystem.so in-process, harness.compiled_io.qnnlib:
+  the host's QAIRT library when found (libQnnSystem.so in-process, harness.qnn.compiled_io.qnnlib:
   every qnn/graph*.bin, the QNN delegates of the .pte that will run), else by the QNN SDK's
   `qnn-context-binary-utility` when an SDK is given; then `export_args.json`, the optional
   sidecar `qnn/export_manifest.json` / `export_manifest.json`, or MNN2QNNModel-style file names

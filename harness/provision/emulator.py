@@ -21,7 +21,7 @@ from pathlib import Path
 from harness.errors import ProvisionError
 from harness.hostrt.executorch import make_runtime_dir
 from harness.provision.types import ProvisionedRuntime
-from harness.qnn.host import check_executorch_pairing, find_host_qnn
+from harness.qnn import check_executorch_pairing, find_host_qnn
 from harness.transport.base import Transport
 
 

@@ -29,7 +29,7 @@ from harness.provision.layout import safe_name
 from harness.provision.progress import Progress, make_progress
 from harness.provision.sync import SyncResult, sync_set
 from harness.provision.types import ProvisionedRuntime
-from harness.qnn.host import scan_qairt_build
+from harness.qnn import scan_qairt_build
 from harness.transport.base import Transport
 
 _ARCH_LIB = re.compile(r"^libQnnHtpV(\d+)(Stub|Skel)\.so$")

@@ -91,8 +91,7 @@ def _binaries_target(root: Path, qnn_sdk: Path | str | None, programs: tuple[str
     the SDK tool (qnn_sdk). One binary QNN refuses while it reads the others is a damaged copy,
     refused here; when it reads none (a format these libraries do not know), other records decide."""
     # Only the binaries' reader: the stub reader, the SDK tool's runner and ctypes load when needed.
-    from harness.compiled_io.binaries import read_binaries_target
-    from harness.compiled_io.types import SOURCE_QNNLIB
+    from harness.qnn.compiled_io import SOURCE_QNNLIB, read_binaries_target
 
     bt = read_binaries_target(root, qnn_sdk, programs=programs)
     if bt is not None and bt.read:
@@ -108,7 +107,7 @@ def _binaries_target(root: Path, qnn_sdk: Path | str | None, programs: tuple[str
                             source=f"{SOURCE_QNNLIB} ({shown})", qairt_build=bt.newest_build)
     if not qnn_sdk:
         return None
-    from harness.compiled_io.target import read_binary_target
+    from harness.qnn.compiled_io import read_binary_target
 
     from_bins = read_binary_target(root, qnn_sdk)
     if from_bins is None:
@@ -175,7 +174,7 @@ def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_t
 def check_qairt(artifact: ModelArtifact, runtime_build: str | None, runtime_where: str = "the runtime") -> None:
     """Refuse context binaries compiled by a newer QAIRT than the QNN runtime libraries being
     pushed (QNN cannot load a binary from a newer release). Unknown on either side: no verdict."""
-    from harness.qnn.host import qairt_tuple, qairt_version_of
+    from harness.qnn import qairt_tuple, qairt_version_of
 
     t = artifact.target
     if not artifact.uses_qnn or t is None or not t.qairt_build or not runtime_build:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import harness.qnn.layouts as L
 from harness import soc
 from harness.errors import ArtifactError
-from harness.qnn import layouts as L
 from harness.qnn.host import HostQnn, find_host_qnn, qairt_version_of
 
 READER = "libQnnSystem"  # how the source is named in compiled IO and CLI output

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.hostfiles import user_cache_dir, write_atomic
+from harness.hostfiles import child_pythonpath, user_cache_dir, write_atomic
 
 LIB_SUBDIR = Path("lib", "x86_64-linux-clang")
 REQUIRED_LIBS = ("libQnnHtp.so", "libQnnSystem.so")
@@ -277,8 +277,7 @@ def _read_in_child(path: str) -> tuple[str, str]:
     import subprocess  # only here: most runs find the build id in the memo
 
     env = dict(os.environ)
-    here = str(Path(__file__).resolve().parents[2])  # the child imports this checkout's harness
-    env["PYTHONPATH"] = os.pathsep.join([here, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    env["PYTHONPATH"] = child_pythonpath(env.get("PYTHONPATH"))
     try:
         proc = subprocess.run([sys.executable, "-m", "harness.qnn.buildid", path], capture_output=True,
                               text=True, timeout=_READ_TIMEOUT_S, env=env)

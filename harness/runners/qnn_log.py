@@ -4,7 +4,7 @@ The input is what a user has: the combined output of an ExecuTorch lowering scri
 of a QNN-delegated PTE on the host (HTP emulator) or a device, and the exit code when known
 (a `[exit code: N]` trailer in the log is read when none is given). The verdict names QNN's
 failure, the ops it rejected, the arch it was asked for and the arch QNN said they need, and
-what builds there instead, read from the measured arch table (harness/runners/arch_limits.py).
+what builds there instead, read from the measured arch table (harness/qnn/arch_limits.py).
 A log with neither a QNN failure line nor a clean end is undecidable, never called clean.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.outcomes import FailureClass
-from harness.runners.arch_limits import ArchTable, op_kind, packaged_table, probe_of
+from harness.qnn import ArchTable, op_kind, packaged_table, probe_of
 from harness.runners.signatures import signal_name, signal_of
 
 

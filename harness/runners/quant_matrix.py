@@ -1,7 +1,7 @@
 """The quantization-format matrix (ExecuTorch `QuantDtype`) and what each HTP arch can run.
 
-What an arch runs is QNN's own answer, measured by `python -m harness.qnn_probe` on the host QNN
-and shipped as harness/runners/arch_limits.json (docs/qnn-arch-limits.md): a (format, arch) cell
+What an arch runs is QNN's own answer, measured by `python -m harness.qnn.probe` on the host QNN
+and shipped as harness/qnn/arch_limits.json (docs/qnn-arch-limits.md): a (format, arch) cell
 is skipped with the reason when QNN's validator rejected an op every LLM of the suite needs, the
 reason naming the ops, the arch QNN said they need and the QAIRT version it said it in. A cell
 the table did not measure is not skipped. ExecuTorch's python rules are not read.
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.runners.arch_limits import ArchCell, ArchTable, load_arch_limits
+from harness.qnn import ArchCell, ArchTable, load_arch_limits
 from harness.soc import normalize_arch
 
 # QuantDtype order (value = enum value in ExecuTorch 1.5)

@@ -10,12 +10,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import harness.suite.checks as checks
-import harness.suite.et_checks as et_checks
-import harness.suite.et_profile as et_profile
 from harness.outcomes import FailureClass
 from harness.runners.base import RunnerKind
 from harness.runners.cases import PromptCase, default_cases
 from harness.runners.quant_matrix import QUANT_FORMATS
+from harness.suite.executorch import (
+    EtInput,
+    cpu_export_runs,
+    etdump_profile,
+    load_failure_is_classified,
+    quant_format_runs,
+)
 from harness.suite.model import Check, Need, Scope, Suite
 
 EXPORT_SHAPES = Check("export_shapes", Scope.EXPORT, checks.ExportInput, checks.export_shapes, groups=("static", "structural"),
@@ -57,16 +62,16 @@ QWEN3 = Suite("qwen3", (EXPORT_SHAPES, QUANT_METADATA, GENERATION, CHUNKED_PREFI
 MATRIX = Suite("matrix", (QUANT_METADATA, GENERATION, EXPORT_VERDICT),
                doc="any llm_demo export: quantization, the matrix and the export's verdict")
 
-# The ExecuTorch suite (harness/suite/et_checks.py, et_profile.py): its own runner, a check per
+# The ExecuTorch suite (harness/suite/executorch/): its own runner, a check per
 # quant format (skipped with quant_matrix's reason where the arch cannot build it).
-ET_FORMAT_RUNS = Check("quant_format_runs", Scope.FORMAT, et_checks.EtInput, et_checks.quant_format_runs, marks=("qnn",),
+ET_FORMAT_RUNS = Check("quant_format_runs", Scope.FORMAT, EtInput, quant_format_runs, marks=("qnn",),
                        groups=("qnn",), doc="each format's program through ExecuTorch's runner with the QNN "
                        "backend, against the CPU reference of the same model")
-ET_CPU_EXPORTS = Check("cpu_export_runs", Scope.DEVICE, et_checks.EtInput, et_checks.cpu_export_runs, groups=("cpu",),
+ET_CPU_EXPORTS = Check("cpu_export_runs", Scope.DEVICE, EtInput, cpu_export_runs, groups=("cpu",),
                        doc="CPU exports (XNNPACK, portable) run with the runner's own numbers adding up")
-ET_LOAD_FAILURE = Check("load_failure_is_classified", Scope.DEVICE, et_checks.EtInput, et_checks.load_failure_is_classified,
+ET_LOAD_FAILURE = Check("load_failure_is_classified", Scope.DEVICE, EtInput, load_failure_is_classified,
                         groups=("cpu",), doc="the real load failure classified by its signature")
-ET_PROFILE = Check("etdump_profile", Scope.DEVICE, et_checks.EtInput, et_profile.etdump_profile, groups=("profile",),
+ET_PROFILE = Check("etdump_profile", Scope.DEVICE, EtInput, etdump_profile, groups=("profile",),
                    doc="a real ETDump analysed per op with ExecuTorch's Inspector")
 EXECUTORCH_QNN = Suite("executorch_qnn", (ET_FORMAT_RUNS, ET_CPU_EXPORTS, ET_LOAD_FAILURE, ET_PROFILE),
                        visual=False, runner=RunnerKind.EXECUTORCH, formats=tuple(QUANT_FORMATS),

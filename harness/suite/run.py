@@ -15,7 +15,7 @@ from harness.pairs import BackendPair, cpu_first
 from harness.provision.types import ProvisionedModel, ProvisionedRuntime
 from harness.report.records import TestRecord
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput, converter_missing
-from harness.suite.et_checks import EtInput
+from harness.suite.executorch import EtInput
 from harness.suite.model import Check, CheckCall, Instance, Need, Suite
 from harness.suite.registry import other_suite_for
 from harness.verdict import Verdict

@@ -1,4 +1,4 @@
-"""The ExecuTorch suite's input (harness/suite/et_input.py, built as the night's job builds
+"""The ExecuTorch suite's input (harness/suite/executorch/input.py, built as the night's job builds
 it): its `--model-dir` and the runner of the device's lane. Without `--model-dir` the default
 folder comes from ../shared: on an emulated HTP (`htp: emulator`) the host QNN material
 (et-qnn-host: programs per SoC and format, with their CPU references), on the host (no HTP)
@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.inventory import DeviceSpec
-from harness.suite.et_checks import EtInput
-from harness.suite.et_input import build_et_input
+from harness.suite.executorch import EtInput, build_et_input
 
 _REPO = Path(__file__).resolve().parents[2]
 # ../shared beside the checkout (a worktree one level deeper finds it beside its parent)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import compiled_io
 from harness.checks.shapes import ERROR, WARNING, check_export_shapes, main
-from harness.compiled_io import parse_stub, read_compiled_io
-from harness.compiled_io import stub as stub_module
+from harness.qnn import compiled_io
+from harness.qnn.compiled_io import parse_stub, read_compiled_io
+from harness.qnn.compiled_io import stub as stub_module
 from virtual_lab.exports import make_qwen3_export, make_qwen3_vl_export, write_sdk_tool
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "models"

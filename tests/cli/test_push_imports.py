@@ -26,7 +26,7 @@ sys.exit(code)
 NEVER = ("virtual_lab", "jinja2", "matplotlib", "labgrid", "harness.checks", "harness.report", "harness.runners",
          "harness.provision.runtime", "elftools", "paramiko", "harness.transport.ssh")
 # Imported only where there is work for it: retries after a transport fault (none here). (The
-# export's context binaries are read through harness.compiled_io, which brings concurrent.futures.)
+# export's context binaries are read through harness.qnn.compiled_io, which brings concurrent.futures.)
 ONLY_WHEN_NEEDED = ("tenacity",)
 
 

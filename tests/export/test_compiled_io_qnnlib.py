@@ -1,4 +1,4 @@
-"""`python -m harness.compiled_io` and read_compiled_io with the host's libQnnSystem.so as the
+"""`python -m harness.qnn.compiled_io` and read_compiled_io with the host's libQnnSystem.so as the
 source: real PTEs and context binaries from ../shared (targets SA8295, SM8650, SM8750), an
 ExecuTorch export folder, an MNN-layout export whose stub and binaries disagree, corrupted copies
 (exit 4, the file named), and today's sources when the library is switched off."""
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.compiled_io import SOURCE_QNNLIB, read_compiled_io
-from harness.compiled_io.cli import main
-from harness.qnn.host import HOST_QNN_SWITCH
+from harness.qnn import HOST_QNN_SWITCH
+from harness.qnn.compiled_io import SOURCE_QNNLIB, read_compiled_io
+from harness.qnn.compiled_io.cli import main
 from tests.qnn.material import et_qnn_or_skip, wheel_or_skip
 from virtual_lab.exports import make_qwen3_export
 
@@ -119,7 +119,7 @@ def test_without_the_library_todays_sources_are_used_and_named(tmp_path: Path, m
 def test_the_module_prints_clean_json_on_stdout() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", HOST_QNN_SWITCH)}
     env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run([sys.executable, "-m", "harness.compiled_io", str(et_qnn_or_skip("llm", "kv-16a8w-sm8650.pte")),
+    proc = subprocess.run([sys.executable, "-m", "harness.qnn.compiled_io", str(et_qnn_or_skip("llm", "kv-16a8w-sm8650.pte")),
                            "--json"], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     rep = json.loads(proc.stdout)

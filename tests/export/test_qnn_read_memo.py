@@ -1,4 +1,4 @@
-"""The target guard's memo of QNN's reads (harness/compiled_io/read_memo.py), on real context
+"""The target guard's memo of QNN's reads (harness/qnn/compiled_io/read_memo.py), on real context
 binaries and a real PTE: a file version QNN already judged is not read (nor its program parsed)
 again, with the same answer, refusals included; a rewritten file, another library or a corrupt
 memo means reading again."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import harness.qnn.pte
-from harness.compiled_io import read_binaries_target
-from harness.compiled_io.read_memo import ReadMemo
-from harness.qnn.ctx import BinaryInfo, QnnSystemLib
+from harness.qnn import BinaryInfo, QnnSystemLib
+from harness.qnn.compiled_io import read_binaries_target
+from harness.qnn.compiled_io.read_memo import ReadMemo
 from tests.qnn.material import et_qnn_or_skip, wheel_or_skip
 
 pytestmark = pytest.mark.real_qnn

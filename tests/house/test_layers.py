@@ -2,12 +2,12 @@
 imports a higher one, no two modules import each other in a circle (in `harness` and in
 `virtual_lab`), and no file in either is over 500 lines.
 
-Layers (lowest first), as docs/ARCHITECTURE.md draws them:
-    errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict/kinds
-    -> export, mnn_graph, inventory_labgrid, inventory_context, qnn -> compiled_io, inventory_model
-    -> inventory_address, inventory_soc -> inventory, checks, report, hostrt -> transport -> provision -> runners
-    -> pipeline, qnn_probe -> suite -> lab -> plugin -> cli
-Imports inside a package (harness.lab.* -> harness.lab.*) are free; imports under
+Floors (lowest first), as docs/ARCHITECTURE.md draws them; a room is a package or a loose module
+at the top of `harness`, and a package is one room whatever it holds (its sub-packages too):
+    errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict/kinds/lazy -> export, mnn_graph
+    -> qnn -> inventory, checks, report, hostrt -> transport -> provision -> runners -> pipeline -> suite
+    -> lab -> plugin -> cli (and the old `python -m` entries compiled_io, qnn_probe)
+Imports inside a room (harness.lab.* -> harness.lab.*) are free; imports under
 `if TYPE_CHECKING:` count too: a type that must come from above is a sign the code sits low.
 """
 
@@ -25,25 +25,26 @@ VIRTUAL_LAB = REPO / "virtual_lab"
 assert HARNESS.is_dir(), HARNESS
 assert VIRTUAL_LAB.is_dir(), VIRTUAL_LAB
 
-# Rank of each top-level room of `harness`; a module may import only lower ranks (or its own room).
-LAYERS: dict[str, int] = {
-    "harness.errors": 0, "harness.outcomes": 0, "harness.findings": 0,
-    "harness": 1, "harness.hostfiles": 1, "harness.soc": 1, "harness.validation": 1, "harness.pairs": 1,
-    "harness.verdict": 1, "harness.kinds": 1, "harness.evidence": 1,
-    "harness.export": 2, "harness.mnn_graph": 2, "harness.inventory_labgrid": 2, "harness.qnn": 2,
-    "harness.inventory_context": 2,
-    "harness.compiled_io": 3, "harness.inventory_model": 3,
-    "harness.inventory_address": 4, "harness.inventory_soc": 4,
-    "harness.inventory": 5, "harness.checks": 5, "harness.report": 5, "harness.hostrt": 5,
-    "harness.transport": 6,
-    "harness.provision": 7,
-    "harness.runners": 8,
-    "harness.pipeline": 9, "harness.qnn_probe": 9,
-    "harness.suite": 10,
-    "harness.lab": 11,
-    "harness.plugin": 12,
-    "harness.cli": 13,
-}
+# The floors of `harness`, lowest first; a module may import only rooms on lower floors (or its own room).
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("errors", "outcomes", "findings"),
+    ("hostfiles", "soc", "validation", "pairs", "verdict", "kinds", "lazy", "evidence"),
+    ("export", "mnn_graph"),
+    ("qnn",),
+    ("inventory", "checks", "report", "hostrt"),
+    ("transport",),
+    ("provision",),
+    ("runners",),
+    ("pipeline",),
+    ("suite",),
+    ("lab",),
+    ("plugin",),
+    ("cli", "compiled_io", "qnn_probe"),
+)
+LAYERS: dict[str, int] = {"harness": 1} | {f"harness.{room}": n for n, rooms in enumerate(FLOORS) for room in rooms}
+# One arrow up, known and temporary: the arch probe reads QNN's log through runners/qnn_log.py until the
+# failure catalogue (issue 35) moves that reader into harness/qnn. The test fails once it is gone: delete it here.
+KNOWN_UPWARD = {("harness.qnn.probe.run", "harness.runners.qnn_log")}
 
 
 def _module_name(path: Path) -> str:
@@ -116,9 +117,12 @@ def test_no_import_runs_up_a_floor() -> None:
             dst_room = _room(target)
             if src_room is None or dst_room is None or src_room == dst_room or dst_room == "harness":
                 continue
-            if LAYERS[dst_room] >= LAYERS[src_room]:
+            if LAYERS[dst_room] >= LAYERS[src_room] and (source, target) not in KNOWN_UPWARD:
                 upward.append(f"{source} (layer {LAYERS[src_room]}) imports {target} (layer {LAYERS[dst_room]})")
     assert not upward, "imports that run up or across a floor:\n" + "\n".join(sorted(upward))
+    graph = _graph()
+    stale = sorted(f"{s} -> {t}" for s, t in KNOWN_UPWARD if t not in graph.get(s, set()))
+    assert not stale, f"KNOWN_UPWARD names arrows that are gone (delete them): {stale}"
 
 
 @pytest.mark.parametrize("root", [HARNESS, VIRTUAL_LAB], ids=lambda p: p.name)

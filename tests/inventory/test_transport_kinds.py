@@ -12,15 +12,14 @@ from typing import Any
 import pytest
 
 from harness import cli
-from harness.inventory import WHERE, DeviceSpec, parse_inventory
-from harness.inventory_labgrid import LABGRID_DEFAULT_RESOURCE
+from harness.inventory import LABGRID_DEFAULT_RESOURCE, WHERE, DeviceSpec, parse_inventory
 from harness.kinds import TransportKind, by_kind
 from harness.lab import status
 from harness.transport.factory import OPENERS, open_transport
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES: dict[str, Mapping[TransportKind, Any]] = {
-    "inventory.WHERE": WHERE, "inventory_labgrid.LABGRID_DEFAULT_RESOURCE": LABGRID_DEFAULT_RESOURCE,
+    "inventory.WHERE": WHERE, "inventory.labgrid.LABGRID_DEFAULT_RESOURCE": LABGRID_DEFAULT_RESOURCE,
     "factory.OPENERS": OPENERS, "lab.status.WHERE": status.WHERE, "cli.ADDRESS": cli.ADDRESS,
 }
 ENTRIES: dict[TransportKind, dict[str, Any]] = {

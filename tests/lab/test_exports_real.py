@@ -29,7 +29,7 @@ def _need_host_qnn() -> None:
         pytest.skip("this checkout has no emulated HTP device (`htp: emulator`) to run the suite on")
     if importlib.util.find_spec("executorch") is None:
         pytest.skip("the `qnn` extra is not installed (pip install 'harness[qnn]'): no ExecuTorch")
-    from harness.qnn.host import find_host_qnn
+    from harness.qnn import find_host_qnn
 
     try:
         find_host_qnn()

@@ -18,10 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import soc
-from harness.qnn import layouts
-from harness.qnn.ctx import BinaryInfo, ContextBinaryError, read_context_binary
-from harness.qnn.host import find_host_qnn
-from harness.qnn.pte import PteError, context_binaries, qnn_delegates
+from harness.qnn import (
+    BinaryInfo,
+    ContextBinaryError,
+    PteError,
+    context_binaries,
+    find_host_qnn,
+    layouts,
+    qnn_delegates,
+    read_context_binary,
+)
 from tests.qnn.material import ET_QNN, et_qnn_or_skip, wheel_or_skip
 
 pytestmark = pytest.mark.real_qnn

@@ -16,15 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.qnn import HostQnn, QnnAbiMismatch, QnnPairingUnverified, QnnUnavailable, check_executorch_pairing, find_host_qnn
 from harness.qnn import host as qnn_host
-from harness.qnn.host import (
-    HostQnn,
-    QnnAbiMismatch,
-    QnnPairingUnverified,
-    QnnUnavailable,
-    check_executorch_pairing,
-    find_host_qnn,
-)
 from tests.qnn.material import et_qnn_or_skip, wheel_or_skip
 
 pytestmark = pytest.mark.real_qnn

@@ -17,8 +17,8 @@ from harness.qnn.pte import PteError
 from harness.report.history import aggregate
 from harness.report.junit import case_properties
 from harness.report.records import TestRecord
-from harness.runners.et_catalogue import ArtifactKind
-from harness.suite.et_placement import EXPECTED_CPU_OPS, judge_placement
+from harness.runners.executorch import ArtifactKind
+from harness.suite.executorch import EXPECTED_CPU_OPS, judge_placement
 from harness.verdict import Verdict
 from tests.qnn.conftest import FULL, RELU_ON_CPU
 from tests.qnn.material import et_qnn_or_skip, shared_dir
@@ -112,8 +112,8 @@ def test_a_whole_program_passes_with_its_placement(tiny_qnn_programs: dict[Progr
 
 
 def test_an_etdump_gives_each_side_its_share() -> None:
-    from harness.runners.etdump import analyse_etdump, executorch_available
-    from harness.suite.et_profile import _place
+    from harness.runners.executorch import analyse_etdump, executorch_available
+    from harness.suite.executorch.profile import _place
 
     if not executorch_available():
         pytest.skip("the ETDump's share needs ExecuTorch's Inspector (the optional `executorch` extra)")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ArtifactError
-from harness.runners.et_catalogue import ArtifactKind, read_catalogue
+from harness.runners.executorch import ArtifactKind, read_catalogue
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")

@@ -12,8 +12,8 @@ import pytest
 from harness.report.html import render_html
 from harness.report.qnn_profile import QNN_ETDUMP_KEY, qnn_profiles
 from harness.report.records import TestRecord
-from harness.runners.etdump import executorch_available, load_rows
-from harness.runners.etdump_qnn import QnnEtdump, analyse_qnn_etdump, graph_nodes_of, main, qnn_view
+from harness.runners.executorch import executorch_available, load_rows
+from harness.runners.executorch.etdump_qnn import QnnEtdump, analyse_qnn_etdump, graph_nodes_of, main, qnn_view
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "fixtures" / "executorch" / "qnn"

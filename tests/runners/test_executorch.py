@@ -12,11 +12,13 @@ from runner_helpers import SM8750_ENV, local_device
 
 from harness.errors import HarnessError
 from harness.provision.types import ProvisionedRuntime
-from harness.runners.etdump import analyse_rows, executorch_available, format_table
 from harness.runners.executorch import (
     LlamaRunConfig,
     QnnExecutorRunner,
     QnnLlamaRunner,
+    analyse_rows,
+    executorch_available,
+    format_table,
     observer_metrics,
     parse_inference_speed,
     parse_observer,
@@ -157,7 +159,7 @@ def test_etdump_from_a_real_executorch_run(tmp_path):
     from executorch.exir import to_edge_transform_and_lower
     from executorch.extension.pybindings.portable_lib import _load_for_executorch
 
-    from harness.runners.etdump import analyse_etdump
+    from harness.runners.executorch import analyse_etdump
 
     class Tiny(torch.nn.Module):
         def __init__(self):

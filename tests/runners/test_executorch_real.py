@@ -15,8 +15,7 @@ import pytest
 from runner_helpers import SM8750_ENV, local_device
 
 from harness.provision.types import ProvisionedRuntime
-from harness.runners.executorch import LlamaRunConfig, QnnLlamaRunner
-from harness.runners.executorch_output import LOG_LINE, observer_metrics, parse_run
+from harness.runners.executorch import LOG_LINE, LlamaRunConfig, QnnLlamaRunner, observer_metrics, parse_run
 from harness.runners.signatures import load_signatures
 from virtual_lab.runtime import make_runtime_dir
 
@@ -157,7 +156,7 @@ def test_etdump_cli_on_a_real_etdump() -> None:
                         "optional `executorch` extra is not installed")
     if not ETRECORD.is_file():
         pytest.skip(f"{ETRECORD} is absent: the ETRecord of the captured run comes from ../shared")
-    res = subprocess.run([sys.executable, "-m", "harness.runners.etdump", str(CAPTURES / "run.etdp"), "--etrecord",
+    res = subprocess.run([sys.executable, "-m", "harness.runners.executorch.etdump", str(CAPTURES / "run.etdp"), "--etrecord",
                           str(ETRECORD), "--json"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     data = json.loads(res.stdout.strip().splitlines()[-1])

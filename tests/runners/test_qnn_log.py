@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.outcomes import FailureClass
-from harness.runners.arch_limits import ArchCell, ArchTable
+from harness.qnn import ArchCell, ArchTable
 from harness.runners.qnn_log import FAILURE_CLASS, QnnFailure, classify_qnn_log, exit_status, main
 
 REPO = Path(__file__).resolve().parents[2]

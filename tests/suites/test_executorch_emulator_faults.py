@@ -16,7 +16,7 @@ import yaml
 from harness.inventory import load_inventory
 from harness.report.records import TestRecord
 from harness.suite import EXECUTORCH_QNN, Instance, run_check
-from harness.suite.et_input import build_et_input
+from harness.suite.executorch import build_et_input
 from harness.suite.registry import ET_FORMAT_RUNS
 from harness.transport.local import LocalTransport
 from tests.qnn.material import ET_QNN, emulator_extras_or_skip

@@ -272,7 +272,7 @@ def test_stub_is_a_real_mnn_model_in_the_compilefornpu_layout(vl) -> None:
 
 
 def test_sidecar_is_optional_and_the_stub_holds_the_io(tmp_path: Path) -> None:
-    from harness.compiled_io import read_compiled_io
+    from harness.qnn.compiled_io import read_compiled_io
 
     info = make_qwen3_vl_export(tmp_path / "m", size_mb=0.5, sidecar=False, chunk_size=64,
                                 image_sizes=["512x384", "448x448"])
@@ -288,7 +288,7 @@ def test_sidecar_is_optional_and_the_stub_holds_the_io(tmp_path: Path) -> None:
 
 
 def test_edit_stub_and_set_compiled_dims(tmp_path: Path) -> None:
-    from harness.compiled_io import read_compiled_io
+    from harness.qnn.compiled_io import read_compiled_io
 
     info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=3, sidecar=False)
     changed = []

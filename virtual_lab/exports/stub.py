@@ -2,7 +2,7 @@
 
 Real MNN models: one QNN `Plugin` op per context binary with path / allGraphName / allInputShape /
 inputs / outputs / o_<shape>_<k> (docs/qnn-export-artifacts.md), written with the `mnn` package's
-converter from the same makeIOJson configs as the sidecar's `io`, so harness.compiled_io reads
+converter from the same makeIOJson configs as the sidecar's `io`, so harness.qnn.compiled_io reads
 them as it reads a real export. `edit_stub` / `set_compiled_dims` rewrite one in place (faulty
 stubs for tests).
 """

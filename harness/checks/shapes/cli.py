@@ -14,8 +14,8 @@ from typing import Any
 from harness.checks.shapes.compiled import fmt_shape, graph_inputs
 from harness.checks.shapes.findings import ERROR
 from harness.checks.shapes.static import check_export_shapes
-from harness.compiled_io import CompiledIO, read_compiled_io
 from harness.errors import ArtifactError
+from harness.qnn.compiled_io import CompiledIO, read_compiled_io
 
 
 def _phase(kind: str, index: int, cfg: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The compiled QNN IO (harness.compiled_io) against what the model needs (llm_config.json
+"""The compiled QNN IO (harness.qnn.compiled_io) against what the model needs (llm_config.json
 keys, never the folder name: upstream `generate_llm_qnn.py` keys on the *path string*, so a
 folder without "Qwen" and "VL" gets `position_ids [1,seq]` and no deepstack input).
 
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.shapes.findings import ERROR, WARNING, ShapeKind, shape_finding
-from harness.compiled_io import SOURCE_SIDECAR, SOURCE_UNKNOWN, CompiledIO, StubIO, binary_files
 from harness.export import SIDECAR_PATH
 from harness.findings import Finding, Severity
+from harness.qnn.compiled_io import SOURCE_SIDECAR, SOURCE_UNKNOWN, CompiledIO, StubIO, binary_files
 from harness.soc import lookup_id, normalize_arch
 
 DEEPSTACK_LAYERS = 3  # Qwen3-VL deepstack_visual_indexes [5, 11, 17]

@@ -1,6 +1,6 @@
 """The static check of an export folder before a run (docs/mnn-export-layout.md,
 docs/qnn-export-artifacts.md). The export is read through `harness.export` (its configs, each
-config's backend pair, llm_config.json); the compiled QNN IO through `harness.compiled_io` (the
+config's backend pair, llm_config.json); the compiled QNN IO through `harness.qnn.compiled_io` (the
 NPU stub `qnn/*.mnn`, the context binaries through the host's libQnnSystem.so or `--qnn-sdk`, or
 the optional sidecar `qnn/export_manifest.json`); every finding says which `source` it came from."""
 
@@ -21,10 +21,10 @@ from harness.checks.shapes.compiled import (
 from harness.checks.shapes.cpu_graphs import check_cpu_graph_io
 from harness.checks.shapes.findings import WARNING, ShapeKind, shape_finding
 from harness.checks.shapes.visual import check_image_sizes, check_patch_counts, check_visual_io, parse_image_sizes
-from harness.compiled_io import SOURCE_SIDECAR, CompiledIO, binary_files, read_compiled_io
 from harness.errors import ArtifactError
 from harness.export import SIDECAR_PATH, ExportFileError, ExportFolder, FileProblem
 from harness.findings import Finding
+from harness.qnn.compiled_io import SOURCE_SIDECAR, CompiledIO, binary_files, read_compiled_io
 
 
 def check_export_shapes(

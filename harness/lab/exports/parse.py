@@ -1,4 +1,4 @@
-"""`exports:` of a plan, validated at load (harness/lab/plan.py calls `parse_exports`): every
+"""`exports:` of a plan, validated at load (harness/lab/plan/load.py calls `parse_exports`): every
 problem is one PlanError naming the file and the key (exit 4): an unknown placeholder, an
 unknown SoC, an input that does not exist, a shell command whose placeholder is already quoted."""
 
@@ -17,8 +17,7 @@ from harness.lab.exports.spec import (
     ExportBuild,
     ExportsSpec,
 )
-from harness.lab.plan_paths import check_env_var
-from harness.validation import FailFn, check_keys, type_name, typed_get
+from harness.validation import FailFn, check_env_var, check_keys, type_name, typed_get
 
 _SECTION_KEYS = {"parallel", "cache", "builds"}
 _CACHE_KEYS = {"max_gb"}

@@ -9,7 +9,7 @@ import importlib.metadata
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.qnn.host import HostQnn, find_host_qnn
+from harness.qnn import HostQnn, find_host_qnn
 
 
 def package_version(dist: str) -> str | None:

@@ -1,0 +1,105 @@
+"""One ExecuTorch program's `forward` on the host through ExecuTorch's pybindings, in its own
+process: with the host's QAIRT libraries on the loader path at process start, the QNN-delegated
+parts run on QAIRT's x86 HTP emulator (docs/executorch-runner.md#the-htp-emulator).
+
+    python -m harness.hostrt.executorch.forward --model_path M.pte --input X.npy [--input Y.npy]
+        [--output OUT.npy] [--iterations N] [--etdump OUT.etdp]
+
+Prints QNN's and ExecuTorch's own log as they come (stderr/stdout) and, last, one line
+`RESULT {json}`: the registered backends, load and per-iteration times (s), the outputs'
+shapes and dtypes, and the files written. Exit codes: 0 done, 1 the program failed to load or
+run (`RuntimeError: ...` on stderr), 2 the `executorch` extra is not installed, 3 bad input.
+
+ExecuTorch (with torch's CPU build) is the optional `executorch` extra, imported only here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PROG = "python -m harness.hostrt.executorch.forward"
+RESULT_PREFIX = "RESULT "
+SCRIPT_NAME = "pte_runner"
+EXIT_RUN_FAILED, EXIT_NO_ENGINE, EXIT_BAD_INPUT = 1, 2, 3
+
+
+def _args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog=PROG, description="Run a .pte's forward on the host (pybindings).")
+    ap.add_argument("--model_path", required=True)
+    ap.add_argument("--input", action="append", default=[], help=".npy file, one per program input, in order")
+    ap.add_argument("--output", help="write the first output here (.npy)")
+    ap.add_argument("--iterations", type=int, default=1)
+    ap.add_argument("--etdump", help="write the run's ETDump here (the program's profiling events)")
+    return ap.parse_args(argv)
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    from executorch.extension.pybindings import portable_lib
+
+    inputs = [torch.from_numpy(np.load(p)) for p in args.input]
+    started = time.perf_counter()
+    program = portable_lib._load_for_executorch(args.model_path, enable_etdump=bool(args.etdump))
+    load_s = time.perf_counter() - started
+    run_s: list[float] = []
+    outputs: list[Any] = []
+    for _ in range(max(1, args.iterations)):
+        started = time.perf_counter()
+        outputs = program.forward(inputs)
+        run_s.append(time.perf_counter() - started)
+    result: dict[str, Any] = {
+        "backends": list(portable_lib._get_registered_backend_names()), "load_s": round(load_s, 6),
+        "run_s": [round(t, 6) for t in run_s],
+        "outputs": [{"shape": list(o.shape), "dtype": str(o.dtype).removeprefix("torch.")} for o in outputs],
+    }
+    if args.output and outputs:
+        np.save(args.output, outputs[0].float().numpy())
+        result["output"] = args.output
+    if args.etdump:
+        program.write_etdump_result_to_file(args.etdump)
+        result["etdump"] = args.etdump
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _args(argv)
+    missing = [p for p in [args.model_path, *args.input] if not Path(p).is_file()]
+    if missing:
+        sys.stderr.write(f"error: {', '.join(missing)}: no such file; pass the .pte and its .npy inputs\n")
+        return EXIT_BAD_INPUT
+    try:
+        result = _run(args)
+    except ImportError as exc:
+        sys.stderr.write(f"[Error]: ExecuTorch's pybindings are not installed ({exc}); "
+                         "pip install 'harness[executorch]'\n")
+        return EXIT_NO_ENGINE
+    except RuntimeError as exc:
+        sys.stdout.flush()
+        sys.stderr.write(f"RuntimeError: {exc}\n")
+        return EXIT_RUN_FAILED
+    sys.stdout.flush()
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return 0
+
+
+def parse_result(stdout: str) -> dict[str, Any] | None:
+    """The `RESULT {json}` line a run printed last (None when it stopped before it)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            try:
+                found = json.loads(line[len(RESULT_PREFIX):])
+            except ValueError:
+                return None
+            return found if isinstance(found, dict) else None
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The lab inventory (`devices.yaml`): a declarative list of devices, validated on load.
+
+Every problem is reported as one InventoryError naming the file, the device and the key,
+and saying what to do; callers never see a traceback for bad input.
+
+This file reads the file and its devices; their parts live beside it: the model it builds
+(model.py), a device's address (address.py), its SoC and HTP facts (soc.py), its `labgrid:`
+place (labgrid.py) and the wording of every error (context.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from harness import soc
+from harness.errors import InventoryError
+from harness.inventory.address import Link, adb_link, local_link, ssh_link
+from harness.inventory.context import Ctx, want
+from harness.inventory.labgrid import LabgridSpec, parse_labgrid, parse_top_labgrid
+from harness.inventory.model import (
+    TRANSPORTS,
+    DeviceSpec,
+    Inventory,
+)
+from harness.inventory.soc import parse_htp, soc_facts
+from harness.kinds import TransportKind, by_kind
+from harness.validation import check_keys, type_name, typed_get
+
+_DEVICE_KEYS = {
+    "name", "transport", "serial", "adb_server", "ssh", "soc", "soc_id", "htp_arch",
+    "vtcm_mb", "work_dir", "tags", "description", "labgrid", "htp",
+}
+_TOP_KEYS = {"version", "devices", "labgrid", "locks"}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _parse_device(ctx: Ctx, name: str, raw: dict[str, Any], base: Path, coordinator: str | None = None) -> DeviceSpec:
+    check_keys(ctx, "", raw, _DEVICE_KEYS)
+    text = want(ctx, raw, "transport", str, required=True)
+    if text not in TRANSPORTS:
+        raise ctx.fail("transport", f"{text!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
+    transport = TransportKind(text)
+    rules = _RULES[transport]
+    labgrid = None if raw.get("labgrid") is None else parse_labgrid(ctx, raw["labgrid"], transport, coordinator)
+    serial, adb_server, ssh_spec = rules.link(ctx, raw, base, labgrid)
+
+    soc_model = want(ctx, raw, "soc", str, required=rules.needs_soc)
+    if soc.is_host(soc_model):
+        if "htp" in raw:
+            raise ctx.fail("htp", "is set on the host (soc: host has no HTP to emulate)",
+                           "give the SoC to emulate, e.g. `soc: SM8650` with `htp: emulator`, or remove `htp:`")
+        return _host_device(ctx, raw, base, transport)
+    htp = parse_htp(ctx, raw, transport, on_host=rules.on_host)
+    soc_model, soc_id, arch, vtcm = soc_facts(ctx, raw, soc_model)
+
+    default_dir = rules.default_work_dir
+    work_dir = want(ctx, raw, "work_dir", str, required=default_dir is None, default=default_dir)
+    if not rules.on_host and not PurePosixPath(work_dir).is_absolute():
+        raise ctx.fail("work_dir", f"{work_dir!r} is not an absolute path",
+                       "give the absolute folder on the device, e.g. /data/local/tmp/harness")
+    if rules.on_host and not os.path.isabs(work_dir):
+        work_dir = str((base / work_dir).resolve())
+    tags = _tags(ctx, raw)
+    description = want(ctx, raw, "description", str, default="")
+
+    return DeviceSpec(
+        name=name, transport=transport, soc_model=soc_model, soc_id=soc_id, htp_arch=arch, vtcm_mb=vtcm,
+        work_dir=work_dir, serial=serial, adb_server=adb_server, ssh=ssh_spec, tags=tags,
+        description=description, source=ctx.path, labgrid=labgrid, htp=htp,
+    )
+
+
+@dataclass(frozen=True)
+class _KindRules:
+    """What devices.yaml asks of a device of one transport kind."""
+
+    link: Callable[[Ctx, dict[str, Any], Path, LabgridSpec | None], Link]
+    needs_soc: bool  # False: the host itself, which may leave `soc:` out (soc: host)
+    default_work_dir: str | None  # None: `work_dir:` is required
+    on_host: bool  # work_dir is a host folder (relative to the file), not an absolute device path
+
+
+_RULES = by_kind("inventory._RULES", {
+    TransportKind.ADB: _KindRules(adb_link, True, "/data/local/tmp/harness", False),
+    TransportKind.SSH: _KindRules(ssh_link, True, None, False),
+    TransportKind.LOCAL: _KindRules(local_link, False, None, True),
+})
+
+
+def _tags(ctx: Ctx, raw: dict[str, Any]) -> tuple[str, ...]:
+    tags = want(ctx, raw, "tags", list, default=[])
+    for t in tags:
+        if not isinstance(t, str) or not t:
+            raise ctx.fail("tags", f"holds {t!r}", "tags must be non-empty strings")
+    return tuple(tags)
+
+
+def _host_device(ctx: Ctx, raw: dict[str, Any], base: Path, transport: TransportKind) -> DeviceSpec:
+    """A local device that is the host: no SoC facts (QNN cells skip there)."""
+    if not _RULES[transport].on_host:
+        raise ctx.fail("soc", "`host` is only for `transport: local`",
+                       "give the device's Qualcomm SoC model, e.g. SM8750")
+    for k in ("soc_id", "htp_arch", "vtcm_mb"):
+        if k in raw:
+            raise ctx.fail(k, "is set on the host (soc: host has no HTP)", f"remove `{k}:` or give a Qualcomm `soc:`")
+    work_dir = want(ctx, raw, "work_dir", str, required=True)
+    if not os.path.isabs(work_dir):
+        work_dir = str((base / work_dir).resolve())
+    return DeviceSpec(name=ctx.device or "", transport=transport, soc_model=soc.HOST, soc_id=0, htp_arch="",
+                      vtcm_mb=0, work_dir=work_dir, tags=_tags(ctx, raw),
+                      description=want(ctx, raw, "description", str, default=""), source=ctx.path)
+
+
+def _parse_top_locks(top: Ctx, raw: Any, base: Path) -> Path | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise top.fail("locks", f"must be a mapping, got {type_name(raw)}",
+                       "write `locks: {dir: PATH}` (the claim folder every run on this lab shares)")
+    check_keys(top, "locks", raw, {"dir"})
+    text = typed_get(top, raw, "dir", str, label="locks.dir", required=True,
+                     missing_fix="add `dir: PATH` under `locks:`")
+    return (base / Path(text).expanduser()).resolve()
+
+
+def parse_inventory(data: Any, path: Path) -> Inventory:
+    """Validate already-parsed YAML data (as loaded from `path`)."""
+    top = Ctx(path)
+    if not isinstance(data, dict):
+        raise top.fail(None, f"the top level must be a mapping with `devices:`, got {type_name(data)}",
+                       "start the file with `devices:` followed by a list of devices")
+    check_keys(top, "", data, _TOP_KEYS)
+    raw_devices = data.get("devices")
+    if not isinstance(raw_devices, list) or not raw_devices:
+        raise top.fail("devices", "must be a non-empty list", "list at least one device under `devices:`")
+    base = path.parent
+    coordinator = parse_top_labgrid(top, data.get("labgrid"))
+    locks_dir = _parse_top_locks(top, data.get("locks"), base)
+    devices: dict[str, DeviceSpec] = {}
+    for i, raw in enumerate(raw_devices):
+        if not isinstance(raw, dict):
+            raise Ctx(path, f"#{i + 1}").fail(None, f"is a {type_name(raw)}, not a mapping",
+                                              "write each device as `- name: ...` with its keys")
+        name = raw.get("name")
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            label = f"#{i + 1}"
+            problem = "has no `name`" if name is None else f"has an invalid name {name!r}"
+            raise Ctx(path, label).fail("name", problem,
+                                        "give each device a name of letters, digits, '.', '_' or '-'")
+        if name in devices:
+            raise Ctx(path, name).fail("name", f"is a duplicate (device #{i + 1})",
+                                       "give every device its own name")
+        devices[name] = _parse_device(Ctx(path, name), name, raw, base, coordinator)
+    return Inventory(path=path, devices=devices, labgrid_coordinator=coordinator,
+                     locks_dir=locks_dir)
+
+
+def load_inventory(path: str | os.PathLike[str]) -> Inventory:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError(f"{p}: file not found; pass --devices-file with the path of your devices.yaml") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InventoryError(f"{p}: cannot read the file ({exc}); check its permissions and encoding (UTF-8)") from None
+    try:
+        # libyaml's parser where PyYAML has it: ~6 ms of a `harness push` start-up less.
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InventoryError(f"{p}: YAML syntax error{where}: {problem}; fix the YAML at that place") from None
+    return parse_inventory(data, p)
+

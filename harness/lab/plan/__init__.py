@@ -1,0 +1,24 @@
+"""The nightly plan (`nightly.yaml`), read and validated: this package's one face. Outside code
+imports its names from here; load.py reads the file, specs.py holds its parts as data, fields.py,
+paths.py and suites.py read its values, paths and `models:`/`suites:`."""
+
+from __future__ import annotations
+
+from harness.lab.plan.load import Plan, load_plan, parse_plan
+from harness.lab.plan.specs import (
+    PATH_FIELDS,
+    HistorySettings,
+    LockSettings,
+    ModelSpec,
+    NoDeviceMatched,
+    PlanEntry,
+    PlanError,
+    RecoverySettings,
+    SuiteSpec,
+)
+from harness.lab.plan.suites import BACKEND_PAIRS, RUNNERS
+
+__all__ = [
+    "BACKEND_PAIRS", "PATH_FIELDS", "RUNNERS", "HistorySettings", "LockSettings", "ModelSpec", "NoDeviceMatched",
+    "Plan", "PlanEntry", "PlanError", "RecoverySettings", "SuiteSpec", "load_plan", "parse_plan",
+]

@@ -1,0 +1,60 @@
+"""The ExecuTorch suite's input for one device, built the same way by both doors
+(suites/executorch_qnn/conftest.py, harness/lab/et_job.py), so they run the same programs on
+the same runner: the lane follows from the device (docs/executorch-runner.md#lanes):
+
+* an emulated HTP (`htp: emulator`): ExecuTorch's host runners with the host's QAIRT
+  libraries on their loader path (provision/emulator.py);
+* the host (no HTP) without a runtime folder: ExecuTorch's real LLM runner on the CPU;
+* any other device: the runtime folder the door provisions (`qnn_llama_runner` and friends).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.errors import ProvisionError
+from harness.hostrt.executorch import make_runtime_dir
+from harness.inventory import DeviceSpec
+from harness.provision.emulator import provision_emulator_runtime
+from harness.provision.runtime import provision_runtime
+from harness.provision.types import ProvisionedRuntime
+from harness.runners.executorch import ExecutorchRunner
+from harness.suite.executorch.checks import EtInput
+from harness.transport.base import Transport
+
+
+def is_host_lane(device: DeviceSpec, runtime_dir_given: bool) -> bool:
+    return not device.has_htp and not runtime_dir_given
+
+
+def _host_runtime(transport: Transport) -> ProvisionedRuntime:
+    with tempfile.TemporaryDirectory(prefix="harness-et-host-") as scratch:
+        return provision_runtime(transport, make_runtime_dir(Path(scratch)), need_qnn=False)
+
+
+def build_et_input(transport: Transport, model_dir: Path, *, work: Path,
+                   device_runtime: Callable[[], ProvisionedRuntime] | None, qnn_sdk: Path | None = None,
+                   timeout: float = 600.0, runtime_option: str = "--runtime-dir") -> EtInput:
+    """`device_runtime`: the door's runtime for a real device (None: it has no runtime folder)."""
+    device = transport.device
+    host_lane = is_host_lane(device, device_runtime is not None)
+
+    def make_runner() -> ExecutorchRunner:
+        if device.emulated:
+            runtime = provision_emulator_runtime(transport, qnn_sdk=qnn_sdk)
+        elif host_lane:
+            runtime = _host_runtime(transport)
+        elif device_runtime is None:
+            raise ProvisionError(f"{device.name}: no ExecuTorch runtime folder; pass {runtime_option} (the folder "
+                                 "holding qnn_llama_runner and its libraries)")
+        else:
+            runtime = device_runtime()
+        return ExecutorchRunner(transport, runtime, posixpath.join(device.work_dir, "et-runs"))
+
+    return EtInput(device, transport, model_dir, make_runner, work, host_lane, timeout)
+
+
+__all__ = ["build_et_input", "is_host_lane"]
