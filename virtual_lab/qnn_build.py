@@ -77,6 +77,22 @@ def build_programs(specs: Sequence[ProgramSpec], cache: Path, child_env: Mapping
     return found
 
 
+def context_binaries_of(program: Path) -> list[Path]:
+    """The QNN context binaries inside a built program, written once beside it (`<stem>.<i>.bin`,
+    temp name then rename): real binaries QNN accepts, for the virtual lab's exports."""
+    from harness.qnn.pte import context_binaries
+
+    out = []
+    for i, (_, blob) in enumerate(context_binaries(program)):
+        path = program.with_name(f"{program.stem}.{i}.bin")
+        if not path.is_file() or path.stat().st_size != len(blob):
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(blob)
+            tmp.replace(path)
+        out.append(path)
+    return out
+
+
 def _lower(soc: str, skip_ops: Sequence[str], out: Path) -> None:
     import torch
     from executorch.backends.qualcomm.quantizer.quantizer import QnnQuantizer, QuantDtype

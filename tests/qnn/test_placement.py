@@ -124,3 +124,19 @@ def test_an_etdump_gives_each_side_its_share() -> None:
     placed = rec.evidence.get(PlacementEvidence)
     assert placed is not None and placed.time_share == {"delegated": 1.0, "cpu": 0.0}
     assert case_properties(rec)["placement_time_share"] == "cpu 0.000, delegated 1.000"
+
+
+@pytest.mark.real_qnn
+def test_the_built_programs_carry_binaries_qnn_accepts(tiny_qnn_programs: dict[ProgramSpec, Path]) -> None:
+    """The virtual lab's real material: each context binary of the programs the host QNN built
+    reads back through QNN's own libQnnSystem.so with the SoC it was built for (SM8650: 57)."""
+    from harness.qnn.ctx import read_context_binary
+    from virtual_lab.qnn_build import context_binaries_of
+
+    for spec, count in ((FULL, 1), (RELU_ON_CPU, 2)):
+        bins = context_binaries_of(tiny_qnn_programs[spec])
+        assert len(bins) == count
+        for path in bins:
+            info = read_context_binary(path)
+            assert (info.soc_model, info.dsp_arch) == (57, "v75") and info.qairt_build.startswith("v2.49"), path
+            assert info.graphs and all(g.inputs and g.outputs for g in info.graphs)
