@@ -14,7 +14,6 @@ from harness.hostfiles import user_cache_dir
 from harness.qnn.host import HOST_QNN_SWITCH, auto_host_qnn
 from virtual_lab.qnn_build import ProgramSpec, build_programs
 
-FULL = ProgramSpec("SM8650")
 RELU_ON_CPU = ProgramSpec("SM8650", ("aten.relu.default",))  # the partitioner leaves the relu to the CPU
 
 
@@ -32,4 +31,5 @@ def tiny_qnn_programs() -> dict[ProgramSpec, Path]:
     if host is None:
         pytest.skip(f"no host QAIRT libraries to lower with: {why}")
     # HARNESS_CACHE_DIR is the session's temp folder (tests/conftest.py): built once per session.
-    return build_programs([FULL, RELU_ON_CPU], user_cache_dir() / "qnn-programs", host.child_env(env))
+    # One lowering: whole programs are ../shared's (their tests read those).
+    return build_programs([RELU_ON_CPU], user_cache_dir() / "qnn-programs", host.child_env(env))

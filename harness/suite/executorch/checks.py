@@ -20,6 +20,7 @@ from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass, Status
 from harness.pairs import Backend, BackendPair
 from harness.provision.model import provision_model
+from harness.qnn.pte import PteError
 from harness.report.records import TestRecord
 from harness.runners.executorch import (
     ArtifactKind,
@@ -202,8 +203,13 @@ def _placed(inp: EtInput, art: EtArtifact, rec: TestRecord, verdict: Verdict) ->
     those expected becomes `cpu-fallback`; provenance on every cell that ran."""
     if art.pte is None:
         return verdict
-    stamp_provenance(rec, inp.device, art.pte, inp.runtime_qairt())
-    misplaced = judge_placement(art.pte, EXPECTED_CPU_OPS[art.kind], rec)
+    try:
+        stamp_provenance(rec, inp.device, art.pte, inp.runtime_qairt())
+        misplaced = judge_placement(art.pte, EXPECTED_CPU_OPS[art.kind], rec)
+    except PteError:
+        if verdict.status is Status.PASSED:
+            raise  # a program that ran but cannot be read: the check fails, naming the file
+        return verdict  # a corrupt program's run failed already, with QNN's own words for it
     if misplaced is not None and verdict.status is Status.PASSED:
         return misplaced
     return verdict
