@@ -36,8 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness.checks import Surprise  # noqa: E402
 from harness.checks.coherence import Measurements, Tally, Thresholds, decide, measure  # noqa: E402
-from harness.checks.surprise import Surprise  # noqa: E402
 
 DEFAULT_FILE = ROOT / ".." / "shared" / "corpus" / "coherence-dev.jsonl"
 NEW_FILE = ROOT / "fixtures" / "coherence" / "new-prompts-mnn.jsonl"

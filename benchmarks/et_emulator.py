@@ -28,9 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.inventory import parse_inventory  # noqa: E402
-from harness.provision.emulator import provision_emulator_runtime  # noqa: E402
+from harness.provision import provision_emulator_runtime  # noqa: E402
 from harness.runners.executorch import ExecutorchRunner  # noqa: E402
-from harness.transport.local import LocalTransport  # noqa: E402
+from harness.transport import LocalTransport  # noqa: E402
 
 SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")
 DEFAULT_PTE = SHARED / "models" / "et-qnn-host" / "pte" / "qwen3-16a4w-sm8650.pte"

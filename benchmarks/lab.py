@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.inventory import Inventory, load_inventory  # noqa: E402
+from harness.lab import DeviceContext, run_night  # noqa: E402
 from harness.lab.plan import load_plan  # noqa: E402
-from harness.lab.scheduler import DeviceContext, run_night  # noqa: E402
 from harness.outcomes import FailureClass  # noqa: E402
-from harness.report.records import TestRecord  # noqa: E402
+from harness.report import TestRecord  # noqa: E402
 from harness.verdict import Verdict  # noqa: E402
 
 

@@ -37,8 +37,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coherence_generate import MODEL, RUNTIME, prepare  # noqa: E402
 
-from harness.runners.logits_diff import TOOL, analyse  # noqa: E402
-from harness.runners.prompts import render_prompt_file  # noqa: E402
+from harness.runners import (
+    TOOL,  # noqa: E402
+    render_prompt_file,  # noqa: E402
+)
+from harness.runners.logits_diff import analyse  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parent / "logits_diff_prompts.txt"
 EVERY_BLOCK = "sat_" + "_".join(str(b) for b in range(30))
@@ -89,7 +92,7 @@ def _label(cond: str) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    from harness.checks.teacher_forced import PromptFigures, judge_export
+    from harness.checks import PromptFigures, judge_export
     from harness.evidence import TeacherForced
 
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)

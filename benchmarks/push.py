@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a 
 import yaml  # noqa: E402
 
 from harness.inventory import load_inventory  # noqa: E402
-from harness.transport.adb import AdbTransport  # noqa: E402
+from harness.transport import AdbTransport  # noqa: E402
 
 MiB = 1024 * 1024
 REMOTE_BASE = "/data/local/tmp/bench"

@@ -52,8 +52,8 @@ def real_binary(runs: int, max_new_tokens: int) -> None:
         return
     from harness.inventory import parse_inventory
     from harness.provision import NullProgress, provision_model, provision_runtime
+    from harness.runners import Overlay
     from harness.runners.llm_demo import LlmDemoRunner
-    from harness.runners.overlay import Overlay
     from harness.transport import open_transport
 
     overlay = Overlay(greedy=True, max_new_tokens=max_new_tokens)
@@ -106,8 +106,8 @@ def main() -> int:
         print("skip: the `mnn` extra is not installed (pip install 'harness[mnn]')")
         return 0
     from harness.provision import provision_model, provision_runtime
+    from harness.runners import Overlay
     from harness.runners.llm_demo import LlmDemoRunner
-    from harness.runners.overlay import Overlay
     from harness.transport import open_transport
     from virtual_lab.lab import VirtualLab, default_devices
 

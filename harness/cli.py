@@ -20,7 +20,7 @@ from typing import NoReturn
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory, load_inventory
 from harness.kinds import TransportKind, by_kind
-from harness.lab.exitcodes import ExitCode, for_error
+from harness.lab import ExitCode, for_error
 
 DEFAULT_DEVICES_FILE = "devices.yaml"
 DEFAULT_LOCK_TIMEOUT_S = 600.0
@@ -59,15 +59,14 @@ def cmd_devices(args: argparse.Namespace) -> int:
         else:
             facts = ("-", "-", "-")  # the host: no Qualcomm SoC
         rows.append((d.name, d.transport, address, d.soc_model, *facts, d.work_dir, ",".join(d.tags)))
-    from harness.report.table import text_table
+    from harness.report import text_table
 
     print(text_table(rows))
     return 0
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from harness.lab.claims import claim_dir, open_claim
-    from harness.lab.exitcodes import UsageError
+    from harness.lab import UsageError, claim_dir, open_claim
     from harness.provision import provision_model
     from harness.transport import open_transport
 
@@ -119,14 +118,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_run(args: argparse.Namespace) -> int:
-    from harness.lab.cli import run_from_cli
+    from harness.lab import run_from_cli
 
     return run_from_cli(_inventory(args), Path(args.plan), Path(args.out), lock_dir=args.lock_dir,
                         fail_on_regression=args.fail_on_regression, rebuild_exports=args.rebuild_exports)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from harness.lab.exports.cli import export_from_cli
+    from harness.lab.exports import export_from_cli
 
     # The inventory only matters for `targets: lab`; a workstation may have none.
     path = args.file or os.environ.get("HARNESS_DEVICES") or DEFAULT_DEVICES_FILE
@@ -136,9 +135,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_status(args: argparse.Namespace) -> int:
-    from harness.lab.claims import claim_dir
+    from harness.lab import claim_dir, lab_status
     from harness.lab.plan import load_plan
-    from harness.lab.status import lab_status
 
     inventory = _inventory(args)
     plan_dir = load_plan(args.plan).locks.dir if args.plan else None

@@ -23,24 +23,18 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.checks import mrope
-from harness.checks.agreement import Agreement, compare
+from harness.checks import Agreement, ExportVerdict, compare, mrope, verdict_of_records
 from harness.checks.coherence import CoherenceKind, judge
 from harness.checks.coherence import Verdict as TextVerdict
-from harness.checks.export_verdict import ExportVerdict, verdict_of_records
 from harness.checks.shapes import scan_log_for_shape_errors
 from harness.evidence import ExportVerdictEvidence
 from harness.findings import Finding, errors
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair, reference_of
-from harness.report.records import TestRecord
-from harness.runners.cases import PromptCase
-from harness.runners.diff_tools import shows_b_images
+from harness.report import TestRecord
+from harness.runners import POSDBG_ENV, Overlay, Prompt, PromptCase, image_grids, shows_b_images
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.logits_diff import DiffResult, LogitsDiffRunner
-from harness.runners.overlay import Overlay
-from harness.runners.prompts import Prompt
-from harness.runners.vl_chunks import POSDBG_ENV, image_grids
 from harness.verdict import Verdict
 
 

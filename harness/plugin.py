@@ -19,13 +19,12 @@ from harness.evidence import Provenance
 from harness.inventory import DeviceSpec, Inventory, load_inventory
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair, PairError
-from harness.report.records import RecordWriter, TestRecord
+from harness.report import RecordWriter, TestRecord
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:
-    from harness.provision.artifacts import ModelArtifact
-    from harness.provision.types import ProvisionedModel, ProvisionedRuntime
-    from harness.transport.base import Transport
+    from harness.provision import ModelArtifact, ProvisionedModel, ProvisionedRuntime
+    from harness.transport import Transport
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -104,7 +103,7 @@ def device(pytestconfig: pytest.Config, inventory: Inventory) -> DeviceSpec:
 def claimed_device(pytestconfig: pytest.Config, inventory: Inventory, device: DeviceSpec) -> Iterator[DeviceSpec]:
     """The session holds the device's claim (harness/lab/claims.py) while it uses it, so a
     night or a push never runs on it at the same time. Gives up after --lock-timeout."""
-    from harness.lab.claims import DeviceBusy, claim_dir, open_claim
+    from harness.lab import DeviceBusy, claim_dir, open_claim
 
     claim = open_claim(device, lock_dir=claim_dir(inventory, None, _opt(pytestconfig, "--lock-dir")),
                        run_id=f"pytest-{os.getpid()}", purpose="pytest")
@@ -155,7 +154,7 @@ def setup_error(message: str) -> NoReturn:
     """A configuration problem every later test would repeat: said once, and the session stops
     (as for a bad inventory), instead of one identical ERROR per test. Exit 4: a usage or
     input error (harness/lab/exitcodes.py)."""
-    from harness.lab.exitcodes import ExitCode
+    from harness.lab import ExitCode
 
     pytest.exit(message, returncode=int(ExitCode.USAGE_ERROR))
 
@@ -177,7 +176,7 @@ def model_export(pytestconfig: pytest.Config) -> ModelArtifact | None:
     """The --model-dir export, read once for the session (its pairs decide whether QNN libraries
     are pushed, and provisioning pushes it). None: no --model-dir, or not one export (e.g. the
     ExecuTorch suite's folder of quant formats); provisioning then reports why."""
-    from harness.provision.artifacts import load_export
+    from harness.provision import load_export
 
     raw = _opt(pytestconfig, "--model-dir")
     try:
@@ -268,7 +267,7 @@ def device_record(request: pytest.FixtureRequest, record_writer: RecordWriter | 
         value = getattr(rec, key)
         if value not in ("", None):
             request.node.user_properties.append((key, str(value)))
-    from harness.report.junit import extra_properties  # timing, ETDump: as the lab's JUnit writes them
+    from harness.report import extra_properties  # timing, ETDump: as the lab's JUnit writes them
 
     request.node.user_properties.extend(extra_properties(rec).items())
     request.config.stash.setdefault(SESSION_RECORDS, []).append(rec)

@@ -13,10 +13,19 @@ import pytest
 from harness import pipeline
 from harness.pairs import BackendPair
 from harness.plugin import session_records
-from harness.runners.cases import write_test_image
+from harness.runners import write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.suite import DeviceInput, ExportInput, MatrixInput, Suite, SummaryInput, suite_cases
-from harness.suite.run import fit_reason, pair_skip_reason, select_pairs
+from harness.suite import (
+    DeviceInput,
+    ExportInput,
+    MatrixInput,
+    Suite,
+    SummaryInput,
+    fit_reason,
+    pair_skip_reason,
+    select_pairs,
+    suite_cases,
+)
 from suites.support import selected
 
 

@@ -16,9 +16,8 @@ import pytest
 
 from harness.outcomes import Status
 from harness.plugin import DECIDED
-from harness.runners.base import RunnerKind
-from harness.suite import Check, Instance, Scope, Suite, case_ids, run_check
-from harness.suite.run import CheckInput
+from harness.runners import RunnerKind
+from harness.suite import Check, CheckInput, Instance, Scope, Suite, case_ids, run_check
 
 
 def selected(suite: Suite, config: pytest.Config) -> Suite:

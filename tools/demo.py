@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.outcomes import FailureClass, NightOutcome, Status
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -176,9 +176,8 @@ def run_lab_night(out_dir: Path, say: Callable[[str], None] = print, pytest_name
     nothing failing and (given `pytest_names`) its JUnit holds every one of those testcases."""
     import yaml
 
-    from harness.lab import jobs
+    from harness.lab import run_night, suite_job
     from harness.lab.plan import load_plan
-    from harness.lab.scheduler import run_night
     from virtual_lab.exports import make_qwen3_vl_export
     from virtual_lab.lab import VirtualLab
 
@@ -201,7 +200,7 @@ def run_lab_night(out_dir: Path, say: Callable[[str], None] = print, pytest_name
         }, sort_keys=False))
         for d in inventory.devices.values():
             lab.runtime_dir(d.htp_arch)
-        night = run_night(load_plan(plan_path), inventory, out_dir / "night", jobs.suite_job, say=lambda _m: None)
+        night = run_night(load_plan(plan_path), inventory, out_dir / "night", suite_job, say=lambda _m: None)
     ok = True
     for name, outcome in sorted(night.devices.items()):
         recs = [r for r in night.records() if r.device == name]
@@ -240,9 +239,8 @@ def run_doors_night(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS) 
     qwen3_vl on the virtual OnePlus 13, one plan model per scenario. Verdicts per scenario."""
     import yaml
 
-    from harness.lab import jobs
+    from harness.lab import run_night, suite_job
     from harness.lab.plan import load_plan
-    from harness.lab.scheduler import run_night
     from virtual_lab.lab import VirtualLab, default_devices
 
     with VirtualLab(out_dir / "doors-lab", [default_devices()[0]]) as lab:
@@ -255,7 +253,7 @@ def run_doors_night(out_dir: Path, scenarios: tuple[Scenario, ...] = SCENARIOS) 
                         "timeout_s": 300},
             "locks": {"dir": str(out_dir / "doors-locks"), "wait_s": 30},
         }, sort_keys=False))
-        night = run_night(load_plan(plan_path), lab.inventory, out_dir / "doors-night", jobs.suite_job,
+        night = run_night(load_plan(plan_path), lab.inventory, out_dir / "doors-night", suite_job,
                           say=lambda _m: None, history_db=out_dir / "doors-history.sqlite")
     out: dict[str, Verdicts] = {sc.name: {} for sc in scenarios}
     for rec in night.records():

@@ -80,7 +80,7 @@ def build_programs(specs: Sequence[ProgramSpec], cache: Path, child_env: Mapping
 def context_binaries_of(program: Path) -> list[Path]:
     """The QNN context binaries inside a built program, written once beside it (`<stem>.<i>.bin`,
     temp name then rename): real binaries QNN accepts, for the virtual lab's exports."""
-    from harness.qnn.pte import context_binaries
+    from harness.qnn import context_binaries
 
     out = []
     for i, (_, blob) in enumerate(context_binaries(program)):

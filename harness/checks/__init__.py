@@ -1,0 +1,46 @@
+"""The checks: each judges one thing an export or a run shows, from real artifacts.
+Sub-packages (coherence/, mrope/, quant/, shapes/) have faces of their own; this face holds
+the loose modules' names.
+This `__init__` is the package's one face; names load on first use (PEP 562), so importing one
+name imports only its module."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, {
+    "agreement": ("Agreement", "DriftWarning", "assert_agrees", "compare"),
+    "et_reference": ("GreedyReference", "compare_outputs", "generated_after", "match_tokens", "vocab_pieces"),
+    "export_verdict": ("ExportVerdict", "Instrument", "LineVerdict", "export_verdict", "static_quant_line",
+                       "teacher_forced_line", "text_coherence_line", "verdict_of_records"),
+    "surprise": ("ReferenceUnavailable", "Scorer", "Surprise"),
+    "teacher_forced": ("DEFAULT_THRESHOLDS", "PromptFigures", "Thresholds", "judge_export"),
+})
+
+if TYPE_CHECKING:
+    from harness.checks.agreement import Agreement as Agreement
+    from harness.checks.agreement import DriftWarning as DriftWarning
+    from harness.checks.agreement import assert_agrees as assert_agrees
+    from harness.checks.agreement import compare as compare
+    from harness.checks.et_reference import GreedyReference as GreedyReference
+    from harness.checks.et_reference import compare_outputs as compare_outputs
+    from harness.checks.et_reference import generated_after as generated_after
+    from harness.checks.et_reference import match_tokens as match_tokens
+    from harness.checks.et_reference import vocab_pieces as vocab_pieces
+    from harness.checks.export_verdict import ExportVerdict as ExportVerdict
+    from harness.checks.export_verdict import Instrument as Instrument
+    from harness.checks.export_verdict import LineVerdict as LineVerdict
+    from harness.checks.export_verdict import export_verdict as export_verdict
+    from harness.checks.export_verdict import static_quant_line as static_quant_line
+    from harness.checks.export_verdict import teacher_forced_line as teacher_forced_line
+    from harness.checks.export_verdict import text_coherence_line as text_coherence_line
+    from harness.checks.export_verdict import verdict_of_records as verdict_of_records
+    from harness.checks.surprise import ReferenceUnavailable as ReferenceUnavailable
+    from harness.checks.surprise import Scorer as Scorer
+    from harness.checks.surprise import Surprise as Surprise
+    from harness.checks.teacher_forced import DEFAULT_THRESHOLDS as DEFAULT_THRESHOLDS
+    from harness.checks.teacher_forced import PromptFigures as PromptFigures
+    from harness.checks.teacher_forced import Thresholds as Thresholds
+    from harness.checks.teacher_forced import judge_export as judge_export

@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Literal
 
-from harness.checks import textstats as ts
+import harness.checks.textstats as ts
 
 Level = Literal["agree", "drift", "disagree"]
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from harness.evidence.base import Evidence, EvidenceSet, JsonObject
 from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdictLine
-from harness.evidence.placement import PlacementEvidence
+from harness.evidence.placement import NPU_BACKEND, MethodPlacement, Placement, PlacementEvidence, count_pairs
 from harness.evidence.provenance import Provenance, Tier
 from harness.evidence.teacher_forced import TeacherForced
 
@@ -16,4 +16,4 @@ FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence, Pl
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES}
 
 __all__ = ["Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "JsonObject", "KINDS",
-           "PlacementEvidence", "Provenance", "TeacherForced", "Tier"]
+           "MethodPlacement", "NPU_BACKEND", "Placement", "PlacementEvidence", "count_pairs", "Provenance", "TeacherForced", "Tier"]

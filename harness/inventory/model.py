@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import InventoryError
-from harness.evidence.provenance import Tier
+from harness.evidence import Tier
 from harness.inventory.labgrid import LabgridSpec
 from harness.kinds import TransportKind, by_kind
 

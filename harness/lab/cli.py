@@ -7,10 +7,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harness.inventory import DeviceSpec, Inventory
+from harness.lab.context import DeviceContext
 from harness.lab.exitcodes import ExitCode, for_night
 from harness.lab.plan import RUNNERS, Plan, PlanError, load_plan
-from harness.lab.scheduler import DeviceContext, run_night
-from harness.report.records import TestRecord
+from harness.lab.scheduler import run_night
+from harness.report import TestRecord
 
 
 class PlanJob:
@@ -50,7 +51,7 @@ def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_d
         if ":" not in kind:  # per-device JUnit files sit beside the merged one
             print(f"  report {kind}: {path}")
     if plan.exports is not None:
-        from harness.lab.exports.cli import failed_export_lines
+        from harness.lab.exports import failed_export_lines
 
         for line in failed_export_lines(result.records()):
             print(f"  {line}")

@@ -14,8 +14,8 @@ from typing import Protocol, runtime_checkable
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan, PlanEntry
 from harness.outcomes import NightOutcome
-from harness.report.records import TestRecord
-from harness.transport.base import Transport
+from harness.report import TestRecord
+from harness.transport import Transport
 
 TransportFactory = Callable[[DeviceSpec], Transport]
 SayFn = Callable[[str], None]

@@ -17,9 +17,8 @@ from pathlib import Path
 from harness.evidence import Provenance
 from harness.lab.context import DeviceContext
 from harness.lab.export_checks import device_path
-from harness.provision import provision_runtime
-from harness.provision.types import ProvisionedRuntime
-from harness.report.records import TestRecord
+from harness.provision import ProvisionedRuntime, provision_runtime
+from harness.report import TestRecord
 from harness.suite import Scope, run_check
 from harness.suite.executorch import build_et_input
 

@@ -14,7 +14,7 @@ from harness.errors import HarnessError
 from harness.export import open_export
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan, PlanEntry
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 from harness.suite import ExportInput, Instance, Scope, run_check
 from harness.verdict import Verdict
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.errors import HarnessError, TransportError
-from harness.transport.base import Transport
-from harness.transport.facts import DeviceFacts
-from harness.transport.types import LinkState, link_state_of
+from harness.transport import DeviceFacts, LinkState, Transport, link_state_of
 
 
 @dataclass(frozen=True)

@@ -24,17 +24,26 @@ from harness.lab.export_checks import device_path, export_check_records
 from harness.lab.plan import Plan
 from harness.pairs import BackendPair, cpu_first
 from harness.pipeline import PairRun, judge_matrix, run_matrix
-from harness.provision import provision_model, provision_runtime
-from harness.provision.types import ProvisionedModel
-from harness.report.records import TestRecord
-from harness.runners.base import RunnerKind
-from harness.runners.cases import PromptCase, write_test_image
+from harness.provision import ProvisionedModel, provision_model, provision_runtime
+from harness.report import TestRecord
+from harness.runners import PromptCase, RunnerKind, write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.suite import Check, DeviceInput, Instance, MatrixInput, Scope, Suite, SummaryInput, run_check, suite_cases
-from harness.suite.run import fit_reason, pair_skip_reason
+from harness.suite import (
+    Check,
+    DeviceInput,
+    Instance,
+    MatrixInput,
+    Scope,
+    Suite,
+    SummaryInput,
+    fit_reason,
+    pair_skip_reason,
+    run_check,
+    suite_cases,
+)
 
 
-def _record(ctx: DeviceContext, check: Check, instance: Instance, label: str) -> TestRecord:
+def _record(ctx: DeviceContext, check: Check[Any], instance: Instance, label: str) -> TestRecord:
     rec = TestRecord(name=check.testcase(instance), suite=ctx.entry.suite.name, device=ctx.device.name,
                      soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label)
     if ctx.device.emulated:
@@ -43,7 +52,7 @@ def _record(ctx: DeviceContext, check: Check, instance: Instance, label: str) ->
     return rec
 
 
-def _matrix_records(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], inp: MatrixInput,
+def _matrix_records(ctx: DeviceContext, suite: Suite, checks: Sequence[Check[Any]], inp: MatrixInput,
                     pairs: Sequence[BackendPair], case_ids: Sequence[str], label: str) -> Iterator[TestRecord]:
     """The cell and pair checks' testcases of `pairs`, decided on `inp`."""
     for check in checks:
@@ -90,7 +99,7 @@ def llm_matrix_job(ctx: DeviceContext) -> Iterator[TestRecord]:
             yield rec
 
 
-def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], model: ProvisionedModel, label: str,
+def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check[Any]], model: ProvisionedModel, label: str,
                options: dict[str, Any], sdk: Path | None) -> Iterator[TestRecord]:
     """The matrix (cell and pair checks), then the device checks."""
     visual = suite.visual if suite.visual is not None else model.visual
@@ -150,7 +159,7 @@ def _on_device(ctx: DeviceContext, suite: Suite, on_device: Sequence[Check], mod
     runner.cleanup()
 
 
-def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check], model: ProvisionedModel,
+def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check[Any]], model: ProvisionedModel,
            runner: LlmDemoRunner, pairs: Sequence[BackendPair], cases: Sequence[PromptCase], label: str, *,
            max_new_tokens: int, timeout: float, env: dict[str, str]) -> Iterator[TestRecord]:
     """Pair by pair, CPU reference first, so results arrive as they are made and a retry after a

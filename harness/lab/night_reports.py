@@ -21,10 +21,10 @@ from harness.inventory import DeviceSpec
 from harness.lab.context import DeviceOutcome
 from harness.lab.plan import Plan
 from harness.outcomes import FailureClass, NightOutcome, Status
-from harness.report.records import TestRecord, read_records
+from harness.report import TestRecord, read_records
 
 if TYPE_CHECKING:
-    from harness.report.history import Regression
+    from harness.report import Regression
 
 
 @dataclass(frozen=True)
@@ -100,14 +100,13 @@ def write_night_reports(
     Each is written on its own: one that fails (a full disk, a history damaged during the
     night) is a line in the returned problems, and the rest are still written from `records`
     (the HTML then without trends). Returns (paths, regressions, problems)."""
-    from harness.report import html, junit
-    from harness.report.history import History
+    from harness.report import History, write_html, write_junit
 
     paths: dict[str, Path] = {}
     problems: list[str] = []
     regressions: list[Regression] = []
     try:
-        paths.update(junit.write_junit(records, out_dir))
+        paths.update(write_junit(records, out_dir))
     except (HarnessError, OSError) as exc:
         problems.append(f"JUnit not written: {_said(exc)}")
     hist: History | None = None
@@ -126,10 +125,10 @@ def write_night_reports(
     try:
         title = f"{plan_name} - {run_id}"
         try:
-            paths["html"] = html.write_html(records, out_dir, title=title, history=hist, regressions=regressions)
+            paths["html"] = write_html(records, out_dir, title=title, history=hist, regressions=regressions)
         except sqlite3.Error as exc:  # the history broke while plotting: the page without trends
             problems.append(f"trend plots not drawn: {_said(exc, history_db)}")
-            paths["html"] = html.write_html(records, out_dir, title=title, regressions=regressions)
+            paths["html"] = write_html(records, out_dir, title=title, regressions=regressions)
     except (HarnessError, OSError, sqlite3.Error) as exc:
         problems.append(f"HTML report not written: {_said(exc)}")
     finally:

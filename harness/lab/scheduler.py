@@ -48,8 +48,8 @@ from harness.lab.plan import Plan, PlanError
 from harness.lab.stopsignals import stop_on_signals
 from harness.lab.worker import DeviceWorker, Night
 from harness.outcomes import NightOutcome
-from harness.report.records import RecordWriter, TestRecord
-from harness.transport.factory import open_transport
+from harness.report import RecordWriter, TestRecord
+from harness.transport import open_transport
 
 
 def _default_say(message: str) -> None:
@@ -199,8 +199,7 @@ def _export_stage(plan: Plan, devices: list, out_dir: Path, job: JobFn, *, stop:
                   run_id: str, write: Callable[[TestRecord], None], rebuild: bool) -> tuple[Plan, JobFn]:
     """The plan's exports, built (or taken from the cache); the plan's exported models then point
     at this night's exports, and the job skips what needs a failed one (lab/exports/gate.py)."""
-    from harness.lab.exports.gate import ExportGate
-    from harness.lab.exports.stage import run_export_stage
+    from harness.lab.exports import ExportGate, run_export_stage
 
     assert plan.exports is not None
     stage = run_export_stage(plan.exports, devices, out_dir, stop=stop, say=say, run_id=run_id, write=write,
@@ -209,7 +208,7 @@ def _export_stage(plan: Plan, devices: list, out_dir: Path, job: JobFn, *, stop:
 
 
 def _junit_only(records: list[TestRecord], out_dir: Path) -> tuple[dict[str, Path], list[str]]:
-    from harness.report.junit import write_junit
+    from harness.report import write_junit
 
     try:
         return write_junit(records, out_dir), []
@@ -221,7 +220,7 @@ def check_history(path: Path, plan: Plan, history_db: Path | None = None) -> Non
     """The history database opens, is whole and takes writes: a usage error (exit 4) naming
     the file before the night runs, not a lost report after it."""
     from harness.lab.exitcodes import UsageError
-    from harness.report.history import History, HistoryError
+    from harness.report import History, HistoryError
 
     try:
         with History(path) as hist:

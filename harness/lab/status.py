@@ -15,9 +15,8 @@ from harness.kinds import TransportKind, by_kind
 from harness.lab.claims import claim_states, unclaimed_address
 from harness.lab.context import TransportFactory
 from harness.lab.health import HealthPolicy, HealthVerdict, check_device
-from harness.report.table import text_table
-from harness.transport.factory import open_transport
-from harness.transport.types import LinkState
+from harness.report import text_table
+from harness.transport import LinkState, open_transport
 
 
 @dataclass

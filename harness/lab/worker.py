@@ -15,13 +15,14 @@ from pathlib import Path
 from harness.errors import ConnectionDropped, HarnessError, StopRequested, TransportError
 from harness.evidence import Provenance
 from harness.inventory import DeviceSpec
-from harness.lab.claims import DeviceBusy, open_claim
+from harness.lab.claims import open_claim
 from harness.lab.context import DeviceContext, DeviceOutcome, JobFn, SayFn, TransportFactory
 from harness.lab.health import HealthVerdict, check_device
+from harness.lab.locks import DeviceBusy
 from harness.lab.plan import Plan, PlanEntry
 from harness.outcomes import FailureClass, NightOutcome, Status
-from harness.report.records import RecordWriter, TestRecord
-from harness.transport.base import Transport
+from harness.report import RecordWriter, TestRecord
+from harness.transport import Transport
 from harness.verdict import Verdict
 
 log = logging.getLogger("harness.lab")

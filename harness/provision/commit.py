@@ -19,7 +19,7 @@ from harness.provision.scripts import (
     split_sections,
 )
 from harness.provision.session import MAX_COMMAND, SyncSession
-from harness.transport.base import RemoteStat
+from harness.transport import RemoteStat
 
 MAX_INLINE_MANIFEST = 64 << 10  # larger manifests are pushed as a file
 

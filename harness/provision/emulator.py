@@ -22,7 +22,7 @@ from harness.errors import ProvisionError
 from harness.hostrt.executorch import make_runtime_dir
 from harness.provision.types import ProvisionedRuntime
 from harness.qnn import check_executorch_pairing, find_host_qnn
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 
 def provision_emulator_runtime(transport: Transport, *, qnn_sdk: Path | None = None,

@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.provision.artifacts import ModelArtifact, check_qairt, check_target, load_export
+from harness.provision.artifact_types import ModelArtifact
+from harness.provision.artifacts import load_export
 from harness.provision.hashcache import HashCache, default_cache
 from harness.provision.manifest import Manifest, read_local_manifest, write_local_manifest
 from harness.provision.progress import Progress, make_progress
 from harness.provision.sync import sync_set
+from harness.provision.target import check_qairt, check_target
 from harness.provision.types import ProvisionedModel
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 
 def provision_model(

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.provision.artifacts import ArtifactFile
-from harness.provision.hashcache import FileKey, HashCache
+from harness.hostfiles import FileKey
+from harness.provision.hashcache import HashCache
 from harness.provision.probe import Placed, Probe
+from harness.provision.setfiles import ArtifactFile
 
 if TYPE_CHECKING:  # concurrent.futures is imported only when something is hashed in the background
     from concurrent.futures import Future

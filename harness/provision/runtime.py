@@ -22,15 +22,15 @@ from pathlib import Path
 
 from harness.errors import ArtifactError, ProvisionError
 from harness.inventory import DeviceSpec
-from harness.provision.artifacts import ArtifactFile, list_files
 from harness.provision.elf import OFF_CPU_MACHINES, abi_of, device_abis, is_elf, read_elf, read_machine, system_lib_dirs
 from harness.provision.hashcache import HashCache, default_cache
 from harness.provision.layout import safe_name
 from harness.provision.progress import Progress, make_progress
+from harness.provision.setfiles import ArtifactFile, list_files
 from harness.provision.sync import SyncResult, sync_set
 from harness.provision.types import ProvisionedRuntime
 from harness.qnn import scan_qairt_build
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 _ARCH_LIB = re.compile(r"^libQnnHtpV(\d+)(Stub|Skel)\.so$")
 # Where Android looks for DSP skeletons besides ours (Qualcomm's ADSP_LIBRARY_PATH default).

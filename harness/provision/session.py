@@ -16,8 +16,7 @@ from harness.provision.plan import Item
 from harness.provision.probe import Probe, parse_probe
 from harness.provision.progress import Progress
 from harness.provision.scripts import PREPARE_SCRIPT, PROBE_SCRIPT, script_argv, split_sections
-from harness.transport.base import Transport
-from harness.transport.facts import parse_df_free
+from harness.transport import Transport, parse_df_free
 
 MAX_COMMAND = 48 << 10  # keep each device command well under adb's 256 KiB service limit
 

@@ -11,7 +11,7 @@ from harness.errors import ProvisionError, TransportError
 from harness.provision.layout import DeviceLayout, safe_name
 from harness.provision.progress import human_bytes
 from harness.provision.scripts import STATUS_SCRIPT, parse_manifest_lines, parse_stat_lines, script_argv, split_sections
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 
 @dataclass

@@ -41,9 +41,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.errors import HarnessError, ProvisionError, RemoteNoSpaceError, TransportError
-from harness.provision.artifacts import ArtifactFile
+from harness.hostfiles import FileKey
 from harness.provision.commit import commit_set, publish
-from harness.provision.hashcache import BackgroundHasher, FileKey, HashCache
+from harness.provision.hashcache import BackgroundHasher, HashCache
 from harness.provision.layout import KIND_DIRS, DeviceLayout, safe_name
 from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
 from harness.provision.plan import Item, Plan, blocking_rels, decide, make_plan, moved_sources
@@ -51,7 +51,8 @@ from harness.provision.probe import Probe
 from harness.provision.progress import NullProgress, Progress, human_bytes
 from harness.provision.scripts import MAKE_ROOM_SCRIPT, PLACE_CHECKED_SCRIPT, PLACE_SCRIPT
 from harness.provision.session import MAX_COMMAND, SyncSession
-from harness.transport.base import Transport
+from harness.provision.setfiles import ArtifactFile
+from harness.transport import Transport
 
 FLUSH_BYTES = 256 << 20  # place verified files at least this often: a crash re-sends < this much
 

@@ -24,6 +24,7 @@ from typing import Any
 import harness.qnn.layouts as L
 from harness import soc
 from harness.errors import ArtifactError
+from harness.qnn.buildid import QNN_ERROR
 from harness.qnn.host import HostQnn, find_host_qnn, qairt_version_of
 
 READER = "libQnnSystem"  # how the source is named in compiled IO and CLI output
@@ -133,7 +134,7 @@ class QnnSystemLib:
             raise ContextBinaryError(f"{lib}: cannot load QNN's System library ({exc}); reinstall the qnn extra "
                                      "or point --qnn-sdk at a QAIRT SDK") from None
         self._handle = handle  # keeps the library mapped while the function pointers are used
-        get_providers.restype = L.QNN_ERROR
+        get_providers.restype = QNN_ERROR
         get_providers.argtypes = [ctypes.POINTER(ctypes.POINTER(ctypes.POINTER(L.SystemInterface))),
                                   ctypes.POINTER(ctypes.c_uint32)]
         providers = ctypes.POINTER(ctypes.POINTER(L.SystemInterface))()

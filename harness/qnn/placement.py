@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from harness.evidence.placement import MethodPlacement, Placement, count_pairs
+from harness.evidence import MethodPlacement, Placement, count_pairs
 from harness.qnn.pte import open_program
 
 # Instruction.instr_args is a flatbuffer union: slot 0 its type, slot 1 the table.

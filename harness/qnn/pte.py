@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ArtifactError
-from harness.evidence.placement import NPU_BACKEND
+from harness.evidence import NPU_BACKEND
 
 QNN_BACKEND_ID = NPU_BACKEND  # one spelling, in the evidence types
 _PTE_IDENT = b"ET12"

@@ -1,0 +1,37 @@
+"""Records and what is made of them: the record (records.py), JUnit, HTML, the history of
+nights, tables and QNN profiles.
+This `__init__` is the package's one face; names load on first use (PEP 562), so importing one
+name imports only its module."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, {
+    "history": ("History", "HistoryError", "Regression", "aggregate"),
+    "html": ("group_failures", "render_html", "write_html"),
+    "junit": ("extra_properties", "junit_document", "write_junit"),
+    "qnn_profile": ("QNN_ETDUMP_KEY", "qnn_profiles"),
+    "records": ("RecordWriter", "TestRecord", "read_records"),
+    "table": ("text_table",),
+})
+
+if TYPE_CHECKING:
+    from harness.report.history import History as History
+    from harness.report.history import HistoryError as HistoryError
+    from harness.report.history import Regression as Regression
+    from harness.report.history import aggregate as aggregate
+    from harness.report.html import group_failures as group_failures
+    from harness.report.html import render_html as render_html
+    from harness.report.html import write_html as write_html
+    from harness.report.junit import extra_properties as extra_properties
+    from harness.report.junit import junit_document as junit_document
+    from harness.report.junit import write_junit as write_junit
+    from harness.report.qnn_profile import QNN_ETDUMP_KEY as QNN_ETDUMP_KEY
+    from harness.report.qnn_profile import qnn_profiles as qnn_profiles
+    from harness.report.records import RecordWriter as RecordWriter
+    from harness.report.records import TestRecord as TestRecord
+    from harness.report.records import read_records as read_records
+    from harness.report.table import text_table as text_table

@@ -10,8 +10,8 @@ import enum
 from typing import Protocol, runtime_checkable
 
 from harness.inventory import DeviceSpec
-from harness.provision.types import ProvisionedRuntime
-from harness.transport.base import Transport
+from harness.provision import ProvisionedRuntime
+from harness.transport import Transport
 
 
 class RunnerKind(enum.StrEnum):

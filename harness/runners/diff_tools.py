@@ -7,7 +7,7 @@ import posixpath
 import re
 
 from harness.errors import TransportError
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 TOOL = "llm_logits_diff"
 # The VL build: B also runs tokenizer_encode (the stock B never sees the prompt's images) and a

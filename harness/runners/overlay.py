@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 
 @dataclass(frozen=True)

@@ -11,20 +11,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import pipeline
-from harness.checks import mrope
-from harness.checks.agreement import DriftWarning
-from harness.checks.export_verdict import Instrument
-from harness.checks.quant.export import check_export_quant
+from harness.checks import DriftWarning, Instrument, mrope
+from harness.checks.quant import check_export_quant
 from harness.checks.shapes import ERROR, assert_shapes_ok, check_export_shapes
 from harness.export import open_export
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
-from harness.provision.types import ProvisionedModel
-from harness.report.records import TestRecord
-from harness.runners import vl_chunks
-from harness.runners.cases import chunked_image_cases
+from harness.provision import ProvisionedModel
+from harness.report import TestRecord
+from harness.runners import (
+    ROLES,
+    ChunkedRun,
+    Prompt,
+    RoleVerdict,
+    chunked_image_cases,
+    positions_verdict,
+    run_chunkings,
+    shapes_verdict,
+)
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.runners.prompts import Prompt
 from harness.suite.model import CheckCall
 from harness.verdict import Verdict
 
@@ -79,12 +84,12 @@ class DeviceInput:
         return self.model.model_type
 
     @functools.cached_property
-    def chunked_runs(self) -> list[vl_chunks.ChunkedRun]:
+    def chunked_runs(self) -> list[ChunkedRun]:
         """A VL export's CPU pair under the compiled chunk and the other chunkings (run once)."""
         assert self.runner is not None and self.image is not None
-        return vl_chunks.run_chunkings(self.runner, chunked_image_cases(self.image),
-                                       BackendPair.cpu_reference(visual=True), timeout=self.timeout,
-                                       extra_env=self.extra_env)
+        return run_chunkings(self.runner, chunked_image_cases(self.image),
+                             BackendPair.cpu_reference(visual=True), timeout=self.timeout,
+                             extra_env=self.extra_env)
 
 
 @dataclass
@@ -178,7 +183,7 @@ def mrope_positions(c: CheckCall[MatrixInput]) -> Verdict:
 
 
 def _roles(inp: DeviceInput, rec: TestRecord, roles: tuple[str, ...],
-           judge: Callable[[list[vl_chunks.ChunkedRun], str], vl_chunks.RoleVerdict], failure: FailureClass,
+           judge: Callable[[list[ChunkedRun], str], RoleVerdict], failure: FailureClass,
            what: str) -> Verdict:
     rec.backend_pair = BackendPair.cpu_reference(visual=True)
     if inp.image is None:
@@ -196,7 +201,7 @@ def mrope_positions_chunked(c: CheckCall[DeviceInput]) -> Verdict:
     """The CPU pair's positions in one chunk, under the compiled chunk and a padding and a
     non-padding chunking whose boundaries stay out of the image (runners/vl_chunks.py)."""
     inp, rec = c.inp, c.rec
-    return _roles(inp, rec, ("one", "compiled", "padding", "no-padding"), vl_chunks.positions_verdict,
+    return _roles(inp, rec, ("one", "compiled", "padding", "no-padding"), positions_verdict,
                   FailureClass.MROPE_POSITIONS, "mRoPE position check failed")
 
 
@@ -204,7 +209,7 @@ def mrope_positions_image_split(c: CheckCall[DeviceInput]) -> Verdict:
     """The CPU pair's positions with the first chunk ending inside the image (row inflation,
     docs/posdbg.md#row-inflation)."""
     inp, rec = c.inp, c.rec
-    return _roles(inp, rec, ("image-split",), vl_chunks.positions_verdict, FailureClass.MROPE_POSITIONS,
+    return _roles(inp, rec, ("image-split",), positions_verdict, FailureClass.MROPE_POSITIONS,
                   "mRoPE position check failed")
 
 
@@ -212,7 +217,7 @@ def runtime_shape_guards_chunked(c: CheckCall[DeviceInput]) -> Verdict:
     """No shape or graph error in the CPU pair's chunked runs (e.g. DeepStack rows vs a padded
     chunk), per chunking."""
     inp, rec = c.inp, c.rec
-    return _roles(inp, rec, vl_chunks.ROLES, vl_chunks.shapes_verdict, FailureClass.SHAPE_ERROR, "shape failure")
+    return _roles(inp, rec, ROLES, shapes_verdict, FailureClass.SHAPE_ERROR, "shape failure")
 
 
 def chunked_prefill(c: CheckCall[DeviceInput]) -> Verdict:

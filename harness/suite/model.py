@@ -12,8 +12,8 @@ from typing import Any, Generic, TypeVar
 
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
-from harness.report.records import TestRecord
-from harness.runners.base import RunnerKind
+from harness.report import TestRecord
+from harness.runners import RunnerKind
 from harness.verdict import Verdict
 
 

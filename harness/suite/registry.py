@@ -11,9 +11,7 @@ from pathlib import Path
 
 import harness.suite.checks as checks
 from harness.outcomes import FailureClass
-from harness.runners.base import RunnerKind
-from harness.runners.cases import PromptCase, default_cases
-from harness.runners.quant_matrix import QUANT_FORMATS
+from harness.runners import QUANT_FORMATS, PromptCase, RunnerKind, default_cases
 from harness.suite.executorch import (
     EtInput,
     cpu_export_runs,

@@ -12,8 +12,8 @@ from harness.errors import HarnessError
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair, cpu_first
-from harness.provision.types import ProvisionedModel, ProvisionedRuntime
-from harness.report.records import TestRecord
+from harness.provision import ProvisionedModel, ProvisionedRuntime
+from harness.report import TestRecord
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput, converter_missing
 from harness.suite.executorch import EtInput
 from harness.suite.model import Check, CheckCall, Instance, Need, Suite

@@ -1,6 +1,64 @@
-"""Device links behind one interface: `Transport` (base.py) with adb, ssh and local drivers."""
+"""Device links behind one interface: `Transport` (base.py) with adb, ssh and local drivers.
+This `__init__` is the package's one face; names load on first use (PEP 562), so importing one
+name imports only its module."""
 
-from harness.transport.base import CommandResult, HealthReport, RemoteStat, Transport
-from harness.transport.factory import open_transport
+from __future__ import annotations
 
-__all__ = ["CommandResult", "HealthReport", "RemoteStat", "Transport", "open_transport"]
+from typing import TYPE_CHECKING
+
+from harness.lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, {
+    "adb": ("AdbTransport",),
+    "adb_host": ("AdbConnection", "AdbError", "AdbFault"),
+    "adb_state": ("is_tcp_serial", "link_state"),
+    "adb_sync": ("SEND_PAYLOAD", "SyncClient"),
+    "base": ("Transport",),
+    "command": ("build_shell_command", "check_wire_text", "env_prefix", "quote_argv"),
+    "factory": ("OPENERS", "AdbOverSsh", "open_transport"),
+    "facts": ("SYSFS_BATTERY", "DeviceFacts", "ProbeUnreadable", "parse_df_free", "parse_dumpsys_battery",
+              "parse_probe", "parse_sysfs_battery"),
+    "local": ("LocalTransport",),
+    "logcat": ("LogcatService",),
+    "pidfiles": ("parse_stat_line",),
+    "retry": ("NO_RETRY", "RetryPolicy"),
+    "ssh": ("SshTransport",),
+    "types": ("CommandResult", "HealthReport", "LinkState", "RawExec", "RemoteStat", "link_state_of"),
+})
+
+if TYPE_CHECKING:
+    from harness.transport.adb import AdbTransport as AdbTransport
+    from harness.transport.adb_host import AdbConnection as AdbConnection
+    from harness.transport.adb_host import AdbError as AdbError
+    from harness.transport.adb_host import AdbFault as AdbFault
+    from harness.transport.adb_state import is_tcp_serial as is_tcp_serial
+    from harness.transport.adb_state import link_state as link_state
+    from harness.transport.adb_sync import SEND_PAYLOAD as SEND_PAYLOAD
+    from harness.transport.adb_sync import SyncClient as SyncClient
+    from harness.transport.base import Transport as Transport
+    from harness.transport.command import build_shell_command as build_shell_command
+    from harness.transport.command import check_wire_text as check_wire_text
+    from harness.transport.command import env_prefix as env_prefix
+    from harness.transport.command import quote_argv as quote_argv
+    from harness.transport.factory import OPENERS as OPENERS
+    from harness.transport.factory import AdbOverSsh as AdbOverSsh
+    from harness.transport.factory import open_transport as open_transport
+    from harness.transport.facts import SYSFS_BATTERY as SYSFS_BATTERY
+    from harness.transport.facts import DeviceFacts as DeviceFacts
+    from harness.transport.facts import ProbeUnreadable as ProbeUnreadable
+    from harness.transport.facts import parse_df_free as parse_df_free
+    from harness.transport.facts import parse_dumpsys_battery as parse_dumpsys_battery
+    from harness.transport.facts import parse_probe as parse_probe
+    from harness.transport.facts import parse_sysfs_battery as parse_sysfs_battery
+    from harness.transport.local import LocalTransport as LocalTransport
+    from harness.transport.logcat import LogcatService as LogcatService
+    from harness.transport.pidfiles import parse_stat_line as parse_stat_line
+    from harness.transport.retry import NO_RETRY as NO_RETRY
+    from harness.transport.retry import RetryPolicy as RetryPolicy
+    from harness.transport.ssh import SshTransport as SshTransport
+    from harness.transport.types import CommandResult as CommandResult
+    from harness.transport.types import HealthReport as HealthReport
+    from harness.transport.types import LinkState as LinkState
+    from harness.transport.types import RawExec as RawExec
+    from harness.transport.types import RemoteStat as RemoteStat
+    from harness.transport.types import link_state_of as link_state_of

@@ -29,9 +29,8 @@ from harness.transport.adb_props import FACT_PROPS, parse_getprop
 from harness.transport.adb_shell import read_v1, read_v2, v1_service, v2_service
 from harness.transport.adb_state import is_loopback, is_tcp_serial, link_state, state_error, state_from_fail
 from harness.transport.adb_sync import SyncClient
-from harness.transport.base import HealthReport, LinkState, RawExec
 from harness.transport.retry import RetryPolicy
-from harness.transport.types import link_state_of
+from harness.transport.types import HealthReport, LinkState, RawExec, link_state_of
 
 
 class AdbTransport(AdbFileTransport):

@@ -19,7 +19,8 @@ from typing import TypeVar
 from harness.errors import ConnectionDropped, RemoteNoSpaceError, RemotePathError, TransportError
 from harness.transport.adb_host import AdbConnection, AdbError
 from harness.transport.adb_sync import SyncClient, SyncFail, SyncProtocolError, tune_socket
-from harness.transport.base import ProgressFn, RemoteStat, Transport
+from harness.transport.base import ProgressFn, Transport
+from harness.transport.types import RemoteStat
 
 LINK_ERRORS = (OSError, EOFError)  # a socket fault or a stream cut short: the link's fault
 _SYNC_STALL_S = 120.0

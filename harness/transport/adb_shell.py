@@ -14,8 +14,8 @@ import re
 import socket
 import time
 
-from harness.transport.base import RawExec
 from harness.transport.command import quote_argv
+from harness.transport.types import RawExec
 
 SHELL_PKT_STDIN, SHELL_PKT_STDOUT, SHELL_PKT_STDERR, SHELL_PKT_EXIT, SHELL_PKT_CLOSE_STDIN = 0, 1, 2, 3, 4
 V1_MARKER = "X4EXIT-"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from harness.errors import RemoteNoSpaceError, RemotePathError
 from harness.kinds import TransportKind
-from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
+from harness.transport.base import ProgressFn, Transport
+from harness.transport.types import RawExec, RemoteStat
 
 _CHUNK = 4 << 20
 

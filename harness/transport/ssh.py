@@ -29,7 +29,7 @@ from harness.errors import (
 )
 from harness.inventory import DeviceSpec
 from harness.kinds import TransportKind
-from harness.transport.base import ProgressFn, RawExec, RemoteStat, Transport
+from harness.transport.base import ProgressFn, Transport
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
 from harness.transport.ssh_connect import (
@@ -40,6 +40,7 @@ from harness.transport.ssh_connect import (
     is_link_fault,
     load_known_hosts,
 )
+from harness.transport.types import RawExec, RemoteStat
 
 log = logging.getLogger("harness.transport")
 _CHUNK = 1 << 20  # local read size; paramiko splits SFTP writes into 32 KiB requests

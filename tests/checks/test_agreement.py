@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.agreement import Agreement, DriftWarning, assert_agrees, compare
+from harness.checks import Agreement, DriftWarning, assert_agrees, compare
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "fixtures" / "coherence" / "dev-subset.jsonl"

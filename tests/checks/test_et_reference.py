@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.checks.et_reference import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
+from harness.checks import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")

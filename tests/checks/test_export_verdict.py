@@ -9,19 +9,20 @@ from __future__ import annotations
 import pytest
 
 from harness import pipeline
-from harness.checks.export_verdict import (
+from harness.checks import (
     Instrument,
     LineVerdict,
+    PromptFigures,
     export_verdict,
+    judge_export,
     static_quant_line,
     text_coherence_line,
     verdict_of_records,
 )
-from harness.checks.teacher_forced import PromptFigures, judge_export
 from harness.evidence import TeacherForced
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 from harness.verdict import Verdict
 
 
@@ -78,7 +79,7 @@ def test_figures_come_from_the_records_extras_and_unusable_kl_is_left_out():
 
 def test_the_lines_come_in_instrument_order_and_the_first_failing_names_the_class():
     tf = judge_export([_p(15, 32, 16, "disagree")] * 3, pair="qnn")
-    from harness.checks.export_verdict import teacher_forced_line
+    from harness.checks import teacher_forced_line
     v = export_verdict([text_coherence_line({"qnn": ["coherent"] * 3}, fallback=False), teacher_forced_line(tf),
                         static_quant_line(errors=["MLP Mul range inherited from an operand in 27 of 30 blocks"])])
     assert [ln.instrument for ln in v.lines] == [Instrument.STATIC_QUANT, Instrument.TEACHER_FORCED,

@@ -15,6 +15,7 @@ import pytest
 
 from harness.checks import quant
 from harness.errors import ArtifactError
+from harness.mnn_graph import load_graph_json
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "fixtures" / "models" / "smollm2-llm.mnn.json.gz"
@@ -23,7 +24,7 @@ SHARED_MODEL = REPO / ".." / "shared" / "models" / "smollm2-135m-instruct-mnn-np
 
 @pytest.fixture(scope="module")
 def real_graph() -> dict[str, Any]:
-    return quant.load_graph_json(FIXTURE)
+    return load_graph_json(FIXTURE)
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +278,7 @@ def test_missing_file_exit_2(tmp_path: Path) -> None:
     proc = _cli(str(tmp_path / "nope.json.gz"))
     assert proc.returncode == 2 and "no such file" in proc.stderr
     with pytest.raises(ArtifactError):
-        quant.load_graph_json(tmp_path)
+        load_graph_json(tmp_path)
 
 
 def test_malformed_graph_is_an_artifact_error(tmp_path: Path) -> None:

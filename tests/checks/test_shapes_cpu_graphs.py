@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.shapes import check_export_shapes
-from harness.checks.shapes.cpu_graphs import graph_inputs, visual_outputs
+from harness.checks.shapes import check_export_shapes, graph_inputs, visual_outputs
 from harness.mnn_graph import load_graph_json
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.checks import ReferenceUnavailable, Scorer, Surprise
 from harness.checks.coherence import judge, main
-from harness.checks.surprise import ReferenceUnavailable, Scorer, Surprise
 from harness.errors import HarnessError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.suite.model import Suite
-from harness.suite.registry import MATRIX, SUITES
+from harness.suite import MATRIX, SUITES, Suite
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md"
 # `NAME = [a, b,` and its continuation lines `c, d]`, inside the diagram's code block.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.checks.shapes import check_export_shapes
 from harness.export import open_export
-from harness.provision.artifacts import load_export
+from harness.provision import load_export
 from virtual_lab.exports import make_qwen3_export
 
 

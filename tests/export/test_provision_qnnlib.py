@@ -15,12 +15,10 @@ import pytest
 from harness.checks.shapes import check_export_shapes
 from harness.errors import ArtifactError
 from harness.mnn_graph import dump_mnn, write_graph_mnn
-from harness.provision import provision_model
-from harness.provision.artifacts import ModelArtifact, check_qairt, check_target, load_export
-from harness.provision.runtime import resolve_runtime
+from harness.provision import ModelArtifact, check_qairt, check_target, load_export, provision_model, resolve_runtime
 from harness.qnn import find_host_qnn, scan_qairt_build
 from harness.qnn.compiled_io import SOURCE_QNNLIB
-from harness.transport.local import LocalTransport
+from harness.transport import LocalTransport
 from tests.provision.conftest import local_device
 from tests.qnn.material import et_qnn_or_skip, wheel_or_skip
 from virtual_lab.exports import make_qwen3_export

@@ -14,8 +14,7 @@ import pytest
 
 import harness.qnn.pte
 from harness.qnn import BinaryInfo, QnnSystemLib
-from harness.qnn.compiled_io import read_binaries_target
-from harness.qnn.compiled_io.read_memo import ReadMemo
+from harness.qnn.compiled_io import ReadMemo, read_binaries_target
 from tests.qnn.material import et_qnn_or_skip, wheel_or_skip
 
 pytestmark = pytest.mark.real_qnn

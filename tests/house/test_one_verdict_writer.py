@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.outcomes import FailureClass, Status
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 from harness.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,8 +95,8 @@ def test_the_literal_finder_sees_a_compared_status() -> None:
 def test_every_export_failure_is_a_record_class() -> None:
     """The export stage's classes (its own and QNN's as `qnn-<failure>`) are FailureClass members:
     an export's record holds its class typed, and a new QnnFailure needs its spelling there."""
-    from harness.lab.exports.classify import ExportFailure
-    from harness.runners.qnn_log import QnnFailure
+    from harness.lab.exports import ExportFailure
+    from harness.runners import QnnFailure
 
     named = {e.value for e in ExportFailure} | {f"qnn-{q.value}" for q in QnnFailure}
     assert named <= {c.value for c in FailureClass}, sorted(named - {c.value for c in FailureClass})

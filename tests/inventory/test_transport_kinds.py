@@ -15,7 +15,7 @@ from harness import cli
 from harness.inventory import LABGRID_DEFAULT_RESOURCE, WHERE, DeviceSpec, parse_inventory
 from harness.kinds import TransportKind, by_kind
 from harness.lab import status
-from harness.transport.factory import OPENERS, open_transport
+from harness.transport import OPENERS, open_transport
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES: dict[str, Mapping[TransportKind, Any]] = {

@@ -54,7 +54,7 @@ def runs(folder: Path) -> list[str]:
 
 def run_stage(plan, folder: Path, *, env: dict[str, str], stop: threading.Event | None = None, out: str = "out",
               **kw: Any):
-    from harness.lab.exports.stage import run_export_stage
+    from harness.lab.exports import run_export_stage
 
     said: list[str] = []
     stage = run_export_stage(plan.exports, [], folder / out, stop=stop or threading.Event(), say=said.append,

@@ -15,13 +15,10 @@ import yaml
 
 from harness.errors import DeviceOfflineError
 from harness.inventory import DeviceSpec
-from harness.lab.scheduler import DeviceContext
+from harness.lab import DeviceContext
 from harness.outcomes import FailureClass
-from harness.report.records import TestRecord
-from harness.transport.base import RawExec
-from harness.transport.facts import DeviceFacts
-from harness.transport.local import LocalTransport
-from harness.transport.retry import NO_RETRY
+from harness.report import TestRecord
+from harness.transport import NO_RETRY, DeviceFacts, LocalTransport, RawExec
 from harness.verdict import Verdict
 
 SOCS = ["SM8750", "SM8650", "SA8295", "SM8550"]

@@ -10,10 +10,9 @@ from pathlib import Path
 from labkit import FaultyLocal, ShellJob, Switch, write_inventory, write_plan
 
 from harness.inventory import load_inventory
-from harness.lab.exitcodes import for_night
+from harness.lab import for_night, run_night
 from harness.lab.plan import load_plan
-from harness.lab.scheduler import run_night
-from harness.transport.retry import NO_RETRY
+from harness.transport import NO_RETRY
 
 KILL_DELAY_S = 1.5
 

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from harness.lab.exports.classify import TRANSIENT, ExportFailure, classify_failure
+from harness.lab.exports import TRANSIENT, ExportFailure, classify_failure
 from tests.qnn.material import et_qnn_or_skip
 
 

@@ -9,12 +9,11 @@ import pytest
 from exportkit import FAKE_ARGV, fake_env, write_exports_plan, write_soc_inventory
 
 from harness.inventory import load_inventory
-from harness.lab.exitcodes import ExitCode, for_night
-from harness.lab.exports.cli import failed_export_lines
+from harness.lab import ExitCode, for_night, run_night
+from harness.lab.exports import failed_export_lines
 from harness.lab.plan import load_plan
-from harness.lab.scheduler import run_night
 from harness.pairs import Backend, BackendPair
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 from harness.verdict import Verdict
 
 

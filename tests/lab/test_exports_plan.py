@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from exportkit import FAKE_ARGV, write_exports_plan
 
-from harness.lab.exitcodes import ExitCode, for_error
-from harness.lab.exports.spec import Target, default_parallel
-from harness.lab.plan import PlanError, load_plan
+from harness.lab import ExitCode, for_error
+from harness.lab.plan import PlanError, Target, default_parallel, load_plan
 
 
 def _build(**over):

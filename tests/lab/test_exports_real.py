@@ -15,9 +15,8 @@ import yaml
 
 from harness.errors import HarnessError
 from harness.inventory import load_inventory
-from harness.lab.exitcodes import ExitCode, for_night
+from harness.lab import ExitCode, for_night, run_night
 from harness.lab.plan import load_plan
-from harness.lab.scheduler import run_night
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "et_qnn"
 
@@ -62,7 +61,7 @@ def night(tmp_path_factory):
 
 
 def _plan_job():
-    from harness.lab.cli import plan_job
+    from harness.lab import plan_job
 
     return plan_job
 

@@ -10,10 +10,9 @@ import shutil
 import pytest
 from exportkit import FAKE_ARGV, fake_env, run_stage, runs, write_exports_plan
 
-from harness.lab.exports.cache import ENTRY_FILE
-from harness.lab.exports.stage import export_status
+from harness.lab.exports import ENTRY_FILE, export_status
 from harness.lab.plan import load_plan
-from harness.report.junit import junit_document
+from harness.report import junit_document
 
 
 def _plan(tmp_path, **build):

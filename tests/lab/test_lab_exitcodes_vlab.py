@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.lab.exitcodes import ExitCode
-from harness.lab.locks import DeviceLock, lock_state
-from harness.report.records import read_records
+from harness.lab import DeviceLock, ExitCode, lock_state
+from harness.report import read_records
 
 pytestmark = pytest.mark.slow
 
@@ -184,10 +183,8 @@ def test_2_interrupted(lab, signum):
 
 def test_3_internal_error(lab):
     """A harness bug inside a job (here: the real llm_demo job, then a Python exception)."""
-    from harness.lab import jobs
-    from harness.lab.exitcodes import for_night
+    from harness.lab import for_night, jobs, run_night
     from harness.lab.plan import load_plan
-    from harness.lab.scheduler import run_night
 
     def buggy_job(ctx):
         yield from jobs.llm_matrix_job(ctx)

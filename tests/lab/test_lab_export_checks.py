@@ -11,7 +11,7 @@ from labkit import write_inventory, write_plan
 
 from harness.checks.quant import export as quant_export
 from harness.inventory import load_inventory
-from harness.lab.export_checks import export_check_records
+from harness.lab import export_check_records
 from harness.lab.plan import PlanError, load_plan
 from harness.suite import Scope
 

@@ -1,10 +1,8 @@
 
 from labkit import FaultyLocal, Switch
 
-from harness.lab.health import HealthPolicy, check_device, judge
-from harness.transport.facts import DeviceFacts
-from harness.transport.local import LocalTransport
-from harness.transport.retry import NO_RETRY
+from harness.lab import HealthPolicy, check_device, judge
+from harness.transport import NO_RETRY, DeviceFacts, LocalTransport
 
 MB = 1 << 20
 
@@ -48,7 +46,7 @@ def test_unreachable_and_reported_facts(lab4):
 
 
 def test_virtual_adb_device_health(vlab_factory):
-    from harness.transport.factory import open_transport
+    from harness.transport import open_transport
     from virtual_lab.lab import LabDeviceConfig
 
     lab = vlab_factory(devices=[LabDeviceConfig("phone", soc="SM8750", htp_arch="v79")])

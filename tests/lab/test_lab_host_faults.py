@@ -21,11 +21,9 @@ from labkit import ShellJob, Switch, faulty_factory, write_inventory, write_plan
 
 import harness.lab.cli as lab_cli
 from harness.cli import main
-from harness.lab.exitcodes import ExitCode, for_night
-from harness.lab.scheduler import run_night
+from harness.lab import ExitCode, for_night, run_night
 from harness.pairs import BackendPair
-from harness.report.history import History
-from harness.report.records import TestRecord, read_records
+from harness.report import History, TestRecord, read_records
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -164,7 +162,7 @@ def test_a_write_cut_by_a_full_disk_keeps_the_old_file_whole(tmp_path, monkeypat
 def test_a_record_append_cut_by_a_full_disk_leaves_whole_lines(tmp_path, monkeypatch):
     import harness.hostfiles as hostfiles
     from harness.errors import HostWriteError
-    from harness.report.records import RecordWriter
+    from harness.report import RecordWriter
 
     path = tmp_path / "records.jsonl"
     with RecordWriter(path) as w:

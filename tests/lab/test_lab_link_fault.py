@@ -12,12 +12,12 @@ import pytest
 
 from harness import pipeline
 from harness.errors import CommandOutcomeUnknown, ConnectionDropped
-from harness.lab.worker import EntryRun
+from harness.lab import EntryRun
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
-from harness.report.records import TestRecord
+from harness.report import TestRecord
+from harness.runners import Prompt
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
-from harness.runners.prompts import Prompt
 from tests.pipeline.cellkit import cell_record
 
 PROMPT = Prompt("What is the capital of France? Answer briefly.", id="france")

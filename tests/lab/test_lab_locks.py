@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from harness.lab.locks import DeviceBusy, DeviceLock, lock_state
+from harness.lab import DeviceBusy, DeviceLock, lock_state
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from harness.lab.locks import DeviceLock
+    from harness.lab import DeviceLock
     lock = DeviceLock(sys.argv[1], sys.argv[2], "other-run")
     lock.acquire(5)
     print("held", flush=True)
@@ -97,7 +97,7 @@ def test_stop_event_cancels_the_wait(tmp_path):
 
 def test_claim_dir_is_resolved_once_and_absolute(tmp_path, monkeypatch):
     from harness.inventory import Inventory
-    from harness.lab.claims import claim_dir
+    from harness.lab import claim_dir
 
     inv = Inventory(path=tmp_path / "devices.yaml")
     assert claim_dir(inv, environ={}) == tmp_path.resolve() / "locks"
@@ -114,7 +114,7 @@ def test_devices_yaml_names_the_lab_claim_folder_and_a_plan_may_not_move_it(tmp_
     """Pushes and pytest sessions have no plan: devices.yaml's `locks.dir` is where every run
     on the lab meets; a plan pointing elsewhere would let a push swap a model under a night."""
     from harness.inventory import load_inventory
-    from harness.lab.claims import claim_dir
+    from harness.lab import claim_dir
     from harness.lab.plan import PlanError
 
     (tmp_path / "devices.yaml").write_text(

@@ -11,13 +11,10 @@ import pytest
 import yaml
 from junitparser import Failure, JUnitXml
 
-from harness.lab import jobs
-from harness.lab.locks import lock_state
+from harness.lab import jobs, lock_state, run_night
 from harness.lab.plan import load_plan
-from harness.lab.scheduler import run_night
-from harness.report.history import History
-from harness.transport.factory import open_transport
-from harness.transport.retry import RetryPolicy
+from harness.report import History
+from harness.transport import RetryPolicy, open_transport
 
 pytestmark = pytest.mark.slow
 

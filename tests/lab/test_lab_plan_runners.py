@@ -10,7 +10,7 @@ import pytest
 from labkit import write_plan
 
 from harness.lab.plan import PlanError, load_plan
-from harness.runners.base import RunnerKind
+from harness.runners import RunnerKind
 from harness.suite import EXECUTORCH_QNN, Scope
 
 

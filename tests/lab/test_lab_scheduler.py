@@ -6,10 +6,9 @@ import xml.etree.ElementTree as ET
 import pytest
 from labkit import ShellJob, Switch, faulty_factory
 
-from harness.lab.locks import DeviceLock, lock_state
-from harness.lab.scheduler import run_night
+from harness.lab import DeviceLock, lock_state, run_night
 from harness.outcomes import FailureClass
-from harness.report.records import read_records
+from harness.report import read_records
 from harness.verdict import Verdict
 
 

@@ -1,7 +1,6 @@
 from labkit import Switch, faulty_factory
 
-from harness.lab.locks import DeviceLock
-from harness.lab.status import collect_status, lab_status
+from harness.lab import DeviceLock, collect_status, lab_status
 
 
 def test_status_shows_devices_health_and_lock_holders(lab4):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_lab_exitcodes_vlab import DEVICE, Lab, _no_claim_left
 
-from harness.lab.exitcodes import ExitCode
+from harness.lab import ExitCode
 
 pytestmark = pytest.mark.slow
 

@@ -10,10 +10,9 @@ import pytest
 import yaml
 from junitparser import JUnitXml
 
-from harness.lab import jobs
+from harness.lab import jobs, run_night
 from harness.lab.plan import load_plan
-from harness.lab.scheduler import run_night
-from harness.report.history import History
+from harness.report import History
 
 pytestmark = pytest.mark.slow
 

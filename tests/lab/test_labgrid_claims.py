@@ -14,6 +14,7 @@ from labgrid_kit import LabgridLab, labgrid_missing, run_python
 
 from harness.errors import HarnessError
 from harness.inventory import load_inventory
+from harness.lab import DeviceBusy
 from harness.lab.labgrid import (
     PROCESS_COORDINATORS,
     LabgridClaim,
@@ -21,9 +22,7 @@ from harness.lab.labgrid import (
     identity,
     labgrid_holders,
 )
-from harness.lab.locks import DeviceBusy
-from harness.transport.factory import AdbOverSsh, open_transport
-from harness.transport.retry import NO_RETRY
+from harness.transport import NO_RETRY, AdbOverSsh, open_transport
 
 pytestmark = pytest.mark.slow
 
@@ -192,7 +191,7 @@ def test_status_names_labgrid_holders(lg, coordinators, tmp_path):
         holders = labgrid_holders(list(lg.inventory.devices.values()), coordinators)
         assert holders["car1"].endswith("held by " + _place(lg, "car1").acquired)
         assert holders["phone1"].endswith(": free")
-        from harness.lab.status import collect_status, format_status
+        from harness.lab import collect_status, format_status
 
         statuses = {s.device.name: s for s in collect_status(lg.inventory, tmp_path / "locks", timeout_s=60)}
         table = format_status(list(statuses.values()))
@@ -210,14 +209,14 @@ def test_a_night_over_two_lab_hosts_killed_and_run_again(lg, coordinators, tmp_p
     releases the dead night's places, runs on them, and skips phone3 naming its holder."""
     from labkit import ShellJob, write_plan
 
+    from harness.lab import run_night
     from harness.lab.plan import load_plan
-    from harness.lab.scheduler import run_night
 
     plan_path = write_plan(tmp_path, locks={"dir": "locks", "wait_s": 2})
     records = tmp_path / "killed" / "records.jsonl"
 
     def started() -> set[str]:  # devices whose first test is in (their second one now sleeps)
-        from harness.report.records import read_records
+        from harness.report import read_records
 
         return {r.device for r in read_records(records)} if records.exists() else set()
 

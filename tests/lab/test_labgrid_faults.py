@@ -16,10 +16,9 @@ from labgrid_kit import LabgridLab, labgrid_missing
 from labkit import ShellJob, write_plan
 
 from harness.inventory import load_inventory
-from harness.lab.exitcodes import ExitCode, for_night
+from harness.lab import ExitCode, for_night, run_night
 from harness.lab.labgrid import PROCESS_COORDINATORS, LabgridClaim
 from harness.lab.plan import load_plan
-from harness.lab.scheduler import run_night
 
 pytestmark = pytest.mark.slow
 

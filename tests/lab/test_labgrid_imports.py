@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from harness.lab.labgrid import Coordinators, LabgridError
-from harness.lab.labgrid.imports import import_labgrid_client
+from harness.lab.labgrid import Coordinators, LabgridError, import_labgrid_client
 
 CLIENT = ("labgrid", "labgrid.remote", "labgrid.remote.client")
 

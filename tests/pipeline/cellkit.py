@@ -9,10 +9,9 @@ from typing import Any
 
 from harness import pipeline
 from harness.pairs import BackendPair
-from harness.provision.types import ProvisionedModel
-from harness.report.records import TestRecord
-from harness.suite import MATRIX, Instance, MatrixInput, Suite, run_check
-from harness.suite.registry import GENERATION
+from harness.provision import ProvisionedModel
+from harness.report import TestRecord
+from harness.suite import GENERATION, MATRIX, Instance, MatrixInput, Suite, run_check
 
 MODEL = ProvisionedModel(device="d", remote_dir="/models/m", kind="mnn", model_type="qwen3_vl", visual=True)
 

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from harness import pipeline
-from harness.runners.cases import write_test_image
-from harness.runners.prompts import Image, Prompt
+from harness.runners import Image, Prompt, write_test_image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
 from runner_helpers import SM8750_ENV, install, local_device  # noqa: E402

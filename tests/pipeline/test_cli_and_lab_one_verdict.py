@@ -10,9 +10,9 @@ import pytest
 
 from harness import pipeline
 from harness.pairs import BackendPair
+from harness.runners import Prompt
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.llm_demo.cli import main
-from harness.runners.prompts import Prompt
 from tests.pipeline.cellkit import cell_record
 
 PROMPT = Prompt("What is the capital of France? Answer briefly.", id="france")

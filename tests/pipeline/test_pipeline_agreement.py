@@ -10,9 +10,9 @@ import pytest
 
 from harness import pipeline
 from harness.pairs import BackendPair
+from harness.runners import Prompt
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
-from harness.runners.prompts import Prompt
 from tests.pipeline.cellkit import cell_records
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,9 +8,8 @@ from pathlib import Path
 from harness import pipeline
 from harness.checks import mrope
 from harness.findings import Finding
-from harness.runners.cases import write_test_image
+from harness.runners import Image, Prompt, write_test_image
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
-from harness.runners.prompts import Image, Prompt
 from virtual_lab import mrope_sim
 
 SUMMARY = ("\n#################################\nprompt tokens num = {n}\ndecode tokens num = 3\n"

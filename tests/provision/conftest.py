@@ -14,10 +14,8 @@ import pytest
 from harness.errors import ConnectionDropped
 from harness.inventory import DeviceSpec
 from harness.kinds import TransportKind
-from harness.provision.hashcache import HashCache
-from harness.transport.base import RawExec
-from harness.transport.local import LocalTransport
-from harness.transport.retry import NO_RETRY
+from harness.provision import HashCache
+from harness.transport import NO_RETRY, LocalTransport, RawExec
 from virtual_lab.userland import find_userland
 
 

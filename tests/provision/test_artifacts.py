@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ArtifactError
-from harness.provision.artifacts import check_target, load_export
+from harness.provision import check_target, load_export
 from tests.provision.conftest import local_device, shared_models_dir
 
 

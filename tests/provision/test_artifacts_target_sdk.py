@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ArtifactError
-from harness.provision.artifacts import check_target, load_export
+from harness.provision import check_target, load_export
 from tests.provision.conftest import local_device
 from virtual_lab.exports import make_qwen3_export, write_sdk_tool
 
@@ -49,7 +49,7 @@ def test_provisioning_reads_the_target_from_the_binaries_before_a_byte_moves(tmp
     """The front doors pass --qnn-sdk / options.qnn_sdk on to provision_model: a v75 export
     without a sidecar is refused on a v79 device by what its context binaries say."""
     from harness.provision import provision_model
-    from harness.transport.local import LocalTransport
+    from harness.transport import LocalTransport
 
     make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=3, sidecar=False, soc_id=57, dsp_arch="v75")
     device = local_device(tmp_path)  # SM8750, v79

@@ -14,9 +14,9 @@ import yaml
 
 from harness.errors import HarnessError
 from harness.inventory import load_inventory
-from harness.provision.emulator import provision_emulator_runtime
+from harness.provision import provision_emulator_runtime
 from harness.qnn import host as qnn_host
-from harness.transport.local import LocalTransport
+from harness.transport import LocalTransport
 
 
 def _device(tmp_path: Path, **extra):

@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ArtifactError, ConnectionDropped, ProvisionError, RemoteNoSpaceError
-from harness.provision import HashCache, NullProgress, device_status, provision_model, provision_runtime
-from harness.provision.artifacts import list_files
-from harness.provision.hashcache import FileKey, sha256_file
-from harness.transport import open_transport
-from harness.transport.retry import NO_RETRY
+from harness.hostfiles import FileKey
+from harness.provision import HashCache, NullProgress, device_status, list_files, provision_model, provision_runtime, sha256_file
+from harness.transport import NO_RETRY, open_transport
 
 Q = NullProgress()
 WORK = "/data/local/tmp/harness"

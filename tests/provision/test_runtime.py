@@ -166,7 +166,7 @@ def test_the_error_names_the_front_doors_option(tmp_path):
 def test_elf_reader_on_a_real_binary_and_a_damaged_one(tmp_path):
     import sys
 
-    from harness.provision.elf import is_elf, read_elf
+    from harness.provision import is_elf, read_elf
 
     exe = Path(sys.executable).resolve()
     if not is_elf(exe):

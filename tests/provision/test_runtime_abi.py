@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ProvisionError
-from harness.provision import NullProgress, provision_runtime
-from harness.provision.elf import abi_of, device_abis, read_machine
-from harness.transport.local import LocalTransport
+from harness.provision import NullProgress, abi_of, device_abis, provision_runtime, read_machine
+from harness.transport import LocalTransport
 from tests.provision.conftest import local_device
 
 EM = {"aarch64": 183, "x86_64": 62, "hexagon": 164, "arm": 40}
@@ -109,8 +108,7 @@ def test_harness_push_of_a_foreign_runner_exits_1_naming_it(tmp_path, capsys):
     import yaml
 
     from harness.cli import main
-    from harness.lab.exitcodes import ExitCode
-    from harness.lab.locks import lock_state
+    from harness.lab import ExitCode, lock_state
 
     if platform.machine() != "x86_64":
         pytest.skip("the host is not x86_64")

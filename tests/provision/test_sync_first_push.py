@@ -7,9 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from harness.provision import HashCache, NullProgress, device_status, provision_model
+from harness.provision import HashCache, NullProgress, device_status, provision_model, sha256_file
 from harness.provision import sync as sync_mod
-from harness.provision.hashcache import sha256_file
 from tests.provision.conftest import CountingTransport, local_device
 
 Q = NullProgress()

@@ -10,10 +10,17 @@ import pytest
 
 from harness.errors import ArtifactError, ConnectionDropped, ProvisionError, RemoteNoSpaceError
 from harness.pairs import BackendPair
-from harness.provision import HashCache, NullProgress, device_status, provision_model, remove_set
-from harness.provision.artifacts import list_files
-from harness.provision.manifest import LOCAL_MANIFEST_NAME, read_local_manifest
-from harness.provision.sync import sync_set
+from harness.provision import (
+    LOCAL_MANIFEST_NAME,
+    HashCache,
+    NullProgress,
+    device_status,
+    list_files,
+    provision_model,
+    read_local_manifest,
+    remove_set,
+    sync_set,
+)
 from tests.provision.conftest import CountingTransport, local_device
 
 Q = NullProgress()

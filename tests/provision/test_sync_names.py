@@ -11,9 +11,7 @@ from pathlib import Path
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from harness.provision import HashCache, NullProgress
-from harness.provision.artifacts import list_files
-from harness.provision.sync import sync_set
+from harness.provision import HashCache, NullProgress, list_files, sync_set
 from tests.provision.conftest import CountingTransport, local_device
 
 # Pieces a hostile or unlucky name is made of; never "/" (a folder) or a control character

@@ -9,10 +9,18 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ProvisionError
-from harness.provision.hashcache import HashCache, sha256_file
-from harness.provision.manifest import DeviceStamp, FileEntry, Manifest
-from harness.provision.progress import LogProgress, TerminalProgress, make_progress
-from harness.provision.scripts import parse_stat_lines, split_sections
+from harness.provision import (
+    DeviceStamp,
+    FileEntry,
+    HashCache,
+    LogProgress,
+    Manifest,
+    TerminalProgress,
+    make_progress,
+    parse_stat_lines,
+    sha256_file,
+    split_sections,
+)
 
 
 def test_hash_cache_hits_until_size_or_mtime_change(tmp_path: Path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.hostfiles import user_cache_dir
-from harness.qnn.host import HOST_QNN_SWITCH, auto_host_qnn
+from harness.qnn import HOST_QNN_SWITCH, auto_host_qnn
 from virtual_lab.qnn_build import ProgramSpec, build_programs
 
 RELU_ON_CPU = ProgramSpec("SM8650", ("aten.relu.default",))  # the partitioner leaves the relu to the CPU

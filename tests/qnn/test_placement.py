@@ -12,11 +12,9 @@ import pytest
 
 from harness.evidence import PlacementEvidence, Provenance, Tier
 from harness.outcomes import FailureClass, Status
-from harness.qnn.placement import read_placement
-from harness.qnn.pte import PteError
-from harness.report.history import aggregate
+from harness.qnn import PteError, read_placement
+from harness.report import TestRecord, aggregate
 from harness.report.junit import case_properties
-from harness.report.records import TestRecord
 from harness.runners.executorch import ArtifactKind
 from harness.suite.executorch import EXPECTED_CPU_OPS, judge_placement
 from harness.verdict import Verdict
@@ -129,7 +127,7 @@ def test_an_etdump_gives_each_side_its_share() -> None:
 def test_the_built_programs_carry_binaries_qnn_accepts(tiny_qnn_programs: dict[ProgramSpec, Path]) -> None:
     """The virtual lab's real material: each context binary of the programs the host QNN built
     reads back through QNN's own libQnnSystem.so with the SoC it was built for (SM8650: 57)."""
-    from harness.qnn.ctx import read_context_binary
+    from harness.qnn import read_context_binary
     from virtual_lab.qnn_build import context_binaries_of
 
     bins = context_binaries_of(tiny_qnn_programs[RELU_ON_CPU])

@@ -10,8 +10,8 @@ import pytest
 
 from harness.checks.coherence import judge
 from harness.provision import provision_model, provision_runtime
+from harness.runners import Overlay
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.runners.overlay import Overlay
 from harness.transport import open_transport
 
 REPO = Path(__file__).resolve().parents[2]

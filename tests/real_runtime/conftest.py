@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.inventory import DeviceSpec, parse_inventory
-from harness.provision import provision_model, provision_runtime
-from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+from harness.provision import ProvisionedModel, ProvisionedRuntime, provision_model, provision_runtime
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.transport import open_transport
-from harness.transport.base import Transport
+from harness.transport import Transport, open_transport
 from tests.real_runtime.realrt import REAL_EXPORT, make_build_tree, real_runtime_or_skip
 
 DEVICES = ("local", "vphone")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.report.records import read_records
+from harness.report import read_records
 from tests.real_runtime.quantfix import fixed_export
 from tests.real_runtime.realrt import REAL_EXPORT, REPO, make_build_tree, real_runtime_or_skip
 

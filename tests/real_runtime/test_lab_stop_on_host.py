@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.lab.exitcodes import ExitCode
-from harness.lab.locks import lock_state
+from harness.lab import ExitCode, lock_state
 from tests.real_runtime.realrt import REAL_EXPORT, REPO, make_build_tree, real_runtime_or_skip
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.checks import mrope
-from harness.runners.cases import write_test_image
+from harness.runners import write_test_image
 from tests.checks.test_mrope_real_captures import CAPTURES, EXPECTED
 
 REPO = Path(__file__).resolve().parents[2]

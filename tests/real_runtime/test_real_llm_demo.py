@@ -15,10 +15,8 @@ from harness import pipeline
 from harness.errors import ArtifactError
 from harness.pairs import BackendPair
 from harness.provision import provision_model, provision_runtime, resolve_runtime
-from harness.runners.cases import default_cases
+from harness.runners import Overlay, Prompt, default_cases
 from harness.runners.llm_demo import OUTPUT_FILES
-from harness.runners.overlay import Overlay
-from harness.runners.prompts import Prompt
 from tests.pipeline.cellkit import cell_record, cell_records
 from tests.real_runtime.realrt import CMAKE_FILES, REAL_EXPORT, RUNTIME_FILES, make_build_tree, signal_own_process_later
 
@@ -116,7 +114,7 @@ def test_loader_failure_is_classified_by_library_name(real) -> None:
 
 
 def test_missing_weight_is_an_init_error(real) -> None:
-    from harness.provision.status import remove_set
+    from harness.provision import remove_set
     from harness.runners.llm_demo import LlmDemoRunner
 
     model = provision_model(real.transport, REAL_EXPORT, name="smollm2-no-weight")  # hard links: no bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 from harness.verdict import Verdict
 
 HOSTILE = "<script>alert('x')</script> & \"quotes\" ]]> \x1b[31mred\x1b[0m \x00nul \ufffd 你好"

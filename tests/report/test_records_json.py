@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.outcomes import FailureClass, Status
 from harness.pairs import Backend, BackendPair
-from harness.report.records import RecordWriter, read_records
+from harness.report import RecordWriter, read_records
 
 OLD = Path(__file__).resolve().parents[2] / "fixtures" / "records" / "night-before-typed-records.jsonl"
 

@@ -9,10 +9,7 @@ import xml.etree.ElementTree as ET
 
 from harness import pipeline
 from harness.pairs import BackendPair
-from harness.report.history import History, aggregate
-from harness.report.html import render_html
-from harness.report.junit import junit_document
-from harness.report.records import TestRecord
+from harness.report import History, TestRecord, aggregate, junit_document, render_html
 
 
 def _night(kls: list[float], run_id: str = "n1") -> list[TestRecord]:

@@ -1,7 +1,7 @@
 from reportkit import night_records
 
 from harness.evidence import TeacherForced
-from harness.report.history import History, aggregate
+from harness.report import History, aggregate
 
 
 def _fill(db, speeds, crash_tonight=False):

@@ -10,8 +10,7 @@ from reportkit import HOSTILE, night_records
 
 from harness.evidence import TeacherForced
 from harness.outcomes import FailureClass
-from harness.report.history import History
-from harness.report.html import group_failures, render_html, write_html
+from harness.report import History, group_failures, render_html, write_html
 from harness.verdict import Verdict
 
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from junitparser import Error, Failure, JUnitXml, Skipped
 from reportkit import night_records
 
-from harness.report.junit import write_junit
+from harness.report import write_junit
 
 
 def _case_props(case):

@@ -13,10 +13,9 @@ from harness import pairs
 from harness.inventory import DeviceSpec
 from harness.kinds import TransportKind
 from harness.pairs import BackendPair
-from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+from harness.provision import ProvisionedModel, ProvisionedRuntime
 from harness.runners.llm_demo import LlmDemoRunner
-from harness.transport.base import Transport
-from harness.transport.local import LocalTransport
+from harness.transport import LocalTransport, Transport
 from virtual_lab.exports import make_qwen3_export, make_qwen3_vl_export
 from virtual_lab.runtime import make_runtime_dir
 

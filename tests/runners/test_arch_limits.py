@@ -11,11 +11,10 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.qnn import DEFAULT_PATH, load_arch_limits
+from harness.qnn.probe import DEFAULT_FORMATS, PROBE_NAMES, SOC_OF_ARCH, Batch
 from harness.qnn.probe.__main__ import main as probe_main
-from harness.qnn.probe.probes import DEFAULT_FORMATS, PROBE_NAMES
-from harness.qnn.probe.run import SOC_OF_ARCH, Batch, _cell, _sections
-from harness.runners.qnn_log import QnnFailure, classify_qnn_log
-from harness.runners.quant_matrix import plan_matrix, skip_reason
+from harness.qnn.probe.run import _cell, _sections
+from harness.runners import QnnFailure, classify_qnn_log, plan_matrix, skip_reason
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("HARNESS_SHARED", REPO.parent / "shared")) / "models" / "et-qnn-host"
@@ -114,7 +113,7 @@ def test_regenerate_refuses_a_fake_sdk(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_a_child_killed_in_a_probe_gives_that_probe_the_crash_and_the_rest_a_new_child() -> None:
     from harness.qnn import HostQnn
-    from harness.qnn.probe.run import ChildRun, measure_batch
+    from harness.qnn.probe import ChildRun, measure_batch
 
     segv = (REPO / "fixtures/qnn_logs/lower-segv-decoder-16a8w-sm8650.log").read_text()
     ok = '@@qnn_probe result {"lowered": true, "delegates": 1, "cpu_ops": []}\n'

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image as PILImage
 
 from harness.errors import HarnessError
-from harness.runners.cases import default_cases, write_test_image
+from harness.runners import default_cases, write_test_image
 
 RED, WHITE = (255, 0, 0), (255, 255, 255)
 

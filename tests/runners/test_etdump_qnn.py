@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.report.html import render_html
-from harness.report.qnn_profile import QNN_ETDUMP_KEY, qnn_profiles
-from harness.report.records import TestRecord
-from harness.runners.executorch import executorch_available, load_rows
-from harness.runners.executorch.etdump_qnn import QnnEtdump, analyse_qnn_etdump, graph_nodes_of, main, qnn_view
+from harness.report import QNN_ETDUMP_KEY, TestRecord, qnn_profiles, render_html
+from harness.runners.executorch import QnnEtdump, analyse_qnn_etdump, executorch_available, graph_nodes_of, load_rows, qnn_view
+from harness.runners.executorch.etdump_qnn import main
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "fixtures" / "executorch" / "qnn"

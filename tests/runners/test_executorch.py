@@ -11,7 +11,8 @@ import pytest
 from runner_helpers import SM8750_ENV, local_device
 
 from harness.errors import HarnessError
-from harness.provision.types import ProvisionedRuntime
+from harness.provision import ProvisionedRuntime
+from harness.runners import QUANT_FORMATS, plan_matrix, skip_reason, weight_sharing_supported
 from harness.runners.executorch import (
     LlamaRunConfig,
     QnnExecutorRunner,
@@ -23,7 +24,6 @@ from harness.runners.executorch import (
     parse_inference_speed,
     parse_observer,
 )
-from harness.runners.quant_matrix import QUANT_FORMATS, plan_matrix, skip_reason, weight_sharing_supported
 from virtual_lab.runtime import make_runtime_dir
 
 # executorch-qnn.md §1 (the captured line, with its two elided values filled in)

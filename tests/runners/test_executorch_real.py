@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from runner_helpers import SM8750_ENV, local_device
 
-from harness.provision.types import ProvisionedRuntime
+from harness.provision import ProvisionedRuntime
+from harness.runners import load_signatures
 from harness.runners.executorch import LOG_LINE, LlamaRunConfig, QnnLlamaRunner, observer_metrics, parse_run
-from harness.runners.signatures import load_signatures
 from virtual_lab.runtime import make_runtime_dir
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,8 +10,7 @@ import pytest
 from runner_helpers import SM8750_ENV
 
 from harness.errors import HarnessError
-from harness.runners.overlay import Overlay, derived_name
-from harness.runners.prompts import Image, Prompt, render_prompt_file
+from harness.runners import Image, Overlay, Prompt, derived_name, render_prompt_file
 
 FRANCE = "What is the capital of France?"
 CAT = "Describe a cat in two sentences."

@@ -10,8 +10,7 @@ import uuid
 import pytest
 from runner_helpers import install
 
-from harness.transport import open_transport
-from harness.transport.retry import NO_RETRY
+from harness.transport import NO_RETRY, open_transport
 
 FRANCE = "What is the capital of France?"
 

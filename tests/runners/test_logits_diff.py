@@ -16,7 +16,8 @@ import pytest
 from runner_helpers import REPO, SM8750_ENV, local_device
 
 from harness.pairs import BackendPair
-from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+from harness.provision import ProvisionedModel, ProvisionedRuntime
+from harness.runners import TOOL
 from harness.runners import logits_diff as ld
 
 FIX = REPO / "fixtures" / "logits_diff"
@@ -153,7 +154,7 @@ def test_cli_error_cases(tmp_path):
 
 # ---- the real binary on the host ----------------------------------------------------------------
 def _real_setup(tmp_path: Path, b_changes: dict) -> tuple:
-    if not (REAL_RT / ld.TOOL).is_file() or not (REAL_MODEL / "config.json").is_file():
+    if not (REAL_RT / TOOL).is_file() or not (REAL_MODEL / "config.json").is_file():
         pytest.skip(f"{REAL_RT} or {REAL_MODEL} is absent (../shared): the real llm_logits_diff run needs them")
     transport = local_device(tmp_path / "device")
     model_dir = tmp_path / "model"
@@ -217,7 +218,7 @@ def test_virtual_tool_healthy_close_and_saturated(tmp_path):
 def test_virtual_tool_long_prompt_shows_the_chunk_artefact_only_at_step0(tmp_path):
     from runner_helpers import install
 
-    from harness.runners.overlay import Overlay
+    from harness.runners import Overlay
 
     transport = local_device(tmp_path / "device")
     s = install(transport, tmp_path / "h")

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.runners import logits_diff
-from harness.runners.diff_tools import TOOL, TOOL_VL, pick_tool, shows_b_images, without_engine_text
+from harness.runners import TOOL, TOOL_VL, logits_diff, pick_tool, shows_b_images, without_engine_text
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = REPO / "fixtures" / "logits_diff" / "omni-qwen3-vl-tiny-V3-one-vs-140.vl.stdout"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.runners import find_summary, parse_number
 from harness.runners.llm_demo import analyse, parse_output
-from harness.runners.summary import find_summary, parse_number
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / ".." / "shared"

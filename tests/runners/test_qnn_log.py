@@ -13,7 +13,8 @@ import pytest
 
 from harness.outcomes import FailureClass
 from harness.qnn import ArchCell, ArchTable
-from harness.runners.qnn_log import FAILURE_CLASS, QnnFailure, classify_qnn_log, exit_status, main
+from harness.runners import FAILURE_CLASS, QnnFailure, classify_qnn_log, exit_status
+from harness.runners.qnn_log import main
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "qnn_logs"

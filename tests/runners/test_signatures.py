@@ -6,7 +6,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.outcomes import FailureClass
-from harness.runners.signatures import load_signatures, logcat_messages, signal_of
+from harness.runners import load_signatures, logcat_messages, signal_of
 
 SIGS = load_signatures()
 FAILURE_CLASSES = {"init-error", "runtime-error", "shape-error", "qnn-library-missing", "binary-mismatch",

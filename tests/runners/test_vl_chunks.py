@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.runners.vl_chunks import Chunking, chunkings, pads
+from harness.runners import Chunking, chunkings, pads
 
 
 def test_pads_is_a_remainder_past_one_row() -> None:

@@ -14,11 +14,10 @@ import pytest
 import yaml
 
 from harness.inventory import load_inventory
-from harness.report.records import TestRecord
-from harness.suite import EXECUTORCH_QNN, Instance, run_check
+from harness.report import TestRecord
+from harness.suite import ET_FORMAT_RUNS, EXECUTORCH_QNN, Instance, run_check
 from harness.suite.executorch import build_et_input
-from harness.suite.registry import ET_FORMAT_RUNS
-from harness.transport.local import LocalTransport
+from harness.transport import LocalTransport
 from tests.qnn.material import ET_QNN, emulator_extras_or_skip
 
 SRC = ET_QNN / "pte" / "qwen3-16a4w-sm8650"

@@ -13,16 +13,14 @@ from pathlib import Path
 import pytest
 
 from harness import pipeline
-from harness.checks import mrope
-from harness.checks.agreement import DriftWarning
+from harness.checks import DriftWarning, mrope
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
-from harness.report.records import TestRecord
+from harness.report import TestRecord
+from harness.runners import Prompt
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
-from harness.runners.prompts import Prompt
-from harness.suite import MATRIX, QWEN3_VL, Instance, MatrixInput, Suite, run_check
-from harness.suite.registry import GENERATION
+from harness.suite import GENERATION, MATRIX, QWEN3_VL, Instance, MatrixInput, Suite, run_check
 from tests.pipeline.cellkit import cell_record, cell_records
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from harness.inventory import DeviceSpec, load_inventory
-from harness.transport.retry import RetryPolicy
+from harness.transport import RetryPolicy
 
 
 @pytest.fixture

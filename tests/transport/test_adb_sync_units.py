@@ -6,7 +6,7 @@ import hashlib
 import os
 import struct
 
-from harness.transport.adb_sync import SEND_PAYLOAD, SyncClient
+from harness.transport import SEND_PAYLOAD, SyncClient
 
 
 class _Wire:

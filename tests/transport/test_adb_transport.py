@@ -17,10 +17,7 @@ from harness.errors import (
     RemoteNoSpaceError,
     RemotePathError,
 )
-from harness.transport.adb import AdbTransport
-from harness.transport.adb_state import is_tcp_serial
-from harness.transport.retry import RetryPolicy
-from harness.transport.types import LinkState
+from harness.transport import AdbTransport, LinkState, RetryPolicy, is_tcp_serial
 
 WORK = "/data/local/tmp/harness"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.transport.command import build_shell_command, env_prefix, quote_argv
+from harness.transport import build_shell_command, env_prefix, quote_argv
 
 NASTY = ["a b", "x;y", "'; rm -rf /data #", "$(id)", "`id`", '"q"', "back\\slash", "new\nline", "*", "", "-n"]
 
@@ -79,7 +79,7 @@ def test_env_prefix_quotes_values():
 def test_pid_file_names_the_program_and_goes_when_it_ends(tmp_path, env):
     """With a pid file the program execs in place: the file holds the program's own pid and
     start time (its /proc stat line), and the shell removes the file when the program ends."""
-    from harness.transport.pidfiles import parse_stat_line
+    from harness.transport import parse_stat_line
 
     pid_file = tmp_path / "pid file"
     own = tmp_path / "own"

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from harness.errors import CommandFailed
-from harness.transport.base import RawExec
-from harness.transport.facts import (
+from harness.transport import (
     DeviceFacts,
+    LocalTransport,
     ProbeUnreadable,
+    RawExec,
     parse_df_free,
     parse_dumpsys_battery,
     parse_probe,
     parse_sysfs_battery,
 )
-from harness.transport.local import LocalTransport
 
 DUMPSYS = """Current Battery Service state:
   AC powered: false
@@ -72,7 +72,7 @@ def host(make_spec, tmp_path):
 
 
 def _wait_for_pid_file(scratch: Path):
-    from harness.transport.pidfiles import parse_stat_line
+    from harness.transport import parse_stat_line
 
     deadline = time.monotonic() + 30
     while True:
@@ -117,7 +117,7 @@ def test_a_planted_or_stale_pid_file_kills_nothing_of_the_host(host):
     the kernel has given the number to someone else) must not get it killed."""
     import subprocess
 
-    from harness.transport.pidfiles import parse_stat_line
+    from harness.transport import parse_stat_line
 
     victim = subprocess.Popen(["sleep", "300"])  # not started by the harness
     try:

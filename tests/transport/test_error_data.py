@@ -11,10 +11,7 @@ import pytest
 
 from harness.errors import EXCERPT_LINES, CommandFailed, ConnectionDropped, DeviceOfflineError, TransportError, excerpt
 from harness.inventory import DeviceSpec
-from harness.transport.adb_host import AdbConnection, AdbError, AdbFault
-from harness.transport.local import LocalTransport
-from harness.transport.retry import NO_RETRY
-from harness.transport.types import RawExec
+from harness.transport import NO_RETRY, AdbConnection, AdbError, AdbFault, LocalTransport, RawExec
 
 
 @pytest.fixture

@@ -9,10 +9,7 @@ import pytest
 
 from harness.errors import ConnectionDropped, DeviceUnauthorizedError, TransportError
 from harness.inventory import DeviceSpec
-from harness.transport.adb_state import link_state
-from harness.transport.local import LocalTransport
-from harness.transport.retry import NO_RETRY
-from harness.transport.types import LinkState, RawExec
+from harness.transport import NO_RETRY, LinkState, LocalTransport, RawExec, link_state
 
 
 @pytest.fixture

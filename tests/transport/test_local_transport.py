@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import CommandFailed, RemotePathError, TransportError
-from harness.transport.local import LocalTransport
+from harness.transport import LocalTransport
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_spawn_returns_the_program_pid_and_writes_its_output(host, tmp_path):
 
 
 def test_device_facts_from_the_host(host):
-    from harness.transport.facts import SYSFS_BATTERY, parse_sysfs_battery
+    from harness.transport import SYSFS_BATTERY, parse_sysfs_battery
 
     missing = f"{host.device.work_dir}/not/yet"
     facts = LocalTransport(replace(host.device, work_dir=missing)).device_facts()

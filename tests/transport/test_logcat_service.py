@@ -8,9 +8,7 @@ import time
 import pytest
 
 from harness.errors import HarnessError
-from harness.transport.adb import AdbTransport
-from harness.transport.local import LocalTransport
-from harness.transport.logcat import LogcatService
+from harness.transport import AdbTransport, LocalTransport, LogcatService
 
 
 @pytest.fixture

@@ -17,8 +17,7 @@ from harness.errors import (
     HostKeyError,
     RemotePathError,
 )
-from harness.transport.retry import RetryPolicy
-from harness.transport.ssh import SshTransport
+from harness.transport import RetryPolicy, SshTransport
 
 
 @pytest.fixture
@@ -133,7 +132,7 @@ def test_facts_and_health(car):
 def test_device_facts_from_the_board(ssh_board, make_spec):
     """sysfs and df over ssh; a board has no boot flag (unknown, not "not booted"), and a work
     folder not yet made is measured in its nearest existing folder (it was "absent" before)."""
-    from harness.transport.facts import SYSFS_BATTERY, parse_sysfs_battery
+    from harness.transport import SYSFS_BATTERY, parse_sysfs_battery
 
     entry = ssh_board.inventory_entry("car-facts")
     entry["work_dir"] = f"{ssh_board.work_dir}/not/yet"
@@ -469,8 +468,8 @@ import logging, socket, sys, threading
 from pathlib import Path
 import yaml
 from harness.inventory import load_inventory
-from harness.transport.retry import RetryPolicy
-from harness.transport.ssh import SshTransport
+from harness.transport import RetryPolicy
+from harness.transport import SshTransport
 
 server = socket.create_server(("127.0.0.1", 0))   # accepts TCP, never says a word
 held = []

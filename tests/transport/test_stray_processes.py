@@ -13,10 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.transport.adb import AdbTransport
-from harness.transport.local import LocalTransport
-from harness.transport.pidfiles import parse_stat_line
-from harness.transport.ssh import SshTransport
+from harness.transport import AdbTransport, LocalTransport, SshTransport, parse_stat_line
 
 WORK = "/data/local/tmp/harness"
 

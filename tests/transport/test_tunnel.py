@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import DeviceOfflineError, HostKeyError, TransportError
-from harness.transport.factory import AdbOverSsh, open_transport
-from harness.transport.retry import NO_RETRY
+from harness.transport import NO_RETRY, AdbOverSsh, open_transport
 
 pytestmark = pytest.mark.slow
 

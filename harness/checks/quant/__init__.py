@@ -20,9 +20,9 @@ CLI: `python -m harness.checks.quant FILE [--json] [--baseline FILE]`
 
 from harness.checks.quant.analysis import analyze, assert_quant_ok, check_file, compare_coverage, integer_tensors
 from harness.checks.quant.cli import main, render
+from harness.checks.quant.export import check_export_quant
 from harness.checks.quant.report import INTEGER_KINDS, Hop, IntegerKindCount, MulCheck, QuantKind, QuantParams, QuantReport
-from harness.mnn_graph import load_graph_json
 
-__all__ = ["INTEGER_KINDS", "Hop", "IntegerKindCount", "QuantKind", "MulCheck", "QuantParams",
-           "QuantReport", "analyze", "assert_quant_ok", "check_file", "compare_coverage",
-           "integer_tensors", "load_graph_json", "main", "render"]
+__all__ = ["INTEGER_KINDS", "Hop", "IntegerKindCount", "MulCheck", "QuantKind", "QuantParams", "QuantReport",
+           "analyze", "assert_quant_ok", "check_export_quant", "check_file", "compare_coverage", "integer_tensors",
+           "main", "render"]

@@ -15,6 +15,7 @@ One job per module:
 """
 
 from harness.checks.shapes.cli import compiled_chunk_size, describe_io, main
+from harness.checks.shapes.cpu_graphs import graph_inputs, visual_outputs
 from harness.checks.shapes.findings import ERROR, WARNING, ShapeKind, assert_shapes_ok, shape_finding
 from harness.checks.shapes.log import (
     GUARD_DEEPSTACK_SHAPE,
@@ -26,8 +27,7 @@ from harness.checks.shapes.log import (
 from harness.checks.shapes.static import check_export_shapes
 from harness.checks.shapes.visual import parse_hw_tags, parse_image_sizes
 
-__all__ = [
-    "ERROR", "GUARD_DEEPSTACK_SHAPE", "GUARD_NO_DEEPSTACK", "GUARD_NO_IMAGE_EMBEDS", "VISUAL_GUARDS", "WARNING",
-    "ShapeKind", "assert_shapes_ok", "shape_finding", "check_export_shapes", "compiled_chunk_size", "describe_io", "main",
-    "parse_hw_tags", "parse_image_sizes", "scan_log_for_shape_errors",
-]
+__all__ = ["ERROR", "GUARD_DEEPSTACK_SHAPE", "GUARD_NO_DEEPSTACK", "GUARD_NO_IMAGE_EMBEDS", "VISUAL_GUARDS",
+           "WARNING", "ShapeKind", "assert_shapes_ok", "check_export_shapes", "compiled_chunk_size", "describe_io",
+           "graph_inputs", "main", "parse_hw_tags", "parse_image_sizes", "scan_log_for_shape_errors", "shape_finding",
+           "visual_outputs"]

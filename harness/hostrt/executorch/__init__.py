@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
+    "forward": ("RESULT_PREFIX", "SCRIPT_NAME", "parse_result"),
     "runner": ("CUSTOM_OPS_ENV", "EXIT_NO_ENGINE", "LLAMA_FLAGS", "RUNNER_NAME", "FlagError", "main",
                "make_runtime_dir", "parse_flags"),
-    "forward": ("RESULT_PREFIX", "SCRIPT_NAME", "parse_result"),
 })
 
 if TYPE_CHECKING:

@@ -1,5 +1,31 @@
-"""The night's export stage (docs/exports.md): a plan's `exports:` (spec.py, parse.py), the
-export cache (cache.py), one export's process group (process.py), its build (build.py), its
-failure's class (classify.py), its testcase (results.py), the stage (stage.py), the suites'
-testcases of a failed export (gate.py) and `harness export` (cli.py). Import the modules
-themselves: plan/load.py imports parse.py, so this package's top imports nothing."""
+"""The night's export stage (docs/exports.md), on the plan's `exports:` (harness.lab.plan reads
+them): the export cache (cache.py), one export's process group (process.py), its build
+(build.py), its failure's class (classify.py), its testcase (results.py), the stage (stage.py), the suites'
+testcases of a failed export (gate.py) and `harness export` (cli.py).
+This `__init__` is the package's one face; names load on first use (PEP 562), so importing one
+name imports only its module."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.lazy import lazy_names
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, {
+    "cache": ("ENTRY_FILE",),
+    "classify": ("TRANSIENT", "ExportFailure", "classify_failure"),
+    "cli": ("export_from_cli", "failed_export_lines"),
+    "gate": ("ExportGate",),
+    "stage": ("export_status", "run_export_stage"),
+})
+
+if TYPE_CHECKING:
+    from harness.lab.exports.cache import ENTRY_FILE as ENTRY_FILE
+    from harness.lab.exports.classify import TRANSIENT as TRANSIENT
+    from harness.lab.exports.classify import ExportFailure as ExportFailure
+    from harness.lab.exports.classify import classify_failure as classify_failure
+    from harness.lab.exports.cli import export_from_cli as export_from_cli
+    from harness.lab.exports.cli import failed_export_lines as failed_export_lines
+    from harness.lab.exports.gate import ExportGate as ExportGate
+    from harness.lab.exports.stage import export_status as export_status
+    from harness.lab.exports.stage import run_export_stage as run_export_stage

@@ -24,8 +24,8 @@ from harness.lab.exports.classify import (
 )
 from harness.lab.exports.process import run_group
 from harness.lab.exports.results import CacheUse, ExportResult
-from harness.lab.exports.spec import ExportJob
 from harness.lab.exports.tools import HostTools
+from harness.lab.plan import ExportJob
 from harness.outcomes import Status
 
 _LOG_READ = 8 << 20  # a long lowering's log: its head and tail are where QNN says why
@@ -57,7 +57,7 @@ def read_tail(path: Path, size: int = 8000) -> str:
 def validate_export(out: Path, job: ExportJob) -> FailureVerdict | None:
     """The folder the command wrote, checked as `harness push` checks an export: a known layout,
     nothing empty, and compiled for this job's target when the export says what it was built for."""
-    from harness.provision.artifacts import load_export
+    from harness.provision import load_export
 
     if not out.is_dir() or not any(out.iterdir()):
         return FailureVerdict(ExportFailure.NO_OUTPUT.value, f"exited 0 but wrote nothing to {{out}} ({out.name}/); "

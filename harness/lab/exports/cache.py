@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.hostfiles import write_atomic
-from harness.lab.exports.spec import ExportJob
-from harness.provision.hashcache import HashCache, default_cache_path
+from harness.lab.plan import ExportJob
+from harness.provision import HashCache, default_cache_path
 
 ENTRY_VERSION = 1
 ENTRY_FILE, LOG_FILE, OUT_DIR, USED_FILE = "entry.json", "export.log", "out", "used"

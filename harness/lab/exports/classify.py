@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.outcomes import FailureClass
-from harness.runners.qnn_log import QnnFailure, classify_qnn_log
-from harness.runners.signatures import signal_name, signal_of
+from harness.runners import QnnFailure, classify_qnn_log, signal_name, signal_of
 
 _LAST_LINES = 12
 # A tool or SDK the command needs is not there: the shell's "not found", Python's missing module,

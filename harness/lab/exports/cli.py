@@ -19,7 +19,7 @@ from harness.lab.exports.results import EXPORT_SUITE
 from harness.lab.plan import load_plan
 from harness.lab.stopsignals import stop_on_signals
 from harness.outcomes import Status
-from harness.report.records import RecordWriter, TestRecord
+from harness.report import RecordWriter, TestRecord
 
 
 def failed_export_lines(records: Iterable[TestRecord]) -> list[str]:
@@ -35,7 +35,7 @@ def _say(message: str) -> None:
 def export_from_cli(plan_path: Path, out_dir: Path, *, inventory: Inventory | None, target: str | None = None,
                     fmt: str | None = None, rebuild: bool = False) -> ExitCode:
     from harness.lab.exports.stage import run_export_stage
-    from harness.report.junit import write_junit
+    from harness.report import write_junit
 
     plan = load_plan(plan_path)
     if plan.exports is None:

@@ -12,7 +12,7 @@ from harness.lab.context import DeviceContext, JobFn
 from harness.lab.exports.results import ExportResult
 from harness.lab.exports.stage import ExportStage
 from harness.outcomes import Status
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 from harness.verdict import Verdict
 
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.lab.exports.classify import FailureVerdict
-from harness.lab.exports.spec import ExportJob
+from harness.lab.plan import ExportJob
 from harness.outcomes import FailureClass, Status
 from harness.pairs import Backend, BackendPair
-from harness.report.records import TestRecord
+from harness.report import TestRecord
 from harness.verdict import Verdict
 
 EXPORT_SUITE = "exports"

@@ -21,11 +21,10 @@ from harness.inventory import DeviceSpec
 from harness.lab.exports.build import Builder
 from harness.lab.exports.cache import ExportCache, default_cache_root, export_key, inputs_digest, key_material
 from harness.lab.exports.results import CacheUse, ExportResult, export_record
-from harness.lab.exports.spec import ExportJob, ExportsSpec, default_parallel
 from harness.lab.exports.tools import HostTools
-from harness.lab.plan import ModelSpec, Plan
-from harness.provision.hashcache import HashCache, default_cache_path
-from harness.report.records import TestRecord
+from harness.lab.plan import ExportJob, ExportsSpec, ModelSpec, Plan, default_parallel
+from harness.provision import HashCache, default_cache_path
+from harness.report import TestRecord
 
 STATUS_FILE = "exports.json"
 SayFn = Callable[[str], None]

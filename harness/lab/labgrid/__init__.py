@@ -17,8 +17,9 @@ its own event-loop thread; every claim of the process goes through it.
 """
 
 from harness.lab.labgrid.claim import LabgridClaim, resolve_address
-from harness.lab.labgrid.coordinator import PROCESS_COORDINATORS, Coordinator, Coordinators, LabgridError
+from harness.lab.labgrid.coordinator import PROCESS_COORDINATORS, Coordinator, Coordinators
 from harness.lab.labgrid.holders import labgrid_holders
+from harness.lab.labgrid.imports import LabgridError, import_labgrid_client
 from harness.lab.labgrid.places import (
                                         TAG_PID,
                                         TAG_PURPOSE,
@@ -32,6 +33,6 @@ from harness.lab.labgrid.places import (
                                         tag_value,
 )
 
-__all__ = ["PROCESS_COORDINATORS", "TAG_PID", "TAG_PURPOSE", "TAG_RUN", "TAG_TOKEN", "Coordinator",
-           "Coordinators", "LabgridClaim", "LabgridError", "PlaceResource", "PlaceState", "identity",
+__all__ = ["PROCESS_COORDINATORS", "TAG_PID", "TAG_PURPOSE", "TAG_RUN", "TAG_TOKEN", "Coordinator", "Coordinators",
+           "LabgridClaim", "LabgridError", "PlaceResource", "PlaceState", "identity", "import_labgrid_client",
            "labgrid_holders", "process_alive", "process_tag", "resolve_address", "tag_value"]

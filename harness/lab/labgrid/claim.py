@@ -10,7 +10,8 @@ import time
 
 from harness.inventory import AdbServer, DeviceSpec
 from harness.kinds import TransportKind
-from harness.lab.labgrid.coordinator import PROCESS_COORDINATORS, Coordinator, Coordinators, LabgridError, RpcRefused, SayFn
+from harness.lab.labgrid.coordinator import PROCESS_COORDINATORS, Coordinator, Coordinators, RpcRefused, SayFn
+from harness.lab.labgrid.imports import LabgridError
 from harness.lab.labgrid.places import TAG_PID, TAG_PURPOSE, TAG_RUN, TAG_TOKEN, PlaceResource, process_tag, tag_value
 from harness.lab.locks import DeviceBusy, wait_longer
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from harness.inventory import DeviceSpec
 from harness.lab.labgrid.claim import LabgridClaim
-from harness.lab.labgrid.coordinator import PROCESS_COORDINATORS, Coordinators, LabgridError
+from harness.lab.labgrid.coordinator import PROCESS_COORDINATORS, Coordinators
+from harness.lab.labgrid.imports import LabgridError
 
 
 def labgrid_holders(devices: list[DeviceSpec], coordinators: Coordinators = PROCESS_COORDINATORS) -> dict[str, str]:

@@ -42,9 +42,9 @@ import yaml
 
 from harness.errors import InventoryError
 from harness.inventory import DeviceSpec, Inventory
-from harness.lab.exports.parse import parse_exports
-from harness.lab.exports.spec import ExportsSpec
 from harness.lab.health import HealthPolicy
+from harness.lab.plan.export_spec import ExportsSpec
+from harness.lab.plan.exports import parse_exports
 from harness.lab.plan.fields import PlanCtx, get_value, read_names, read_number, read_section
 from harness.lab.plan.paths import PATH_OPTIONS, expand_env, parse_options
 from harness.lab.plan.specs import (

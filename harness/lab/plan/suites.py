@@ -12,7 +12,7 @@ from harness.lab.plan.fields import PlanCtx, check_positive, get_value, read_nam
 from harness.lab.plan.paths import parse_options, plan_path
 from harness.lab.plan.specs import ModelSpec, SuiteSpec
 from harness.pairs import ALL_NAMES, BackendPair
-from harness.runners.base import RunnerKind
+from harness.runners import RunnerKind
 from harness.suite import suite_for
 from harness.validation import check_keys, type_name
 
@@ -106,7 +106,7 @@ def parse_suites(ctx: PlanCtx, raw: Any, models: dict[str, ModelSpec], base: Pat
     return tuple(suites)
 
 
-def check_runner_options(ctx: PlanCtx, plan_options: dict, models: dict[str, ModelSpec],
+def check_runner_options(ctx: PlanCtx, plan_options: dict[str, Any], models: dict[str, ModelSpec],
                          suites: tuple[SuiteSpec, ...]) -> None:
     """Every llm_demo entry finds a runtime folder in its merged options (plan < model < suite)."""
     for suite in suites:

@@ -24,7 +24,7 @@ from harness.hostfiles import child_pythonpath
 from harness.qnn.arch_limits import ArchCell
 from harness.qnn.host import HostQnn
 from harness.qnn.probe.child import BEGIN, RESULT
-from harness.runners.qnn_log import classify_qnn_log
+from harness.runners import classify_qnn_log
 from harness.soc import lookup
 
 # One SoC per arch (harness/soc.py): SA8295 is the automotive v68 part the seed failed on.

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ArtifactError, HarnessError
-from harness.provision.artifacts import load_export
+from harness.provision import load_export
 from harness.runners.quant_matrix import QUANT_FORMATS
 
 TOKENIZERS = ("tokenizer.json", "tokenizer.model", "tokenizer.bin")

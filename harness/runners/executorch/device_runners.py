@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, TransportError
-from harness.provision.types import ProvisionedRuntime
+from harness.provision import ProvisionedRuntime
 from harness.runners.executorch.output import RunOutput, observer_metrics, parse_run
 from harness.runners.signatures import Classification, SignatureSet, load_signatures
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 EVAL_MODES = {0: "kv", 1: "hybrid", 2: "lookahead"}
 

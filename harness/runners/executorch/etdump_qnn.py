@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.report.qnn_profile import QNN_ETDUMP_KEY
+from harness.report import QNN_ETDUMP_KEY
 from harness.runners.executorch.etdump import analyse_rows, load_rows
 
 _OP_EVENT = re.compile(r"^(?:(?P<node>.+?):)?OpId_(?P<id>\d+) \(cycles\)$")

@@ -21,11 +21,11 @@ from typing import Any
 
 from harness.errors import HarnessError, TransportError
 from harness.hostrt.executorch import SCRIPT_NAME, parse_result
-from harness.provision.types import ProvisionedRuntime
+from harness.provision import ProvisionedRuntime
 from harness.runners.base import RunnerKind, Timing, timing_of
 from harness.runners.executorch.device_runners import QnnExecutorRunner, QnnLlamaRunner
 from harness.runners.signatures import Classification, SignatureSet, load_signatures
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 
 @dataclass

@@ -13,16 +13,14 @@ from pathlib import Path
 
 from harness.errors import HarnessError, TransportError
 from harness.pairs import BackendPair
-from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+from harness.provision import ProvisionedModel, ProvisionedRuntime
 from harness.runners.base import RunnerKind, Timing, timing_of
 from harness.runners.llm_demo.output import PromptOutput
 from harness.runners.llm_demo.result import LOGCAT_TAG, LlmDemoResult, ProcessRun, analyse
 from harness.runners.overlay import Overlay, write_overlay
 from harness.runners.prompts import Prompt, images_of, render_prompt_file
 from harness.runners.signatures import SignatureSet, load_signatures
-from harness.transport.base import Transport
-from harness.transport.command import check_wire_text
-from harness.transport.logcat import LogcatService
+from harness.transport import LogcatService, Transport, check_wire_text
 
 PROMPT_FILE = "prompts.txt"
 OUTPUT_FILES = ("stdout.txt", "stderr.txt", "logcat.txt")  # kept in a failed run's folder

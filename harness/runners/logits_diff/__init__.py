@@ -23,12 +23,11 @@ CLI: `python -m harness.runners.logits_diff STDOUT [--stderr F] [--exit-code N] 
 (null when none), mean_kl, nll_a, nll_b, worst_max_abs_diff, verdict, reasons, ...
 """
 
-from harness.runners.diff_tools import TOOL
 from harness.runners.logits_diff.cli import main
-from harness.runners.logits_diff.judge import DEFAULT_THRESHOLDS, VERDICTS, DiffResult, Thresholds, Verdict, analyse, chunk_of, judge
+from harness.runners.logits_diff.judge import VERDICTS, DiffResult, Verdict, analyse, chunk_of, judge
 from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 from harness.runners.logits_diff.runner import PROMPT_FILE, LogitsDiffRunner
 
-__all__ = ["DEFAULT_THRESHOLDS", "PROMPT_FILE", "TOOL", "VERDICTS", "DiffResult", "LogitsDiffRunner", "ParsedDiff",
-           "Step", "Thresholds", "Verdict", "add_stderr", "analyse", "chunk_of", "judge", "json_number", "main",
+__all__ = ["PROMPT_FILE", "VERDICTS", "DiffResult", "LogitsDiffRunner", "ParsedDiff",
+           "Step", "Verdict", "add_stderr", "analyse", "chunk_of", "judge", "json_number", "main",
            "parse"]

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.checks.teacher_forced import DEFAULT_THRESHOLDS, Thresholds
+from harness.checks import DEFAULT_THRESHOLDS, Thresholds
 from harness.errors import TransportError
 from harness.evidence import TeacherForced
 from harness.runners.diff_tools import TOOL

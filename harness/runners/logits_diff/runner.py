@@ -13,14 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.checks import DEFAULT_THRESHOLDS, Thresholds
 from harness.errors import HarnessError, TransportError
 from harness.pairs import BackendPair
-from harness.provision.types import ProvisionedModel, ProvisionedRuntime
+from harness.provision import ProvisionedModel, ProvisionedRuntime
 from harness.runners.diff_tools import TOOL, pick_tool
-from harness.runners.logits_diff.judge import DEFAULT_THRESHOLDS, DiffResult, Thresholds, analyse, chunk_of
+from harness.runners.logits_diff.judge import DiffResult, analyse, chunk_of
 from harness.runners.overlay import Overlay, read_remote_config, write_overlay
 from harness.runners.prompts import Prompt, images_of, render_prompt_file
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 PROMPT_FILE = "prompt.txt"
 

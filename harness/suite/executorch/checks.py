@@ -14,14 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.checks.et_reference import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
+from harness.checks import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
 from harness.hostfiles import child_pythonpath
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass, Status
 from harness.pairs import Backend, BackendPair
-from harness.provision.model import provision_model
-from harness.qnn.pte import PteError
-from harness.report.records import TestRecord
+from harness.provision import provision_model
+from harness.qnn import PteError
+from harness.report import TestRecord
+from harness.runners import classify_qnn_log, skip_reason
 from harness.runners.executorch import (
     ArtifactKind,
     EtArtifact,
@@ -32,11 +33,9 @@ from harness.runners.executorch import (
     observer_metrics,
     read_catalogue,
 )
-from harness.runners.qnn_log import classify_qnn_log
-from harness.runners.quant_matrix import skip_reason
 from harness.suite.executorch.placement import EXPECTED_CPU_OPS, judge_placement, stamp_provenance
 from harness.suite.model import CheckCall
-from harness.transport.base import Transport
+from harness.transport import Transport
 from harness.verdict import Verdict
 
 PROMPT = "What is the capital of France? Answer briefly."

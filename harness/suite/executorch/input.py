@@ -18,12 +18,10 @@ from pathlib import Path
 from harness.errors import ProvisionError
 from harness.hostrt.executorch import make_runtime_dir
 from harness.inventory import DeviceSpec
-from harness.provision.emulator import provision_emulator_runtime
-from harness.provision.runtime import provision_runtime
-from harness.provision.types import ProvisionedRuntime
+from harness.provision import ProvisionedRuntime, provision_emulator_runtime, provision_runtime
 from harness.runners.executorch import ExecutorchRunner
 from harness.suite.executorch.checks import EtInput
-from harness.transport.base import Transport
+from harness.transport import Transport
 
 
 def is_host_lane(device: DeviceSpec, runtime_dir_given: bool) -> bool:

@@ -14,10 +14,9 @@ from types import MappingProxyType
 from harness.evidence import PlacementEvidence, Provenance
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
-from harness.provision.hashcache import default_cache
-from harness.qnn.placement import read_placement
-from harness.qnn.pte import context_binaries
-from harness.report.records import TestRecord
+from harness.provision import default_cache
+from harness.qnn import context_binaries, read_placement
+from harness.report import TestRecord
 from harness.runners.executorch import ArtifactKind
 from harness.verdict import Verdict
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from harness.evidence import PlacementEvidence
 from harness.outcomes import FailureClass
-from harness.provision.model import provision_model
-from harness.qnn.placement import read_placement
-from harness.report.records import TestRecord
+from harness.provision import provision_model
+from harness.qnn import read_placement
+from harness.report import TestRecord
 from harness.runners.executorch import EtdumpReport, analyse_etdump, analyse_qnn_etdump, executorch_available
 from harness.suite.executorch.checks import PROMPT, EtInput, host_python_env
 from harness.suite.model import CheckCall

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import soc
-from harness.lab.exports.spec import (
+from harness.lab.plan.export_spec import (
     DEFAULT_TIMEOUT_S,
     LAB_TARGETS,
     PLACEHOLDERS,
@@ -56,7 +56,7 @@ class _Parser:
                             f"use only {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
         return used
 
-    def command(self, label: str, spec: dict, shell: bool) -> tuple[str, ...] | str:
+    def command(self, label: str, spec: dict[str, Any], shell: bool) -> tuple[str, ...] | str:
         raw = typed_get(self.ctx, spec, "command", (list, str), label=f"{label}.command", required=True)
         if shell:
             if not isinstance(raw, str):
@@ -86,7 +86,7 @@ class _Parser:
                             "pass {out} as the exporter's output folder")
         return parts[0] if shell else tuple(parts)
 
-    def targets(self, label: str, spec: dict) -> tuple[str, ...]:
+    def targets(self, label: str, spec: dict[str, Any]) -> tuple[str, ...]:
         raw = typed_get(self.ctx, spec, "targets", (list, str), label=f"{label}.targets", required=True,
                         missing_fix="list the SoCs to export for (targets: [SM8650, SA8295]) or write `targets: lab`")
         if raw == LAB_TARGETS:
@@ -104,7 +104,7 @@ class _Parser:
                 out.append(info.model)
         return tuple(out)
 
-    def names(self, label: str, spec: dict, key: str) -> tuple[str, ...]:
+    def names(self, label: str, spec: dict[str, Any], key: str) -> tuple[str, ...]:
         raw = typed_get(self.ctx, spec, key, (list, str), label=f"{label}.{key}", required=True)
         items = [raw] if isinstance(raw, str) else raw
         if not items or not all(isinstance(i, str) and _NAME_RE.match(i) for i in items):
@@ -112,7 +112,7 @@ class _Parser:
                             "write e.g. `formats: [16a4w, 8a8w]`")
         return tuple(dict.fromkeys(items))
 
-    def inputs(self, label: str, spec: dict) -> tuple[Path, ...]:
+    def inputs(self, label: str, spec: dict[str, Any]) -> tuple[Path, ...]:
         raw = typed_get(self.ctx, spec, "inputs", list, label=f"{label}.inputs", default=[])
         out = []
         for i, item in enumerate(raw):
@@ -127,7 +127,7 @@ class _Parser:
             out.append(path.resolve())
         return tuple(out)
 
-    def env(self, label: str, spec: dict) -> dict[str, str]:
+    def env(self, label: str, spec: dict[str, Any]) -> dict[str, str]:
         raw = typed_get(self.ctx, spec, "env", dict, label=f"{label}.env", default={})
         out = {}
         for name, value in raw.items():

@@ -1,5 +1,5 @@
 """A plan's `exports:` as data: the user's export commands, their targets, formats and inputs, and
-the stage's settings (docs/exports.md). Parsing and validation live in `parse.py`; this module
+the stage's settings (docs/exports.md). Parsing and validation live in `exports.py`; this module
 only holds the types and the one place a command's placeholders are filled in.
 
 ```yaml
