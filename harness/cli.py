@@ -139,10 +139,11 @@ def cmd_lab_status(args: argparse.Namespace) -> int:
     from harness.lab.plan import load_plan
 
     inventory = _inventory(args)
-    plan_dir = load_plan(args.plan).locks.dir if args.plan else None
-    lock_dir = claim_dir(inventory, plan_dir, args.lock_dir)
+    plan = load_plan(args.plan) if args.plan else None
+    lock_dir = claim_dir(inventory, plan.locks.dir if plan else None, args.lock_dir)
     print(f"claims in {lock_dir}")
-    print(lab_status(inventory, lock_dir))
+    # The plan's pool bounds the health probes too (harness/lab/pool.py).
+    print(lab_status(inventory, lock_dir, workers=plan.concurrency.workers if plan else None))
     return 0
 
 

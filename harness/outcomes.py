@@ -26,9 +26,9 @@ class Status(StrEnum):
 
 
 class FailureClass(StrEnum):
-    """Why a record did not pass; the classes of harness/runners/signatures.yaml are a subset."""
+    """Why a record did not pass; every class of the failure catalogue (harness/catalogue/lines.yaml) is one."""
 
-    # A runner's process, classified from its output (harness/runners/signatures.yaml; the
+    # A runner's process, classified from its output (harness/catalogue/lines.yaml; the
     # order of severity lives there, not here).
     TRANSPORT_ERROR = "transport-error"  # a link fault, not the model's: the lab reconnects and re-runs
     TIMEOUT = "timeout"
@@ -38,7 +38,7 @@ class FailureClass(StrEnum):
     BINARY_MISMATCH = "binary-mismatch"
     SHAPE_ERROR = "shape-error"
     INIT_ERROR = "init-error"
-    # QNN's own refusals (harness/runners/qnn_log.py, docs/qnn-failures.md#classes).
+    # QNN's own refusals (harness/qnn/log.py, docs/qnn-failures.md#classes).
     QNN_OP_UNSUPPORTED = "qnn-op-unsupported"  # QNN's validator refused an op on this arch/format
     QNN_VERSION_MISMATCH = "qnn-version-mismatch"  # ExecuTorch and the QAIRT libraries do not fit
     RUNTIME_ERROR = "runtime-error"
@@ -67,7 +67,8 @@ class FailureClass(StrEnum):
     EXPORT_FAILED = "export-failed"  # a non-zero exit with no known signature
     EXPORT_NO_OUTPUT = "export-no-output"  # exit 0, but nothing was written to {out}
     EXPORT_INVALID = "export-invalid"  # exit 0, but the folder is not an export the harness can run
-    # ...and QNN's own, as the export names them: "qnn-" + harness/runners/qnn_log.py QnnFailure.
+    EXPORT_HOST_FAULT = "export-host-fault"  # the host's doing (a full disk, a signal from outside): never cached
+    # ...and QNN's own, as the export names them: "qnn-" + harness/qnn/log.py QnnFailure.
     EXPORT_QNN_OP_VALIDATION = "qnn-op-validation"
     EXPORT_QNN_GRAPH_FINALIZE = "qnn-graph-finalize"
     EXPORT_QNN_UNDELEGATED_OPS = "qnn-undelegated-ops"
@@ -105,7 +106,8 @@ class NightOutcome(StrEnum):
     QUARANTINED = "quarantined"  # unhealthy or lost: the rest of its entries skipped
     BUSY = "busy"  # not claimed: another run held it, or the claim engine failed
     INTERRUPTED = "interrupted"  # a stop (Ctrl-C, SIGTERM) ended it
+    HOST_FAULT = "host-fault"  # the lab host could not keep its results (a full disk): the rest not run
 
 
-# The class a signature may carry that is never a failure (harness/runners/signatures.yaml).
+# The class a catalogue entry may carry that is never a failure (harness/catalogue/lines.yaml).
 SIGNATURE_WARNING = "warning"

@@ -30,6 +30,7 @@ VOCAB = 128  # ids 0..94: the printable ASCII characters, the rest special token
 BOS, EOS = 95, 96
 FORMATS = ("16a4w", "16a8w", "8a8w", "16a16w")
 PROMPT = "hello qnn"
+CALIBRATION = "the quick brown fox jumps over the lazy dog " * 2
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,6 +43,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--heads", type=int, default=2)
     # The suites' prompt is ~50 characters (one token each) and runs with seq_len 128.
     ap.add_argument("--context", type=int, default=128, help="KV-cache length (max_seq_len)")
+    ap.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu", help="the layers' MLP")
+    ap.add_argument("--debug-program", action="store_true",
+                    help="write the debug program instead (debug.pte, etrecord.bin, qnn_encodings.json, "
+                    "debug_inputs.npz): per-op intermediate outputs for harness.checks.localize")
+    ap.add_argument("--plant-mul-range-fault", type=int, metavar="LAYER", default=None,
+                    help="(tests) the SwiGLU MUL output of LAYER takes its SiLU operand's quantization range")
     return ap.parse_args(argv)
 
 
@@ -73,6 +80,7 @@ def build_model(args: argparse.Namespace):
             self.qkv = nn.Linear(d, 3 * d)
             self.proj = nn.Linear(d, d)
             self.up, self.down = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+            self.gate = nn.Linear(d, 2 * d) if args.mlp == "swiglu" else None
             self.register_buffer("keys", torch.zeros(1, h, args.context, d // h))
             self.register_buffer("values", torch.zeros(1, h, args.context, d // h))
 
@@ -84,7 +92,10 @@ def build_model(args: argparse.Namespace):
             scores = torch.matmul(q, self.keys.transpose(2, 3)) / self.head_dim ** 0.5 + bias
             mixed = torch.matmul(scores.softmax(-1), self.values).transpose(1, 2).reshape(1, 1, args.dim)
             x = x + self.proj(mixed)
-            return x + self.down(nn.functional.gelu(self.up(self.ln_mlp(x))))
+            h = self.ln_mlp(x)
+            if self.gate is not None:  # SwiGLU: the activation x activation MUL MNN's seed fault is about
+                return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+            return x + self.down(nn.functional.gelu(self.up(h)))
 
     class Decoder(nn.Module):
         def __init__(self) -> None:
@@ -146,7 +157,7 @@ def quantize(model, chip, fmt: str, context: int):
     quantizer.set_default_quant_config(getattr(QuantDtype, f"use_{fmt}"), is_linear_per_channel=True)
     sample = (torch.tensor([[1]]), torch.tensor([0]))
     prepared = prepare_pt2e(torch.export.export(model, sample, strict=False).module(), quantizer)
-    calibration = encode("the quick brown fox jumps over the lazy dog " * 2)[:context]
+    calibration = encode(CALIBRATION)[:context]
     with torch.no_grad():
         for pos, tok in enumerate(calibration):
             prepared(torch.tensor([[tok]]), torch.tensor([pos]))
@@ -158,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     check_qnn_env()
     args.out.mkdir(parents=True, exist_ok=True)
     os.chdir(args.out)  # QNN may drop scratch files into the working folder
+    if args.debug_program:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # debug_program.py is beside this script
+        from debug_program import write_debug_program
+
+        return write_debug_program(args, build_model, quantize, encode(CALIBRATION))
     started = time.monotonic()
     import importlib.metadata
 

@@ -173,7 +173,7 @@ class RecordLike(Protocol):
     def is_bad(self) -> bool: ...
 
 
-# A run that failed before there was an answer to judge (harness/runners/signatures.yaml classes).
+# A run that failed before there was an answer to judge (harness/catalogue/lines.yaml classes).
 _RUN_FAILED = frozenset((
     FailureClass.TRANSPORT_ERROR, FailureClass.TIMEOUT, FailureClass.CRASH, FailureClass.LIBRARY_MISSING,
     FailureClass.QNN_LIBRARY_MISSING, FailureClass.BINARY_MISMATCH, FailureClass.INIT_ERROR,

@@ -139,6 +139,10 @@ def write_night_reports(
 
 def _said(exc: BaseException, path: Path | None = None) -> str:
     """One line for a report that failed: a HarnessError's own message, an OSError with its path."""
+    from harness.report import disk_full_message, is_disk_full
+
+    if isinstance(exc, sqlite3.Error) and is_disk_full(exc):
+        return disk_full_message(Path(path or "?"), exc)
     if isinstance(exc, OSError):
         return str(write_error(Path(exc.filename or path or "?"), exc))
     if isinstance(exc, sqlite3.Error):
@@ -151,7 +155,8 @@ def write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[Dev
         "run_id": result.run_id, "plan": str(plan.path), "plan_name": plan.name, "started_at": result.started_at,
         "wall_s": result.wall_s, "interrupted": result.interrupted, "host_pid": os.getpid(),
         "devices": [d.name for d in devices],
-        "outcomes": {k: asdict(v) for k, v in result.devices.items()},
+        # vars, not asdict: an outcome is flat, and asdict's deep copy of 10 000 took 0.8 s of a stop.
+        "outcomes": {k: dict(vars(v)) for k, v in result.devices.items()},
         "reports": {k: str(v) for k, v in result.reports.items()},
         "counts": asdict(result.counts),
         "report_problems": list(result.report_problems),

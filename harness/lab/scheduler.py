@@ -1,7 +1,9 @@
-"""A night in the lab: every plan entry on every matching device, one worker per device.
+"""A night in the lab: every plan entry on every matching device, one worker per device at a time.
 
-Workers run in parallel (threads: the work is waiting on devices), so a night takes about
-as long as its slowest device. Per device, a worker:
+Workers run in parallel (threads: the work is waiting on devices) from a pool of the plan's
+`concurrency.workers` threads (default min(devices, 32), harness/lab/pool.py): a night of up
+to that many devices takes about as long as its slowest device; more devices queue for a
+worker and are claimed only when one takes them. Per device, a worker:
 1. claims the device (`claims.open_claim`; waits naming the holder, skips after `locks.wait_s`);
 2. before every entry checks health; an unfit device is quarantined for the night;
 3. runs the job for the entry and writes each record as it arrives (RecordWriter);
@@ -31,7 +33,8 @@ from pathlib import Path
 
 from harness.errors import HostWriteError
 from harness.hostfiles import prepare_output_dir
-from harness.inventory import Inventory
+from harness.inventory import DeviceSpec, Inventory
+from harness.lab.adb_limits import adb_server_warnings
 from harness.lab.claims import claim_dir
 
 # The names callers import from here (the lab job's types, the night's result and reports).
@@ -45,6 +48,7 @@ from harness.lab.context import (  # noqa: F401
 )
 from harness.lab.night_reports import NightCounts, NightResult, write_meta, write_night_reports  # noqa: F401
 from harness.lab.plan import Plan, PlanError
+from harness.lab.pool import Pool, pool_size
 from harness.lab.stopsignals import stop_on_signals
 from harness.lab.worker import DeviceWorker, Night
 from harness.outcomes import NightOutcome
@@ -56,20 +60,18 @@ def _default_say(message: str) -> None:
     print(f"[lab] {message}", file=sys.stderr, flush=True)
 
 
-def _wait_for_workers(workers: list[DeviceWorker], stop: threading.Event, say: SayFn, grace_s: float,
+def _wait_for_workers(pool: Pool[DeviceWorker], stop: threading.Event, say: SayFn, grace_s: float,
                       signals: list[int]) -> None:
-    """Wait for the workers. On a stop (Ctrl-C here, SIGTERM or `stop` set by the caller) kill
-    the run's device processes at once, so workers blocked in a device command return, then
-    give them `grace_s` to finish (each kills its leftovers and releases its claim on the way
-    out). A second Ctrl-C (or SIGTERM) stops waiting.
-
-    Completion is each worker's own `finished` event, never `Thread.is_alive()`: on CPython
-    3.11 a `join()` interrupted by KeyboardInterrupt marks a still-running thread as stopped."""
+    """Wait for the pool. On a stop (Ctrl-C here, SIGTERM or `stop` set by the caller) no
+    further device is taken; the run's device processes on the devices being worked are killed
+    at once, so workers blocked in a device command return, then they get `grace_s` to finish
+    (each kills its leftovers and releases its claim on the way out). A second Ctrl-C (or
+    SIGTERM) stops waiting. Completion is the pool's own events (pool.py says why)."""
     deadline = None
     killers: list[threading.Thread] = []
     while True:
         try:
-            if all(w.finished.is_set() for w in workers) and not any(k.is_alive() for k in killers):
+            if pool.done() and not any(k.is_alive() for k in killers):
                 break
             time.sleep(0.02)  # sleep, not join/wait: an interrupt here leaves no thread state behind
         except KeyboardInterrupt:  # only when run outside the main thread's signal handlers
@@ -81,7 +83,8 @@ def _wait_for_workers(workers: list[DeviceWorker], stop: threading.Event, say: S
         if stop.is_set() and deadline is None:
             say("stopping: ending workers, killing device processes, releasing claims")
             deadline = time.monotonic() + grace_s
-            for w in workers:
+            # Only devices a worker took hold a claim and may run processes: at most the pool's size.
+            for w in pool.taken():
                 if w.outcome.status is not NightOutcome.QUARANTINED and not w.finished.is_set():
                     k = threading.Thread(target=w.kill_processes, daemon=True, name=f"kill-{w.device.name}")
                     k.start()
@@ -89,9 +92,38 @@ def _wait_for_workers(workers: list[DeviceWorker], stop: threading.Event, say: S
         if deadline is not None and time.monotonic() > deadline:
             say(f"workers still busy after {grace_s:.0f} s: leaving them (their claims go with this process)")
             break
-    for w in workers:
+    for w in pool.not_taken():  # never claimed, nothing ran: the stop came first
+        w.outcome.status, w.outcome.reason = NightOutcome.INTERRUPTED, "not started: the night was stopped first"
+    for w in pool.taken():
         if stop.is_set() and w.outcome.status is NightOutcome.COMPLETED:
             w.outcome.status = NightOutcome.INTERRUPTED
+    for exc in pool.errors():  # DeviceWorker.run catches its own faults: one escaping is a bug
+        raise exc
+
+
+def _start_pool(night: Night, workers: list[DeviceWorker], *, reports: bool) -> Pool[DeviceWorker]:
+    """The night's workers on the plan's pool; a device is claimed only when a worker takes it."""
+    pool = Pool(workers, DeviceWorker.run, size=pool_size(night.plan.concurrency.workers, len(workers)),
+                stop=night.stop, name="lab")
+    if workers:
+        devices = [w.device for w in workers]
+        night.say(f"night {night.run_id}: {len(night.entries)} entries on {len(devices)} devices "
+                  f"({_names(devices)}), {pool.size} at a time")
+    pool.start()
+    if reports and workers:
+        threading.Thread(target=_load_report_modules, daemon=True, name="lab-report-import").start()
+    return pool
+
+
+def _load_report_modules() -> None:
+    """Import the HTML report's modules while devices work: matplotlib's import alone takes
+    1.5-3 s, which a Ctrl-C's reports would otherwise wait for (a stop reports within 2 s)."""
+    from harness.report import write_html  # noqa: F401  (the face loads html.py and its plots)
+
+
+def _names(devices: list[DeviceSpec], shown: int = 12) -> str:
+    names = ", ".join(d.name for d in devices[:shown])
+    return names + (f" and {len(devices) - shown} more" if len(devices) > shown else "")
 
 
 def new_run_id() -> str:
@@ -135,6 +167,8 @@ def run_night(
         check_history(history_path, plan, history_db)
     stop = stop or threading.Event()
     say = say or _default_say
+    for warning in adb_server_warnings(devices, pool_size(plan.concurrency.workers, len(devices))):
+        say(warning)  # a full adb server takes connections and never answers (docs/lab-scale.md)
     run_id = run_id or new_run_id()
     lock_dir = claim_dir(inventory, plan.locks.dir, lock_dir)
     records_path = out_dir / "records.jsonl"
@@ -157,18 +191,15 @@ def run_night(
                     night.export_records.append(rec)
             # A stop during the exports: no device is claimed at all.
             workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
-            threads = [threading.Thread(target=w.run, name=f"lab-{w.device.name}", daemon=True) for w in workers]
-            if workers:
-                say(f"night {run_id}: {len(night.entries)} entries on {len(devices)} devices "
-                    f"({', '.join(d.name for d in devices)})")
-            for t in threads:
-                t.start()
-            _wait_for_workers(workers, stop, say, grace_s, signals)
+            pool = _start_pool(night, workers, reports=reports)
+            _wait_for_workers(pool, stop, say, grace_s, signals)
             result.interrupted = stop.is_set()
             result.devices = {w.device.name: w.outcome for w in workers}
         result.wall_s = time.monotonic() - started
         if reports:
             _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
+        result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
+                                   for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
         result.interrupted = stop.is_set()  # a signal during the reports still ends the run as interrupted
     try:

@@ -15,6 +15,7 @@ from harness.kinds import TransportKind, by_kind
 from harness.lab.claims import claim_states, unclaimed_address
 from harness.lab.context import TransportFactory
 from harness.lab.health import HealthPolicy, HealthVerdict, check_device
+from harness.lab.pool import Pool, pool_size
 from harness.report import text_table
 from harness.transport import LinkState, open_transport
 
@@ -49,9 +50,11 @@ def _check(device: DeviceSpec, policy: HealthPolicy, factory: TransportFactory, 
 
 
 def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
-                   policy: HealthPolicy | None = None, timeout_s: float = 30.0,
+                   policy: HealthPolicy | None = None, timeout_s: float = 30.0, workers: int | None = None,
                    transport_factory: TransportFactory = open_transport) -> list[DeviceStatus]:
-    """Status of every device; health checks run in parallel, each bounded by timeout_s."""
+    """Status of every device. Health checks run on a pool of `workers` threads (default
+    min(devices, 32), harness/lab/pool.py) within one deadline of `timeout_s` for them all:
+    a device not checked by then says so, however large the lab."""
     devices = list(inventory.devices.values())
     holders = claim_states(devices, lock_dir=Path(lock_dir))
     statuses = [DeviceStatus(d, holders.get(d.name, "unknown")) for d in devices]
@@ -59,19 +62,29 @@ def collect_status(inventory: Inventory, lock_dir: Path, *, health: bool = True,
         results: dict[str, HealthVerdict] = {}
         # A reservation's device has no address until a place is allocated to a claim.
         checkable = [d for d in devices if d.labgrid is None or d.labgrid.place is not None]
-        threads = [threading.Thread(target=_check, args=(d, policy or HealthPolicy(), transport_factory, results,
-                                                         d.name), daemon=True, name=f"status-{d.name}")
-                   for d in checkable]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout_s)
+        give_up = threading.Event()  # the deadline passed: no probe starts after it
+        rule = policy or HealthPolicy()
+        pool = Pool(checkable, lambda d: _check(d, rule, transport_factory, results, d.name),
+                    size=pool_size(workers, len(checkable)), stop=give_up, name="status").start()
+        try:
+            pool.wait(timeout_s)
+        finally:
+            give_up.set()  # also on Ctrl-C: the pool's queued probes are dropped, its threads are daemons
+        # Sets of names: 10 000 devices looked up in a list is 10^8 comparisons.
+        probed, names = {d.name for d in pool.taken()}, {d.name for d in checkable}
         for s in statuses:
             s.health = results.get(s.device.name)
             if s.health is None:
-                s.health_note = f"no answer within {timeout_s:.0f} s" if s.device in checkable else \
-                    "not checked: a reservation's place is known only once allocated"
+                s.health_note = _unchecked_note(s.device.name in names, s.device.name in probed, timeout_s)
     return statuses
+
+
+def _unchecked_note(checkable: bool, probed: bool, timeout_s: float) -> str:
+    if not checkable:
+        return "not checked: a reservation's place is known only once allocated"
+    if probed:
+        return f"no answer within {timeout_s:.0f} s"
+    return f"not checked: the {timeout_s:.0f} s for the whole lab ran out first"
 
 
 def _adb_where(d: DeviceSpec) -> str:
@@ -102,7 +115,8 @@ def format_status(statuses: list[DeviceStatus]) -> str:
 
 
 def lab_status(inventory: Inventory, lock_dir: Path, *, health: bool = True, policy: HealthPolicy | None = None,
-               timeout_s: float = 30.0, transport_factory: TransportFactory = open_transport) -> str:
+               timeout_s: float = 30.0, workers: int | None = None,
+               transport_factory: TransportFactory = open_transport) -> str:
     """The `harness lab status` table: devices, health, and who holds which lock."""
     return format_status(collect_status(inventory, lock_dir, health=health, policy=policy, timeout_s=timeout_s,
-                                        transport_factory=transport_factory))
+                                        workers=workers, transport_factory=transport_factory))

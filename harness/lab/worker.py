@@ -12,7 +12,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import ConnectionDropped, HarnessError, StopRequested, TransportError
+from harness.errors import ConnectionDropped, HarnessError, HostWriteError, StopRequested, TransportError
 from harness.evidence import Provenance
 from harness.inventory import DeviceSpec
 from harness.lab.claims import open_claim
@@ -160,6 +160,11 @@ class DeviceWorker:
                     self.kill_processes()
                 self._close()
                 claim.release()
+        except HostWriteError as exc:
+            # The host's disk, not the device nor a harness bug: no record can be kept, so the
+            # device's remaining entries are not run (exit 1, the night names the disk).
+            self.outcome.status, self.outcome.reason = NightOutcome.HOST_FAULT, str(exc)
+            night.say(f"{self.device.name}: stopped, its results cannot be kept: {exc}")
         except Exception as exc:  # never lose the other devices to one worker's bug
             log.exception("worker for %s failed", self.device.name)
             self.outcome.status = NightOutcome.QUARANTINED
@@ -274,6 +279,8 @@ class DeviceWorker:
                     return False
                 run.attempt += 1
                 run.interrupted_pending = True
+            except HostWriteError:
+                raise  # the host's disk: nothing more can be recorded (run() ends the device's night)
             except HarnessError as exc:
                 # Harness-side trouble (bad export, provisioning...): this entry fails, the device goes on.
                 # The exception's type names the fault in the signature; its class is a setup error.

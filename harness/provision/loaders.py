@@ -16,6 +16,7 @@ from harness.pairs import CONFIG_NAMES, Backend, BackendPair
 from harness.provision.artifact_types import ModelArtifact
 from harness.provision.setfiles import ArtifactFile
 from harness.provision.target import read_target
+from harness.qnn import check_program
 
 TOKENIZER_NAMES = ("tokenizer.bin", "tokenizer.model", "tokenizer.json", "tokenizer.txt", "tokenizer.mtok")
 _BIN_RE = re.compile(r"^graph(llm|visual)(\d+)\.bin$")
@@ -141,6 +142,10 @@ def _pte_uses_qnn(path: Path) -> bool:
 def load_executorch(export: ExportFolder, files: list[ArtifactFile]) -> ModelArtifact:
     root = export.root
     ptes = [f for f in files if f.rel.endswith(".pte") and "/" not in f.rel]
+    if not ptes:
+        nested = sorted(f.rel for f in files if f.rel.endswith(".pte"))
+        raise ArtifactError(f"{root}: no .pte at the top of the folder, only in a subfolder ({nested[0]}); pass "
+                            f"the folder that holds the .pte ({root / posixpath.dirname(nested[0])})")
     toks = [f for f in files if f.rel in TOKENIZER_NAMES]
     if not toks:
         raise ArtifactError(f"{root}: ExecuTorch export without a tokenizer (one of {', '.join(TOKENIZER_NAMES)}); "
@@ -153,6 +158,8 @@ def load_executorch(export: ExportFolder, files: list[ArtifactFile]) -> ModelArt
         raise ArtifactError(f"{root / SIDECAR_NAMES[1]}: model_path {pte!r} is not a .pte in {root}; fix it")
     by_rel = {f.rel: f for f in files}
     _refuse_empty(root, [(pte, by_rel[pte])] + [(t.rel, t) for t in toks])
+    for f in ptes:  # a truncated, random or corrupt program is refused here, never sent or run
+        check_program(f.path)
     uses_qnn = any(_pte_uses_qnn(f.path) for f in ptes) or any(k in sidecar for k in ("soc_id", "dsp_arch", "htp_arch"))
     return ModelArtifact(root=root, kind="executorch", model_type=str(model_type), files=tuple(files),
                          configs={BackendPair(Backend.QNN if uses_qnn else Backend.CPU): pte},

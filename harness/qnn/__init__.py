@@ -2,10 +2,12 @@
 (host.py: where, which version, whether the installed ExecuTorch can drive them; buildid.py
 reads a library's build in a child), context binaries read by libQnnSystem.so (ctx.py +
 layouts.py), the binaries inside an ExecuTorch .pte (pte.py) and where its work runs
-(placement.py), the measured HTP arch table (arch_limits.py + arch_limits.json). Sub-packages have faces of their own: compiled_io/ (an
-export's compiled IO, `python -m harness.qnn.compiled_io`) and probe/ (the arch probe,
-`python -m harness.qnn.probe`). Facts in docs/host-qnn.md. Names load on first use (PEP 562),
-so a `harness push` or a CLI of a sub-package does not import ctypes or the arch table."""
+(placement.py), the measured HTP arch table (arch_limits.py + arch_limits.json), QNN's failures
+read from a lowering's or run's log (log.py, `python -m harness.qnn.log`; its lines are the
+failure catalogue's). Sub-packages have faces of their own: compiled_io/ (an export's compiled
+IO, `python -m harness.qnn.compiled_io`) and probe/ (the arch probe, `python -m harness.qnn.probe`).
+Facts in docs/host-qnn.md. Names load on first use (PEP 562), so a `harness push` or a CLI of a
+sub-package does not import ctypes or the arch table."""
 
 from __future__ import annotations
 
@@ -17,11 +19,12 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "arch_limits": ("DEFAULT_PATH", "SCHEMA_VERSION", "ArchCell", "ArchTable", "load_arch_limits", "load_cells",
                     "op_kind", "packaged_table", "probe_of"),
     "ctx": ("BinaryInfo", "ContextBinaryError", "GraphInfo", "QnnSystemLib", "TensorInfo", "read_context_binary"),
+    "log": ("FAILURE_CLASS", "QnnFailure", "QnnLogVerdict", "classify_qnn_log", "exit_status"),
     "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable",
              "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
              "scan_qairt_build"),
     "placement": ("read_placement",),
-    "pte": ("PteError", "QnnDelegate", "context_binaries", "is_pte", "qnn_delegates"),
+    "pte": ("PteError", "QnnDelegate", "check_program", "context_binaries", "is_pte", "qnn_delegates"),
 })
 
 if TYPE_CHECKING:
@@ -51,9 +54,15 @@ if TYPE_CHECKING:
     from harness.qnn.host import qairt_tuple as qairt_tuple
     from harness.qnn.host import qairt_version_of as qairt_version_of
     from harness.qnn.host import scan_qairt_build as scan_qairt_build
+    from harness.qnn.log import FAILURE_CLASS as FAILURE_CLASS
+    from harness.qnn.log import QnnFailure as QnnFailure
+    from harness.qnn.log import QnnLogVerdict as QnnLogVerdict
+    from harness.qnn.log import classify_qnn_log as classify_qnn_log
+    from harness.qnn.log import exit_status as exit_status
     from harness.qnn.placement import read_placement as read_placement
     from harness.qnn.pte import PteError as PteError
     from harness.qnn.pte import QnnDelegate as QnnDelegate
+    from harness.qnn.pte import check_program as check_program
     from harness.qnn.pte import context_binaries as context_binaries
     from harness.qnn.pte import is_pte as is_pte
     from harness.qnn.pte import qnn_delegates as qnn_delegates

@@ -22,7 +22,7 @@ import shutil
 import sys
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -137,15 +137,20 @@ def auto_host_qnn(qnn_sdk: Path | str | None = None,
         return None, f"{HOST_QNN_SWITCH}={env[HOST_QNN_SWITCH]}: the host's QAIRT libraries are not used"
     tried: list[str] = []
     if qnn_sdk:
+        if not Path(qnn_sdk).expanduser().is_dir():  # a typo is an error, never the wheel in its place
+            return None, f"--qnn-sdk {qnn_sdk}: not a folder; pass the QNN SDK's root (the folder holding lib/)"
         try:
             return find_host_qnn(qnn_sdk, env), ""
         except QnnUnavailable as exc:
             tried.append(str(exc))
     try:
-        return find_host_qnn(None, env), ""
+        found = find_host_qnn(None, env)
     except QnnUnavailable as exc:
         tried.append(str(exc))
-    return None, "; ".join(tried)
+        return None, "; ".join(tried)
+    if tried:  # a device-only --qnn-sdk: another library reads the binaries, and says so
+        found = replace(found, source=f"{found.source} (--qnn-sdk {qnn_sdk} has no x86 libraries: {tried[0]})")
+    return found, ""
 
 
 def _wheel_version(pkg: Path) -> str:
@@ -283,12 +288,25 @@ def _read_in_child(path: str) -> tuple[str, str]:
                               text=True, timeout=_READ_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         proc = None
-    if proc is not None and proc.returncode == 0 and proc.stdout.strip():
-        found = json.loads(proc.stdout.strip().splitlines()[-1])
-        return str(found["build_id"]), "QnnInterface backendGetBuildId"
+    found = _build_line(proc.stdout) if proc is not None and proc.returncode == 0 else None
+    if found is not None:
+        return found, "QnnInterface backendGetBuildId"
     why = ("timed out" if proc is None else
            (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1])
     return _scan_build(Path(path), why)
+
+
+def _build_line(stdout: str) -> str | None:
+    """The child's JSON line; QNN's libraries print lines of their own after it (libnative's
+    "# LIBNATIVE: No alternate configuration ..." in a bare environment, `env -i`)."""
+    for line in reversed(stdout.splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict) and isinstance(found.get("build_id"), str):
+            return found["build_id"]
+    return None
 
 
 def scan_qairt_build(lib: Path) -> str | None:

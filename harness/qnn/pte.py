@@ -163,6 +163,40 @@ def _context_span(flat: _Flat, start: int, length: int, where: str) -> tuple[int
     return (signature, start + pad, size)
 
 
+_EXT_HEAD = struct.Struct("<4sIQQQ")  # eh00, header length, program size, segment base, segment data size
+
+
+def check_program(path: Path) -> None:
+    """The program's own header agrees with the file (docs/host-qnn.md "The .pte header"): the
+    identifier at byte 4, the root table inside the program, and with an extended header the
+    program and its segments inside the file, whose size is exactly segment base + data size.
+    PteError naming the file and what is wrong: a truncated, random or corrupt program."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(8 + _EXT_HEAD.size)
+    except OSError as exc:
+        raise PteError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if len(head) < 8 or head[4:8] != _PTE_IDENT:
+        raise PteError(f"{path}: not an ExecuTorch program (no '{_PTE_IDENT.decode()}' identifier at byte 4; "
+                       f"{size} bytes); a corrupt copy or not a .pte: export it again")
+    root = struct.unpack_from("<I", head, 0)[0]
+    if head[8:12] != _EXT_MAGIC:
+        if not 8 <= root < size:
+            raise PteError(f"{path}: not a readable ExecuTorch program (its root table at byte {root} is outside "
+                           f"its {size} bytes); a truncated or corrupt copy? Copy the .pte again or re-export")
+        return
+    if len(head) < 8 + _EXT_HEAD.size:
+        raise PteError(f"{path}: truncated: its extended header is cut short ({size} bytes); copy the .pte again")
+    _, length, program, base, data = _EXT_HEAD.unpack_from(head, 8)
+    ends = base + data if length >= 32 else base  # the data size is written from a 32-byte header on
+    segments_fit = (base == data == 0) or (program <= base and (ends == size if length >= 32 else ends <= size))
+    if not 8 <= root < program <= size or not segments_fit:
+        raise PteError(f"{path}: truncated or corrupt: its header says a {program}-byte program and "
+                       f"{data} bytes of segments from byte {base} ({base + data} bytes), the file has {size}; "
+                       "copy the .pte again or re-export")
+
+
 def is_pte(path: Path) -> bool:
     """A .pte by name, or any file with ExecuTorch's program identifier at byte 4."""
     if path.suffix == ".pte":

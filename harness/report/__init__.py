@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
-    "history": ("History", "HistoryError", "Regression", "aggregate"),
+    "history": ("History", "HistoryError", "Regression", "aggregate", "disk_full_message", "is_disk_full"),
     "html": ("group_failures", "render_html", "write_html"),
     "junit": ("extra_properties", "junit_document", "write_junit"),
     "qnn_profile": ("QNN_ETDUMP_KEY", "qnn_profiles"),
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from harness.report.history import HistoryError as HistoryError
     from harness.report.history import Regression as Regression
     from harness.report.history import aggregate as aggregate
+    from harness.report.history import disk_full_message as disk_full_message
+    from harness.report.history import is_disk_full as is_disk_full
     from harness.report.html import group_failures as group_failures
     from harness.report.html import render_html as render_html
     from harness.report.html import write_html as write_html

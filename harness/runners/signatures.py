@@ -1,4 +1,5 @@
-"""Failure classification from one data file (`signatures.yaml`).
+"""Failure classification of a runner's process, a view of the failure catalogue
+(harness/catalogue/lines.yaml: its runner-output and logcat entries).
 
 A run's class is decided from facts the runner knows (transport fault, timeout, signal,
 exit code, summary present) plus the signatures matched on every output line. The
@@ -8,39 +9,22 @@ signature ids are stable, so reports can group failures by cause across nights.
 from __future__ import annotations
 
 import re
-import signal as signal_mod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from harness.errors import HarnessError
+from harness.catalogue import RUNNER_SCOPES, Catalogue, Entry, Scope, load_catalogue, signal_name, signal_of
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
 
-DEFAULT_PATH = Path(__file__).with_name("signatures.yaml")
 WARNING = SIGNATURE_WARNING
 OK = FailureClass.OK.value
 
 
 @dataclass(frozen=True)
-class Signature:
-    id: str
-    cls: str
-    regex: re.Pattern[str]
-    description: str
-    hint: str
-    exit_codes: tuple[int, ...] | None = None
-
-    def applies(self, exit_code: int | None) -> bool:
-        return self.exit_codes is None or exit_code in self.exit_codes
-
-
-@dataclass(frozen=True)
 class SignatureMatch:
-    signature: Signature
+    signature: Entry
     line: str
     source: str  # stdout | stderr | logcat
     groups: tuple[str, ...] = ()  # the regex's groups: {1}, {2}... in description and hint
@@ -110,7 +94,7 @@ class Classification:
 
 
 class SignatureSet:
-    def __init__(self, classes: tuple[str, ...], signatures: list[Signature], source: Path):
+    def __init__(self, classes: tuple[str, ...], signatures: list[Entry], source: Path):
         self.classes = classes
         self.signatures = signatures
         self.source = source
@@ -118,8 +102,9 @@ class SignatureSet:
 
     def match_line(self, line: str, source: str, exit_code: int | None = None) -> SignatureMatch | None:
         """First signature (file order) matching the line."""
+        scope = Scope.LOGCAT if source == "logcat" else Scope.RUNNER_OUTPUT
         for sig in self.signatures:
-            m = sig.regex.search(line) if sig.applies(exit_code) else None
+            m = sig.regex.search(line) if sig.applies(exit_code) and scope in sig.scopes else None
             if m:
                 return SignatureMatch(sig, line, source, tuple(m.groups()))
         return None
@@ -177,25 +162,6 @@ class SignatureSet:
         return Classification(OK, "", matches, errors)
 
 
-def signal_of(exit_code: int | None, shell: bool = True) -> int | None:
-    """Signal that ended the process: Python's subprocess reports -N; a shell reports 128+N
-    (`shell`: the code came through one; a program run directly may exit 130 on its own)."""
-    if exit_code is None:
-        return None
-    if exit_code < 0:
-        return -exit_code
-    if shell and 128 < exit_code < 160:
-        return exit_code - 128
-    return None
-
-
-def signal_name(sig: int) -> str:
-    try:
-        return signal_mod.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
 # ---- logcat -------------------------------------------------------------------------------
 # threadtime: "12-02 13:16:00.123  1234  1234 E MNNJNI  : message"
 _THREADTIME = re.compile(r"^\d\d-\d\d \d\d:\d\d:\d\d\.\d+\s+\d+\s+\d+\s+[VDIWEFA]\s+(?P<tag>[^:]*?)\s*: ?(?P<msg>.*)$")
@@ -223,54 +189,13 @@ def logcat_messages(text: str, tags: Iterable[str] | None = None) -> list[str]:
 
 
 # ---- loading -------------------------------------------------------------------------------
-_REQUIRED = ("id", "class", "regex", "description", "hint")
-
-
 def load_signatures(path: Path | str | None = None) -> SignatureSet:
-    """The signature file (the packaged one by default), validated."""
-    return _load(Path(path) if path else DEFAULT_PATH)
+    """The runner's view of the failure catalogue (harness/catalogue/lines.yaml by default):
+    its entries for runner output and logcat, ranked by the catalogue's `classes`."""
+    cat = load_catalogue(path)
+    return _view(cat)
 
 
 @lru_cache(maxsize=8)
-def _load(path: Path) -> SignatureSet:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise HarnessError(f"{path}: signature file not found; reinstall the harness or pass an existing file") from None
-    except yaml.YAMLError as exc:
-        raise HarnessError(f"{path}: YAML syntax error ({str(exc).splitlines()[0]}); fix the file") from None
-    if not isinstance(data, dict) or not isinstance(data.get("classes"), list) or not isinstance(
-            data.get("signatures"), list):
-        raise HarnessError(f"{path}: needs a `classes:` list and a `signatures:` list")
-    classes = tuple(str(c) for c in data["classes"])
-    unknown = [c for c in classes if c not in set(FailureClass)]
-    if unknown:
-        # One spelling per class: a class a record may carry is named in harness/outcomes.py.
-        raise HarnessError(f"{path}: classes {', '.join(map(repr, unknown))} are not failure classes of "
-                           "harness/outcomes.py FailureClass; fix the spelling or add the class there")
-    allowed = set(classes) | {WARNING}
-    sigs: list[Signature] = []
-    seen: set[str] = set()
-    for i, raw in enumerate(data["signatures"]):
-        where = f"{path}: signature #{i + 1}"
-        if not isinstance(raw, dict):
-            raise HarnessError(f"{where} is not a mapping; write it as `- id: ...` with {', '.join(_REQUIRED)}")
-        missing = [k for k in _REQUIRED if not raw.get(k)]
-        if missing:
-            raise HarnessError(f"{where} ({raw.get('id', '?')}): missing {', '.join(missing)}; add them")
-        sid = str(raw["id"])
-        if sid in seen:
-            raise HarnessError(f"{where}: duplicate id {sid!r}; ids must be unique")
-        seen.add(sid)
-        if raw["class"] not in allowed:
-            raise HarnessError(f"{where} ({sid}): class {raw['class']!r} is not one of {', '.join(sorted(allowed))}")
-        try:
-            rx = re.compile(str(raw["regex"]))
-        except re.error as exc:
-            raise HarnessError(f"{where} ({sid}): key 'regex' does not compile ({exc}); fix the pattern") from None
-        codes = raw.get("exit_codes")
-        if codes is not None and (not isinstance(codes, list) or not all(isinstance(c, int) for c in codes)):
-            raise HarnessError(f"{where} ({sid}): key 'exit_codes' must be a list of integers")
-        sigs.append(Signature(sid, str(raw["class"]), rx, str(raw["description"]), str(raw["hint"]),
-                              tuple(codes) if codes is not None else None))
-    return SignatureSet(classes, sigs, path)
+def _view(cat: Catalogue) -> SignatureSet:
+    return SignatureSet(cat.classes, list(cat.in_scope(*RUNNER_SCOPES)), cat.source)

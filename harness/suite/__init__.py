@@ -11,6 +11,7 @@ night's job) with the same testcase names, records and verdicts.
 from harness.suite.checks import DeviceInput, ExportInput, MatrixInput, SummaryInput
 from harness.suite.model import Check, Instance, Need, Scope, Suite
 from harness.suite.registry import (
+    ET_CPU_EXPORTS,
     ET_FORMAT_RUNS,
     EXECUTORCH_QNN,
     GENERATION,
@@ -24,7 +25,7 @@ from harness.suite.registry import (
 )
 from harness.suite.run import CheckInput, fit_reason, pair_skip_reason, run_check, select_pairs
 
-__all__ = ["ET_FORMAT_RUNS", "EXECUTORCH_QNN", "GENERATION", "MATRIX", "QWEN3", "QWEN3_VL", "SUITES", "Check",
+__all__ = ["ET_CPU_EXPORTS", "ET_FORMAT_RUNS", "EXECUTORCH_QNN", "GENERATION", "MATRIX", "QWEN3", "QWEN3_VL", "SUITES", "Check",
            "CheckInput", "DeviceInput", "ExportInput", "Instance", "MatrixInput", "Need", "Scope", "Suite",
            "SummaryInput", "case_ids", "fit_reason", "pair_skip_reason", "run_check", "select_pairs", "suite_cases",
            "suite_for"]

@@ -243,7 +243,12 @@ class Transport(ABC):
             if self.is_running(pid):
                 self.kill(pid)
             handled.add(pid)
-        done = [f for f, p in recorded.items() if p is not None]  # a half-written file is a command starting
+        done = [f for f, p in recorded.items() if p is not None]
+        unparsed = {f for f, p in recorded.items() if p is None}
+        if unparsed:  # a command starting writes its file in microseconds: one still unreadable after
+            # a minute never will be (a cut write, a full disk), and would stay forever
+            old = self.quick(["find", scratch, "-type", "f", "-name", f"{PID_PREFIX}*", "-mmin", "+1"], check=False)
+            done += sorted(unparsed & set(old.stdout.splitlines()))
         if done:
             self.remove(*done)
         return sorted(handled)

@@ -228,6 +228,13 @@ def _login(client: paramiko.SSHClient, login: _Login, timeout: float) -> None:
             f"`{section}.key` in {login.inventory}", device=name) from None
     except (OSError, EOFError, paramiko.SSHException) as exc:
         client.close()
+        if "No existing session" in str(exc) or "protocol banner" in str(exc):
+            # paramiko's words for a transport that never came up (its banner/key-exchange
+            # thread gave up): the port answers, the SSH session did not.
+            raise DeviceOfflineError(
+                f"{name}: ssh {where} accepted the connection but no SSH session came up within {timeout:g} s "
+                f"(no banner or key exchange: sshd overloaded or at MaxStartups, or not an SSH server on that "
+                f"port); check sshd on the {role} and `{section}.port` in {login.inventory}", device=name) from None
         raise DeviceOfflineError(
             f"{name}: cannot reach ssh {where} ({type(exc).__name__}: {exc}); check that the {role} "
             "is powered, on the network and running sshd", device=name) from None

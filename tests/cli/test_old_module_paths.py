@@ -18,6 +18,7 @@ MOVED = {
     "harness.runners.etdump_qnn": "harness.runners.executorch.etdump_qnn",
     "harness.hostrt.executorch_forward": "harness.hostrt.executorch.forward",
     "harness.hostrt.executorch_etdump": "harness.hostrt.executorch.etdump",
+    "harness.runners.qnn_log": "harness.qnn.log",
 }
 
 

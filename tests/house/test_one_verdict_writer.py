@@ -96,7 +96,7 @@ def test_every_export_failure_is_a_record_class() -> None:
     """The export stage's classes (its own and QNN's as `qnn-<failure>`) are FailureClass members:
     an export's record holds its class typed, and a new QnnFailure needs its spelling there."""
     from harness.lab.exports import ExportFailure
-    from harness.runners import QnnFailure
+    from harness.qnn import QnnFailure
 
     named = {e.value for e in ExportFailure} | {f"qnn-{q.value}" for q in QnnFailure}
     assert named <= {c.value for c in FailureClass}, sorted(named - {c.value for c in FailureClass})

@@ -53,10 +53,13 @@ def runs(folder: Path) -> list[str]:
 
 
 def run_stage(plan, folder: Path, *, env: dict[str, str], stop: threading.Event | None = None, out: str = "out",
-              **kw: Any):
-    from harness.lab.exports import run_export_stage
+              hold: bool = False, **kw: Any):
+    """The stage as one night runs it; its leases released after it (a night that ended) unless `hold`."""
+    from harness.lab.exports import Leases, run_export_stage
 
     said: list[str] = []
     stage = run_export_stage(plan.exports, [], folder / out, stop=stop or threading.Event(), say=said.append,
                              run_id="r1", cache_root=folder / "cache", environ=env, **kw)
+    if not hold:
+        Leases(folder / "cache" / "leases").release(r.key for r in stage.results)
     return stage, said

@@ -4,9 +4,11 @@ usage: python fake_exporter.py --soc SOC --soc-id N --arch vNN --format F --out 
 What it does is chosen per build by $FAKE_EXPORT_MODES ("sa8295-16a4w=qnn-v68,sm8650-8a8w=segv";
 default `ok`); every start appends "<soc>-<format>" to $FAKE_EXPORT_COUNTER when set.
 Modes: ok (an ExecuTorch-shaped export), qnn-v68 (QNN's v68 op-validation lines, exit 1),
-segv / sigkill (the process kills itself with that signal), traceback, missing-module, empty
-(exit 0, nothing written), wrong-target (built for another soc_id), tree (starts a child and a
-grandchild, writes their pids to $FAKE_EXPORT_PIDS.<build> and half an export, then sleeps: stop tests),
+segv / sigkill / sigterm (the process kills itself with that signal), nospace (ENOSPC), random-pte
+(an invalid program), traceback, missing-module, empty (exit 0, nothing written), wrong-target (built for
+another soc_id), tree (starts a child and a
+grandchild in a session of its own, writes their pids to $FAKE_EXPORT_PIDS.<build> and half an export, then sleeps: stop tests),
+daemon (exit 0, a setsid() helper left running),
 sleep (sleeps: timeout tests), slow (half a second, its times in $FAKE_EXPORT_TIMES).
 """
 
@@ -16,6 +18,7 @@ import argparse
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -38,7 +41,7 @@ AssertionError: Failed to generate Qnn context binary.
 
 def write_export(out: Path, soc: str, soc_id: int, arch: str, fmt: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "model.pte").write_bytes(b"\x00" * 8 + b"ET12" + b"QnnBackend" + f"{soc}-{fmt}".encode() * 64)
+    (out / "model.pte").write_bytes(struct.pack("<I", 8) + b"ET12" + b"QnnBackend" + f"{soc}-{fmt}".encode() * 64)
     (out / "tokenizer.json").write_text('{"model": {"type": "BPE", "vocab": {}}}')
     (out / "export_args.json").write_text(json.dumps({"soc_id": soc_id, "dsp_arch": arch, "format": fmt}))
 
@@ -66,17 +69,26 @@ def main() -> int:
     elif mode in ("segv", "sigkill"):
         print("building the context binary ...", flush=True)
         os.kill(os.getpid(), signal.SIGSEGV if mode == "segv" else signal.SIGKILL)
+    elif mode == "nospace":  # the host's disk filled while writing
+        raise OSError(28, "No space left on device", str(args.out / "model.pte"))
+    elif mode == "sigterm":  # a CI cancel: SIGTERM from outside the harness
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
     elif mode == "traceback":
         raise ValueError("the recipe names a layer the model does not have")
     elif mode == "missing-module":
         print("ModuleNotFoundError: No module named 'executorch'", file=sys.stderr)
         return 1
+    elif mode == "random-pte":  # exit 0, but the program is random bytes
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "model.pte").write_bytes(os.urandom(2048))
+        (args.out / "tokenizer.json").write_text("{}")
     elif mode == "wrong-target":
         write_export(args.out, args.soc, 69, "v79", args.format)
     elif mode == "tree":
         (args.out / "half.pte").write_bytes(b"partial")
         child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                                  "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+                                  "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True); "
                                   "print(p.pid, flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None
         grandchild = int(child.stdout.readline())
@@ -85,6 +97,10 @@ def main() -> int:
         tmp.write_text(f"{os.getpid()} {child.pid} {grandchild}\n")
         tmp.rename(pids)
         time.sleep(600)
+    elif mode == "daemon":  # exit 0 with a setsid() helper left behind (out of the group), its pid written
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        Path(f"{os.environ['FAKE_EXPORT_PIDS']}.{build}").write_text(f"{helper.pid}\n")
+        write_export(args.out, args.soc, args.soc_id, args.arch, args.format)
     elif mode == "sleep":
         time.sleep(600)
     elif mode == "slow":  # half a second of work, its start and end in $FAKE_EXPORT_TIMES

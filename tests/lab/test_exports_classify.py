@@ -1,4 +1,4 @@
-"""An export's failure class: QNN's signatures through harness/runners/qnn_log.py on the real
+"""An export's failure class: QNN's signatures through harness/qnn/log.py on the real
 failure logs in ../shared (the v68 lowerings, the device-config ABI failure), the exporter's own
 (kill, crash, traceback, missing tool) on small texts."""
 

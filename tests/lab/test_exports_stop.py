@@ -75,6 +75,22 @@ def test_stop_ends_the_whole_tree_and_keeps_nothing(tmp_path):
     _nothing_partial(tmp_path / "cache", tmp_path / "out")
 
 
+def test_a_setsid_helper_left_by_a_finished_export_is_ended(tmp_path):
+    """An exporter that exits 0 leaving a helper in a session of its own (out of the group a
+    group kill reaches): the helper ends with the export (issue 36)."""
+    plan = load_plan(write_exports_plan(tmp_path, builds=[{
+        "model": "tiny", "command": FAKE_ARGV, "targets": ["SM8650"], "formats": ["8a8w"]}]))
+    pids_base = tmp_path / "pids"
+    stage, _ = run_stage(plan, tmp_path, env=fake_env(tmp_path, "sm8650-8a8w=daemon", FAKE_EXPORT_PIDS=str(pids_base)))
+    assert stage.results[0].ok, stage.records[0].message
+    (helper,) = _wait_pids(pids_base, 1)
+    try:
+        assert not _alive(helper), "the export's setsid() helper outlived it"
+    finally:
+        if _alive(helper):
+            os.kill(helper, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("command, sig", [(["lab", "run"], signal.SIGINT), (["export"], signal.SIGTERM)])
 def test_the_night_and_harness_export_exit_2_on_a_signal(tmp_path, command, sig):
     plan = write_exports_plan(tmp_path, builds=[{

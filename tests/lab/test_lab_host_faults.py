@@ -195,3 +195,47 @@ def test_a_full_disk_at_the_reports_keeps_the_last_reports_and_exits_1(tmp_path)
     assert seen["unchanged"] == {"junit.xml": True, "report.html": True, "junit/dev0.xml": True}, seen
     assert seen["temp_files"] == [], seen
     assert seen["night_json_whole"] and seen["records_whole"], seen
+
+
+def test_a_full_disk_at_records_mid_night_ends_the_device_cleanly(tmp_path, capsys, shell_job, monkeypatch):
+    """records.jsonl's disk fills after the first record (issue 36, fault 8): the device's night
+    ends as a host fault naming the disk (exit 1), never an internal error or a quarantine, and
+    no traceback from its thread."""
+    import harness.report.records as records
+    from harness.hostfiles import write_error
+
+    real, calls = records.append_whole, []
+
+    def full_after_one(fd: int, data: bytes, path: Path) -> None:
+        calls.append(path)
+        if path.name == "records.jsonl" and len(calls) > 1:
+            raise write_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        real(fd, data, path)
+
+    monkeypatch.setattr(records, "append_whole", full_after_one)
+    out = tmp_path / "out"
+    code, err = _night(tmp_path, out, capsys, repeats=3)
+    captured = capsys.readouterr()
+    assert code == ExitCode.TESTS_FAILED, err
+    assert "Traceback" not in err + captured.err and "internal error" not in err, err
+    assert "records.jsonl: no space left" in err and "dev0: results not kept" in err, err
+    night = json.loads((out / "night.json").read_text())
+    assert night["outcomes"]["dev0"]["status"] == "host-fault", night["outcomes"]
+
+
+def test_a_full_disk_under_the_history_is_a_full_disk_never_damage(tmp_path):
+    """A real full disk under the history database (issue 36, fault 11): at the night's start
+    (no history yet) a usage error saying the disk is full, mid-night (SQLITE_FULL as the
+    history is written) exit 1 saying so; never "damaged", never the advice to move it aside."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    run = _run_in_mount_namespace('mount -t tmpfs -o size=256k tmpfs "$1" && exec "$2" "$3" "$4" "$1"', str(mnt),
+                                  sys.executable, str(HERE / "fullhistory_child.py"), str(tmp_path / "lab"))
+    assert run.stdout.strip(), run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    _, first, second = run.stderr.split("=== night ")
+    assert seen["first"] == ExitCode.USAGE_ERROR, first
+    assert seen["second"] == ExitCode.TESTS_FAILED, second
+    for said in (first, second):
+        assert "disk is full" in said and "Traceback" not in said, said
+        assert "damaged or" not in said and "not a usable" not in said and "mv " not in said, said

@@ -10,6 +10,7 @@ import pytest
 from harness.errors import ArtifactError
 from harness.provision import check_target, load_export
 from tests.provision.conftest import local_device, shared_models_dir
+from tests.ptekit import fake_program
 
 
 def _edit_json(path: Path, **changes) -> None:
@@ -168,7 +169,7 @@ def test_unknown_target_is_refused_unless_allowed(qwen3_export: Path, tmp_path: 
 
 
 def test_executorch_export(tmp_path: Path):
-    (tmp_path / "kv_llama_qnn.pte").write_bytes(b"PTE\x00" + b"QnnBackend" + bytes(100))
+    (tmp_path / "kv_llama_qnn.pte").write_bytes(fake_program(b"QnnBackend" + bytes(100)))
     with pytest.raises(ArtifactError, match="without a tokenizer"):
         load_export(tmp_path)
     (tmp_path / "tokenizer.bin").write_bytes(b"tok")
@@ -263,3 +264,22 @@ def test_folder_link_leaving_the_export_or_looping_is_refused(qwen3_export: Path
     (qwen3_export / "qnn" / "up").symlink_to("..", target_is_directory=True)
     with pytest.raises(ArtifactError, match=r"up: folder symlink to its own ancestor"):
         load_export(qwen3_export)
+
+
+def test_a_pte_one_folder_down_is_a_clear_error(tmp_path: Path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "model.pte").write_bytes(fake_program())
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(ArtifactError, match=r"no \.pte at the top of the folder, only in a subfolder \(sub/model\.pte\)"):
+        load_export(tmp_path)
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"\x8f\x13random bytes, not a program" * 40, r"not an ExecuTorch program \(no 'ET12' identifier at byte 4"),
+    (fake_program()[:4] + b"ET12eh00" + bytes(40), r"truncated or corrupt: its header says"),
+])
+def test_a_random_or_cut_program_is_refused_on_load(tmp_path: Path, data: bytes, words: str):
+    (tmp_path / "model.pte").write_bytes(data)
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(ArtifactError, match=rf"model\.pte: {words}"):
+        load_export(tmp_path)

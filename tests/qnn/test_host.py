@@ -203,3 +203,26 @@ def test_build_id_is_read_once_a_machine_then_from_the_cache(tmp_path: Path, mon
     qnn_host._read_cached(str(host.htp_lib.resolve()), st.st_size, st.st_mtime_ns + 1)
     assert len(calls) == 2, "a changed library is read again, not taken from the cache"
     qnn_host._read_cached.cache_clear()
+
+
+def test_a_bad_qnn_sdk_is_an_error_never_the_wheel_in_its_place(tmp_path: Path) -> None:
+    """--qnn-sdk naming no folder: no library at all, the reason naming the option (issue 36);
+    a folder without x86 libraries (a device-only SDK): the wheel reads, and its source says why."""
+    wheel_or_skip()
+    host, why = qnn_host.auto_host_qnn(tmp_path / "no-such-sdk", environ={})
+    assert host is None and f"--qnn-sdk {tmp_path / 'no-such-sdk'}: not a folder" in why
+    device_only = tmp_path / "sdk"
+    (device_only / "lib" / "aarch64-android").mkdir(parents=True)
+    host, why = qnn_host.auto_host_qnn(device_only, environ={})
+    assert host is not None and f"--qnn-sdk {device_only} has no x86 libraries" in host.source, (host, why)
+
+
+def test_the_build_id_is_read_in_a_bare_environment(tmp_path: Path, monkeypatch) -> None:
+    """`env -i` (a cron job, a CI step): QNN's library prints "# LIBNATIVE: ..." after the
+    reader's JSON line; the build id is still read by QNN's own call, not an internal error."""
+    h = _wheel_host(tmp_path)
+    for name in list(os.environ):
+        if name not in ("PATH", "PYTHONPATH"):
+            monkeypatch.delenv(name)
+    build, read_by = qnn_host._read_in_child(str(h.lib_dir / "libQnnHtp.so"))
+    assert BUILD_RE.match(build) and read_by == "QnnInterface backendGetBuildId", (build, read_by)

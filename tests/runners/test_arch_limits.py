@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.qnn import DEFAULT_PATH, load_arch_limits
+from harness.qnn import DEFAULT_PATH, QnnFailure, classify_qnn_log, load_arch_limits
 from harness.qnn.probe import DEFAULT_FORMATS, PROBE_NAMES, SOC_OF_ARCH, Batch
 from harness.qnn.probe.__main__ import main as probe_main
 from harness.qnn.probe.run import _cell, _sections
-from harness.runners import QnnFailure, classify_qnn_log, plan_matrix, skip_reason
+from harness.runners import plan_matrix, skip_reason
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("HARNESS_SHARED", REPO.parent / "shared")) / "models" / "et-qnn-host"

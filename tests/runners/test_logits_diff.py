@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from runner_helpers import REPO, SM8750_ENV, local_device
 
+from harness.checks import DEFAULT_THRESHOLDS
 from harness.pairs import BackendPair
 from harness.provision import ProvisionedModel, ProvisionedRuntime
 from harness.runners import TOOL
@@ -202,7 +203,7 @@ def test_virtual_tool_healthy_close_and_saturated(tmp_path):
     runner = ld.LogitsDiffRunner(transport, healthy.runtime, healthy.model)
     ok = runner.run("What is the capital of France?", a="cpu", b="qnn", max_tokens=16, extra_env=SM8750_ENV)
     assert ok.verdict == "agree", ok.describe() + ok.stdout
-    assert 0 < ok.parsed.mean_kl < ld.DEFAULT_THRESHOLDS.drift_kl and ok.parsed.worst_max_abs_diff > 0
+    assert 0 < ok.parsed.mean_kl < DEFAULT_THRESHOLDS.drift_kl and ok.parsed.worst_max_abs_diff > 0
     same = runner.run("What is the capital of France?", a="cpu", b="cpu", max_tokens=16, extra_env=SM8750_ENV)
     assert same.verdict == "agree" and same.parsed.mean_kl == 0.0
 

@@ -1,5 +1,5 @@
-"""harness.runners.qnn_log on real QNN logs: the ones captured here (fixtures/qnn_logs, made on this
-host by fixtures/qnn_logs/make_logs.py, see its README) and ../shared's seed-v68 and abi logs."""
+"""harness.qnn.log (old CLI path harness.runners.qnn_log) on real QNN logs: the ones captured
+here (fixtures/qnn_logs, made on this host by fixtures/qnn_logs/make_logs.py, see its README) and ../shared's seed-v68 and abi logs."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.outcomes import FailureClass
-from harness.qnn import ArchCell, ArchTable
-from harness.runners import FAILURE_CLASS, QnnFailure, classify_qnn_log, exit_status
-from harness.runners.qnn_log import main
+from harness.qnn import FAILURE_CLASS, ArchCell, ArchTable, QnnFailure, classify_qnn_log, exit_status
+from harness.qnn.log import main
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "qnn_logs"

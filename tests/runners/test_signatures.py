@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.catalogue import signal_of
 from harness.errors import HarnessError
 from harness.outcomes import FailureClass
-from harness.runners import load_signatures, logcat_messages, signal_of
+from harness.runners import load_signatures, logcat_messages
 
 SIGS = load_signatures()
 FAILURE_CLASSES = {"init-error", "runtime-error", "shape-error", "qnn-library-missing", "binary-mismatch",

@@ -1,6 +1,6 @@
 """The ExecuTorch suite's QNN check on real failing runs on the HTP emulator: a truncated
 program is QNN's corrupt-PTE failure (init-error, classified from the real log by
-harness/runners/qnn_log.py), an output that does not match its fake-quant reference fails
+harness/qnn/log.py), an output that does not match its fake-quant reference fails
 as disagreement naming the cosine and argmax figures."""
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -161,3 +162,17 @@ def test_a_broken_shell_is_a_clear_error_not_facts(host):
 
     with pytest.raises(CommandFailed, match="x86-host: device facts: the shell printed 'motd"):
         Broken(host.device).device_facts()
+
+
+def test_a_pid_file_that_does_not_parse_is_removed_once_stale(host):
+    """A pid file cut short (a full disk, a killed shell) never parses: removed once older than
+    a minute, never killing anything; a fresh one is a command starting and stays."""
+    scratch = Path(host.device_tmp_dir())
+    stale, fresh = scratch / "pid-stale.x", scratch / "pid-fresh.x"
+    stale.write_text("12")
+    fresh.write_text("")
+    past = time.time() - 120
+    os.utime(stale, (past, past))
+    assert host.kill_stray_processes() == []
+    assert not stale.exists() and fresh.exists()
+    fresh.unlink()

@@ -509,3 +509,35 @@ def test_a_host_that_never_sends_a_banner_prints_no_paramiko_traceback(tmp_path,
     assert "Traceback" not in run.stderr and "paramiko" not in run.stderr, run.stderr
     assert lines and lines[-1].startswith("harness: car-mute: cannot reach ssh 127.0.0.1:"), run.stderr
     assert all("car-mute" in ln for ln in lines), run.stderr  # retry notes and the last line, nothing else
+
+
+@pytest.mark.parametrize("banner", [b"", b"SSH-2.0-stalled\r\n"])
+def test_a_port_that_answers_without_an_ssh_session_is_named_so(tmp_path, banner):
+    """A TCP port that accepts but never says SSH (or stalls after its banner): the error says
+    no SSH session came up, never paramiko's "No existing session" (issue 36)."""
+    import socket
+    import threading
+
+    from harness.errors import DeviceOfflineError
+    from harness.inventory import SshSpec
+    from harness.transport.ssh_connect import connect_client
+
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        conn, _ = server.accept()
+        held.append(conn)
+        conn.sendall(banner)
+
+    threading.Thread(target=accept, daemon=True).start()
+    spec = SshSpec(host="127.0.0.1", port=server.getsockname()[1], trust_new_host_key=True,
+                   known_hosts=tmp_path / "known_hosts")
+    try:
+        with pytest.raises(DeviceOfflineError) as err:
+            connect_client(spec, name="board", inventory="devices.yaml", timeout=1.0)
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert "no SSH session came up within 1 s" in str(err.value) and "No existing session" not in str(err.value)

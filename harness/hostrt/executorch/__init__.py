@@ -1,6 +1,7 @@
 """ExecuTorch on the host, each program in its own process: runner.py is `qnn_llama_runner` on
 ExecuTorch's `TextLLMRunner` (`python -m harness.hostrt.executorch`), forward.py one program's
-`forward` through the pybindings (`pte_runner`), etdump.py an LLM run that writes an ETDump.
+`forward` through the pybindings (`pte_runner`), etdump.py an LLM run that writes an ETDump,
+debug.py a debug program's forward with an ETDump and a debug buffer (localization).
 This `__init__` is the package's one face. Names load on first use (PEP 562), so
 `python -m harness.hostrt.executorch.forward` imports no sibling before it runs."""
 
@@ -11,12 +12,14 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
+    "debug": ("DEBUG_MODULE",),
     "forward": ("RESULT_PREFIX", "SCRIPT_NAME", "parse_result"),
     "runner": ("CUSTOM_OPS_ENV", "EXIT_NO_ENGINE", "LLAMA_FLAGS", "RUNNER_NAME", "FlagError", "main",
                "make_runtime_dir", "parse_flags"),
 })
 
 if TYPE_CHECKING:
+    from harness.hostrt.executorch.debug import DEBUG_MODULE as DEBUG_MODULE
     from harness.hostrt.executorch.forward import RESULT_PREFIX as RESULT_PREFIX
     from harness.hostrt.executorch.forward import SCRIPT_NAME as SCRIPT_NAME
     from harness.hostrt.executorch.forward import parse_result as parse_result

@@ -12,20 +12,23 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
-    "cache": ("ENTRY_FILE",),
+    "cache": ("ENTRY_FILE", "USED_FILE"),
     "classify": ("TRANSIENT", "ExportFailure", "classify_failure"),
     "cli": ("export_from_cli", "failed_export_lines"),
     "gate": ("ExportGate",),
+    "leases": ("Leases",),
     "stage": ("export_status", "run_export_stage"),
 })
 
 if TYPE_CHECKING:
     from harness.lab.exports.cache import ENTRY_FILE as ENTRY_FILE
+    from harness.lab.exports.cache import USED_FILE as USED_FILE
     from harness.lab.exports.classify import TRANSIENT as TRANSIENT
     from harness.lab.exports.classify import ExportFailure as ExportFailure
     from harness.lab.exports.classify import classify_failure as classify_failure
     from harness.lab.exports.cli import export_from_cli as export_from_cli
     from harness.lab.exports.cli import failed_export_lines as failed_export_lines
     from harness.lab.exports.gate import ExportGate as ExportGate
+    from harness.lab.exports.leases import Leases as Leases
     from harness.lab.exports.stage import export_status as export_status
     from harness.lab.exports.stage import run_export_stage as run_export_stage

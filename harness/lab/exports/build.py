@@ -65,7 +65,9 @@ def validate_export(out: Path, job: ExportJob) -> FailureVerdict | None:
     try:
         artifact = load_export(out)
     except HarnessError as exc:
-        return FailureVerdict(ExportFailure.INVALID.value, f"its output is not an export the harness can run: {exc}")
+        # The build's folder is gone once this verdict is read: name it as the command did, {out}.
+        said = str(exc).replace(str(out.resolve()), "{out}").replace(str(out), "{out}")
+        return FailureVerdict(ExportFailure.INVALID.value, f"its output is not an export the harness can run: {said}")
     t = artifact.target
     if t is not None and ((t.soc_id is not None and t.soc_id != job.target.soc_id)
                           or (t.htp_arch is not None and t.htp_arch != job.target.dsp_arch)):

@@ -10,7 +10,8 @@ Layout under `<user cache>/exports/`: `entries/<key>/` holds `out/` (the export)
 `entry.json` (written last: the files with their sizes and sha256, the outcome) and `used` (its
 mtime is the last use, for LRU eviction); `tmp/` holds builds in progress. A build is made in
 `tmp/` and renamed to `entries/<key>` when whole. An entry whose entry.json is missing, unreadable
-or disagrees with its files is partial or corrupt: it is removed and rebuilt, never used.
+or disagrees with its files (their bytes read again, not the stat-keyed hash cache) is partial or
+corrupt: it is removed and rebuilt, never used. `leases/` holds what live runs still need.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.hostfiles import write_atomic
+from harness.lab.exports.leases import Leases
 from harness.lab.plan import ExportJob
-from harness.provision import HashCache, default_cache_path
+from harness.provision import HashCache, default_cache_path, sha256_file
 
 ENTRY_VERSION = 1
 ENTRY_FILE, LOG_FILE, OUT_DIR, USED_FILE = "entry.json", "export.log", "out", "used"
@@ -40,10 +42,22 @@ def default_cache_root() -> Path:
 
 
 def _walk(path: Path) -> Iterable[tuple[str, Path]]:
+    """Every file under `path`, symlinked subfolders followed (a declared input's files are what
+    it really holds); a folder met twice (a link cycle, two links to one folder) is walked once."""
     if path.is_file():
         yield path.name, path
         return
-    for folder, dirs, files in os.walk(path, followlinks=False):
+    seen: set[tuple[int, int]] = set()
+    for folder, dirs, files in os.walk(path, followlinks=True):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            dirs.clear()
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            dirs.clear()
+            continue
+        seen.add((st.st_dev, st.st_ino))
         dirs.sort()
         for name in sorted(files):
             full = Path(folder) / name
@@ -96,8 +110,15 @@ class CacheEntry:
         return int(self.data.get("bytes") or 0)
 
 
-def _files_of(out: Path, hashes: HashCache) -> dict[str, list[Any]]:
-    return {rel: [full.stat().st_size, hashes.digest(full)] for rel, full in _walk(out)} if out.is_dir() else {}
+def _files_of(out: Path, digest: Callable[[Path], str]) -> dict[str, list[Any]]:
+    return {rel: [full.stat().st_size, digest(full)] for rel, full in _walk(out)} if out.is_dir() else {}
+
+
+def _failure_problem(failure: object) -> str:
+    if not isinstance(failure, dict):
+        return "corrupt (no outcome in entry.json)"
+    missing = [k for k in ("failure_class", "message") if not isinstance(failure.get(k), str)]
+    return f"corrupt (its failure has no {' or '.join(missing)})" if missing else ""
 
 
 class ExportCache:
@@ -106,6 +127,7 @@ class ExportCache:
     def __init__(self, root: Path, hashes: HashCache):
         self.root, self.hashes = root, hashes
         self.entries, self.tmp = root / "entries", root / "tmp"
+        self.leases = Leases(root / "leases")
 
     def new_build_dir(self, key: str) -> Path:
         """A fresh folder under tmp/ for one build (pid in the name: a dead run's are swept)."""
@@ -138,21 +160,25 @@ class ExportCache:
             return "corrupt (entry.json is not this entry's)"
         if not (folder / LOG_FILE).is_file():
             return "partial (no export.log)"
+        if not isinstance(data.get("bytes"), int):
+            return "corrupt (its size in entry.json is not a number)"
         if data.get("status") == "passed":
-            try:
-                have = _files_of(folder / OUT_DIR, self.hashes)
+            try:  # the bytes themselves, never the stat-keyed hash cache: a flipped byte keeps size and mtime
+                have = _files_of(folder / OUT_DIR, sha256_file)
             except OSError as exc:
                 return f"corrupt (unreadable: {exc})"
             if have != data.get("files"):
                 return "corrupt (its files differ from entry.json)"
-        elif data.get("status") != "failed" or not isinstance(data.get("failure"), dict):
+        elif data.get("status") == "failed":
+            return _failure_problem(data.get("failure"))
+        else:
             return "corrupt (no outcome in entry.json)"
         return ""
 
     def commit(self, key: str, build_dir: Path, data: dict[str, Any]) -> CacheEntry:
         """Seal a build: entry.json last, then the folder renamed to entries/<key>. When another
         run sealed the same key meanwhile, its entry is used and this build dropped."""
-        files = _files_of(build_dir / OUT_DIR, self.hashes)
+        files = _files_of(build_dir / OUT_DIR, self.hashes.digest)
         data = {**data, "version": ENTRY_VERSION, "key": key, "files": files,
                 "bytes": sum(v[0] for v in files.values()) + (build_dir / LOG_FILE).stat().st_size,
                 "created_at": time.time()}
@@ -197,28 +223,34 @@ class ExportCache:
             swept.append(folder)
         return swept
 
-    def evict(self, max_bytes: int, keep: set[str]) -> list[str]:
+    def evict(self, max_bytes: int, keep: set[str]) -> tuple[list[str], list[str]]:
         """Least recently used entries removed until the cache fits `max_bytes`; `keep` (this
-        run's) never. Returns the removed keys."""
-        found = []
-        for folder in self.entries.glob("*") if self.entries.is_dir() else []:
+        run's) and the entries any live run on this host holds (leases.py) never. Returns the
+        removed keys and, for each entry that could not be judged, why (it is left alone)."""
+        found, skipped = [], []
+        for folder in sorted(self.entries.glob("*")) if self.entries.is_dir() else []:
             try:
                 data = json.loads((folder / ENTRY_FILE).read_text(encoding="utf-8"))
                 used = (folder / USED_FILE).stat().st_mtime
             except (OSError, ValueError):
                 continue  # a partial entry is some other run's build in flight, or lookup's to remove
-            found.append((used, folder.name, int(data.get("bytes") or 0)))
+            size = data.get("bytes") if isinstance(data, dict) else None
+            if not isinstance(size, int) or isinstance(size, bool):
+                skipped.append(f"{folder / ENTRY_FILE}: no size in bytes; skipped (a lookup of it rebuilds it)")
+                continue
+            found.append((used, folder.name, size))
         total = sum(size for _, _, size in found)
         removed = []
+        held = keep | self.leases.held()
         for _, key, size in sorted(found):
             if total <= max_bytes:
                 break
-            if key in keep:
+            if key in held:
                 continue
             self.remove(self.entries / key)
             total -= size
             removed.append(key)
-        return removed
+        return removed, skipped
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,6 +1,6 @@
 """Why an export failed, from how its process ended and what it printed: QNN's own signatures
 (op validation with the ops and the arch, graph finalize, ops left undelegated, a segfault while
-building) are read by harness/runners/qnn_log.py, the one home of QNN's messages; the exporter's
+building) are read by harness/qnn/log.py, the one home of QNN's messages; the exporter's
 side is read here: killed for memory, timed out, a missing tool or SDK, a crash by signal with the
 last lines, a Python traceback. An export's failure is the user's export failing, never a harness
 error (docs/exports.md#failures)."""
@@ -13,17 +13,11 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.catalogue import Scope, load_catalogue, signal_name, signal_of
 from harness.outcomes import FailureClass
-from harness.runners import QnnFailure, classify_qnn_log, signal_name, signal_of
+from harness.qnn import QnnFailure, classify_qnn_log
 
 _LAST_LINES = 12
-# A tool or SDK the command needs is not there: the shell's "not found", Python's missing module,
-# the loader's missing library, an exporter saying its SDK is missing.
-_MISSING_TOOL_RE = re.compile(
-    r"(?P<line>.*(?:command not found|: not found$|No such file or directory: '[^']+'$"
-    r"|ModuleNotFoundError: No module named .*|ImportError: .*cannot open shared object file.*"
-    r"|error while loading shared libraries: .*|QNN_SDK_ROOT.*(?:not set|not found|missing).*"
-    r"|(?:QNN )?SDK not found.*))", re.MULTILINE | re.IGNORECASE)
 _TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\):$", re.MULTILINE)
 _EXCEPTION_LINE_RE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)|AssertionError)"
                                 r"(?::\s*(?P<text>.*))?$", re.MULTILINE)
@@ -41,10 +35,18 @@ class ExportFailure(enum.StrEnum):
     FAILED = FailureClass.EXPORT_FAILED.value  # a non-zero exit with no known signature
     NO_OUTPUT = FailureClass.EXPORT_NO_OUTPUT.value  # exit 0, but nothing was written to {out}
     INVALID = FailureClass.EXPORT_INVALID.value  # exit 0, but the folder is not an export the harness can run
+    HOST_FAULT = FailureClass.EXPORT_HOST_FAULT.value  # a full disk, a signal from outside the harness
+
+
+# The host's doing, not the inputs': a full disk or quota (errno 28 / 122, as Python and the
+# C library print them), and a stop from outside the harness (a CI cancel, an operator).
+_HOST_FULL_RE = re.compile(r"(?P<line>.*(?:No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]).*)")
+_OUTSIDE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
 
 
 # Failures that depend on the host, not on the inputs: never kept in the export cache.
-TRANSIENT = frozenset({ExportFailure.KILLED_FOR_MEMORY, ExportFailure.TIMEOUT, ExportFailure.MISSING_TOOL})
+TRANSIENT = frozenset({ExportFailure.KILLED_FOR_MEMORY, ExportFailure.TIMEOUT, ExportFailure.MISSING_TOOL,
+                       ExportFailure.HOST_FAULT})
 
 
 @dataclass
@@ -96,6 +98,17 @@ def _qnn_verdict(text: str, returncode: int | None) -> FailureVerdict | None:
     return FailureVerdict(f"qnn-{verdict.failure.value}", message, list(verdict.last_lines) or last_lines(text), facts)
 
 
+def _missing_tool_line(text: str) -> str | None:
+    """The first line naming a missing tool or SDK (the failure catalogue's export-build lines),
+    from its start to the end of what the line says is missing."""
+    entries = [e for e in load_catalogue().in_scope(Scope.EXPORT_BUILD) if e.cls == ExportFailure.MISSING_TOOL]
+    for line in text.split("\n"):
+        ends = [m.end() for e in entries for m in e.regex.finditer(line)]
+        if ends:
+            return line[:max(ends)].strip()
+    return None
+
+
 def classify_failure(text: str, returncode: int | None, *, timed_out: float | None = None,
                      shell: bool = False) -> FailureVerdict:
     """The verdict of an export that did not succeed (`returncode` None: it never started).
@@ -104,18 +117,21 @@ def classify_failure(text: str, returncode: int | None, *, timed_out: float | No
     if timed_out is not None:
         return FailureVerdict(ExportFailure.TIMEOUT.value, f"still running after its timeout_s of {timed_out:g} s; "
                               "killed with its process group", tail, {"timeout_s": timed_out}, cacheable=False)
+    sig = signal_of(returncode, shell)
+    host = _host_fault(text, sig, tail)
+    if host is not None:
+        return host
     qnn = _qnn_verdict(text, returncode)
     if qnn is not None:
         return qnn
-    sig = signal_of(returncode, shell)
     if sig == signal.SIGKILL or "MemoryError" in text:
         return FailureVerdict(ExportFailure.KILLED_FOR_MEMORY.value,
                               "killed (SIGKILL) by no one the harness knows: most likely the kernel's OOM killer; "
                               "give the host more memory or lower exports.parallel",
                               tail, {"signal": "SIGKILL"}, cacheable=False)
-    missing = _MISSING_TOOL_RE.search(text)
+    missing = _missing_tool_line(text)
     if missing is not None or returncode == 127:
-        line = missing.group("line").strip() if missing else "exit code 127 (command not found)"
+        line = missing or "exit code 127 (command not found)"
         return FailureVerdict(ExportFailure.MISSING_TOOL.value, f"a tool or SDK is missing: {line}", tail,
                               cacheable=False)
     if sig is not None:
@@ -128,6 +144,20 @@ def classify_failure(text: str, returncode: int | None, *, timed_out: float | No
         return FailureVerdict(ExportFailure.PYTHON_ERROR.value, f"the exporter raised {line}", tail)
     return FailureVerdict(ExportFailure.FAILED.value,
                           f"exit code {returncode}; last line: {tail[-1] if tail else '(no output)'}", tail)
+
+
+def _host_fault(text: str, sig: int | None, tail: list[str]) -> FailureVerdict | None:
+    """A failure the host caused: the next build on a healthy host may pass, so it is not kept."""
+    if sig in _OUTSIDE_SIGNALS:
+        name = signal_name(sig)
+        return FailureVerdict(ExportFailure.HOST_FAULT.value, f"ended by {name} from outside the harness "
+                              "(a CI cancel, an operator); not kept in the cache", tail, {"signal": name},
+                              cacheable=False)
+    full = _HOST_FULL_RE.search(text)
+    if full is not None:
+        return FailureVerdict(ExportFailure.HOST_FAULT.value, f"the host's disk is full: {full.group('line').strip()}; "
+                              "free some space and run again (not kept in the cache)", tail, cacheable=False)
+    return None
 
 
 def classify_not_started(error: OSError, argv0: str) -> FailureVerdict:

@@ -7,14 +7,18 @@ an exporter's own workers (a lowering's compiler threads are processes too) go w
 group is signalled only while its leader is unreaped (a zombie at worst, found with
 waitid(WNOWAIT)): its pid, and so the group's id, cannot name another process then, which is
 what makes the group provably ours. Leftovers of a leader that exited on its own are killed the
-same way before it is reaped.
+same way before it is reaped. The leader is reaper.py, the command's parent: descendants that
+left the group with setsid() are its to end.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _POLL_S = 0.02
+REAPER = Path(__file__).with_name("reaper.py")  # the command's parent: its setsid() descendants end too
 TERM_GRACE_S = 0.5  # SIGTERM first: an exporter may clean up; then SIGKILL (a stop ends within 2 s)
 
 
@@ -95,9 +100,18 @@ def run_group(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_pat
     """Run `argv` in its own process group, stdout and stderr into `log_path`, until it exits,
     `timeout_s` passes or `stop` is set; nothing of the group is left running when this returns."""
     started = time.monotonic()
+    if shutil.which(argv[0], path=env.get("PATH", os.defpath) if os.sep not in argv[0] else None) is None:
+        # found here, as Popen would have: the reaper below would only see it fail inside
+        why = "No such file or directory" if not os.path.exists(cwd / argv[0]) else "Permission denied"
+        exc = OSError(errno.ENOENT if why.startswith("No") else errno.EACCES, why, argv[0])
+        with open(log_path, "ab") as log:
+            log.write(f"harness: cannot start {argv[0]!r}: {exc}\n".encode())
+        return ProcessEnd(None, time.monotonic() - started, start_error=exc)
+    # The reaper gives its descendants most of the grace; the group's SIGKILL after it is the backstop.
+    wrapped = [sys.executable, "-I", str(REAPER), f"{grace_s * 0.6:g}", "--", *argv]
     with open(log_path, "ab") as log:
         try:
-            proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=log,
+            proc = subprocess.Popen(wrapped, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
         except OSError as exc:
             log.write(f"harness: cannot start {argv[0]!r}: {exc}\n".encode())

@@ -115,6 +115,7 @@ def run_export_stage(spec: ExportsSpec, devices: Sequence[DeviceSpec], out_dir: 
     tools = HostTools.find()
     digests = {b.model: inputs_digest(b.inputs, hashes) for b in spec.builds}
     keys = {j: export_key(key_material(j, digests[j.build.model], tools.versions)) for j in jobs}
+    cache.leases.hold(keys.values())  # held until this process ends: no other run evicts them meanwhile
     parallel = spec.parallel or default_parallel()
     say(f"exports: {len(jobs)} to build ({', '.join(j.testcase for j in jobs)}), {parallel} at once, "
         f"cache {cache.root}")
@@ -140,7 +141,9 @@ def run_export_stage(spec: ExportsSpec, devices: Sequence[DeviceSpec], out_dir: 
     _lay_out(stage.root, stage.results)
     hashes.save()
     if not stage.interrupted:
-        evicted = cache.evict(spec.cache_max_bytes, keep=set(keys.values()))
+        evicted, skipped = cache.evict(spec.cache_max_bytes, keep=set(keys.values()))
+        for why in skipped:
+            say(f"exports: cache entry {why}")
         if evicted:
             say(f"exports: cache over {spec.cache_max_bytes >> 20} MB: {len(evicted)} least recently used removed")
     stage.wall_s = time.monotonic() - started

@@ -9,6 +9,7 @@ from harness.lab.plan.exports import parse_exports
 from harness.lab.plan.load import Plan, load_plan, parse_plan
 from harness.lab.plan.specs import (
     PATH_FIELDS,
+    ConcurrencySettings,
     HistorySettings,
     LockSettings,
     ModelSpec,
@@ -20,6 +21,6 @@ from harness.lab.plan.specs import (
 )
 from harness.lab.plan.suites import BACKEND_PAIRS, RUNNERS
 
-__all__ = ["BACKEND_PAIRS", "PATH_FIELDS", "RUNNERS", "ExportJob", "ExportsSpec", "HistorySettings", "LockSettings",
-           "ModelSpec", "NoDeviceMatched", "Plan", "PlanEntry", "PlanError", "RecoverySettings", "SuiteSpec",
-           "Target", "default_parallel", "load_plan", "parse_exports", "parse_plan"]
+__all__ = ["BACKEND_PAIRS", "PATH_FIELDS", "RUNNERS", "ConcurrencySettings", "ExportJob", "ExportsSpec",
+           "HistorySettings", "LockSettings", "ModelSpec", "NoDeviceMatched", "Plan", "PlanEntry", "PlanError",
+           "RecoverySettings", "SuiteSpec", "Target", "default_parallel", "load_plan", "parse_exports", "parse_plan"]

@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import soc
 
+# A command's first word naming "the" Python: the interpreter the harness runs on (docs/exports.md),
+# so a plan works from any environment (a venv's harness called by path, PATH without the venv).
+PYTHON_WORDS = ("python", "python3")
 # The placeholders a command may use, and nothing else.
 PLACEHOLDERS = ("soc", "soc_id", "dsp_arch", "format", "out")
 LAB_TARGETS = "lab"  # `targets: lab`: every SoC the plan's devices have
@@ -86,8 +90,13 @@ class ExportBuild:
                   "format": fmt, "out": str(out)}
         if self.shell:
             assert isinstance(self.command, str)
-            return ["/bin/sh", "-c", self.command.format(**{k: shlex.quote(v) for k, v in values.items()})]
-        return [part.format(**values) for part in self.command]
+            text = self.command.format(**{k: shlex.quote(v) for k, v in values.items()})
+            first, sep, rest = text.lstrip().partition(" ")
+            if first in PYTHON_WORDS:
+                text = shlex.quote(sys.executable) + sep + rest
+            return ["/bin/sh", "-c", text]
+        argv = [part.format(**values) for part in self.command]
+        return [sys.executable, *argv[1:]] if argv and argv[0] in PYTHON_WORDS else argv
 
     def key_command(self) -> list[str] | str:
         """The command as the cache key sees it: the template, not one night's paths."""

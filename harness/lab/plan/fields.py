@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.lab.plan.specs import PlanError
-from harness.validation import check_keys, typed_get
+from harness.validation import check_keys, shown, typed_get
 
 
 class PlanCtx:
@@ -37,7 +37,7 @@ def read_names(ctx: PlanCtx, data: dict[str, Any], key: str, label: str) -> tupl
     items = [raw] if isinstance(raw, str) else raw
     for item in items:
         if not isinstance(item, str) or not item:
-            raise ctx.fail(label, f"holds {item!r}", "list non-empty names")
+            raise ctx.fail(label, f"holds {shown(item)}", "list non-empty names")
     return tuple(items)
 
 

@@ -18,6 +18,7 @@ health: {min_free_mb: 256, min_battery_pct: 15, max_battery_temp_c: 45}
 locks: {dir: /srv/lab/locks, wait_s: 600}
 recovery: {reconnect_s: 60, max_faults: 2}
 history: {db: results/history.sqlite, nights: 7, perf_drop_pct: 15}
+concurrency: {workers: 32}         # devices worked at once (default min(devices, 32))
 options: {runtime_dir: "${LAB_RUNTIMES}/mnn-{htp_arch}", qnn_sdk: "${QNN_SDK_ROOT}", env: {MNN_LOG: "1"}}
 ```
 A suite's name picks its checks (harness/suite/registry.py): `qwen3_vl` and `qwen3` run the
@@ -48,6 +49,7 @@ from harness.lab.plan.exports import parse_exports
 from harness.lab.plan.fields import PlanCtx, get_value, read_names, read_number, read_section
 from harness.lab.plan.paths import PATH_OPTIONS, expand_env, parse_options
 from harness.lab.plan.specs import (
+    ConcurrencySettings,
     HistorySettings,
     LockSettings,
     ModelSpec,
@@ -58,17 +60,21 @@ from harness.lab.plan.specs import (
     SuiteSpec,
 )
 from harness.lab.plan.suites import check_runner_options, parse_models, parse_suites
-from harness.validation import check_keys, type_name
+from harness.validation import YamlBoundError, check_keys, load_yaml, type_name
 
 # The plan's parts live beside this file: specs.py (data), fields.py (typed values), paths.py
 # (paths, environment, options) and suites.py (models and suites).
 
 _TOP_KEYS = {"version", "name", "devices", "tags", "repeats", "models", "suites", "health", "locks",
-             "recovery", "history", "options", "exports"}
+             "recovery", "history", "options", "exports", "concurrency"}
 _HEALTH_KEYS = {"min_free_mb", "min_battery_pct", "max_battery_temp_c", "require_boot_completed"}
 _LOCK_KEYS = {"dir", "wait_s"}
 _RECOVERY_KEYS = {"reconnect_s", "max_faults"}
 _HISTORY_KEYS = {"db", "nights", "perf_drop_pct", "min_nights"}
+_CONCURRENCY_KEYS = {"workers"}
+# Each worker is a thread holding a device link; past this a host runs out of sockets and memory
+# long before devices run out of work (benchmarks/lab_scale.py).
+MAX_WORKERS = 1024
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ class Plan:
     locks: LockSettings = LockSettings()
     recovery: RecoverySettings = RecoverySettings()
     history: HistorySettings = HistorySettings()
+    concurrency: ConcurrencySettings = ConcurrencySettings()
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     # The night's export stage (harness/lab/exports/): its models' folders exist only once it ran.
     exports: ExportsSpec | None = None
@@ -189,12 +196,24 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
         min_nights=read_number(ctx, hs, "min_nights", "history.min_nights", HistorySettings.min_nights, integer=True),
     )
     name = get_value(ctx, data, "name", str, "name", default=path.stem)
+    concurrency = _parse_concurrency(ctx, data)
     return Plan(
         path=path, name=name, models=models, suites=suites,
         devices=read_names(ctx, data, "devices", "devices"), tags=read_names(ctx, data, "tags", "tags"),
         repeats=repeats, health=health, locks=locks, recovery=recovery, history=history,
-        options=options, exports=exports,
+        concurrency=concurrency, options=options, exports=exports,
     )
+
+
+def _parse_concurrency(ctx: PlanCtx, data: dict) -> ConcurrencySettings:
+    cc = read_section(ctx, data, "concurrency", _CONCURRENCY_KEYS)
+    if cc.get("workers") is None:
+        return ConcurrencySettings()
+    workers = read_number(ctx, cc, "workers", "concurrency.workers", 1, integer=True)
+    if workers > MAX_WORKERS:
+        raise ctx.fail("concurrency.workers", f"{workers} is more than {MAX_WORKERS}",
+                       f"give at most {MAX_WORKERS} (devices past the pool's size wait for a free worker)")
+    return ConcurrencySettings(workers=workers)
 
 
 def load_plan(path: Path | str, *, environ: Mapping[str, str] = os.environ) -> Plan:
@@ -206,7 +225,9 @@ def load_plan(path: Path | str, *, environ: Mapping[str, str] = os.environ) -> P
     except OSError as exc:
         raise PlanError(f"{path}: cannot read the plan ({exc.strerror}); check the path and permissions") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except YamlBoundError as exc:
+        raise PlanError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -1,5 +1,5 @@
 """The nightly plan's parts as data (harness/lab/plan/load.py reads them from `nightly.yaml`): its
-errors, a model, a suite, one entry of work, and the locks/recovery/history settings."""
+errors, a model, a suite, one entry of work, and the locks/recovery/history/concurrency settings."""
 
 from __future__ import annotations
 
@@ -95,3 +95,9 @@ class HistorySettings:
     nights: int = 7  # the regression baseline: median of the last N nights
     perf_drop_pct: float = 15.0
     min_nights: int = 3  # fewer past nights than this: no perf verdict (too noisy)
+
+
+@dataclass(frozen=True)
+class ConcurrencySettings:
+    # Devices worked at once (harness/lab/pool.py); None: min(devices, pool.DEFAULT_WORKERS).
+    workers: int | None = None

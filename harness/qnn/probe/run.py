@@ -1,5 +1,5 @@
 """Measure the HTP arch table: lower every probe at every format for one SoC per arch, in child
-processes on the host QAIRT libraries, and classify QNN's answer with harness/runners/qnn_log.py.
+processes on the host QAIRT libraries, and classify QNN's answer with harness/qnn/log.py.
 
 One child per SoC lowers every (format, probe) in turn (harness/qnn/probe/child.py: importing
 torch and ExecuTorch costs more than a lowering); its output is cut into one section per
@@ -23,8 +23,8 @@ from harness.errors import HarnessError
 from harness.hostfiles import child_pythonpath
 from harness.qnn.arch_limits import ArchCell
 from harness.qnn.host import HostQnn
+from harness.qnn.log import classify_qnn_log
 from harness.qnn.probe.child import BEGIN, RESULT
-from harness.runners import classify_qnn_log
 from harness.soc import lookup
 
 # One SoC per arch (harness/soc.py): SA8295 is the automotive v68 part the seed failed on.

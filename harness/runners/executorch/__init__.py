@@ -2,7 +2,8 @@
 runs `qnn_llama_runner` / `qnn_executor_runner` on a device, runner.py is the suite's runner over
 a runtime (device binaries or the host's), output.py reads what the LLM runner prints (cli.py:
 `python -m harness.runners.executorch`), catalogue.py lists an ExecuTorch export's artifacts,
-etdump.py and etdump_qnn.py read an ETDump (`python -m harness.runners.executorch.etdump[_qnn]`).
+etdump.py and etdump_qnn.py read an ETDump (`python -m harness.runners.executorch.etdump[_qnn]`),
+localize.py runs a debug program for harness.checks.localize.
 Names load on first use (PEP 562), so a CLI submodule imports no sibling before it runs."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
                "load_rows"),
     "etdump_qnn": ("RUNTIME_UNIT", "QnnEtdump", "QnnOpEvent", "QnnSummaryEvent", "analyse_qnn_etdump", "format_qnn",
                    "graph_nodes_of", "qnn_view"),
+    "localize": ("run_debug_program",),
     "output": ("LOG_LINE", "LogLine", "RunOutput", "observer_metrics", "parse_observer", "parse_run"),
     "runner": ("ExecutorchRunner", "PteRun"),
 })
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from harness.runners.executorch.etdump_qnn import format_qnn as format_qnn
     from harness.runners.executorch.etdump_qnn import graph_nodes_of as graph_nodes_of
     from harness.runners.executorch.etdump_qnn import qnn_view as qnn_view
+    from harness.runners.executorch.localize import run_debug_program as run_debug_program
     from harness.runners.executorch.output import LOG_LINE as LOG_LINE
     from harness.runners.executorch.output import LogLine as LogLine
     from harness.runners.executorch.output import RunOutput as RunOutput

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +48,24 @@ class EtArtifact:
     etrecord: Path | None = None
     build: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    @cached_property
+    def _loaded(self) -> tuple[bool, str]:
+        """(uses QNN, the loader's error or "") read once."""
+        try:
+            if self.kind is not ArtifactKind.EXPORT:  # host QNN material is lowered for QNN (build.json says);
+                return True, ""  # QNN itself judges a damaged one (corrupt-pte, tests/suites/...emulator_faults)
+            return load_export(self.folder).uses_qnn, ""
+        except HarnessError as exc:
+            return False, str(exc)
+
     @property
     def uses_qnn(self) -> bool:
-        if self.kind is not ArtifactKind.EXPORT:
-            return True  # host QNN material is lowered for QNN (its build.json names the SoC)
-        try:
-            return load_export(self.folder).uses_qnn
-        except HarnessError:
-            return False
+        return self._loaded[0]
+
+    @property
+    def problem(self) -> str:
+        """Why its program cannot be run (a truncated or corrupt .pte: the loader's own words), or ""."""
+        return self._loaded[1]
 
 
 @dataclass(frozen=True)
@@ -69,7 +81,12 @@ class EtCatalogue:
 
     def cpu_exports(self) -> dict[str, EtArtifact]:
         return {n: a for n, a in self.formats.items()
-                if a.kind is ArtifactKind.EXPORT and n not in QUANT_FORMATS and not a.uses_qnn}
+                if a.kind is ArtifactKind.EXPORT and n not in QUANT_FORMATS and not a.uses_qnn and not a.problem}
+
+    def broken(self, names: Iterable[str] | None = None) -> dict[str, str]:
+        """The formats (of `names`, else all) whose program does not load: name -> the loader's error."""
+        wanted = self.formats if names is None else {n: self.formats[n] for n in names if n in self.formats}
+        return {n: a.problem for n, a in wanted.items() if a.problem}
 
     def missing_reason(self, fmt: str) -> str:
         where = f"{self.source}" + (f" for {self.soc}" if self.soc else "")

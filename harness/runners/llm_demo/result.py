@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.catalogue import signal_name, signal_of
 from harness.errors import TransportError
 from harness.outcomes import FailureClass
 from harness.runners.llm_demo.output import ParsedOutput, PromptOutput, parse_output
-from harness.runners.signatures import Classification, SignatureSet, load_signatures, logcat_messages, signal_name, signal_of
+from harness.runners.signatures import Classification, SignatureSet, load_signatures, logcat_messages
 from harness.runners.summary import Summary
 
 LOGCAT_TAG = "MNNJNI"

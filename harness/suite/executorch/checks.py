@@ -20,9 +20,9 @@ from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass, Status
 from harness.pairs import Backend, BackendPair
 from harness.provision import provision_model
-from harness.qnn import PteError
+from harness.qnn import PteError, classify_qnn_log
 from harness.report import TestRecord
-from harness.runners import classify_qnn_log, skip_reason
+from harness.runners import QUANT_FORMATS, skip_reason
 from harness.runners.executorch import (
     ArtifactKind,
     EtArtifact,
@@ -82,7 +82,7 @@ class EtInput:
 
 
 def qnn_failure(label: str, stdout: str, stderr: str, exit_code: int | None, rec: TestRecord) -> Verdict | None:
-    """A failed QNN run named by QNN's own log (harness/runners/qnn_log.py: op validation, ABI,
+    """A failed QNN run named by QNN's own log (harness/qnn/log.py: op validation, ABI,
     corrupt PTE, missing libraries, a signal, ...); None when the log names no QNN failure."""
     found = classify_qnn_log(f"{stdout}\n{stderr}", exit_code)
     if found.failure is None or found.failure_class is None:
@@ -181,6 +181,9 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
     reason = skip_reason(quant, device.htp_arch)
     if reason:
         return Verdict.skipped(f"{quant} on {device.name} ({device.htp_arch}): {reason}")
+    broken = inp.catalogue.broken([quant])
+    if broken:  # a broken program is a failure, never "no program of that format"
+        return Verdict.failed(FailureClass.EXPORT_INVALID, f"{quant}: {broken[quant]}")
     art = inp.catalogue.qnn(quant)
     if art is None:
         return Verdict.skipped(inp.catalogue.missing_reason(quant))
@@ -219,6 +222,9 @@ def cpu_export_runs(c: CheckCall[EtInput]) -> Verdict:
     prompt echoed first and no more tokens than the runner's resolved limit."""
     inp, rec = c.inp, c.rec
     cpu = inp.catalogue.cpu_exports()
+    broken = {n: why for n, why in inp.catalogue.broken().items() if n not in QUANT_FORMATS}
+    if broken:  # a program that does not load is no CPU export: it fails, never silently skipped
+        return Verdict.failed(FailureClass.EXPORT_INVALID, "; ".join(f"{n}: {why}" for n, why in broken.items()))
     if not cpu:
         return Verdict.skipped("no CPU export (a .pte without QnnBackend) in --model-dir")
     inp.stamp(rec)

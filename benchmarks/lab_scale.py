@@ -1,0 +1,173 @@
+"""Does a lab's size stay bounded by the worker pool, not the device count? (issue 36, fault 12)
+
+    python benchmarks/lab_scale.py [--devices 1000,10000] [--run-s 3] [--status-s 10] [--workers N]
+
+For each device count, a generated devices.yaml of local-transport devices (the host, one work
+folder each; a test is a real `sleep 0.2` on the "device"), and in a process of its own:
+- a night: runs `--run-s` seconds, then gets SIGINT (Ctrl-C); printed: the stop's latency (signal
+  to the process's exit, claims released and JUnit/HTML/night.json written), the devices worked
+  before it, peak threads and peak RSS;
+- `harness lab status`: the health probes of every device within one `--status-s` deadline;
+  printed: its wall time, devices probed, peak threads and peak RSS; then once more, stopped by
+  SIGINT 1 s into its probes: how long it takes to end.
+Targets: threads about the pool's size plus a handful whatever the device count; a stop under
+2 s at 1 000 devices; status within its deadline plus a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.inventory import load_inventory  # noqa: E402
+from harness.lab import DeviceContext, run_night  # noqa: E402
+from harness.lab.plan import load_plan  # noqa: E402
+from harness.report import TestRecord  # noqa: E402
+
+
+def write_lab(root: Path, n: int, workers: int | None) -> tuple[Path, Path]:
+    devices = [{"name": f"dev{i}", "transport": "local", "soc": "SM8750", "htp": "emulator",
+                "work_dir": str(root / "work" / f"dev{i}"), "tags": ["bench"]} for i in range(n)]
+    inv = root / "devices.yaml"
+    inv.write_text(yaml.safe_dump({"devices": devices}))
+    (root / "export").mkdir(exist_ok=True)
+    plan: dict = {"name": "scale", "tags": ["bench"], "models": {"m": {"path": "export"}},
+                  "suites": [{"name": "bench", "models": ["m"], "backends": ["cpu"]}],
+                  "health": {"min_free_mb": 1}, "locks": {"dir": "locks", "wait_s": 5},
+                  "options": {"runtime_dir": "export"}}
+    if workers:
+        plan["concurrency"] = {"workers": workers}
+    path = root / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    return inv, path
+
+
+class Peaks:
+    """Samples the process's thread count every 10 ms on a thread of its own."""
+
+    def __init__(self) -> None:
+        self.threads = 0
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            self.threads = max(self.threads, threading.active_count() - 1)  # not counting the sampler
+
+    def report(self, **more: object) -> None:
+        self._stop.set()
+        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps({"peak_threads": self.threads, "peak_rss_mb": round(rss_mb, 1), **more}), flush=True)
+
+
+def child_night(root: Path) -> int:
+    peaks = Peaks()
+    inv, plan = load_inventory(root / "devices.yaml"), load_plan(root / "plan.yaml")
+
+    def job(ctx: DeviceContext):
+        res = ctx.transport.shell(["sleep", "0.2"], timeout=60)
+        yield TestRecord(name="sleep", suite=ctx.entry.suite.name, device=ctx.device.name, duration_s=res.duration_s)
+
+    (root / "ready").write_text("1")
+    say = (lambda m: print(f"{time.monotonic():.2f} {m}", file=sys.stderr, flush=True)) if os.environ.get(
+        "LAB_SCALE_SAY") else (lambda m: None)
+    night = run_night(plan, inv, root / "out", job, say=say, history_db=root / "history.sqlite")
+    say("run_night returned")
+    worked = sum(1 for o in night.devices.values() if o.records)
+    peaks.report(devices=len(inv.devices), worked=worked, interrupted=night.interrupted,
+                 reports=sorted(night.reports))
+    return 2 if night.interrupted else 0
+
+
+def child_status(root: Path, deadline_s: float, workers: int | None) -> int:
+    from harness.lab import collect_status
+
+    peaks = Peaks()
+    inv = load_inventory(root / "devices.yaml")
+    t0 = time.monotonic()
+    (root / "status-ready").write_text("1")
+    try:
+        statuses = collect_status(inv, root / "locks", timeout_s=deadline_s, workers=workers)
+    except KeyboardInterrupt:  # the stop run: how long Ctrl-C takes is measured by the parent
+        peaks.report(devices=len(inv.devices), interrupted=True)
+        return 2
+    wall = time.monotonic() - t0
+    peaks.report(devices=len(inv.devices), status_wall_s=round(wall, 2),
+                 probed=sum(1 for s in statuses if s.health is not None))
+    return 0
+
+
+def run_child(args: list[str], env: dict[str, str], signal_after: tuple[Path, float] | None) -> tuple[dict, float]:
+    """The child's JSON line and, with `signal_after`, the seconds from its SIGINT to its exit."""
+    child = subprocess.Popen([sys.executable, __file__, *args], env=env, stdout=subprocess.PIPE, text=True)
+    latency = 0.0
+    if signal_after is not None:
+        ready, wait_s = signal_after
+        while not ready.exists() and child.poll() is None:
+            time.sleep(0.05)
+        time.sleep(wait_s)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=600)
+        latency = time.monotonic() - sent
+    else:
+        out, _ = child.communicate(timeout=600)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise SystemExit(f"benchmark child {args} printed no result (exit {child.returncode})")
+    return json.loads(lines[-1]), latency
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--devices", default="1000,10000")
+    ap.add_argument("--run-s", type=float, default=3.0, help="seconds a night runs before its Ctrl-C")
+    ap.add_argument("--status-s", type=float, default=10.0, help="lab status's deadline")
+    ap.add_argument("--workers", type=int, default=None, help="the plan's concurrency.workers (default: its default)")
+    ap.add_argument("--child", choices=["night", "status"], help=argparse.SUPPRESS)
+    ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child == "night":
+        return child_night(args.root)
+    if args.child == "status":
+        return child_status(args.root, args.status_s, args.workers)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    print(f"{'devices':>8} {'what':<7} {'threads':>8} {'rss MB':>7}  result")
+    for n in (int(x) for x in args.devices.split(",")):
+        with tempfile.TemporaryDirectory(prefix="lab-scale-") as tmp:
+            root = Path(tmp)
+            write_lab(root, n, args.workers)
+            night, stop_s = run_child(["--child", "night", "--root", str(root)], env, (root / "ready", args.run_s))
+            print(f"{n:>8} {'night':<7} {night['peak_threads']:>8} {night['peak_rss_mb']:>7}  "
+                  f"stop {stop_s:.2f} s after SIGINT at {args.run_s:.0f} s, {night['worked']} devices worked, "
+                  f"reports: {', '.join(r for r in night['reports'] if ':' not in r) or 'none'}", flush=True)
+            extra = ["--workers", str(args.workers)] if args.workers else []
+            status, _ = run_child(["--child", "status", "--root", str(root), "--status-s", str(args.status_s),
+                                   *extra], env, None)
+            print(f"{n:>8} {'status':<7} {status['peak_threads']:>8} {status['peak_rss_mb']:>7}  "
+                  f"{status['status_wall_s']:.2f} s (deadline {args.status_s:.0f} s), "
+                  f"{status['probed']} devices probed", flush=True)
+            (root / "status-ready").unlink()
+            stopped, stop_s = run_child(["--child", "status", "--root", str(root), "--status-s", "600", *extra], env,
+                                        (root / "status-ready", 1.0))
+            print(f"{n:>8} {'status':<7} {stopped['peak_threads']:>8} {stopped['peak_rss_mb']:>7}  "
+                  f"stop {stop_s:.2f} s after SIGINT 1 s into the probes", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""The localization verdict: the FIRST judged op under the threshold in graph order (not the worst),
+its evidence as JSON at the byte boundary, and the CLI's exit codes (0 none, 1 departed, 2 undecidable)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.checks.localize import DebugFiles, Localization, OpGap, Outcome, debug_buffer_size, judge
+from harness.checks.localize.cli import main
+from harness.errors import ArtifactError
+
+
+def op(i: int, db: float, judged: bool = True, layer: str = "layers.0") -> OpGap:
+    return OpGap(index=i, node=f"aten_op_{i}", target="aten.mul.Tensor", layer=layer, sqnr_db=db, cosine=0.9,
+                 saturation=0.0, judged=judged, unjudged="" if judged else "a dtype cast")
+
+
+def test_the_first_op_under_the_threshold_is_named_not_the_worst() -> None:
+    ops = [op(3, 2.0, layer="layers.2"), op(0, 60.0), op(1, 12.0, layer="layers.1"), op(2, 55.0)]
+    result = judge(ops, "16a8w", threshold_db=20.0)
+    assert result.outcome is Outcome.DEPARTED
+    assert result.first is not None and result.first.node == "aten_op_1" and result.first.layer == "layers.1"
+    assert [o.node for o in result.following] == ["aten_op_2", "aten_op_3"]
+    assert result.worst is not None and result.worst.node == "aten_op_3"
+
+
+def test_unjudged_ops_are_shown_but_never_named() -> None:
+    result = judge([op(0, 0.0, judged=False), op(1, 40.0)], "16a4w", threshold_db=20.0)
+    assert result.outcome is Outcome.NONE and result.first is None and len(result.ops) == 2
+
+
+def test_nothing_judged_is_undecidable() -> None:
+    result = judge([op(0, 0.0, judged=False)], "8a8w", threshold_db=20.0)
+    assert result.outcome is Outcome.UNDECIDABLE and "no quantized QNN op" in result.reason
+
+
+def test_evidence_round_trips_through_json() -> None:
+    result = judge([op(0, 60.0), op(1, 3.5, layer="layers.1"), op(2, 1.0)], "16a8w", threshold_db=20.0)
+    again = Localization.from_json(result.to_json())
+    assert again == result
+    assert json.loads(result.to_json())["first"]["node"] == "aten_op_1"
+
+
+def test_the_debug_buffer_is_sized_from_the_program() -> None:
+    small = {"nodes": [{"shape": [1, 1, 64]}]}
+    big = {"nodes": [{"shape": [1, 1, 64]}, {"shape": [1, 2, 128, 32]} ] * 200}
+    assert debug_buffer_size(big) > debug_buffer_size(small) and debug_buffer_size(big) >= 200 * 4 * 8192
+
+
+def test_a_lone_pte_says_how_to_rebuild(tmp_path: Path) -> None:
+    (tmp_path / "model.pte").write_bytes(b"pte")
+    with pytest.raises(ArtifactError, match="--debug-program"):
+        DebugFiles(tmp_path).require_build()
+
+
+def test_cli_undecidable_without_the_run_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "qnn_encodings.json").write_text(json.dumps({"format": "16a8w", "nodes": []}))
+    assert main([str(tmp_path), "--json"]) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"] == "undecidable" and "etdump.etdp" in out["reason"]
+    assert main([str(tmp_path / "absent")]) == 2
