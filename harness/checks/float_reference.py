@@ -107,7 +107,8 @@ def read_float_reference(export: Path) -> FloatReference | None:
 def _log_softmax(x: np.ndarray) -> np.ndarray:
     x = x.astype(np.float64)
     m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+    out: np.ndarray = x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+    return out
 
 
 def compare_prompt(ref: np.ndarray, prog: np.ndarray, tokens: Sequence[int], *, prompt: str,
