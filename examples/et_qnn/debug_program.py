@@ -23,47 +23,6 @@ from typing import Any
 REFERENCE_GRAPH = "edge_after_transform/forward"  # QNNIntermediateDebugger.reference_graph_name
 
 
-def plant_mul_range_fault(quantized: Any, layer: int) -> str:
-    """The seed fault in ExecuTorch form: the SwiGLU MUL of `layer` quantizes its output with its
-    SiLU operand's (scale, zero point) instead of its own calibrated ones. Returns the MUL's name."""
-    graph = quantized.graph
-    muls = [n for n in graph.nodes if n.op == "call_function" and "mul" in str(n.target)
-            and f"layers.{layer}" in _module_path(n) and _silu_input(n) is not None]
-    if not muls:
-        raise SystemExit(f"lower_decoder: no SwiGLU MUL in layer {layer} (use --mlp swiglu and a layer < --layers)")
-    mul = muls[0]
-    operand_dq = _silu_input(mul)
-    out_q = next(u for u in mul.users if "quantize_per_tensor" in str(u.target))
-    scale, zero_point = operand_dq.args[1], operand_dq.args[2]
-    for node in [out_q, *[u for u in out_q.users if "dequantize_per_tensor" in str(u.target)]]:
-        node.args = (node.args[0], scale, zero_point, *node.args[3:])
-    quantized.recompile()
-    return str(mul.name)
-
-
-def _silu_input(mul: Any) -> Any:
-    """The dequantize node feeding `mul` from a SiLU, or None. QnnQuantizer decomposes SiLU into
-    x * sigmoid(x), so the SiLU is a silu node or a MUL with a sigmoid operand."""
-    for arg in mul.args:
-        src = _producer(arg)
-        if src is not None and ("silu" in str(src.target) or _is_decomposed_silu(src)):
-            return arg
-    return None
-
-
-def _producer(dq: Any) -> Any:
-    """The op whose output a dequantize node reads back (through its quantize), or None."""
-    if getattr(dq, "op", "") != "call_function" or "dequantize" not in str(dq.target):
-        return None
-    q = dq.args[0]
-    return q.args[0] if getattr(q, "op", "") == "call_function" and "quantize" in str(q.target) else None
-
-
-def _is_decomposed_silu(node: Any) -> bool:
-    return "mul" in str(node.target) and any("sigmoid" in str(getattr(_producer(a), "target", ""))
-                                             for a in node.args)
-
-
 def _module_path(node: Any) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     return str(list(stack.values())[-1][0]) if stack else ""
@@ -131,10 +90,13 @@ def write_debug_program(args: Any, build_model: Any, quantize: Any) -> int:
     # The debug forward: the calibration's first window as one prefill from the empty cache (as the
     # reference graph's state starts), every token attending over its real history; calibrated on the
     # same positions, so a healthy op's ranges cover it and only a fault clips.
-    quantized, inputs = quantize(build_model(args), chip, args.format, args.context, window=DEBUG_WINDOW)
-    planted = None
-    if args.plant_mul_range_fault is not None:
-        planted = plant_mul_range_fault(quantized, args.plant_mul_range_fault)
+    plant = None
+    if args.plant_mul_range_fault is not None:  # the seed fault, planted as plant_fault.py plants it
+        from plant_fault import plant_mul_range
+
+        plant = plant_mul_range(args.plant_mul_range_fault)
+    quantized, inputs = quantize(build_model(args), chip, args.format, args.context, window=DEBUG_WINDOW,
+                                 before_convert=plant)
     spec = generate_qnn_executorch_compiler_spec(soc_model=chip, dump_intermediate_outputs=True,
                                                  backend_options=generate_htp_compiler_spec(use_fp16=False))
     edge = to_edge_transform_and_lower_to_qnn(quantized, inputs, spec, generate_etrecord=True)
@@ -150,8 +112,8 @@ def write_debug_program(args: Any, build_model: Any, quantize: Any) -> int:
     np.savez(buf, **{f"input_{i}": t.numpy() for i, t in enumerate(inputs)})
     _write(out / "debug_inputs.npz", buf.getvalue())
     nodes = node_encodings(etrecord.graph_map[REFERENCE_GRAPH])
-    if planted is not None:  # the reference graph renames nodes: name the MUL as the comparison does
-        planted = edge_swiglu_mul(nodes, args.plant_mul_range_fault)
+    # the reference graph renames nodes: name the planted MUL as the comparison does
+    planted = None if plant is None else edge_swiglu_mul(nodes, args.plant_mul_range_fault)
     meta = {"reference_graph": REFERENCE_GRAPH, "soc": args.soc, "format": args.format, "layers": args.layers,
             "dim": args.dim, "mlp": args.mlp, "planted_fault": planted, "nodes": nodes}
     _write(out / "qnn_encodings.json", json.dumps(meta, indent=1).encode())

@@ -1,6 +1,7 @@
 """The ExecuTorch suite, this package's one face: checks.py holds its input (EtInput) and the
 checks of a quant format's runs, the CPU exports and a load failure; profile.py the ETDump
-profile; input.py builds the input for a device or the host lane. Names load on first use
+profile; placement.py where a QNN cell's program runs its work (cpu-fallback) and its
+provenance; input.py builds the input for a device or the host lane. Names load on first use
 (PEP 562): the suite registry needs the checks, not the input's provisioning."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "checks": ("FORWARD_ITERATIONS", "HOST_SEQ_LEN", "PROMPT", "EtInput", "cpu_export_runs", "host_python_env",
                "load_failure_is_classified", "qnn_failure", "quant_format_runs"),
     "input": ("build_et_input", "is_host_lane"),
+    "placement": ("EXPECTED_CPU_OPS", "judge_placement", "stamp_provenance"),
     "profile": ("SUMMARY_KEYS", "etdump_profile"),
 })
 
@@ -28,5 +30,8 @@ if TYPE_CHECKING:
     from harness.suite.executorch.checks import quant_format_runs as quant_format_runs
     from harness.suite.executorch.input import build_et_input as build_et_input
     from harness.suite.executorch.input import is_host_lane as is_host_lane
+    from harness.suite.executorch.placement import EXPECTED_CPU_OPS as EXPECTED_CPU_OPS
+    from harness.suite.executorch.placement import judge_placement as judge_placement
+    from harness.suite.executorch.placement import stamp_provenance as stamp_provenance
     from harness.suite.executorch.profile import SUMMARY_KEYS as SUMMARY_KEYS
     from harness.suite.executorch.profile import etdump_profile as etdump_profile
