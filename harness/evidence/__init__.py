@@ -8,10 +8,13 @@ from collections.abc import Mapping
 
 from harness.evidence.base import Evidence, EvidenceSet, JsonObject
 from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdictLine
+from harness.evidence.localize import Localization, LocalizeEvidence, OpGap, Outcome
+from harness.evidence.quant_finding import QuantFinding
 from harness.evidence.teacher_forced import TeacherForced
 
-FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence)
+FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence, LocalizeEvidence, QuantFinding)
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES}
 
 __all__ = ["Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "JsonObject", "KINDS",
-           "TeacherForced"]
+           "Localization", "LocalizeEvidence", "OpGap", "Outcome",
+           "QuantFinding", "TeacherForced"]

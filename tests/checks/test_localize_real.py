@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.localize import DEBUG_OUTPUT, ETDUMP, DebugFiles, Localization, Outcome, localize
+from harness.checks.localize import DEBUG_OUTPUT, ETDUMP, DebugFiles, localize
+from harness.evidence import Localization, Outcome
 from harness.runners.executorch import run_debug_program
 
 ROOT = Path(__file__).resolve().parents[2]

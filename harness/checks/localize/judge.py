@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.checks.localize.evidence import Localization, OpGap, Outcome
+from harness.evidence import Localization, OpGap, Outcome
 
 # dB SQNR per activation/weight format. NOT calibrated yet: 20 dB separates the issue author's
 # measurement (healthy >= 58.8 dB, the planted MUL fault 3.5 dB); the per-format floors on this
