@@ -215,6 +215,17 @@ def open_export(export_dir: Path | str) -> ExportFolder:
     return ExportFolder(root)
 
 
+def folder_contents(folder: Path, shown: int = 8) -> str:
+    """What a folder holds, in a few words, for the message of a folder with nothing to read or run."""
+    try:
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    if not names:
+        return "nothing (an empty folder)"
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 __all__ = [
     "CONFIG_GLOB",
     "LLM_CONFIG",
@@ -228,4 +239,5 @@ __all__ = [
     "Sidecar",
     "open_export",
     "read_json_object",
+    "folder_contents",
 ]

@@ -13,7 +13,7 @@ from harness.lazy import lazy_names
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "agreement": ("Agreement", "DriftWarning", "assert_agrees", "compare"),
     "et_reference": ("GreedyReference", "compare_outputs", "generated_after", "match_tokens", "vocab_pieces"),
-    "export_verdict": ("ExportVerdict", "Instrument", "LineVerdict", "export_verdict", "static_quant_line",
+    "export_verdict": ("ExportVerdict", "Instrument", "LineVerdict", "static_quant_line",
                        "teacher_forced_line", "text_coherence_line", "verdict_of_records"),
     "surprise": ("ReferenceUnavailable", "Scorer", "Surprise"),
     "teacher_forced": ("DEFAULT_THRESHOLDS", "PromptFigures", "Thresholds", "judge_export"),
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from harness.checks.export_verdict import ExportVerdict as ExportVerdict
     from harness.checks.export_verdict import Instrument as Instrument
     from harness.checks.export_verdict import LineVerdict as LineVerdict
-    from harness.checks.export_verdict import export_verdict as export_verdict
     from harness.checks.export_verdict import static_quant_line as static_quant_line
     from harness.checks.export_verdict import teacher_forced_line as teacher_forced_line
     from harness.checks.export_verdict import text_coherence_line as text_coherence_line

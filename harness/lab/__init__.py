@@ -16,6 +16,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "exitcodes": ("ExitCode", "UsageError", "for_error", "for_night"),
     "export_checks": ("export_check_records",),
     "health": ("HealthPolicy", "check_device", "judge"),
+    "jobs": ("suite_job",),
     "locks": ("DeviceBusy", "DeviceLock", "lock_state"),
     "scheduler": ("run_night",),
     "status": ("collect_status", "format_status", "lab_status"),
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from harness.lab.health import HealthPolicy as HealthPolicy
     from harness.lab.health import check_device as check_device
     from harness.lab.health import judge as judge
+    from harness.lab.jobs import suite_job as suite_job
     from harness.lab.locks import DeviceBusy as DeviceBusy
     from harness.lab.locks import DeviceLock as DeviceLock
     from harness.lab.locks import lock_state as lock_state

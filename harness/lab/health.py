@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.errors import HarnessError, TransportError
-from harness.transport import DeviceFacts, LinkState, Transport, link_state_of
+from harness.transport import DeviceFacts, LinkState, ReadsFacts, link_state_of
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def judge(device: str, facts: DeviceFacts, policy: HealthPolicy) -> list[str]:
     return reasons
 
 
-def check_device(transport: Transport, policy: HealthPolicy) -> HealthVerdict:
+def check_device(transport: ReadsFacts, policy: HealthPolicy) -> HealthVerdict:
     """Ask the device for its facts (one round trip; faults become reasons, not exceptions),
     then judge them."""
     name = transport.device.name

@@ -18,13 +18,15 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "hashcache": ("HashCache", "default_cache", "default_cache_path", "sha256_file"),
     "manifest": ("LOCAL_MANIFEST_NAME", "DeviceStamp", "FileEntry", "Manifest", "read_local_manifest"),
     "model": ("provision_model",),
+    "preflight": ("LoadAxis", "PreflightError", "RuntimeQairt", "check_qairt", "device_qairt", "emulator_qairt",
+                  "pushed_runtime", "runner_qairt", "smoke_load"),
     "progress": ("LogProgress", "NullProgress", "Progress", "TerminalProgress", "make_progress"),
     "runtime": ("RUNNERS", "RuntimeBundle", "provision_runtime", "resolve_runtime"),
     "scripts": ("parse_stat_lines", "split_sections"),
     "setfiles": ("ArtifactFile", "list_files"),
     "status": ("SetStatus", "StatusReport", "device_status", "remove_set"),
     "sync": ("SyncResult", "sync_set"),
-    "target": ("check_qairt", "check_target"),
+    "target": ("check_target", "preflight_program"),
     "types": ("ProvisionedModel", "ProvisionedRuntime"),
 })
 
@@ -48,6 +50,15 @@ if TYPE_CHECKING:
     from harness.provision.manifest import Manifest as Manifest
     from harness.provision.manifest import read_local_manifest as read_local_manifest
     from harness.provision.model import provision_model as provision_model
+    from harness.provision.preflight import LoadAxis as LoadAxis
+    from harness.provision.preflight import PreflightError as PreflightError
+    from harness.provision.preflight import RuntimeQairt as RuntimeQairt
+    from harness.provision.preflight import check_qairt as check_qairt
+    from harness.provision.preflight import device_qairt as device_qairt
+    from harness.provision.preflight import emulator_qairt as emulator_qairt
+    from harness.provision.preflight import pushed_runtime as pushed_runtime
+    from harness.provision.preflight import runner_qairt as runner_qairt
+    from harness.provision.preflight import smoke_load as smoke_load
     from harness.provision.progress import LogProgress as LogProgress
     from harness.provision.progress import NullProgress as NullProgress
     from harness.provision.progress import Progress as Progress
@@ -67,7 +78,7 @@ if TYPE_CHECKING:
     from harness.provision.status import remove_set as remove_set
     from harness.provision.sync import SyncResult as SyncResult
     from harness.provision.sync import sync_set as sync_set
-    from harness.provision.target import check_qairt as check_qairt
     from harness.provision.target import check_target as check_target
+    from harness.provision.target import preflight_program as preflight_program
     from harness.provision.types import ProvisionedModel as ProvisionedModel
     from harness.provision.types import ProvisionedRuntime as ProvisionedRuntime

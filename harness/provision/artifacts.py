@@ -38,8 +38,9 @@ from harness.errors import ArtifactError
 from harness.export import LLM_CONFIG, ExportFolder
 from harness.provision.artifact_types import ExportTarget, ModelArtifact
 from harness.provision.loaders import TOKENIZER_NAMES, load_executorch, load_mnn
+from harness.provision.preflight import check_qairt
 from harness.provision.setfiles import ArtifactFile, list_files
-from harness.provision.target import check_qairt, check_target, read_target
+from harness.provision.target import check_target, read_target
 
 
 def load_export(model_dir: Path | str, *, qnn_sdk: Path | str | None = None,

@@ -40,11 +40,12 @@ def provision_emulator_runtime(transport: Transport, *, qnn_sdk: Path | None = N
     check_executorch_pairing(host)
     with tempfile.TemporaryDirectory(prefix="harness-et-emu-") as scratch:
         runtime = provision_runtime(transport, make_runtime_dir(Path(scratch)), need_qnn=False,
-                                    name=f"executorch-emulator-{device.htp_arch}")
+                                    name=f"executorch-emulator-{device.htp_arch}", emulated_qairt=host.qairt_build)
     # Only the two keys the child needs; the user's own loader path stays behind QAIRT's.
     env = host.child_env(environ)
     extra = {k: env[k] for k in ("QNN_SDK_ROOT", "LD_LIBRARY_PATH") if k in env}
-    return replace(runtime, htp_arch=device.htp_arch, qnn=True, env_extra=tuple(sorted(extra.items())))
+    return replace(runtime, htp_arch=device.htp_arch, qnn=True, qairt_build=host.qairt_build,
+                   env_extra=tuple(sorted(extra.items())))
 
 
 __all__ = ["provision_emulator_runtime"]

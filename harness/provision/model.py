@@ -9,9 +9,10 @@ from harness.provision.artifact_types import ModelArtifact
 from harness.provision.artifacts import load_export
 from harness.provision.hashcache import HashCache, default_cache
 from harness.provision.manifest import Manifest, read_local_manifest, write_local_manifest
+from harness.provision.preflight import check_qairt, device_qairt, runner_qairt, smoke_load
 from harness.provision.progress import Progress, make_progress
 from harness.provision.sync import sync_set
-from harness.provision.target import check_qairt, check_target
+from harness.provision.target import check_target
 from harness.provision.types import ProvisionedModel
 from harness.transport import Transport
 
@@ -37,12 +38,16 @@ def provision_model(
     when the caller already read it (load_export), so it is not read twice. `qnn_sdk`: a QNN SDK
     root; the context binaries then tell the soc_id/HTP arch the export was compiled for
     (docs/qnn-export-artifacts.md), where no sidecar records it. `runtime_qairt_build`: the QAIRT
-    build of the QNN libraries pushed with the runtime (ProvisionedRuntime.qairt_build); context
-    binaries from a newer QAIRT are refused before a byte moves."""
+    build of the QNN libraries pushed with the runtime (ProvisionedRuntime.qairt_build); without it,
+    the QAIRT the device's runtime manifests record, or on an emulated HTP the host's
+    (provision/preflight.py). Context binaries from a newer QAIRT are refused before a byte moves."""
     if artifact is None:
         artifact = load_export(model_dir, qnn_sdk=qnn_sdk, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
-    check_qairt(artifact, runtime_qairt_build, "the runtime pushed to the device")
+    if artifact.uses_qnn and artifact.target is not None and artifact.target.qairt_build:
+        runtime = runner_qairt(transport.device, runtime_qairt_build) or device_qairt(transport, str(qnn_sdk) if qnn_sdk else None)
+        check_qairt(artifact, runtime)
+        smoke_load(artifact, runtime)
     target = artifact.target
     meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type,
                             "configs": {p.name: c for p, c in artifact.configs.items()}, "source": str(artifact.root)}

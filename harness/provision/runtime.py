@@ -14,6 +14,7 @@ in one error, with the places searched.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
@@ -30,7 +31,7 @@ from harness.provision.setfiles import ArtifactFile, list_files
 from harness.provision.sync import SyncResult, sync_set
 from harness.provision.types import ProvisionedRuntime
 from harness.qnn import scan_qairt_build
-from harness.transport import Transport
+from harness.transport import RunsAndMovesFiles, Transport
 
 _ARCH_LIB = re.compile(r"^libQnnHtpV(\d+)(Stub|Skel)\.so$")
 # Where Android looks for DSP skeletons besides ours (Qualcomm's ADSP_LIBRARY_PATH default).
@@ -86,7 +87,7 @@ class RuntimeBundle:
     def total_bytes(self) -> int:
         return sum(f.size for f in self.files)
 
-    @property
+    @functools.cached_property  # a scan of the library's bytes: once per bundle
     def qairt_build(self) -> str | None:
         """The QAIRT build the bundle's libQnnHtp.so names (read from its bytes: a device's library
         cannot be loaded here), if any; context binaries from a newer QAIRT are refused
@@ -315,7 +316,7 @@ _DEVICE_SCRIPT = ('if command -v getprop >/dev/null 2>&1; then echo "@abilist=$(
                   'for f in "$@"; do [ -e "$f" ] && echo "$f"; done; exit 0')
 
 
-def check_device_fit(transport: Transport, bundle: RuntimeBundle) -> None:
+def check_device_fit(transport: RunsAndMovesFiles, bundle: RuntimeBundle) -> None:
     """Before a byte moves: every ELF file of the bundle is built for an ABI the device runs
     (ProvisionError naming the file, its ABI and the device's: an x86-64 llm_demo is never
     pushed to an arm64 phone), and every NEEDED library the bundle does not carry is in the
@@ -349,6 +350,17 @@ def check_device_fit(transport: Transport, bundle: RuntimeBundle) -> None:
                             f"{', '.join(bundle.system_dirs)}; copy them into the runtime folder (any subfolder)")
 
 
+def _runtime_meta(bundle: RuntimeBundle, device: DeviceSpec, emulated_qairt: str | None) -> dict[str, object]:
+    if emulated_qairt:  # the runner's QNN is the host's x86 QAIRT, on the device's emulated HTP
+        return {"runner": bundle.runner, "htp_arch": f"{device.htp_arch} emulator", "qnn": True,
+                "qairt_build": emulated_qairt, "source": str(bundle.source)}
+    meta: dict[str, object] = {"runner": bundle.runner, "htp_arch": bundle.htp_arch or "cpu-only", "qnn": bundle.qnn,
+                               "source": str(bundle.source)}
+    if bundle.qnn and bundle.qairt_build:
+        meta["qairt_build"] = bundle.qairt_build
+    return meta
+
+
 def default_runtime_name(runner: str, htp_arch: str) -> str:
     """`llm_demo-v79` with QNN libraries, `llm_demo-cpu` without."""
     return safe_name(f"{runner}-{htp_arch or 'cpu'}")
@@ -367,10 +379,13 @@ def provision_runtime(
     cache: HashCache | None = None,
     progress: Progress | None = None,
     verify: str = "size",
+    emulated_qairt: str | None = None,
 ) -> ProvisionedRuntime:
     """Push the runner, the libraries it needs and (when found or needed) the QNN libraries
     for the device's HTP arch (incremental, shared blobs). `need_qnn` None: required on a
-    device with an HTP, as before; front doors pass whether a QNN pair will run."""
+    device with an HTP, as before; front doors pass whether a QNN pair will run. The manifest
+    records the QAIRT build of the QNN libraries (the load preflight's runtime QAIRT for later
+    pushes, `harness status`); `emulated_qairt`: the host QAIRT an emulated HTP runs on."""
     device: DeviceSpec = transport.device
     if need_qnn is None:
         need_qnn = device.has_htp
@@ -379,8 +394,7 @@ def provision_runtime(
     check_device_fit(transport, bundle)
     result: SyncResult = sync_set(
         transport, bundle.files, kind="runtime", name=name or default_runtime_name(bundle.runner, bundle.htp_arch),
-        meta={"runner": bundle.runner, "htp_arch": bundle.htp_arch or "cpu-only", "qnn": bundle.qnn,
-              "source": str(bundle.source)},
+        meta=_runtime_meta(bundle, device, emulated_qairt),
         cache=cache if cache is not None else default_cache(), progress=progress or make_progress(),
         verify=verify)
     remote = result.remote_dir

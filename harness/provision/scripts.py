@@ -179,6 +179,12 @@ mkdir -p "${1%/*}" && printf '%s\n' "$2" > "$1.tmp$$" && mv -f "$1.tmp$$" "$1" &
 
 # args: work dir. What `harness status` reads: every manifest, the resume journals, the stat
 # of every provisioned file and of partial pushes under .incoming.
+# The runtimes' manifests only: the load preflight's QAIRT of a device (provision/preflight.py).
+RUNTIME_MANIFESTS_SCRIPT = r"""
+grep -H '' "$1"/manifests/runtimes/*.json 2>/dev/null
+true
+"""
+
 STATUS_SCRIPT = r"""
 W=$1
 echo @@manifests; grep -H '' "$W"/manifests/*/*.json 2>/dev/null
@@ -242,5 +248,6 @@ def parse_manifest_lines(lines: Sequence[str], where: str) -> list[tuple[str, Ma
 
 __all__ = [
     "COMMIT_SCRIPT", "PLACE_CHECKED_SCRIPT", "PLACE_SCRIPT", "PREPARE_SCRIPT", "PROBE_SCRIPT", "PUBLISH_INLINE_SCRIPT", "PUBLISH_SCRIPT",
-    "MAKE_ROOM_SCRIPT", "STATUS_SCRIPT", "RemoteStatLine", "parse_manifest_lines", "parse_stat_lines", "script_argv", "split_sections",
+    "MAKE_ROOM_SCRIPT", "RUNTIME_MANIFESTS_SCRIPT", "STATUS_SCRIPT",
+    "RemoteStatLine", "parse_manifest_lines", "parse_stat_lines", "script_argv", "split_sections",
 ]

@@ -11,7 +11,7 @@ from harness.errors import ProvisionError, TransportError
 from harness.provision.layout import DeviceLayout, safe_name
 from harness.provision.progress import human_bytes
 from harness.provision.scripts import STATUS_SCRIPT, parse_manifest_lines, parse_stat_lines, script_argv, split_sections
-from harness.transport import Transport
+from harness.transport import RunsAndMovesFiles
 
 
 @dataclass
@@ -53,7 +53,7 @@ class StatusReport:
             lines.append("  nothing provisioned")
         for st in self.sets:
             what = " ".join(str(x) for x in (st.meta.get("model_type") or st.meta.get("runner"),
-                                             st.meta.get("htp_arch")) if x)
+                                             st.meta.get("htp_arch"), _qairt(st.meta)) if x)
             lines.append(f"  {st.kind:<8} {st.name:<32} {st.state:<8} {st.files:>4} files {human_bytes(st.bytes):>10}"
                          f"  {what}".rstrip())
             lines.extend(f"      ! {p}" for p in st.problems)
@@ -65,7 +65,15 @@ class StatusReport:
         return "\n".join(lines)
 
 
-def device_status(transport: Transport) -> StatusReport:
+def _qairt(meta: dict[str, Any]) -> str:
+    """A runtime's QAIRT as its manifest records it (provision/runtime.py), for the status line."""
+    from harness.qnn import qairt_version_of
+
+    build = meta.get("qairt_build")
+    return f"QAIRT {qairt_version_of(build)}" if isinstance(build, str) and build else ""
+
+
+def device_status(transport: RunsAndMovesFiles) -> StatusReport:
     """What is provisioned on a device, each set checked against its manifest (no re-hashing)."""
     device = transport.device
     res = transport.shell(script_argv(STATUS_SCRIPT, [device.work_dir]))
@@ -100,7 +108,7 @@ def device_status(transport: Transport) -> StatusReport:
     return report
 
 
-def remove_set(transport: Transport, kind: str, name: str) -> None:
+def remove_set(transport: RunsAndMovesFiles, kind: str, name: str) -> None:
     """Remove a provisioned set (its manifest first, so a half-removed set is never trusted).
     Contents other sets share stay: they are hard links."""
     layout = DeviceLayout(transport.device.work_dir, kind, safe_name(name))

@@ -14,6 +14,7 @@ from harness.errors import ArtifactError
 from harness.export import SIDECAR_NAMES, ExportFolder, read_json_object
 from harness.inventory import DeviceSpec
 from harness.provision.artifact_types import ExportTarget, ModelArtifact
+from harness.provision.preflight import LoadAxis, PreflightError, RuntimeQairt, check_qairt, retarget_fix
 from harness.provision.setfiles import ArtifactFile
 
 _NAME_TARGET_RE = re.compile(r"_(\d+)_v(\d+)\.(?:mnn|bin)$")
@@ -159,35 +160,31 @@ def check_target(artifact: ModelArtifact, device: DeviceSpec, *, allow_unknown_t
             f"QAIRT libraries (pip install 'harness[qnn]') or pass the QNN SDK (--qnn-sdk) so the context "
             f"binaries are read, add {SIDECAR_NAMES[0]} with soc_id and dsp_arch, or pass allow_unknown_target")
     here = f"{device.name} ({device.soc_model}, soc_id {device.soc_id}, HTP {device.htp_arch})"
+    fix = retarget_fix(artifact, device)
     if t.htp_arch is not None and t.htp_arch != device.htp_arch:
-        raise ArtifactError(f"{artifact.root}: compiled for {t.describe()} ({t.source}) but {here} needs "
-                            f"HTP {device.htp_arch} context binaries; re-export with --soc_id {device.soc_id} "
-                            f"--dsp_arch {device.htp_arch} or pick a {t.htp_arch} device")
+        raise PreflightError(f"{artifact.root}: wrong SoC/arch: compiled for {t.describe()} ({t.source}) but {here} "
+                             f"needs HTP {device.htp_arch} context binaries; {fix}, or pick a {t.htp_arch} device",
+                             LoadAxis.TARGET)
     if t.soc_id is not None and t.soc_id != device.soc_id:
-        raise ArtifactError(f"{artifact.root}: compiled for {t.describe()} ({t.source}) but the device is {here}; "
-                            f"QNN refuses context binaries for another SoC: re-export with --soc_id {device.soc_id}")
+        raise PreflightError(f"{artifact.root}: wrong SoC: compiled for {t.describe()} ({t.source}) but the device is "
+                             f"{here}; QNN refuses context binaries for another SoC: {fix}", LoadAxis.TARGET)
     if t.vtcm_mb is not None and t.vtcm_mb > device.vtcm_mb:
-        raise ArtifactError(f"{artifact.root}: compiled for {t.vtcm_mb} MB VTCM ({t.source}) but {here} has "
-                            f"{device.vtcm_mb} MB; re-export with --vtcm_mb {device.vtcm_mb}")
+        raise PreflightError(f"{artifact.root}: compiled for {t.vtcm_mb} MB VTCM ({t.source}) but {here} has "
+                             f"{device.vtcm_mb} MB; re-export with --vtcm_mb {device.vtcm_mb}", LoadAxis.TARGET)
 
 
-def check_qairt(artifact: ModelArtifact, runtime_build: str | None, runtime_where: str = "the runtime") -> None:
-    """Refuse context binaries compiled by a newer QAIRT than the QNN runtime libraries being
-    pushed (QNN cannot load a binary from a newer release). Unknown on either side: no verdict."""
-    from harness.qnn import qairt_tuple, qairt_version_of
+def preflight_program(pte: Path, device: DeviceSpec, runtime: RuntimeQairt | None) -> None:
+    """The load preflight of one program run where it lies (host QNN material on the emulator, never
+    provisioned): its delegates' SoC against the device's, their QAIRT against the runtime's."""
+    from harness.qnn import PteError
 
-    t = artifact.target
-    if not artifact.uses_qnn or t is None or not t.qairt_build or not runtime_build:
+    try:
+        target = read_target(pte.parent, [], programs=(pte.name,))
+    except PteError:  # a damaged program: its run names QNN's own failure (runners/qnn_log.py)
         return
-    made, runs = qairt_tuple(t.qairt_build), qairt_tuple(runtime_build)
-    if made is None or runs is None or made <= runs:
-        return
-    raise ArtifactError(
-        f"{artifact.root}: its context binaries were compiled by QAIRT {qairt_version_of(t.qairt_build)} "
-        f"({t.qairt_build}, {t.source}) but the QNN libraries being pushed are QAIRT "
-        f"{qairt_version_of(runtime_build)} ({runtime_build}, {runtime_where}); QNN does not load a context binary "
-        f"from a newer QAIRT: push QAIRT {qairt_version_of(t.qairt_build)} or newer libraries (--qnn-sdk) or "
-        f"re-export with QAIRT {qairt_version_of(runtime_build)}")
+    art = ModelArtifact(root=pte, kind="executorch", model_type="", files=(), target=target, uses_qnn=True)
+    check_target(art, device, allow_unknown_target=True)
+    check_qairt(art, runtime)
 
 
-__all__ = ["check_qairt", "check_target", "read_target"]
+__all__ = ["check_target", "preflight_program", "read_target"]

@@ -1,7 +1,8 @@
 """Everything that talks to QNN, this package's one face: the host's x86 QAIRT libraries
 (host.py: where, which version, whether the installed ExecuTorch can drive them; buildid.py
 reads a library's build in a child), context binaries read by libQnnSystem.so (ctx.py +
-layouts.py), the binaries inside an ExecuTorch .pte (pte.py), the measured HTP arch table
+layouts.py), the binaries inside an ExecuTorch .pte (pte.py), the binary x runtime QAIRT rule and its
+measured table (compat.py + compat.json; trial_load.py asks QNN itself), the measured HTP arch table
 (arch_limits.py + arch_limits.json), QNN's failures read from a lowering's or run's log (log.py,
 `python -m harness.qnn.log`; its lines are the failure catalogue's). Sub-packages have faces of their own: compiled_io/ (an
 export's compiled IO, `python -m harness.qnn.compiled_io`) and probe/ (the arch probe,
@@ -17,11 +18,13 @@ from harness.lazy import lazy_names
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "arch_limits": ("DEFAULT_PATH", "SCHEMA_VERSION", "ArchCell", "ArchTable", "load_arch_limits", "load_cells",
                     "op_kind", "packaged_table", "probe_of"),
+    "compat": ("COMPAT_TABLE_PATH", "CompatCell", "CompatTable", "loads_on"),
     "ctx": ("BinaryInfo", "ContextBinaryError", "GraphInfo", "QnnSystemLib", "TensorInfo", "read_context_binary"),
     "log": ("FAILURE_CLASS", "QnnFailure", "QnnLogVerdict", "classify_qnn_log", "exit_status"),
     "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable",
              "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
              "scan_qairt_build"),
+    "trial_load": ("TrialLoadError", "trial"),
     "pte": ("PteError", "QnnDelegate", "check_program", "context_binaries", "is_pte", "qnn_delegates"),
 })
 
@@ -35,6 +38,10 @@ if TYPE_CHECKING:
     from harness.qnn.arch_limits import op_kind as op_kind
     from harness.qnn.arch_limits import packaged_table as packaged_table
     from harness.qnn.arch_limits import probe_of as probe_of
+    from harness.qnn.compat import COMPAT_TABLE_PATH as COMPAT_TABLE_PATH
+    from harness.qnn.compat import CompatCell as CompatCell
+    from harness.qnn.compat import CompatTable as CompatTable
+    from harness.qnn.compat import loads_on as loads_on
     from harness.qnn.ctx import BinaryInfo as BinaryInfo
     from harness.qnn.ctx import ContextBinaryError as ContextBinaryError
     from harness.qnn.ctx import GraphInfo as GraphInfo
@@ -63,3 +70,5 @@ if TYPE_CHECKING:
     from harness.qnn.pte import context_binaries as context_binaries
     from harness.qnn.pte import is_pte as is_pte
     from harness.qnn.pte import qnn_delegates as qnn_delegates
+    from harness.qnn.trial_load import TrialLoadError as TrialLoadError
+    from harness.qnn.trial_load import trial as trial

@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from harness.inventory import DeviceSpec
 from harness.provision import ProvisionedRuntime
-from harness.transport import Transport
+from harness.transport import RunsAndMovesFiles
 
 
 class RunnerKind(enum.StrEnum):
@@ -38,7 +38,7 @@ class SuiteRunner(Protocol):
     """What the suite model and the pipeline need of a runner: where it runs (transport, the
     provisioned runtime), what kind it is, and its cleanup after the checks."""
 
-    transport: Transport
+    transport: RunsAndMovesFiles
     runtime: ProvisionedRuntime
 
     @property

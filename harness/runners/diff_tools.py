@@ -7,7 +7,7 @@ import posixpath
 import re
 
 from harness.errors import TransportError
-from harness.transport import Transport
+from harness.transport import MovesFiles
 
 TOOL = "llm_logits_diff"
 # The VL build: B also runs tokenizer_encode (the stock B never sees the prompt's images) and a
@@ -24,7 +24,7 @@ def shows_b_images(tool_name: str) -> bool:
     return tool_name == TOOL_VL
 
 
-def pick_tool(transport: Transport, runtime_dir: str) -> str | None:
+def pick_tool(transport: MovesFiles, runtime_dir: str) -> str | None:
     """The best tool the pushed runtime holds (VL first), None without one or on a link fault."""
     for name in TOOLS:
         try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.transport import Transport
+from harness.transport import MovesFiles
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def derived_name(config_name: str, changes: dict[str, Any]) -> str:
     return f"{stem}.harness-{digest}.json"
 
 
-def read_remote_config(transport: Transport, remote_path: str) -> dict[str, Any]:
+def read_remote_config(transport: MovesFiles, remote_path: str) -> dict[str, Any]:
     raw = transport.read_small_files([remote_path])[remote_path]
     if raw is None:
         raise HarnessError(f"{transport.device.name}: config {remote_path} does not exist; "
@@ -77,7 +77,7 @@ def read_remote_config(transport: Transport, remote_path: str) -> dict[str, Any]
     return _parse_config(transport, remote_path, raw)
 
 
-def _parse_config(transport: Transport, remote_path: str, raw: bytes) -> dict[str, Any]:
+def _parse_config(transport: MovesFiles, remote_path: str, raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -88,7 +88,7 @@ def _parse_config(transport: Transport, remote_path: str, raw: bytes) -> dict[st
     return data
 
 
-def write_overlay(transport: Transport, model_dir: str, config_name: str, overlay: Overlay) -> str:
+def write_overlay(transport: MovesFiles, model_dir: str, config_name: str, overlay: Overlay) -> str:
     """Device path of the derived config (written when missing or stale); the original when
     the overlay changes nothing. The original is read, never written."""
     original = posixpath.join(model_dir, config_name)

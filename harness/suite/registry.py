@@ -12,6 +12,7 @@ from pathlib import Path
 import harness.suite.checks as checks
 from harness.outcomes import FailureClass
 from harness.runners import QUANT_FORMATS, PromptCase, RunnerKind, default_cases
+from harness.runners.executorch import UNRECORDED_QNN
 from harness.suite.executorch import (
     EtInput,
     cpu_export_runs,
@@ -72,7 +73,7 @@ ET_LOAD_FAILURE = Check("load_failure_is_classified", Scope.DEVICE, EtInput, loa
 ET_PROFILE = Check("etdump_profile", Scope.DEVICE, EtInput, etdump_profile, groups=("profile",),
                    doc="a real ETDump analysed per op with ExecuTorch's Inspector")
 EXECUTORCH_QNN = Suite("executorch_qnn", (ET_FORMAT_RUNS, ET_CPU_EXPORTS, ET_LOAD_FAILURE, ET_PROFILE),
-                       visual=False, runner=RunnerKind.EXECUTORCH, formats=tuple(QUANT_FORMATS),
+                       visual=False, runner=RunnerKind.EXECUTORCH, formats=(*QUANT_FORMATS, UNRECORDED_QNN),
                        doc="ExecuTorch exports: the quant-format matrix on QNN, CPU exports, an ETDump profile")
 
 SUITES: dict[str, Suite] = {s.name: s for s in (QWEN3_VL, QWEN3, EXECUTORCH_QNN)}

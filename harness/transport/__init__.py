@@ -1,4 +1,6 @@
-"""Device links behind one interface: `Transport` (base.py) with adb, ssh and local drivers.
+"""Device links behind one interface: `Transport` (base.py) with adb, ssh and local drivers; a
+consumer is typed on the narrow seam it uses (seams.py: RunsCommands, MovesFiles, KillsProcesses,
+ReadsFacts).
 This `__init__` is the package's one face; names load on first use (PEP 562), so importing one
 name imports only its module."""
 
@@ -22,6 +24,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "logcat": ("LogcatService",),
     "pidfiles": ("parse_stat_line",),
     "retry": ("NO_RETRY", "RetryPolicy"),
+    "seams": ("KillsProcesses", "MovesFiles", "OnDevice", "ReadsFacts", "RunsAndMovesFiles", "RunsCommands"),
     "ssh": ("SshTransport",),
     "types": ("CommandResult", "HealthReport", "LinkState", "RawExec", "RemoteStat", "link_state_of"),
 })
@@ -55,6 +58,12 @@ if TYPE_CHECKING:
     from harness.transport.pidfiles import parse_stat_line as parse_stat_line
     from harness.transport.retry import NO_RETRY as NO_RETRY
     from harness.transport.retry import RetryPolicy as RetryPolicy
+    from harness.transport.seams import KillsProcesses as KillsProcesses
+    from harness.transport.seams import MovesFiles as MovesFiles
+    from harness.transport.seams import OnDevice as OnDevice
+    from harness.transport.seams import ReadsFacts as ReadsFacts
+    from harness.transport.seams import RunsAndMovesFiles as RunsAndMovesFiles
+    from harness.transport.seams import RunsCommands as RunsCommands
     from harness.transport.ssh import SshTransport as SshTransport
     from harness.transport.types import CommandResult as CommandResult
     from harness.transport.types import HealthReport as HealthReport

@@ -115,34 +115,6 @@ class Transport(ABC):
             result.check(self.device.name)
         return result
 
-    def spawn(
-        self,
-        args: Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        stdout_path: str,
-        stderr_path: str,
-    ) -> int:
-        """Start argv in the background on the device, output to files there; returns the
-        program's device pid (for is_running/kill). Not retried: a launch is not idempotent."""
-        # The `sh -c` whose pid `$!` reports execs the program: the pid returned is the program's own.
-        inner = build_shell_command(args, cwd=cwd, env=env, exec_program=True)
-        launcher = (f"{quote_argv(['sh', '-c', inner])} > {quote_argv([stdout_path])} "
-                    f"2> {quote_argv([stderr_path])} & echo $!")
-        try:
-            raw = self._exec(launcher, 60)
-        except TransportError as exc:
-            exc.fill(device=self.device.name, argv=args)
-            raise
-        text = raw.stdout.decode(errors="replace").strip()
-        if raw.exit_code != 0 or not text.isdigit():
-            out, err = raw.stdout.decode(errors="replace"), raw.stderr.decode(errors="replace")
-            raise CommandFailed(f"{self.device.name}: could not start `{quote_argv(args)}` in the background "
-                                f"(exit {raw.exit_code}): {(err or out).strip()}", device=self.device.name,
-                                argv=args, exit_code=raw.exit_code, stdout=out, stderr=err)
-        return int(text)
-
     def quick(self, args: Sequence[str], *, timeout: float = 60, check: bool = True) -> CommandResult:
         """A short file-system command (mkdir, mv, rm, df): no pid file, one round trip. A
         timeout abandons it instead of killing it on the device: use shell() for programs."""
@@ -226,7 +198,7 @@ class Transport(ABC):
         return not self.is_running(pid)
 
     def kill_stray_processes(self, pids: Iterable[int] = ()) -> list[int]:
-        """Kill `pids` (the caller's own, e.g. from spawn()) and every program a timed shell()
+        """Kill `pids` (the caller's own) and every program a timed shell()
         left running (the pid files in the scratch folder, from any transport object on this
         device), but only a process its file proves to be that program (pid and start time,
         pidfiles.py): a stale file naming a pid the kernel has since given to another process
@@ -312,12 +284,6 @@ class Transport(ABC):
         prefix = remote_dir.rstrip("/") + "/"
         return sorted(line[len(prefix):] for line in res.stdout.splitlines() if line.startswith(prefix))
 
-    def pull_tree(self, remote_dir: str, local_dir: Path) -> int:
-        total = 0
-        for rel in self.list_files(remote_dir):
-            total += self.pull(posixpath.join(remote_dir, rel), Path(local_dir) / rel)
-        return total
-
     def stat_many(self, remotes: Sequence[str]) -> dict[str, RemoteStat | None]:
         """Stat several paths; drivers with a file protocol answer in one session."""
         return {r: self.stat(r) for r in remotes}
@@ -378,9 +344,6 @@ class Transport(ABC):
         return res.stdout.split()[0] if res.stdout.split() else None
 
     # ---- facts and health ---------------------------------------------------------------
-    def getprop(self, name: str) -> str:
-        return self.shell(["getprop", name], timeout=30).stdout.strip()
-
     def facts(self) -> dict[str, str]:
         """`getprop`-like facts about who the device is: at least `soc_model` and `model`."""
         return {}

@@ -66,12 +66,10 @@ def build_shell_command(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     pid_file: str | None = None,
-    exec_program: bool = False,
     stdin_null: bool = True,
 ) -> str:
     """`cd CWD && K=V... argv`.
 
-    `exec_program`: the shell `exec`s the program, so the shell's pid is the program's (spawn).
     `pid_file`: the program runs in a subshell that writes its own `/proc/self/stat` line (pid
     and start time, harness/transport/pidfiles.py) to `pid_file` and then `exec`s it, so the
     file names the program itself; the outer shell removes the file when the program ends and
@@ -84,7 +82,7 @@ def build_shell_command(
     if pid_file:
         pieces.append(f'{{ read -r _hs < /proc/self/stat || _hs=; }} 2>/dev/null && echo "$_hs" > {shlex.quote(pid_file)}')
     run = f"{env_prefix(env)}{quote_argv(args)}"
-    if pid_file or exec_program:
+    if pid_file:
         # `exec` keeps the pid; env assignments before exec apply to the program.
         run = f"exec {run}" if not env else f"exec env {env_prefix(env)}{quote_argv(args)}"
     if stdin_null:

@@ -77,9 +77,6 @@ class LocalTransport(Transport):
             path = path.parent
         return shutil.disk_usage(path).free
 
-    def getprop(self, name: str) -> str:
-        return {"ro.soc.model": self.device.soc_model}.get(name, "")
-
     def facts(self) -> dict[str, str]:
         return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": self.kind.value}
 

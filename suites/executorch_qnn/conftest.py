@@ -48,5 +48,7 @@ def et_input(pytestconfig: pytest.Config, request: pytest.FixtureRequest, transp
     inp = build_et_input(transport, model_dir, work=tmp_path_factory.mktemp("et-work"),
                          device_runtime=(lambda: request.getfixturevalue("qnn_runtime")) if given else None,
                          qnn_sdk=Path(sdk) if sdk else None)
+    if inp.catalogue.empty:  # a folder with nothing to run is the user's mistake, never "all skipped"
+        pytest.exit(f"harness: {inp.catalogue.nothing_to_run()}", returncode=4)
     yield inp
     inp.cleanup()

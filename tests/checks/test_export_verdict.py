@@ -13,12 +13,12 @@ from harness.checks import (
     Instrument,
     LineVerdict,
     PromptFigures,
-    export_verdict,
     judge_export,
     static_quant_line,
     text_coherence_line,
     verdict_of_records,
 )
+from harness.checks.export_verdict import export_verdict  # not on the face: a submodule has its name
 from harness.evidence import TeacherForced
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair

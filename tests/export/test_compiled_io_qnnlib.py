@@ -124,3 +124,30 @@ def test_the_module_prints_clean_json_on_stdout() -> None:
     assert proc.returncode == 0, proc.stderr
     rep = json.loads(proc.stdout)
     assert rep["soc_model"] == 57 and len(rep["binaries"]) == 2
+
+
+def test_a_binary_newer_than_its_reader_is_a_problem_naming_both(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.qnn.material import NEWER_CTX, pte_with_context
+
+    rc, rep, err = _cli(capsys, str(NEWER_CTX))  # ORT's QNN EP on QAIRT 2.51.0, SM8650
+    assert rc == 4 and (rep["soc_model"], rep["htp_arch"]) == (57, "v75")
+    assert rep["qairt_build"] == "v2.51.0.260929181845"
+    assert "built by QAIRT 2.51.0" in err and "newer than this reader's QAIRT 2.49.40" in err
+    pte = pte_with_context(et_qnn_or_skip("pte", "qwen3-16a4w-sm8650.pte"), NEWER_CTX.read_bytes(), tmp_path / "m.pte")
+    rc, rep, err = _cli(capsys, str(pte))
+    assert rc == 4 and rep["binaries"][0]["qairt_build"] == "v2.51.0.260929181845" and "m.pte#forward[0]" in err
+    rc, rep, err = _cli(capsys, str(et_qnn_or_skip("pte", "qwen3-16a4w-sm8650.pte")))  # the reader's own QAIRT
+    assert rc == 0 and not rep["problems"], err
+
+
+def test_a_folder_says_what_it_read_and_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, rep, err = _cli(capsys, str(et_qnn_or_skip()))  # ../shared's material: programs only in subfolders
+    assert rc == 4 and not rep["binaries"]
+    assert "read nothing: no export here" in err and "its programs and binaries are in ctx/, etdump/, llm/, pte/" in err
+    info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=3, sidecar=False, soc_id=57, dsp_arch="v75")
+    for b in (info.path / "qnn").glob("graph*.bin"):
+        b.unlink()
+    rc, rep, err = _cli(capsys, str(info.path))
+    assert rc == 4 and len(rep["binaries"]) == 3
+    assert "3 of the 3 context binaries its stub names are missing (qnn/graphllm0.bin" in err

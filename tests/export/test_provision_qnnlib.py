@@ -15,7 +15,7 @@ import pytest
 from harness.checks.shapes import check_export_shapes
 from harness.errors import ArtifactError
 from harness.mnn_graph import dump_mnn, write_graph_mnn
-from harness.provision import ModelArtifact, check_qairt, check_target, load_export, provision_model, resolve_runtime
+from harness.provision import ModelArtifact, check_qairt, check_target, load_export, provision_model, pushed_runtime, resolve_runtime
 from harness.qnn import find_host_qnn, scan_qairt_build
 from harness.qnn.compiled_io import SOURCE_QNNLIB
 from harness.transport import LocalTransport
@@ -58,8 +58,9 @@ def test_an_executorch_export_is_refused_on_another_soc_before_a_byte_moves(tmp_
     assert art.target.qairt_build == find_host_qnn().qairt_build
     device = local_device(tmp_path / "dev")  # SM8750, v79
     with LocalTransport(device) as t:
-        with pytest.raises(ArtifactError, match=r"compiled for soc_id 39 \(SA8295\), HTP v68 \(libQnnSystem"):
+        with pytest.raises(ArtifactError, match=r"compiled for soc_id 39 \(SA8295\), HTP v68 \(libQnnSystem") as err:
             provision_model(t, export)
+        assert "llama.py --model SM8750" in str(err.value) and "--dsp_arch" not in str(err.value)  # ExecuTorch's terms
         assert not t.exists(f"{device.work_dir}/models/et")
     check_target(art, local_device(tmp_path / "dev", soc_model="SA8295", soc_id=39, htp_arch="v68"))
 
@@ -105,11 +106,11 @@ def _logged_build(version: str) -> str:
 def test_binaries_newer_than_the_runtime_libraries_are_refused_naming_both(tmp_path: Path) -> None:
     art: ModelArtifact = load_export(_et_export(tmp_path, "qwen3-16a4w-sm8650.pte"))
     older = _logged_build("2.48.40")
-    with pytest.raises(ArtifactError, match=r"compiled by QAIRT 2\.49\.40 .* QNN libraries being pushed are QAIRT "
-                                            r"2\.48\.40 \(v2\.48\.40\.\d{12}, the runtime"):
-        check_qairt(art, older, "the runtime")
-    check_qairt(art, art.target.qairt_build if art.target else None)  # the same release
-    check_qairt(art, _logged_build("2.51.0"))  # newer libraries load older binaries
+    with pytest.raises(ArtifactError, match=r"built by QAIRT 2\.49\.40 .* the runtime pushed to the device is QAIRT "
+                                            r"2\.48\.40 \(v2\.48\.40\.\d{12}\)"):
+        check_qairt(art, pushed_runtime(older))
+    check_qairt(art, pushed_runtime(art.target.qairt_build if art.target else None))  # the same release
+    check_qairt(art, pushed_runtime(_logged_build("2.51.0")))  # newer libraries load older binaries
     check_qairt(art, None)  # the runtime's version unknown: no verdict
     device = local_device(tmp_path / "dev", soc_model="SM8650", soc_id=57, htp_arch="v75")
     with LocalTransport(device) as t:

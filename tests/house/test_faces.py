@@ -136,3 +136,16 @@ def test_outside_code_imports_a_package_from_its_face() -> None:
                 if offered:
                     bad.append(f"{i.source}:{i.line} takes {offered} from {i.module}: {package} offers them")
     assert not bad, f"{len(bad)} imports past a package's face:\n" + "\n".join(bad)
+
+
+def test_a_lazy_face_offers_no_name_of_its_own_submodules() -> None:
+    """Importing a submodule sets the package's attribute of that name to the module, over a lazy
+    face's name (harness.checks.export_verdict, a function, became the module once imported)."""
+    bad = []
+    for init in HARNESS.rglob("__init__.py"):
+        if "lazy_names(" not in init.read_text(encoding="utf-8"):
+            continue
+        package = _name(init)
+        subs = {p.stem for p in init.parent.glob("*.py")} | {p.parent.name for p in init.parent.glob("*/__init__.py")}
+        bad += [f"{package}.{n}" for n in sorted(_face_names(package) & subs)]
+    assert not bad, f"face names that are also submodules (rename one): {bad}"

@@ -14,8 +14,15 @@ from harness.runners import RunnerKind
 from harness.suite import EXECUTORCH_QNN, Scope
 
 
+def _with_program(plan: Path) -> Path:
+    """The plan's model folder holds a program (an ExecuTorch suite's folder without one is a plan error)."""
+    (plan.parent / "exports" / "tiny" / "model.pte").write_bytes(b"")
+    return plan
+
+
 def test_the_executorch_suite_needs_no_llm_demo_runtime(tmp_path: Path) -> None:
-    plan = load_plan(write_plan(tmp_path, suites=[{"name": "executorch_qnn", "models": ["tiny"]}], options={}))
+    plan = load_plan(_with_program(write_plan(tmp_path, suites=[{"name": "executorch_qnn", "models": ["tiny"]}],
+                                              options={})))
     (suite,) = plan.suites
     assert suite.runner == "executorch" and suite.suite.runner is RunnerKind.EXECUTORCH
     assert [c.name for c in suite.suite.checks] == [c.name for c in EXECUTORCH_QNN.checks]
@@ -30,11 +37,12 @@ def test_a_runner_the_suite_does_not_drive_is_refused(tmp_path: Path) -> None:
 
 
 def test_selection_and_testcase_names_of_the_format_matrix(tmp_path: Path) -> None:
-    plan = load_plan(write_plan(tmp_path, suites=[{"name": "executorch_qnn", "models": ["tiny"], "checks": ["qnn"]}],
-                                options={}))
+    plan = load_plan(_with_program(write_plan(tmp_path, suites=[{"name": "executorch_qnn", "models": ["tiny"],
+                                                                 "checks": ["qnn"]}], options={})))
     suite = plan.suites[0].suite
     (check,) = suite.checks
     assert check.scope is Scope.FORMAT
     names = [check.testcase(i) for i in suite.instances(check, visual=False, case_ids=[])]
     assert names[:3] == ["test_quant_format_runs[16a16w]", "test_quant_format_runs[16a8w]",
-                         "test_quant_format_runs[16a4w]"] and len(names) == 8
+                         "test_quant_format_runs[16a4w]"] and len(names) == 9
+    assert names[-1] == "test_quant_format_runs[qnn]"  # a single export whose format no record names

@@ -62,4 +62,9 @@ def test_the_installed_wheel_is_the_emulators_qnn(tmp_path: Path) -> None:
     assert (lib / "libQnnHtp.so").is_file() and runtime.qnn and runtime.htp_arch == "v75"
     assert Path(runtime.runner).name == "qnn_llama_runner" and (Path(runtime.remote_dir) / "pte_runner").is_file()
     assert qnn_host.find_host_qnn().qairt_version == "2.49.40"  # onnxruntime-qnn 2.5.0, read from the library
+    assert runtime.qairt_build == qnn_host.find_host_qnn().qairt_build
+    from harness.provision import device_status
+
+    status = str(device_status(LocalTransport(_device(tmp_path))))
+    assert "qnn_llama_runner v75 emulator QAIRT 2.49.40" in status and "cpu-only" not in status, status
     assert Path(env["QNN_SDK_ROOT"]) / "lib" / "x86_64-linux-clang" == lib

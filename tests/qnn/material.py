@@ -48,3 +48,36 @@ def emulator_extras_or_skip() -> None:
             found = None
         if found is None:
             pytest.skip(f"the emulated HTP needs the optional `{extra}` extra (pip install 'harness[{extra}]')")
+
+
+NEWER_CTX = REPO / "fixtures" / "qnn_binaries" / "matmul64-sm8650-qairt2.51.0.bin"  # QAIRT 2.51.0, SM8650
+
+
+def pte_with_context(src: Path, binary: bytes, out: Path) -> Path:
+    """A copy of the program `src` whose (first) QNN delegate carries `binary` in place of its own
+    context binary: ExecuTorch's QNN protocol header and the segment's size rewritten, everything
+    else byte for byte. A program whose delegate another QAIRT built, without that QAIRT driving
+    ExecuTorch (ExecuTorch 1.5.1 lowers only on 2.49, ../shared's README)."""
+    import struct
+
+    from harness.qnn import qnn_delegates
+    from harness.qnn.pte import _QNN_HEAD, _Flat, _segment_base
+
+    buf = bytearray(src.read_bytes())
+    d = qnn_delegates(src)[0]
+    assert len(binary) <= d.size, "the new binary must fit in the old one's place"
+    flat = _Flat(bytes(buf), str(src))
+    program, base = flat.u32(0), _segment_base(flat)
+    assert base is not None, "a program whose delegate lives in a segment"
+    for seg in flat.vector(program, 4):  # Program.segments: the one that holds the delegate
+        start, size = base + flat.scalar(seg, 0, "Q"), flat.scalar(seg, 1, "Q")  # absent fields: 0
+        size_at = flat.field(seg, 1)
+        if size_at is not None and start < d.offset < start + size:
+            pad = d.offset - start
+            struct.pack_into("<Q", buf, size_at, pad + len(binary))
+            magic, signature, _old = _QNN_HEAD.unpack_from(buf, start)
+            _QNN_HEAD.pack_into(buf, start, magic, signature, len(binary))
+            buf[d.offset:d.offset + len(binary)] = binary
+            out.write_bytes(bytes(buf))
+            return out
+    raise AssertionError(f"{src}: no segment holds the QNN delegate")

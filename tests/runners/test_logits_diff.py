@@ -212,7 +212,7 @@ def test_virtual_tool_healthy_close_and_saturated(tmp_path):
     bad = ld.LogitsDiffRunner(transport2, sat.runtime, sat.model).run(
         "What is the capital of France?", a="cpu", b="qnn", max_tokens=16, extra_env=SM8750_ENV)
     assert bad.verdict == "disagree", bad.describe()
-    assert bad.parsed.mean_kl > ld.DEFAULT_THRESHOLDS.disagree_kl and bad.first_disagreement is not None
+    assert bad.parsed.mean_kl > DEFAULT_THRESHOLDS.disagree_kl and bad.first_disagreement is not None
     assert math.isfinite(bad.nll_gap) and bad.nll_gap > 1
 
 

@@ -94,7 +94,7 @@ def test_kill_stray_processes_finds_timed_commands_of_another_transport_object(h
     runner.start()
     scratch = Path(host.device_tmp_dir())
     sleeper = _wait_for_pid_file(scratch).pid
-    spawned = host.spawn(["sleep", "60"], stdout_path="/dev/null", stderr_path="/dev/null")
+    spawned = int(host.shell(["sh", "-c", "sleep 60 > /dev/null 2>&1 & echo $!"], check=True).stdout)
 
     handled = host.kill_stray_processes([spawned])
 

@@ -106,12 +106,27 @@ def parse_suites(ctx: PlanCtx, raw: Any, models: dict[str, ModelSpec], base: Pat
     return tuple(suites)
 
 
+def _check_executorch_model(ctx: PlanCtx, suite: SuiteSpec, model: ModelSpec) -> None:
+    """An ExecuTorch suite's model folder holds a program: a night of "all skipped" is a plan error."""
+    if suite.runner != "executorch" or "{" in str(model.path) or not model.path.is_dir():
+        return  # a per-device path is checked when the device is known
+    from harness.export import folder_contents
+    from harness.runners.executorch import holds_programs
+
+    if not holds_programs(model.path):
+        raise ctx.fail(f"models.{model.name}.path", f"{model.path} holds no program the ExecuTorch suite "
+                       f"{suite.name!r} can run (it holds {folder_contents(model.path)})",
+                       "point it at one export (a .pte and its tokenizer), a folder with one export per quant "
+                       "format, or host QNN material (docs/executorch-runner.md#model-folders)")
+
+
 def check_runner_options(ctx: PlanCtx, plan_options: dict[str, Any], models: dict[str, ModelSpec],
                          suites: tuple[SuiteSpec, ...]) -> None:
     """Every llm_demo entry finds a runtime folder in its merged options (plan < model < suite)."""
     for suite in suites:
         for m in suite.models:
             merged = {**plan_options, **models[m].options, **suite.options}
+            _check_executorch_model(ctx, suite, models[m])
             if suite.runner == "llm_demo" and "runtime_dir" not in merged:
                 raise ctx.fail("options.runtime_dir", f"is missing for suite {suite.name!r} with model {m!r}",
                                "point it at the folder with llm_demo and its libraries (it may use {htp_arch}); "

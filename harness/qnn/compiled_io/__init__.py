@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
-    "binaries": ("BinariesTarget", "binary_files", "read_binaries_target"),
+    "binaries": ("BinariesTarget", "binary_files", "open_reader", "read_binaries_target"),
     "read": ("read_compiled_io",),
     "read_memo": ("ReadMemo",),
     "sdk": ("dump_context_binary", "parse_context_dump", "sdk_tool"),
@@ -52,6 +52,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
 if TYPE_CHECKING:
     from harness.qnn.compiled_io.binaries import BinariesTarget as BinariesTarget
     from harness.qnn.compiled_io.binaries import binary_files as binary_files
+    from harness.qnn.compiled_io.binaries import open_reader as open_reader
     from harness.qnn.compiled_io.binaries import read_binaries_target as read_binaries_target
     from harness.qnn.compiled_io.read import read_compiled_io as read_compiled_io
     from harness.qnn.compiled_io.read_memo import ReadMemo as ReadMemo

@@ -18,11 +18,14 @@ from typing import Any
 
 from harness import soc
 from harness.errors import ArtifactError
+from harness.export import folder_contents
+from harness.qnn.compat import loads_on
 from harness.qnn.compiled_io.binaries import open_reader
 from harness.qnn.compiled_io.qnnlib import binary_from_info, read_program
 from harness.qnn.compiled_io.read import read_compiled_io
 from harness.qnn.compiled_io.sdk import dump_context_binary, parse_context_dump, sdk_tool
 from harness.qnn.compiled_io.types import ContextBinary, StubIO
+from harness.qnn.host import auto_host_qnn, qairt_version_of
 from harness.qnn.pte import is_pte
 
 EXIT_OK = 0
@@ -85,7 +88,48 @@ def build_report(target: Path, qnn_sdk: str | None) -> dict[str, Any]:
                   "binaries": [binary_report(b) for b in found], "problems": problems, "unread": {}}
     builds = sorted({b["qairt_build"] for b in report["binaries"] if b["qairt_build"]})
     report["qairt_build"] = builds[0] if len(builds) == 1 else (builds or None)
+    report["problems"] += newer_than_reader(report["binaries"], reader_qairt(qnn_sdk))
+    if target.is_dir():
+        report["problems"] += folder_problems(target, report["binaries"])
     return report
+
+
+def reader_qairt(qnn_sdk: str | None) -> str | None:
+    """The QAIRT build of the host library that read the binaries (None without one)."""
+    host, _why = auto_host_qnn(qnn_sdk)
+    return host.qairt_build if host is not None else None
+
+
+def newer_than_reader(binaries: list[dict[str, Any]], reader: str | None) -> list[str]:
+    """Binaries a newer QAIRT built than the reader's: this QAIRT reads their header but will not
+    load them (docs/qnn-compat.md: a binary loads iff its QAIRT is not newer than the runtime's)."""
+    out = []
+    for b in binaries:
+        if loads_on(b.get("qairt_build"), reader) is False:
+            out.append(f"{b['path']}: built by QAIRT {qairt_version_of(b['qairt_build'])} ({b['qairt_build']}), "
+                       f"newer than this reader's QAIRT {qairt_version_of(reader or '')}: a QAIRT "
+                       f"{qairt_version_of(reader or '')} runtime will not load it (`Using newer context binary on "
+                       f"old SDK`); it needs a runtime of QAIRT {qairt_version_of(b['qairt_build'])} or newer")
+    return out
+
+
+def folder_problems(target: Path, binaries: list[dict[str, Any]]) -> list[str]:
+    """A folder: the binaries its records name that are not there, or nothing read at all."""
+    named = [b["path"] for b in binaries]
+    missing = [p for p in named if not (target / p).is_file() and "#" not in p]
+    out = []
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        out.append(f"{target}: {len(missing)} of the {len(named)} context binaries its stub names are missing "
+                   f"({shown}); only their names and shapes were read from the stub. Copy the export's qnn/ folder "
+                   "whole (MNN's --generate_for_npu writes qnn/graph*.bin beside llm.mnn)")
+    if not named:
+        subs = sorted(f"{p.name}/" for p in target.iterdir()
+                      if p.is_dir() and (any(p.glob("*.pte")) or any(p.glob("*.bin"))))
+        where = f"; its programs and binaries are in {', '.join(subs)}: pass one of those files" if subs else ""
+        out.append(f"{target}: read nothing: no export here (no .pte at its top, no qnn/graph*.bin, no llm.mnn "
+                   f"stub); it holds {folder_contents(target)}{where}")
+    return out
 
 
 def _tensor_line(direction: str, t: dict[str, Any]) -> str:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
-    "catalogue": ("TOKENIZERS", "ArtifactKind", "EtArtifact", "EtCatalogue", "is_host_material", "read_catalogue"),
+    "catalogue": ("TOKENIZERS", "UNRECORDED_QNN", "ArtifactKind", "EtArtifact", "EtCatalogue", "holds_programs",
+                  "is_host_material", "read_catalogue", "recorded_format"),
     "device_runners": ("EVAL_MODES", "EtRunResult", "LlamaRunConfig", "QnnExecutorRunner", "QnnLlamaRunner",
                        "parse_inference_speed"),
     "etdump": ("EtdumpReport", "OpRow", "analyse_etdump", "analyse_rows", "executorch_available", "format_table",
@@ -27,11 +28,14 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
 
 if TYPE_CHECKING:
     from harness.runners.executorch.catalogue import TOKENIZERS as TOKENIZERS
+    from harness.runners.executorch.catalogue import UNRECORDED_QNN as UNRECORDED_QNN
     from harness.runners.executorch.catalogue import ArtifactKind as ArtifactKind
     from harness.runners.executorch.catalogue import EtArtifact as EtArtifact
     from harness.runners.executorch.catalogue import EtCatalogue as EtCatalogue
+    from harness.runners.executorch.catalogue import holds_programs as holds_programs
     from harness.runners.executorch.catalogue import is_host_material as is_host_material
     from harness.runners.executorch.catalogue import read_catalogue as read_catalogue
+    from harness.runners.executorch.catalogue import recorded_format as recorded_format
     from harness.runners.executorch.device_runners import EVAL_MODES as EVAL_MODES
     from harness.runners.executorch.device_runners import EtRunResult as EtRunResult
     from harness.runners.executorch.device_runners import LlamaRunConfig as LlamaRunConfig

@@ -1,6 +1,7 @@
 """What an ExecuTorch suite's `--model-dir` holds, per quant format (docs/executorch-runner.md#model-folders):
 
-* one export (a folder with a .pte and its tokenizer): format `qnn` or `cpu` by its content;
+* one export (a folder with a .pte and its tokenizer): a CPU export (`cpu`) or a QNN one, its format
+  named by its records (export_args.json `ptq`, build.json `recipe`), else `qnn` (format unrecorded);
 * a folder of exports, one subfolder per format (`16a4w/`, `8a8w/`, `xnnpack/` ...);
 * host QNN material (`pte/`, `llm/`, `etdump/` holding `<name>.build.json` beside each .pte,
   as ../shared/models/et-qnn-host is laid out): for the device's SoC, each build's recipe is a
@@ -23,10 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ArtifactError, HarnessError
+from harness.export import folder_contents
 from harness.provision import load_export
 from harness.runners.quant_matrix import QUANT_FORMATS
 
 TOKENIZERS = ("tokenizer.json", "tokenizer.model", "tokenizer.bin")
+UNRECORDED_QNN = "qnn"  # a single QNN export whose quant format no record names: its own testcase
+# Where an export states its quant format: llama.py's `--ptq`, a build record's `recipe`.
+_FORMAT_KEYS = ("recipe", "ptq", "quant", "quant_format", "quantization")
 
 
 class ArtifactKind(enum.StrEnum):
@@ -87,6 +92,18 @@ class EtCatalogue:
         """The formats (of `names`, else all) whose program does not load: name -> the loader's error."""
         wanted = self.formats if names is None else {n: self.formats[n] for n in names if n in self.formats}
         return {n: a.problem for n, a in wanted.items() if a.problem}
+
+    @property
+    def empty(self) -> bool:
+        """Nothing the suite can run: no program of any format, no CPU export, no profiled build."""
+        return not self.formats and self.profiled is None
+
+    def nothing_to_run(self) -> str:
+        where = f"{self.source}" + (f" for {self.soc}" if self.soc else "")
+        return (f"--model-dir {where}: no program the ExecuTorch suite can run "
+                f"(it holds {folder_contents(self.source)}); "
+                "pass one export (a .pte and its tokenizer), a folder with one export per quant format, or host "
+                "QNN material with builds for the device's SoC (docs/executorch-runner.md#model-folders)")
 
     def missing_reason(self, fmt: str) -> str:
         where = f"{self.source}" + (f" for {self.soc}" if self.soc else "")
@@ -154,6 +171,35 @@ def _export(name: str, folder: Path) -> EtArtifact:
                       etrecord=next(iter(sorted(folder.glob("*etrecord*"))), None))
 
 
+def recorded_format(folder: Path, pte: Path | None) -> str | None:
+    """The quant format the export's own records name (export_args.json, build.json, the program's
+    `<name>.build.json`), normalized; None when none does."""
+    records = [folder / "export_args.json", folder / "build.json"]
+    if pte is not None:
+        records.append(pte.with_name(pte.name.removesuffix(".pte") + ".build.json"))
+    for meta in records:
+        if not meta.is_file():
+            continue
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ArtifactError(f"{meta}: not readable as JSON ({exc}); fix or remove it") from None
+        for scope in (data, data.get("qnn") if isinstance(data, dict) else None):
+            if not isinstance(scope, dict):
+                continue
+            for key in _FORMAT_KEYS:
+                value = scope.get(key)
+                if isinstance(value, str) and value.strip().lower().removeprefix("use_") in QUANT_FORMATS:
+                    return value.strip().lower().removeprefix("use_")
+    return None
+
+
+def holds_programs(folder: Path) -> bool:
+    """Any program the suite could run, for any SoC: a .pte at the top, in a format subfolder, or
+    in host material's pte/, llm/, etdump/ (the plan's check, before a device is known)."""
+    return any(folder.glob("*.pte")) or any(folder.glob("*/*.pte"))
+
+
 def read_catalogue(folder: Path, soc: str | None) -> EtCatalogue:
     """The formats `folder` holds (for `soc`, when it is host QNN material). ArtifactError when
     it is not a folder."""
@@ -163,11 +209,12 @@ def read_catalogue(folder: Path, soc: str | None) -> EtCatalogue:
         return _host_material(folder, (soc or "").upper())
     if any(folder.glob("*.pte")):
         one = _export(folder.name, folder)
-        name = "qnn" if one.uses_qnn else "cpu"
+        name = (recorded_format(folder, one.pte) or UNRECORDED_QNN) if one.uses_qnn else "cpu"
         return EtCatalogue(folder, {name: EtArtifact(name, one.kind, folder, one.pte, one.tokenizer,
                                                      etrecord=one.etrecord)})
     subs = {f.name: _export(f.name, f) for f in sorted(folder.iterdir()) if f.is_dir() and any(f.glob("*.pte"))}
     return EtCatalogue(folder, subs)
 
 
-__all__ = ["ArtifactKind", "EtArtifact", "EtCatalogue", "is_host_material", "read_catalogue"]
+__all__ = ["TOKENIZERS", "UNRECORDED_QNN", "ArtifactKind", "EtArtifact", "EtCatalogue", "holds_programs",
+           "is_host_material", "read_catalogue", "recorded_format"]

@@ -28,7 +28,7 @@ from harness.errors import HarnessError, TransportError
 from harness.provision import ProvisionedRuntime
 from harness.runners.executorch.output import RunOutput, observer_metrics, parse_run
 from harness.runners.signatures import Classification, SignatureSet, load_signatures
-from harness.transport import Transport
+from harness.transport import RunsAndMovesFiles
 
 EVAL_MODES = {0: "kv", 1: "hybrid", 2: "lookahead"}
 
@@ -138,7 +138,7 @@ class EtRunResult:
 
 @dataclass
 class _Base:
-    transport: Transport
+    transport: RunsAndMovesFiles
     runtime: ProvisionedRuntime
     workspace: str  # folder holding the .pte/tokenizer (the cwd of the run)
     signatures: SignatureSet = field(default_factory=load_signatures)

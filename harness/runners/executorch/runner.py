@@ -25,7 +25,7 @@ from harness.provision import ProvisionedRuntime
 from harness.runners.base import RunnerKind, Timing, timing_of
 from harness.runners.executorch.device_runners import QnnExecutorRunner, QnnLlamaRunner
 from harness.runners.signatures import Classification, SignatureSet, load_signatures
-from harness.transport import Transport
+from harness.transport import RunsAndMovesFiles
 
 
 @dataclass
@@ -62,7 +62,7 @@ class ExecutorchRunner:
     """The suite's ExecuTorch runner on one device and runtime; `workspace` is the device
     folder runs start in (QNN may leave files in the working directory)."""
 
-    transport: Transport
+    transport: RunsAndMovesFiles
     runtime: ProvisionedRuntime
     workspace: str
     signatures: SignatureSet = field(default_factory=load_signatures)

@@ -21,7 +21,7 @@ from harness.runners.diff_tools import TOOL, pick_tool
 from harness.runners.logits_diff.judge import DiffResult, analyse, chunk_of
 from harness.runners.overlay import Overlay, read_remote_config, write_overlay
 from harness.runners.prompts import Prompt, images_of, render_prompt_file
-from harness.transport import Transport
+from harness.transport import RunsAndMovesFiles
 
 PROMPT_FILE = "prompt.txt"
 
@@ -32,7 +32,7 @@ class LogitsDiffRunner:
     pushes every file at the top of the runtime folder) on two configs of a provisioned model.
     Never raises for a failing run: the result's verdict is `error` with the reason."""
 
-    transport: Transport
+    transport: RunsAndMovesFiles
     runtime: ProvisionedRuntime
     model: ProvisionedModel
     keep_run_dirs: bool = False
@@ -43,7 +43,7 @@ class LogitsDiffRunner:
         return posixpath.join(self.runtime.remote_dir, self.tool_name)
 
     @classmethod
-    def if_available(cls, transport: Transport, runtime: ProvisionedRuntime,
+    def if_available(cls, transport: RunsAndMovesFiles, runtime: ProvisionedRuntime,
                      model: ProvisionedModel) -> LogitsDiffRunner | None:
         """A runner when the pushed runtime holds llm_logits_diff(_vl), the VL build first."""
         name = pick_tool(transport, runtime.remote_dir) if model.kind == "mnn" else None

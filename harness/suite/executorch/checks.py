@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from harness.checks import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
+from harness.errors import excerpt
 from harness.hostfiles import child_pythonpath
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
-from harness.provision import provision_model
+from harness.provision import PreflightError, preflight_program, provision_model, runner_qairt
 from harness.qnn import classify_qnn_log
 from harness.report import TestRecord
 from harness.runners import QUANT_FORMATS, skip_reason
@@ -86,6 +87,13 @@ def qnn_failure(label: str, stdout: str, stderr: str, exit_code: int | None, rec
     return Verdict.failed(found.failure_class, f"{label}: QNN {found.failure.value}: {found.message}")
 
 
+def _last_words(result: EtRunResult, n: int = 3) -> list[str]:
+    """The runner's own last lines (stderr, else stdout) when no signature names its failure:
+    `[llm_runner_helper.cpp:113] Required metadata method get_max_seq_len not found in model`."""
+    lines = [x.strip() for x in (result.stderr.strip() or result.stdout.strip()).splitlines() if x.strip()]
+    return [f"the runner said: {x}" for x in lines[-n:]]
+
+
 def _llm_verdict(result: EtRunResult, label: str, rec: TestRecord, *, qnn: bool = False) -> Verdict | None:
     """The run as the real runner reports it: class, its own numbers adding up, some text.
     None: it passed these; the caller judges agreement. `qnn`: a failure is first read as QNN's."""
@@ -98,8 +106,10 @@ def _llm_verdict(result: EtRunResult, label: str, rec: TestRecord, *, qnn: bool 
         if named is not None:
             return named
         cls = result.classification
+        rec.log_excerpt = excerpt(f"{result.stdout}\n{result.stderr}".strip())
+        said = cls.errors[:3] if cls.primary is not None else [*_last_words(result), *cls.errors[:1]]
         return Verdict.failed(FailureClass(cls.cls), f"{label}: the runner failed ({cls.cls}): "
-                              + "; ".join([cls.reason, *cls.errors[:3]]).strip("; "))
+                              + "; ".join([cls.reason, *said]).strip("; "))
     if result.problems:
         return Verdict.failed(FailureClass.CHECK_FAILED, f"{label}: the runner's numbers do not add up: "
                               + "; ".join(result.problems))
@@ -111,7 +121,10 @@ def _llm_verdict(result: EtRunResult, label: str, rec: TestRecord, *, qnn: bool 
 
 def _run_export(inp: EtInput, art: EtArtifact, rec: TestRecord, *, seq_len: int = 128,
                 extra_env: dict[str, str] | None = None) -> EtRunResult:
-    model = provision_model(inp.transport, art.folder, name=f"et-{art.name}")
+    # The load preflight judges the program against the QAIRT of the runner that will run it.
+    runtime = inp.runner.runtime if art.uses_qnn else None
+    model = provision_model(inp.transport, art.folder, name=f"et-{art.name}",
+                            runtime_qairt_build=runtime.qairt_build if runtime is not None else None)
     tok = art.tokenizer.name if art.tokenizer else "tokenizer.bin"
     cfg = LlamaRunConfig(model_path=next(iter(model.configs.values())), tokenizer_path=tok, prompts=(PROMPT,),
                          seq_len=seq_len)
@@ -173,7 +186,7 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
     if not device.has_htp:
         return Verdict.skipped(f"{quant} is a QNN format: {device.name} has no HTP (the host); the CPU exports "
                                "run in test_cpu_export_runs")
-    reason = skip_reason(quant, device.htp_arch)
+    reason = skip_reason(quant, device.htp_arch) if quant in QUANT_FORMATS else None  # not UNRECORDED_QNN
     if reason:
         return Verdict.skipped(f"{quant} on {device.name} ({device.htp_arch}): {reason}")
     broken = inp.catalogue.broken([quant])
@@ -186,11 +199,15 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
         return Verdict.skipped(f"{art.pte}: host QNN material runs on an emulated HTP (`htp: emulator`), "
                                f"not on {device.name}")
     inp.stamp(rec, art)
-    if art.kind is ArtifactKind.LLM:
-        return _run_llm(inp, art, rec)
-    if art.kind is ArtifactKind.FORWARD:
-        return _run_forward(inp, art, rec)
-    return _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
+    try:
+        if art.kind is ArtifactKind.EXPORT:
+            return _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
+        assert art.pte is not None
+        preflight_program(art.pte, device, runner_qairt(device, inp.runner.runtime.qairt_build))
+    except PreflightError as exc:  # refused before it ran: the axis and both sides are in the message
+        rec.extras["load_preflight"] = str(exc.axis)
+        return Verdict.failed(FailureClass.BINARY_MISMATCH, f"{art.name}: refused before it ran: {exc}")
+    return _run_llm(inp, art, rec) if art.kind is ArtifactKind.LLM else _run_forward(inp, art, rec)
 
 
 def cpu_export_runs(c: CheckCall[EtInput]) -> Verdict:

@@ -1,0 +1,64 @@
+"""The narrow seams a consumer of a device link needs, each a Protocol that `Transport` meets:
+run a command, move files, kill processes, read what the device is. A consumer is typed on the
+seam it uses, so its signature says what it does with the device (and a fake for a test needs
+only that seam)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from harness.inventory import DeviceSpec
+from harness.transport.base import ProgressFn
+from harness.transport.facts import DeviceFacts
+from harness.transport.pidfiles import DeviceProcess
+from harness.transport.types import CommandResult, HealthReport, RemoteStat
+
+
+class OnDevice(Protocol):
+    @property
+    def device(self) -> DeviceSpec: ...
+
+
+class RunsCommands(OnDevice, Protocol):
+    """Programs and short file-system commands on the device."""
+
+    def shell(self, args: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
+              env: Mapping[str, str] | None = None, check: bool = False) -> CommandResult: ...
+
+    def quick(self, args: Sequence[str], *, timeout: float = 60, check: bool = True) -> CommandResult: ...
+
+
+class MovesFiles(OnDevice, Protocol):
+    """Files to and from the device, and the few questions about them a push asks."""
+
+    def push(self, local: Path, remote: str, *, mode: int | None = None, progress: ProgressFn | None = None) -> int: ...
+    def pull(self, remote: str, local: Path, *, progress: ProgressFn | None = None) -> int: ...
+    def stat(self, remote: str) -> RemoteStat | None: ...
+    def exists(self, remote: str) -> bool: ...
+    def read_small_files(self, remotes: Sequence[str], max_bytes: int = 4 << 20) -> dict[str, bytes | None]: ...
+    def makedirs(self, *remote_dirs: str) -> None: ...
+    def rename(self, src: str, dst: str) -> None: ...
+    def remove(self, *remote: str, recursive: bool = False) -> None: ...
+    def free_bytes(self, remote: str) -> int: ...
+
+
+class KillsProcesses(OnDevice, Protocol):
+    """Only processes proven the harness's own (pid and start time)."""
+
+    def is_running(self, pid: int) -> bool: ...
+    def kill_proven(self, procs: Iterable[DeviceProcess], wait_s: float = 5.0) -> list[int]: ...
+    def kill_stray_processes(self, pids: Iterable[int] = ()) -> list[int]: ...
+
+
+class ReadsFacts(OnDevice, Protocol):
+    """Who the device is and its condition."""
+
+    def facts(self) -> dict[str, str]: ...
+    def device_facts(self) -> DeviceFacts: ...
+    def health(self) -> HealthReport: ...
+
+
+class RunsAndMovesFiles(RunsCommands, MovesFiles, Protocol):
+    """A runner's seam: it places inputs, runs a program and reads its outputs."""
