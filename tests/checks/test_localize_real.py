@@ -5,13 +5,10 @@ Skips with the reason without the qnn extra (executorch + onnxruntime-qnn)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from localize_kit import host_env
 
 from harness.checks.localize import DEBUG_OUTPUT, ETDUMP, DebugFiles, localize
 from harness.evidence import Localization, Outcome
@@ -21,31 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.real_qnn, pytest.mark.slow]
 
 
-def _host_env() -> dict[str, str]:
-    for module in ("executorch", "onnxruntime_qnn"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"the qnn extra is not installed ({module} missing): pip install 'harness[qnn]'")
-    from harness.qnn import QnnUnavailable, find_host_qnn
-
-    try:
-        host = find_host_qnn()
-    except QnnUnavailable as exc:
-        pytest.skip(str(exc))
-    env = host.child_env(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return env
-
-
 @pytest.fixture(scope="session")
-def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
-    """One real debug lowering and one debug run for the whole session (~30-90 s on this host)."""
-    env = _host_env()
-    export = tmp_path_factory.mktemp("localize-export")
-    argv = [sys.executable, str(ROOT / "examples/et_qnn/lower_decoder.py"), "--soc", "SM8650", "--format", "16a8w",
-            "--layers", "2", "--mlp", "swiglu", "--out", str(export), "--debug-program"]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return run_debug_program(DebugFiles(export), tmp_path_factory.mktemp("localize-run"), env)
+def healthy_run(localize_debug_export: Path, tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
+    """One debug run of the session's real debug lowering (tests/conftest.py)."""
+    return run_debug_program(DebugFiles(localize_debug_export), tmp_path_factory.mktemp("localize-run"), host_env())
 
 
 @pytest.fixture(scope="session")

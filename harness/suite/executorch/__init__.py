@@ -13,6 +13,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "checks": ("FORWARD_ITERATIONS", "HOST_SEQ_LEN", "PROMPT", "EtInput", "cpu_export_runs", "host_python_env",
                "load_failure_is_classified", "qnn_failure", "quant_format_runs"),
     "input": ("build_et_input", "is_host_lane"),
+    "localize": ("format_cell", "localize_format"),
     "profile": ("SUMMARY_KEYS", "etdump_profile"),
 })
 
@@ -28,5 +29,7 @@ if TYPE_CHECKING:
     from harness.suite.executorch.checks import quant_format_runs as quant_format_runs
     from harness.suite.executorch.input import build_et_input as build_et_input
     from harness.suite.executorch.input import is_host_lane as is_host_lane
+    from harness.suite.executorch.localize import format_cell as format_cell
+    from harness.suite.executorch.localize import localize_format as localize_format
     from harness.suite.executorch.profile import SUMMARY_KEYS as SUMMARY_KEYS
     from harness.suite.executorch.profile import etdump_profile as etdump_profile
