@@ -54,6 +54,7 @@ class FailureClass(StrEnum):
     # Suite checks (harness/suite/) with a class of their own.
     QUANT_METADATA = "quant-metadata"  # activation quantization of llm.mnn (checks/quant)
     CHUNKED_PREFILL = "chunked-prefill"  # output depends on the prefill chunk
+    CPU_FALLBACK = "cpu-fallback"  # a QNN program runs ops on the CPU beyond those expected (docs/placement.md)
     # The pytest plugin, when the test itself named no class.
     CHECK_FAILED = "check-failed"
     SETUP_ERROR = "setup-error"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 
 from harness.errors import HarnessError
+from harness.evidence import Provenance
 from harness.inventory import DeviceSpec, Inventory, load_inventory
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair, PairError
@@ -257,6 +258,7 @@ def device_record(request: pytest.FixtureRequest, record_writer: RecordWriter | 
                      soc_model=device.soc_model, htp_arch=device.htp_arch)
     if device.emulated:
         rec.extras["timing"] = device.timing  # its times are the emulator's, not device speed
+    rec.put(Provenance(device.tier))  # the tier it ran on; a check that read more (QAIRT, sha256) replaces it
     yield rec
     report = request.node.stash.get(REPORT, None)
     if report is not None:

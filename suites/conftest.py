@@ -13,7 +13,7 @@ import pytest
 from harness import pipeline
 from harness.pairs import BackendPair
 from harness.plugin import session_records
-from harness.runners import write_test_image
+from harness.runners import PromptCase, write_test_image
 from harness.runners.llm_demo import LlmDemoRunner
 from harness.suite import (
     DeviceInput,
@@ -60,7 +60,7 @@ def test_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def cases(suite: Suite, request: pytest.FixtureRequest) -> list[pipeline.PromptCase]:
+def cases(suite: Suite, request: pytest.FixtureRequest) -> list[PromptCase]:
     visual = bool(suite.visual)
     return suite_cases(visual, request.getfixturevalue("test_image") if visual else None)
 

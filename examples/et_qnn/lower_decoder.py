@@ -12,9 +12,14 @@ folder when it starts, which the harness's export stage sets for an entry with `
 usage: python lower_decoder.py --soc SM8650 --format 16a4w --out DIR [--layers 1] [--dim 64]
 writes DIR/model.pte (forward(tokens [1,1] int64, input_pos [1] int64) -> logits [1,1,V], the
 KV-cache contract ExecuTorch's TextLLMRunner drives), DIR/tokenizer.json (one character a token),
-DIR/export_args.json (soc_id, dsp_arch: the target the harness checks) and DIR/build.json
-(timings, delegation, versions, the eager model's greedy tokens for a prompt). QNN's own log goes to
-stdout/stderr: the harness classifies a failed lowering from it.
+DIR/export_args.json (soc_id, dsp_arch: the target the harness checks), DIR/build.json
+(timings, delegation, versions, the eager model's greedy tokens for a prompt) and DIR/reference/: the
+float model's reference on the suite's prompts (docs/executorch-reference.md: reference.json with each
+prompt's tokens and greedy continuation, <id>.npy its teacher-forced per-step logits). QNN's own log
+goes to stdout/stderr: the harness classifies a failed lowering from it.
+
+It needs nothing of the harness (an exporter is the user's program): ExecuTorch, torch, numpy and
+tokenizers only.
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ BOS, EOS = 95, 96
 FORMATS = ("16a4w", "16a8w", "8a8w", "16a16w")
 PROMPT = "hello qnn"
 CALIBRATION = "the quick brown fox jumps over the lazy dog " * 2
+# The suite's prompts (docs/executorch-reference.md#prompts; the first is harness/suite/executorch/checks.py PROMPT).
+REFERENCE_PROMPTS = ("What is the capital of France? Answer briefly.",
+                     "List three colours of the rainbow.",
+                     "Write one sentence about the sea.")
+REFERENCE_NEW_TOKENS = 16
+REFERENCE_SCHEMA = "et-reference/1"
+SWIGLU_GAIN = 3.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -41,6 +53,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--reference-prompts", type=Path,
+                    help="a text file of prompts, one a line, for reference/ (default: the suite's prompts)")
+    ap.add_argument("--reference-new-tokens", type=int, default=REFERENCE_NEW_TOKENS,
+                    help="greedy tokens of the float model per prompt in reference/")
     # The suites' prompt is ~50 characters (one token each) and runs with seq_len 128.
     ap.add_argument("--context", type=int, default=128, help="KV-cache length (max_seq_len)")
     ap.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu", help="the layers' MLP")
@@ -118,6 +134,11 @@ def build_model(args: argparse.Namespace):
     model = Decoder().eval()
     with torch.no_grad():  # random weights: keep the special tokens unlikely, so a run generates text
         model.head.bias[BOS] = model.head.bias[EOS] = -8.0
+        for layer in model.layers if args.mlp == "swiglu" else ():
+            # As in trained LLMs, the SwiGLU product spans a much wider range than SiLU's output
+            # (issue 33's seed: [-19.4, 15.6] against [-0.28, 5.5]); default init keeps it narrow.
+            layer.gate.weight.mul_(SWIGLU_GAIN)
+            layer.up.weight.mul_(SWIGLU_GAIN)
     return model
 
 
@@ -138,6 +159,50 @@ def greedy(model, prompt_ids: list[int], new: int) -> list[int]:
     return out
 
 
+def reference_prompts(args: argparse.Namespace) -> list[str]:
+    if args.reference_prompts is None:
+        return list(REFERENCE_PROMPTS)
+    return [ln for ln in args.reference_prompts.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def teacher_forced(model, tokens: list[int]):
+    """The float model's logits at every position of `tokens` fed in order ([len-1, V] float32:
+    row t is its distribution for tokens[t + 1]), from a fresh KV cache."""
+    import torch
+
+    rows = []
+    with torch.no_grad():
+        for pos, tok in enumerate(tokens[:-1]):
+            rows.append(model(torch.tensor([[tok]]), torch.tensor([pos]))[0, -1].float())
+    return torch.stack(rows).numpy()
+
+
+def write_reference(model, out: Path, prompts: list[str], new_tokens: int) -> dict:
+    """reference/: per prompt, its tokens + the float model's greedy continuation, and the
+    teacher-forced logits over them (docs/executorch-reference.md). Written under a temp name
+    and renamed, so a half-written reference is never read."""
+    import shutil
+
+    import numpy as np
+
+    tmp = out / "reference.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    entries = []
+    for i, text in enumerate(prompts):
+        ids = encode(text)
+        tokens = ids + greedy(model, ids, new_tokens)
+        np.save(tmp / f"p{i}.npy", teacher_forced(model, tokens))
+        entries.append({"id": f"p{i}", "text": text, "prompt_tokens": len(ids), "tokens": tokens,
+                        "logits": f"p{i}.npy"})
+    index = {"schema": REFERENCE_SCHEMA, "model": "float eager (torch), before quantization",
+             "logits": "teacher-forced: row t is the distribution for tokens[t + 1]", "prompts": entries}
+    (tmp / "reference.json").write_text(json.dumps(index, indent=1))
+    shutil.rmtree(out / "reference", ignore_errors=True)
+    tmp.rename(out / "reference")
+    return {"prompts": len(entries), "new_tokens": new_tokens}
+
+
 def write_tokenizer(path: Path) -> None:
     """A Hugging Face tokenizer.json of one token per printable character (no merges)."""
     from tokenizers import Tokenizer, models
@@ -148,7 +213,7 @@ def write_tokenizer(path: Path) -> None:
     Tokenizer(models.BPE(vocab=vocab, merges=[])).save(str(path))
 
 
-def quantize(model, chip, fmt: str, context: int):
+def quantize(model, chip, fmt: str, context: int, before_convert=None):
     import torch
     from executorch.backends.qualcomm.quantizer.quantizer import QnnQuantizer, QuantDtype
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
@@ -161,10 +226,20 @@ def quantize(model, chip, fmt: str, context: int):
     with torch.no_grad():
         for pos, tok in enumerate(calibration):
             prepared(torch.tensor([[tok]]), torch.tensor([pos]))
+    if before_convert is not None:  # a developer's planted fault (examples/et_qnn/plant_fault.py)
+        before_convert(prepared)
     return convert_pt2e(prepared), sample
 
 
-def main(argv: list[str] | None = None) -> int:
+def soc_facts(soc: str) -> tuple[int, str]:
+    """The SoC's id and HTP arch ("v75") from ExecuTorch's own table."""
+    from executorch.backends.qualcomm.serialization.qc_schema import QcomChipset, _soc_info_table
+
+    chip = getattr(QcomChipset, soc)
+    return int(chip.value), f"v{int(_soc_info_table[chip].htp_info.htp_arch)}"
+
+
+def main(argv: list[str] | None = None, before_convert=None) -> int:
     args = parse_args(argv)
     check_qnn_env()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -184,12 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         to_edge_transform_and_lower_to_qnn,
     )
 
-    from harness.soc import lookup
-
-    info = lookup(args.soc)
+    soc_id, dsp_arch = soc_facts(args.soc)
     chip = getattr(QcomChipset, args.soc)
     model = build_model(args)
-    quantized, sample = quantize(model, chip, args.format, args.context)
+    quantized, sample = quantize(model, chip, args.format, args.context, before_convert)
     import copy
 
     quantized_greedy = greedy(copy.deepcopy(quantized), encode(PROMPT), 8)  # before lowering consumes it
@@ -205,11 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "model.pte").write_bytes(program.buffer)
     write_tokenizer(args.out / "tokenizer.json")
     (args.out / "export_args.json").write_text(json.dumps(
-        {"soc": args.soc, "soc_id": info.soc_id if info else None, "dsp_arch": info.htp_arch if info else None,
-         "format": args.format}, indent=1))
+        {"soc": args.soc, "soc_id": soc_id, "dsp_arch": dsp_arch, "format": args.format}, indent=1))
+    reference = write_reference(build_model(args), args.out, reference_prompts(args), args.reference_new_tokens)
     build = {"soc": args.soc, "format": args.format, "delegate_calls": delegated, "prompt": PROMPT,
              "eager_greedy": greedy(build_model(args), encode(PROMPT), 8),
-             "quantized_greedy": quantized_greedy, "constant_methods": methods,
+             "quantized_greedy": quantized_greedy, "constant_methods": methods, "mlp": args.mlp, "reference": reference,
              "t_quantize_s": round(t_quant, 2), "t_total_s": round(time.monotonic() - started, 2),
              "executorch": importlib.metadata.version("executorch")}
     (args.out / "build.json").write_text(json.dumps(build, indent=1))

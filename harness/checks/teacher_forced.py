@@ -173,5 +173,19 @@ def judge_export(prompts: Sequence[PromptFigures], *, pair: str = "",
     return ExportTeacherForced(verdict, fig, tuple(disagree + drift + notes), odd, pair)
 
 
+def prompt_verdict(mean_kl: float, nll_gap: float, flip_share: float,
+                   thresholds: Thresholds = DEFAULT_THRESHOLDS) -> str:
+    """One prompt's verdict on the per-prompt lines, from figures computed by the caller (the
+    ExecuTorch lane's float reference: checks/float_reference.py)."""
+    t = thresholds
+    if not all(math.isfinite(x) for x in (mean_kl, nll_gap, flip_share)):
+        return "disagree"
+    if mean_kl >= t.disagree_kl or nll_gap >= t.disagree_nll_gap or flip_share >= t.disagree_rate:
+        return "disagree"
+    if mean_kl >= t.drift_kl or nll_gap >= t.drift_nll_gap or flip_share >= t.drift_rate:
+        return "drift"
+    return "agree"
+
+
 def _rank(verdict: str) -> int:
     return {"agree": 0, "drift": 1, "disagree": 2}.get(verdict, 0)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import InventoryError
+from harness.evidence import Tier
 from harness.inventory.labgrid import LabgridSpec
 from harness.kinds import TransportKind, by_kind
 
@@ -74,6 +75,13 @@ class DeviceSpec:
     def timing(self) -> str:
         """What a time measured on this device means: "emulator" or "device" (records, JUnit, report)."""
         return "emulator" if self.emulated else "device"
+
+    @property
+    def tier(self) -> Tier:
+        """Where a verdict on this device ran: its NPU, the host's HTP emulator, or a CPU (no HTP)."""
+        if not self.has_htp:
+            return Tier.CPU
+        return Tier.EMULATOR if self.emulated else Tier.NPU
 
     @property
     def arch_number(self) -> int:

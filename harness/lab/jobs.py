@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.evidence import Provenance
 from harness.inventory import DeviceSpec
 from harness.lab.context import DeviceContext
 from harness.lab.et_job import executorch_job
@@ -47,6 +48,7 @@ def _record(ctx: DeviceContext, check: Check[Any], instance: Instance, label: st
                      soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label)
     if ctx.device.emulated:
         rec.extras["timing"] = ctx.device.timing  # its times are the emulator's, not device speed
+    rec.put(Provenance(ctx.device.tier))  # the tier it ran on; a check that read more (QAIRT, sha256) replaces it
     return rec
 
 

@@ -226,7 +226,7 @@ def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bo
     )
 
 
-def _export_stage(plan: Plan, devices: list, out_dir: Path, job: JobFn, *, stop: threading.Event, say: SayFn,
+def _export_stage(plan: Plan, devices: list[DeviceSpec], out_dir: Path, job: JobFn, *, stop: threading.Event, say: SayFn,
                   run_id: str, write: Callable[[TestRecord], None], rebuild: bool) -> tuple[Plan, JobFn]:
     """The plan's exports, built (or taken from the cache); the plan's exported models then point
     at this night's exports, and the job skips what needs a failed one (lab/exports/gate.py)."""

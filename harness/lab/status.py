@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory
@@ -33,7 +34,7 @@ class DeviceStatus:
         return self.health.summary()
 
 
-def _check(device: DeviceSpec, policy: HealthPolicy, factory: TransportFactory, out: dict, key: str) -> None:
+def _check(device: DeviceSpec, policy: HealthPolicy, factory: TransportFactory, out: dict[str, Any], key: str) -> None:
     try:
         device = unclaimed_address(device)
         transport = factory(device)

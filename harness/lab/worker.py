@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import ConnectionDropped, HarnessError, HostWriteError, StopRequested, TransportError
+from harness.evidence import Provenance
 from harness.inventory import DeviceSpec
 from harness.lab.claims import open_claim
 from harness.lab.context import DeviceContext, DeviceOutcome, JobFn, SayFn, TransportFactory
@@ -109,6 +110,7 @@ class DeviceWorker:
         rec = TestRecord(name=name, suite=entry.suite.name if entry else "lab", device=self.device.name,
                          signature=signature, log_excerpt=log_excerpt, model=entry.model.name if entry else "",
                          extras=dict(extras or {}))
+        rec.put(Provenance(self.device.tier))
         rec.set_verdict(verdict)
         self.write(rec, entry, from_job=False)  # lab record names already carry the entry id
 

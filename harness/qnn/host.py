@@ -305,7 +305,7 @@ def _build_line(stdout: str) -> str | None:
         except ValueError:
             continue
         if isinstance(found, dict) and isinstance(found.get("build_id"), str):
-            return found["build_id"]
+            return str(found["build_id"])
     return None
 
 

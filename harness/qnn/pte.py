@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ArtifactError
+from harness.evidence import NPU_BACKEND
 
-QNN_BACKEND_ID = "QnnBackend"
+QNN_BACKEND_ID = NPU_BACKEND  # one spelling, in the evidence types
 _PTE_IDENT = b"ET12"
 _EXT_MAGIC = b"eh00"
 _QNN_MAGIC = 0x5678ABCD
@@ -207,17 +208,22 @@ def is_pte(path: Path) -> bool:
         return False
 
 
-def qnn_delegates(path: Path) -> list[QnnDelegate]:
-    """Every QnnBackend delegate of the program at `path`, in plan order. PteError names the file."""
+def open_program(path: Path) -> tuple[_Flat, int]:
+    """The program's bytes as a flatbuffer reader and the root table's position. PteError names the file."""
     try:
         buf = path.read_bytes()
     except OSError as exc:
         raise PteError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    flat = _Flat(buf, str(path))
     if len(buf) < 8 or buf[4:8] != _PTE_IDENT:
         raise PteError(f"{path}: not an ExecuTorch program (no '{_PTE_IDENT.decode()}' identifier at byte 4; "
                        f"{len(buf)} bytes); pass a .pte written by ExecuTorch's to_executorch()")
-    program = flat.u32(0)
+    flat = _Flat(buf, str(path))
+    return flat, flat.u32(0)
+
+
+def qnn_delegates(path: Path) -> list[QnnDelegate]:
+    """Every QnnBackend delegate of the program at `path`, in plan order. PteError names the file."""
+    flat, program = open_program(path)
     base = _segment_base(flat)
     found: list[QnnDelegate] = []
     for plan in flat.vector(program, 1):  # Program.execution_plan

@@ -53,7 +53,8 @@ def _interface(lib: Path) -> _Interface:
     providers, count = ctypes.POINTER(ctypes.POINTER(_Interface))(), ctypes.c_uint32(0)
     if get(ctypes.byref(providers), ctypes.byref(count)) != 0 or count.value == 0:
         raise TrialLoadError(f"{lib}: QnnInterface_getProviders gave no provider")
-    return providers[0].contents
+    interface: _Interface = providers[0].contents
+    return interface
 
 
 def binaries_of(path: Path) -> list[tuple[str, bytes]]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.evidence import LocalizeEvidence, Outcome
+from harness.evidence import LocalizeEvidence, Outcome, Provenance
 from harness.outcomes import Status
 from harness.pairs import BackendPair
 from harness.report.records import TestRecord, export_verdict_of, teacher_forced_metrics
@@ -63,6 +63,9 @@ CREATE TABLE IF NOT EXISTS results (
     tf_disagree_rate REAL,
     tf_worst_kl REAL,                  -- the worst prompt's mean KL
     export_verdict TEXT,               -- an export's record: pass | warn | fail | not-run
+    tier TEXT,                         -- npu | emulator | cpu (docs/placement.md#provenance)
+    qairt TEXT,                        -- the runtime's QAIRT build
+    program_sha256 TEXT,               -- the programs' sha256, comma-separated when several
     localize_first_op TEXT,            -- the localization's first departing op ("none": none departed)
     localize_sqnr_db REAL,             -- that op's SQNR against the CPU reference
     PRIMARY KEY (night_id, device, model, backend_pair)
@@ -82,7 +85,8 @@ AGREEMENT_METRICS: dict[str, tuple[float, float]] = {
     "tf_mean_kl": (0.01, 0.5), "tf_nll_gap": (0.04, 0.5), "tf_disagree_rate": (0.05, 0.5),
     "tf_worst_kl": (0.03, 0.5)}
 ADDED_COLUMNS = {"tf_mean_kl": "REAL", "tf_nll_gap": "REAL", "tf_disagree_rate": "REAL", "tf_worst_kl": "REAL",
-                 "export_verdict": "TEXT", "localize_first_op": "TEXT", "localize_sqnr_db": "REAL"}
+                 "export_verdict": "TEXT", "tier": "TEXT", "qairt": "TEXT", "program_sha256": "TEXT",
+                 "localize_first_op": "TEXT", "localize_sqnr_db": "REAL"}
 # An export's verdict worse than in every past night is a regression (a warning first seen too).
 EXPORT_VERDICT_RANK = {"not-run": 0, "pass": 1, "warn": 2, "fail": 3}
 
@@ -185,9 +189,22 @@ def aggregate(records: Iterable[TestRecord]) -> list[dict[str, Any]]:
             **{k: _median(teacher_forced_metrics(r)[k] for r in recs) for k in AGREEMENT_METRICS if k != "tf_worst_kl"},
             "tf_worst_kl": _max(teacher_forced_metrics(r)["tf_worst_kl"] for r in recs),
             "export_verdict": next((ev["verdict"] for r in recs if (ev := export_verdict_of(r))), None),
+            **_provenance(recs),
             **_localized(recs),
         })
     return rows
+
+
+def _provenance(recs: list[TestRecord]) -> dict[str, str | None]:
+    """The group's tier, QAIRT build and programs, each its distinct values comma-joined (None: unknown)."""
+    found = [p for r in recs if (p := r.evidence.get(Provenance)) is not None]
+
+    def distinct(values: Iterable[str | None]) -> str | None:
+        kept = sorted({v for v in values if v})
+        return ",".join(kept) or None
+
+    return {"tier": distinct(p.tier.value for p in found), "qairt": distinct(p.qairt for p in found),
+            "program_sha256": distinct(p.program_sha256 for p in found)}
 
 
 def _localized(recs: list[TestRecord]) -> dict[str, Any]:

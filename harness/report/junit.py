@@ -20,7 +20,7 @@ from pathlib import Path
 
 from junit_xml import TestCase, TestSuite
 
-from harness.evidence import LocalizeEvidence
+from harness.evidence import FloatReferenceAgreement, LocalizeEvidence, PlacementEvidence, Provenance
 from harness.hostfiles import write_atomic
 from harness.outcomes import Status
 from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_metrics, teacher_forced_of
@@ -55,7 +55,40 @@ def extra_properties(rec: TestRecord) -> dict[str, str]:
     if isinstance(qnn, dict) and qnn.get("profiled"):
         props.update({"etdump_qnn_ops": str(qnn.get("qnn_ops")), "etdump_qnn_unit": qnn.get("unit_label"),
                       "etdump_qnn_accelerator_cycles": _fmt(qnn.get("accelerator_cycles"))})
+    props.update(float_reference_properties(rec))
+    props.update(placement_properties(rec))
     return {k: xml_safe(v) for k, v in props.items() if v}
+
+
+def float_reference_properties(rec: TestRecord) -> dict[str, str | None]:
+    """A QNN cell's agreement with its export's float model (checks/float_reference.py)."""
+    ag = rec.evidence.get(FloatReferenceAgreement)
+    if ag is None:
+        return {}
+    return {"float_reference": ag.verdict, "float_reference_file": ag.reference,
+            "float_reference_prompts": str(len(ag.prompts)),
+            "float_reference_median_kl": _fmt6(ag.median_kl), "float_reference_worst_kl": _fmt6(ag.worst_kl),
+            "float_reference_median_flip_share": _fmt(ag.median_flip_share),
+            "float_reference_worst_flip_share": _fmt(ag.worst_flip_share),
+            "float_reference_median_nll_gap": _fmt6(ag.median_nll_gap),
+            "float_reference_worst_nll_gap": _fmt6(ag.worst_nll_gap)}
+
+
+def placement_properties(rec: TestRecord) -> dict[str, str | None]:
+    """Where the case ran (tier, the runtime's QAIRT, the bytes' sha256) and, for a QNN program,
+    its placement: delegates and the ops on the CPU, those beyond the expected ones."""
+    props: dict[str, str | None] = {}
+    prov = rec.evidence.get(Provenance)
+    if prov is not None:
+        props.update({"tier": prov.tier.value, "qairt": prov.qairt, "program_sha256": prov.program_sha256,
+                      "binaries_sha256": ",".join(prov.binaries_sha256)})
+    placed = rec.evidence.get(PlacementEvidence)
+    if placed is not None:
+        props["placement"] = placed.summary
+        props["placement_unexpected_cpu_ops"] = ", ".join(f"{op} x{n}" for op, n in sorted(placed.unexpected.items()))
+        if placed.time_share:
+            props["placement_time_share"] = ", ".join(f"{k} {v:.3f}" for k, v in sorted(placed.time_share.items()))
+    return props
 
 
 def case_properties(rec: TestRecord) -> dict[str, str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import HarnessError
 from harness.hostrt import llm_demo as hd
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +113,7 @@ def test_without_mnn_a_clear_error(tmp_path: Path) -> None:
 
 def test_null_override_rejected() -> None:
     pytest.importorskip("MNN.llm", reason="the mnn package is not installed")
-    with pytest.raises(hd.HarnessError, match="chunk_limits"):
+    with pytest.raises(HarnessError, match="chunk_limits"):
         hd.HostEngine("x/config.json", {"chunk_limits": None})
 
 

@@ -16,7 +16,7 @@ from harness.lab import EntryRun
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
 from harness.report import TestRecord
-from harness.runners import Prompt
+from harness.runners import Prompt, PromptCase
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from tests.pipeline.cellkit import cell_record
 
@@ -34,7 +34,7 @@ def _cut_run() -> pipeline.PairRun:
 def test_the_cells_record_keeps_the_fault_out_of_its_json_line() -> None:
     cut = _cut_run()
     runs = {cut.pair: cut}
-    rec = cell_record(runs, pipeline.judge_matrix(runs, [pipeline.PromptCase(PROMPT, ())])[0], device="dev0")
+    rec = cell_record(runs, pipeline.judge_matrix(runs, [PromptCase(PROMPT, ())])[0], device="dev0")
     assert rec.status == Status.FAILED and rec.failure_class == FailureClass.TRANSPORT_ERROR
     assert rec.link_fault is FAULT
     line = json.loads(rec.to_json())

@@ -10,7 +10,7 @@ import pytest
 
 from harness import pipeline
 from harness.pairs import BackendPair
-from harness.runners import Prompt
+from harness.runners import Prompt, PromptCase
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.runners.llm_demo.cli import main
 from tests.pipeline.cellkit import cell_record
@@ -28,7 +28,7 @@ def _lab(stdout: str) -> str:
     proc = ProcessRun(["llm_demo"], [PROMPT.text], stdout, "", None, 0, False, 0.2, parsed, cls)
     cpu = BackendPair.parse("cpu")
     runs = {cpu: pipeline.PairRun(cpu, LlmDemoResult([proc], parsed.prompts))}
-    rec = cell_record(runs, pipeline.judge_matrix(runs, [pipeline.PromptCase(PROMPT, ())])[0], device="d")
+    rec = cell_record(runs, pipeline.judge_matrix(runs, [PromptCase(PROMPT, ())])[0], device="d")
     return rec.cause
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from harness import pipeline
 from harness.pairs import BackendPair
-from harness.runners import Prompt
+from harness.runners import Prompt, PromptCase
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from tests.pipeline.cellkit import cell_records
@@ -37,7 +37,7 @@ def _matrix(*runs: pipeline.PairRun) -> dict[BackendPair, pipeline.PairRun]:
 
 def _records(qnn_text: str, expect: tuple[str, ...], tf: ld.DiffResult | None = None):
     runs = _matrix(_run("cpu", "The capital of France is Paris."), _run("qnn", qnn_text, tf))
-    cases = [pipeline.PromptCase(FRANCE, expect)]
+    cases = [PromptCase(FRANCE, expect)]
     return {pair: rec for (pair, _), rec in cell_records(runs, pipeline.judge_matrix(runs, cases), device="d").items()}
 
 
@@ -57,7 +57,7 @@ def test_the_same_answer_reworded_shorter_still_passes():
 
 def test_the_reference_pair_keeps_its_own_expectation_check():
     runs = _matrix(_run("cpu", "The capital of France is Lyon."))
-    cases = [pipeline.PromptCase(FRANCE, ("Paris",))]
+    cases = [PromptCase(FRANCE, ("Paris",))]
     rec = cell_records(runs, pipeline.judge_matrix(runs, cases), device="d")["cpu", "france"]
     assert rec.status == "failed" and rec.failure_class == "garbled"
 
@@ -115,7 +115,7 @@ def test_an_answer_reading_back_the_exports_system_prompt_is_garbled_only_when_i
     system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
     runs = _matrix(_run("cpu", "The capital of France is Paris."),
                    _run("qnn", "Paris is the capital. I am an assistant named SmolLM, trained by Hugging Face."))
-    cases = [pipeline.PromptCase(FRANCE, ("Paris",))]
+    cases = [PromptCase(FRANCE, ("Paris",))]
     with_system = {j.pair: j for j in pipeline.judge_matrix(runs, cases, system=system)}
     assert not with_system["qnn"].verdict.coherent, with_system["qnn"].verdict.reasons
     assert with_system["cpu"].verdict.coherent

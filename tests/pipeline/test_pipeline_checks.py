@@ -8,7 +8,7 @@ from pathlib import Path
 from harness import pipeline
 from harness.checks import mrope
 from harness.findings import Finding
-from harness.runners import Image, Prompt, write_test_image
+from harness.runners import Image, Prompt, PromptCase, write_test_image
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from virtual_lab import mrope_sim
 
@@ -17,7 +17,7 @@ SUMMARY = ("\n#################################\nprompt tokens num = {n}\ndecode
            " decode speed = 30.00 tok/s\n##################################\n")
 
 
-def _positions(run: LlmDemoResult, cases: list[pipeline.PromptCase]) -> dict[str, list[Finding]]:
+def _positions(run: LlmDemoResult, cases: list[PromptCase]) -> dict[str, list[Finding]]:
     found = pipeline.position_findings_of(run, cases)
     assert found is not None, "the run printed no [POSDBG] dumps"
     return found
@@ -43,7 +43,7 @@ def _ref() -> mrope.Positions:
 
 def test_correct_dumps_pass_and_the_chunk_local_bug_is_named(tmp_path: Path) -> None:
     prompt = _image_prompt(tmp_path)
-    case = pipeline.PromptCase(prompt)
+    case = PromptCase(prompt)
     ref = _ref()
     good = _result(prompt, mrope_sim.posdbg_lines(ref, mode="ok"), len(ref))
     assert _positions(good, [case]) == {"image": []}
@@ -54,7 +54,7 @@ def test_correct_dumps_pass_and_the_chunk_local_bug_is_named(tmp_path: Path) -> 
 
 def test_no_dumps_means_not_instrumented(tmp_path: Path) -> None:
     prompt = _image_prompt(tmp_path)
-    assert pipeline.position_findings_of(_result(prompt, [], 50), [pipeline.PromptCase(prompt)]) is None
+    assert pipeline.position_findings_of(_result(prompt, [], 50), [PromptCase(prompt)]) is None
 
 
 def test_image_without_hw_takes_its_grid_from_the_dump(tmp_path: Path) -> None:
@@ -63,13 +63,13 @@ def test_image_without_hw_takes_its_grid_from_the_dump(tmp_path: Path) -> None:
     prompt = _image_prompt(tmp_path, hw=False)
     ref = mrope.reference_positions([mrope.Text(20), mrope.image_llm_grid(448, 224), mrope.Text(200)])
     res = _result(prompt, mrope_sim.posdbg_lines(ref, mode="ok"), len(ref))
-    assert _positions(res, [pipeline.PromptCase(prompt)])["image"] == []
+    assert _positions(res, [PromptCase(prompt)])["image"] == []
     bad = _result(prompt, mrope_sim.posdbg_lines(ref, mode="chunk_local_bug"), len(ref))
-    assert {f.kind for f in _positions(bad, [pipeline.PromptCase(prompt)])["image"]} == {
+    assert {f.kind for f in _positions(bad, [PromptCase(prompt)])["image"]} == {
         "chunk_local_bug"}
     # An image the first call cuts off: no guessed grid.
     cut = _result(prompt, mrope_sim.posdbg_lines(_ref(), mode="ok"), len(_ref()))  # 256 pads from token 21
-    findings = _positions(cut, [pipeline.PromptCase(prompt)])["image"]
+    findings = _positions(cut, [PromptCase(prompt)])["image"]
     assert [f.kind for f in findings] == ["no_reference"] and not pipeline.failing_positions(findings)
 
 
@@ -78,13 +78,13 @@ def test_warmup_lines_are_not_a_prompt(tmp_path: Path) -> None:
     ref = _ref()
     warmup = ["[POSDBG] all_seq_len=0 seq_len=1 listSize=0 gen_seq_len=1 | ax0=1 ax1=1 ax2=1"] * 7
     res = _result(prompt, warmup + mrope_sim.posdbg_lines(ref, mode="ok", decode_tokens=3), len(ref))
-    assert _positions(res, [pipeline.PromptCase(prompt)]) == {"image": []}
+    assert _positions(res, [PromptCase(prompt)]) == {"image": []}
     only = _result(prompt, warmup, len(ref))  # an instrumented build whose prompt printed nothing
-    assert pipeline.position_findings_of(only, [pipeline.PromptCase(prompt)]) is None
+    assert pipeline.position_findings_of(only, [PromptCase(prompt)]) is None
 
 
 def test_malformed_dump_is_a_finding_not_a_crash(tmp_path: Path) -> None:
     prompt = _image_prompt(tmp_path)
     res = _result(prompt, ["[POSDBG] all_seq_len=0 | ax0=1,2"], 50)
-    findings = _positions(res, [pipeline.PromptCase(prompt)])["image"]
+    findings = _positions(res, [PromptCase(prompt)])["image"]
     assert [f.kind for f in findings] == ["malformed_dump"]

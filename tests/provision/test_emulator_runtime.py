@@ -35,7 +35,7 @@ def test_a_folder_without_libqnnhtp_is_refused_before_anything_is_provisioned(tm
 
 
 def test_no_host_qnn_at_all_is_refused_with_the_install(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(qnn_host.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(HarnessError, match=r"pip install 'harness\[qnn\]'"):
         provision_emulator_runtime(LocalTransport(_device(tmp_path)), environ={})
     assert not (tmp_path / "w").exists()

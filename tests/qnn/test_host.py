@@ -142,7 +142,7 @@ def test_a_library_that_cannot_load_is_read_by_its_build_string(tmp_path: Path) 
 
 def test_nothing_found_says_what_was_looked_at_and_how_to_fix_it(tmp_path: Path, monkeypatch) -> None:
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(qnn_host.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "onnxruntime_qnn" else real_find_spec(name, *a))
     with pytest.raises(QnnUnavailable) as err:
         find_host_qnn(environ={})

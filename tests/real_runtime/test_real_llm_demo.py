@@ -15,7 +15,7 @@ from harness import pipeline
 from harness.errors import ArtifactError
 from harness.pairs import BackendPair
 from harness.provision import provision_model, provision_runtime, resolve_runtime
-from harness.runners import Overlay, Prompt, default_cases
+from harness.runners import Overlay, Prompt, PromptCase, default_cases
 from harness.runners.llm_demo import OUTPUT_FILES
 from tests.pipeline.cellkit import cell_record, cell_records
 from tests.real_runtime.realrt import CMAKE_FILES, REAL_EXPORT, RUNTIME_FILES, make_build_tree, signal_own_process_later
@@ -134,7 +134,7 @@ def test_timeout_keeps_the_partial_output(real, cpu_matrix) -> None:
     runs, _, _ = cpu_matrix
     # Long enough to load and print text, far too short for ~2000 greedy tokens (a minute or more).
     timeout = 5 + 2 * runs["cpu"].result.runs[0].wall_s
-    case = pipeline.PromptCase(Prompt(CAT, id="cat-long"))
+    case = PromptCase(Prompt(CAT, id="cat-long"))
     runner = real.runner()
     cpu = BackendPair.parse("cpu")
     hung = pipeline.run_matrix(runner, [case], [cpu], max_new_tokens=4000, timeout=timeout)

@@ -81,11 +81,16 @@ def test_both_doors_run_the_qnn_formats_on_the_emulator_alike(tmp_path: Path) ->
     assert sorted(pytest_cases) == sorted(night_cases)
     for name, (status, message, props) in pytest_cases.items():
         assert (status, message) == night_cases[name][:2], name
-        for key in ("backend_pair", "timing", "etdump_unit", "etdump_delegated"):
+        for key in ("backend_pair", "timing", "etdump_unit", "etdump_delegated", "tier", "placement", "qairt",
+                    "program_sha256"):
             assert props.get(key) == night_cases[name][2].get(key), (name, key)
     for quant in RAN:
         status, _, props = pytest_cases[f"test_quant_format_runs[{quant}]"]
         assert status == "passed" and props["timing"] == "emulator" and props["backend_pair"] == f"qnn:{quant}"
+        # where it ran, read from the program: the KV program's one mask Cast is expected on the CPU
+        assert props["tier"] == "emulator" and props["qairt"].startswith("v2.49") and len(props["program_sha256"]) == 64
+        assert props["placement"].startswith("QnnBackend x"), props["placement"]
+        assert not props.get("placement_unexpected_cpu_ops")
     skip = pytest_cases["test_quant_format_runs[16a4w_block]"]
     assert skip[0] == "skipped" and "no 16a4w_block program" in skip[1]
     assert float(pytest_cases["test_quant_format_runs[16a8w]"][2]["decode_tps"]) > 0

@@ -17,7 +17,7 @@ from harness.checks import DriftWarning, mrope
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
 from harness.report import TestRecord
-from harness.runners import Prompt
+from harness.runners import Prompt, PromptCase
 from harness.runners import logits_diff as ld
 from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
 from harness.suite import GENERATION, MATRIX, QWEN3_VL, Instance, MatrixInput, Suite, run_check
@@ -39,8 +39,8 @@ FIX = Path(__file__).resolve().parents[2] / "fixtures" / "logits_diff"
 SUMMARY = ("\n#################################\nprompt tokens num = 18\ndecode tokens num = 8\n"
            "prefill time = 0.10 s\n decode time = 0.10 s\nprefill speed = 180.00 tok/s\n"
            " decode speed = 80.00 tok/s\n##################################\n")
-FRANCE = pipeline.PromptCase(Prompt("What is the capital of France? Answer briefly.", id="france"), ("Paris",))
-CAT = pipeline.PromptCase(Prompt("Describe a cat in two sentences.", id="cat"), ("cat", "cats"))
+FRANCE = PromptCase(Prompt("What is the capital of France? Answer briefly.", id="france"), ("Paris",))
+CAT = PromptCase(Prompt("Describe a cat in two sentences.", id="cat"), ("cat", "cats"))
 CASES = [FRANCE, CAT]
 PARIS = "The capital of France is Paris."
 CAT_TEXT = "A cat is a small furry animal with whiskers. Cats like to sleep in warm places."
@@ -52,7 +52,7 @@ def _tf(name: str) -> ld.DiffResult:
     return res
 
 
-def _proc(case: pipeline.PromptCase, text: str, *, log: str = "") -> ProcessRun:
+def _proc(case: PromptCase, text: str, *, log: str = "") -> ProcessRun:
     stdout = f"config path is c.json\nprompt file is prompts.txt\n{log}{text}\n{SUMMARY}"
     parsed, cls = analyse(stdout, "", exit_code=0, prompts=[case.prompt.text])
     return ProcessRun(["llm_demo"], [case.prompt.text], stdout, "", None, 0, False, 0.2, parsed, cls)

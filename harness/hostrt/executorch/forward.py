@@ -4,6 +4,13 @@ parts run on QAIRT's x86 HTP emulator (docs/executorch-runner.md#the-htp-emulato
 
     python -m harness.hostrt.executorch.forward --model_path M.pte --input X.npy [--input Y.npy]
         [--output OUT.npy] [--iterations N] [--etdump OUT.etdp]
+    python -m harness.hostrt.executorch.forward --model_path M.pte --tokens T.npy --output OUT.npy
+
+`--tokens`: a KV-cache program (forward(tokens [1,1], input_pos [1]) -> logits [1,1,V]) fed each
+row of T.npy ([P, L] int64 token ids, -1 padding after a row's end) one id per step from position 0,
+teacher-forced; OUT.npy holds its logits at every step ([P, L-1, V] float32: [p, t] is its
+distribution for T[p, t + 1]; NaN where the row has ended), what docs/executorch-reference.md
+compares with the float model's. Every row starts at position 0: the cache's later slots are masked.
 
 Prints QNN's and ExecuTorch's own log as they come (stderr/stdout) and, last, one line
 `RESULT {json}`: the registered backends, load and per-iteration times (s), the outputs'
@@ -36,6 +43,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--output", help="write the first output here (.npy)")
     ap.add_argument("--iterations", type=int, default=1)
     ap.add_argument("--etdump", help="write the run's ETDump here (the program's profiling events)")
+    ap.add_argument("--tokens", help=".npy of token ids: run the KV program teacher-forced over them")
     return ap.parse_args(argv)
 
 
@@ -48,6 +56,8 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     program = portable_lib._load_for_executorch(args.model_path, enable_etdump=bool(args.etdump))
     load_s = time.perf_counter() - started
+    if args.tokens:
+        return _teacher_forced(program, np.load(args.tokens), args.output, load_s)
     run_s: list[float] = []
     outputs: list[Any] = []
     for _ in range(max(1, args.iterations)):
@@ -68,9 +78,34 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float) -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    rows = tokens.reshape(1, -1) if tokens.ndim == 1 else tokens
+    out: Any = None
+    started, steps = time.perf_counter(), 0
+    for p, row in enumerate(rows.tolist()):
+        ids = [int(t) for t in row if t >= 0]
+        for pos, tok in enumerate(ids[:-1]):
+            logits = program.forward([torch.tensor([[tok]], dtype=torch.long), torch.tensor([pos], dtype=torch.long)])[0]
+            last = logits.reshape(-1, logits.shape[-1])[-1].float().numpy()
+            if out is None:
+                out = np.full((rows.shape[0], rows.shape[1] - 1, last.shape[-1]), np.nan, dtype=np.float32)
+            out[p, pos] = last
+            steps += 1
+    result: dict[str, Any] = {"load_s": round(load_s, 6), "run_s": [round(time.perf_counter() - started, 6)],
+                              "steps": steps}
+    if output and out is not None:
+        np.save(output, out)
+        result["output"] = output
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(argv)
-    missing = [p for p in [args.model_path, *args.input] if not Path(p).is_file()]
+    missing = [p for p in [args.model_path, *args.input, *([args.tokens] if args.tokens else [])]
+               if not Path(p).is_file()]
     if missing:
         sys.stderr.write(f"error: {', '.join(missing)}: no such file; pass the .pte and its .npy inputs\n")
         return EXIT_BAD_INPUT

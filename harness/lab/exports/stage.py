@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from harness.hostfiles import write_atomic
 from harness.inventory import DeviceSpec
@@ -58,7 +59,7 @@ def lab_socs(devices: Sequence[DeviceSpec]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(d.soc_model for d in devices if d.has_htp))
 
 
-def export_status(folder: Path) -> dict[str, dict]:
+def export_status(folder: Path) -> dict[str, dict[str, Any]]:
     """`exports.json` of one model's SoC folder: format -> {status, reason, testcase} ({} when
     the folder was not made by the export stage). The suites read why a format is missing here."""
     try:

@@ -205,7 +205,7 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
     )
 
 
-def _parse_concurrency(ctx: PlanCtx, data: dict) -> ConcurrencySettings:
+def _parse_concurrency(ctx: PlanCtx, data: dict[str, Any]) -> ConcurrencySettings:
     cc = read_section(ctx, data, "concurrency", _CONCURRENCY_KEYS)
     if cc.get("workers") is None:
         return ConcurrencySettings()

@@ -18,10 +18,10 @@ from harness.checks import GreedyReference, compare_outputs, generated_after, ma
 from harness.errors import excerpt
 from harness.hostfiles import child_pythonpath
 from harness.inventory import DeviceSpec
-from harness.outcomes import FailureClass
+from harness.outcomes import FailureClass, Status
 from harness.pairs import Backend, BackendPair
 from harness.provision import PreflightError, preflight_program, provision_model, runner_qairt
-from harness.qnn import classify_qnn_log
+from harness.qnn import PteError, classify_qnn_log
 from harness.report import TestRecord
 from harness.runners import QUANT_FORMATS, skip_reason
 from harness.runners.executorch import (
@@ -34,6 +34,8 @@ from harness.runners.executorch import (
     observer_metrics,
     read_catalogue,
 )
+from harness.suite.executorch.float_reference import judge_against_float
+from harness.suite.executorch.placement import EXPECTED_CPU_OPS, judge_placement, stamp_provenance
 from harness.suite.model import CheckCall
 from harness.transport import Transport
 from harness.verdict import Verdict
@@ -74,6 +76,10 @@ class EtInput:
         """The runner's run folders go, when a check provisioned it."""
         if "runner" in self.__dict__:  # cached_property: set once the runner was made
             self.runner.cleanup()
+
+    def runtime_qairt(self) -> str | None:
+        """The QAIRT build of the runtime the cells ran with (None before a check made the runner)."""
+        return self.runner.runtime.qairt_build if "runner" in self.__dict__ else None
 
     def stamp(self, rec: TestRecord, art: EtArtifact | None = None) -> None:
         rec.extras["timing"] = self.device.timing  # emulator times are not device speed
@@ -205,13 +211,36 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
     inp.stamp(rec, art)
     try:
         if art.kind is ArtifactKind.EXPORT:
-            return _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
+            verdict = _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
+            verdict = _placed(inp, art, rec, verdict)
+            if verdict.status is not Status.PASSED:
+                return verdict
+            return judge_against_float(inp.transport, inp.runner, art, rec, label=quant, local=inp.work / art.name,
+                                       timeout=inp.timeout)
         assert art.pte is not None
         preflight_program(art.pte, device, runner_qairt(device, inp.runner.runtime.qairt_build))
     except PreflightError as exc:  # refused before it ran: the axis and both sides are in the message
         rec.extras["load_preflight"] = str(exc.axis)
         return Verdict.failed(FailureClass.BINARY_MISMATCH, f"{art.name}: refused before it ran: {exc}")
-    return _run_llm(inp, art, rec) if art.kind is ArtifactKind.LLM else _run_forward(inp, art, rec)
+    verdict = _run_llm(inp, art, rec) if art.kind is ArtifactKind.LLM else _run_forward(inp, art, rec)
+    return _placed(inp, art, rec, verdict)
+
+
+def _placed(inp: EtInput, art: EtArtifact, rec: TestRecord, verdict: Verdict) -> Verdict:
+    """A run's verdict with where its work ran: a pass whose program runs ops on the CPU beyond
+    those expected becomes `cpu-fallback`; provenance on every cell that ran."""
+    if art.pte is None:
+        return verdict
+    try:
+        stamp_provenance(rec, inp.device, art.pte, inp.runtime_qairt())
+        misplaced = judge_placement(art.pte, EXPECTED_CPU_OPS[art.kind], rec)
+    except PteError:
+        if verdict.status is Status.PASSED:
+            raise  # a program that ran but cannot be read: the check fails, naming the file
+        return verdict  # a corrupt program's run failed already, with QNN's own words for it
+    if misplaced is not None and verdict.status is Status.PASSED:
+        return misplaced
+    return verdict
 
 
 def cpu_export_runs(c: CheckCall[EtInput]) -> Verdict:

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.evidence import PlacementEvidence
 from harness.outcomes import FailureClass
 from harness.provision import provision_model
+from harness.qnn import read_placement
 from harness.report import TestRecord
-from harness.runners.executorch import analyse_etdump, analyse_qnn_etdump, executorch_available
+from harness.runners.executorch import EtdumpReport, analyse_etdump, analyse_qnn_etdump, executorch_available
 from harness.suite.executorch.checks import PROMPT, EtInput, host_python_env
 from harness.suite.model import CheckCall
 from harness.verdict import Verdict
@@ -27,11 +30,23 @@ SUMMARY_KEYS = ("unit", "calls", "ops", "delegated", "backends", "not_delegated"
                 "phases", "method")
 
 
+@dataclass(frozen=True)
+class _Profiled:
+    """An ETDump and what it profiled."""
+
+    etdump: Path
+    etrecord: Path | None
+    qnn: bool  # QNN's per-op events, in cycles
+    prefill_calls: int
+    calls: int | None
+    program: Path | None
+
+
 class _NoProfile(Exception):
     """This lane has nothing to profile (the message is the skip reason)."""
 
 
-def _host_run(inp: EtInput, out: Path) -> tuple[Path, Path | None, bool, int, int | None]:
+def _host_run(inp: EtInput, out: Path) -> _Profiled:
     cpu = inp.catalogue.cpu_exports()
     if not cpu:
         raise _NoProfile("no CPU export in --model-dir")
@@ -43,10 +58,11 @@ def _host_run(inp: EtInput, out: Path) -> tuple[Path, Path | None, bool, int, in
     if res.exit_code != 0:
         raise RuntimeError(f"the host ETDump run failed (exit {res.exit_code}): {res.stderr[-1500:]}")
     run = json.loads(res.stdout.strip().splitlines()[-1])
-    return Path(run["etdump"]), art.etrecord, False, run["prefill_calls"], run["prefill_calls"] + run["decode_calls"]
+    return _Profiled(Path(run["etdump"]), art.etrecord, False, run["prefill_calls"],
+                     run["prefill_calls"] + run["decode_calls"], art.pte)
 
 
-def _emulator_run(inp: EtInput) -> tuple[Path, Path | None, bool, int, int | None]:
+def _emulator_run(inp: EtInput) -> _Profiled:
     art = inp.catalogue.profiled
     if art is None or art.pte is None:
         raise _NoProfile(f"no profiled QNN program (profile_level >= 2) for {inp.device.soc_model} in "
@@ -55,10 +71,10 @@ def _emulator_run(inp: EtInput) -> tuple[Path, Path | None, bool, int, int | Non
                              etdump=True, timeout=inp.timeout)
     if not run.ok or run.etdump is None:
         raise RuntimeError(f"{art.pte.name}: {run.failure()}")
-    return run.etdump, art.etrecord, True, 1, 1
+    return _Profiled(run.etdump, art.etrecord, True, 1, 1, art.pte)
 
 
-def _device_run(inp: EtInput) -> tuple[Path, Path | None, bool, int, int | None]:
+def _device_run(inp: EtInput) -> _Profiled:
     found = next(iter(inp.catalogue.formats.values()), None)
     if found is None:
         raise _NoProfile("no export folder with a .pte")
@@ -67,7 +83,7 @@ def _device_run(inp: EtInput) -> tuple[Path, Path | None, bool, int, int | None]
                                                        local_dir=inp.work / "etdump")
     if not (result.ok and "etdump" in result.files):
         raise RuntimeError(f"qnn_executor_runner gave no ETDump: {result.to_json()}")
-    return result.files["etdump"], found.etrecord, True, 1, None
+    return _Profiled(result.files["etdump"], found.etrecord, True, 1, None, found.pte)
 
 
 def _judge(summary: dict[str, Any], report_ops: int, calls: int | None, delegated_backends: list[str | None],
@@ -102,6 +118,17 @@ def _qnn_view(etdump: Path, etrecord: Path | None, rec: TestRecord, *, emulated:
     return None, counts
 
 
+def _place(program: Path, report: EtdumpReport, rec: TestRecord) -> None:
+    """The profiled program's placement with each side's share of the time: its delegate calls
+    (DELEGATE_CALL, what the method waited for) against the ops run outside them, both on
+    ExecuTorch's own clock (a delegate's per-op events are its backend's, in cycles on QNN)."""
+    delegated = sum(r.total for r in report.rows if r.name == "DELEGATE_CALL")  # its backend is not always named
+    cpu = sum(r.total for r in report.not_delegated)
+    total = delegated + cpu
+    share = {"delegated": delegated / total, "cpu": cpu / total} if total > 0 else None
+    rec.put(PlacementEvidence(program.name, read_placement(program), time_share=share))
+
+
 def etdump_profile(c: CheckCall[EtInput]) -> Verdict:
     """A real ETDump, analysed per op with ExecuTorch's Inspector: delegated ops and their
     backend (QNN's per-op events in cycles on the emulator), the non-delegated rest by time,
@@ -112,16 +139,19 @@ def etdump_profile(c: CheckCall[EtInput]) -> Verdict:
     inp.stamp(rec)
     try:
         if inp.host_lane:
-            etdump, etrecord, qnn, prefill, calls = _host_run(inp, inp.work / "host.etdp")
+            prof = _host_run(inp, inp.work / "host.etdp")
         elif inp.device.emulated:
-            etdump, etrecord, qnn, prefill, calls = _emulator_run(inp)
+            prof = _emulator_run(inp)
         else:
-            etdump, etrecord, qnn, prefill, calls = _device_run(inp)
+            prof = _device_run(inp)
     except _NoProfile as why:
         return Verdict.skipped(str(why))
     except RuntimeError as exc:
         return Verdict.failed(FailureClass.RUNTIME_ERROR, str(exc))
-    report = analyse_etdump(etdump, etrecord, qnn=qnn, prefill_calls=prefill)
+    etdump, etrecord, qnn, calls = prof.etdump, prof.etrecord, prof.qnn, prof.calls
+    report = analyse_etdump(etdump, etrecord, qnn=qnn, prefill_calls=prof.prefill_calls)
+    if prof.program is not None:
+        _place(prof.program, report, rec)
     summary = report.to_json()
     rec.extras["etdump"] = {k: summary[k] for k in SUMMARY_KEYS}
     problem = _judge(summary, len(report.ops), calls, [r.backend for r in report.delegated], etrecord is not None)

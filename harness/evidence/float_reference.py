@@ -1,0 +1,86 @@
+"""A QNN cell of a user's ExecuTorch export against its own float model (harness.checks.
+float_reference): the reference it was judged against, the word, and the agreement figures over
+the reference's prompts (medians and worst), typed; JUnit and the HTML read these."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+from harness.evidence.base import JsonObject
+
+FIGURES = ("median_kl", "worst_kl", "median_flip_share", "worst_flip_share", "median_nll_gap", "worst_nll_gap")
+
+
+def _num(raw: JsonObject, key: str) -> float | None:
+    value: Any = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class PromptAgreement:
+    prompt: str
+    verdict: str
+    mean_kl: float | None
+    nll_gap: float | None
+    flips: int
+    steps: int
+
+    def to_json(self) -> JsonObject:
+        return {"prompt": self.prompt, "verdict": self.verdict, "mean_kl": _round(self.mean_kl),
+                "nll_gap": _round(self.nll_gap), "flips": self.flips, "steps": self.steps}
+
+    @classmethod
+    def of_json(cls, raw: JsonObject) -> Self:
+        return cls(str(raw.get("prompt", "")), str(raw.get("verdict", "")), _num(raw, "mean_kl"), _num(raw, "nll_gap"),
+                   int(raw.get("flips") or 0), int(raw.get("steps") or 0))
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(x, 6)
+
+
+@dataclass(frozen=True)
+class FloatReferenceAgreement:
+    KEY: ClassVar[str] = "float_reference"
+
+    reference: str  # the reference.json judged against
+    verdict: str  # agree | drift | disagree | error
+    median_kl: float | None
+    worst_kl: float | None
+    median_flip_share: float | None
+    worst_flip_share: float | None
+    median_nll_gap: float | None
+    worst_nll_gap: float | None
+    reasons: tuple[str, ...] = ()
+    prompts: tuple[PromptAgreement, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "agree"
+
+    def summary(self) -> str:
+        def f(x: float | None, fmt: str = ".4f") -> str:
+            return "n/a" if x is None else format(x, fmt)
+
+        return (f"{len(self.prompts)} prompts: mean KL median {f(self.median_kl)} (worst {f(self.worst_kl)}), "
+                f"flipped steps median {f(self.median_flip_share, '.0%')} (worst {f(self.worst_flip_share, '.0%')}), "
+                f"NLL gap median {f(self.median_nll_gap)} (worst {f(self.worst_nll_gap)})")
+
+    def to_json(self) -> JsonObject:
+        return {"reference": self.reference, "verdict": self.verdict,
+                **{k: _round(getattr(self, k)) for k in FIGURES}, "reasons": list(self.reasons),
+                "prompts": [p.to_json() for p in self.prompts]}
+
+    @classmethod
+    def of_json(cls, raw: JsonObject) -> Self:
+        verdict, reference = raw.get("verdict"), raw.get("reference")
+        if not isinstance(verdict, str) or not verdict or not isinstance(reference, str):
+            raise ValueError("a float-reference agreement without its verdict or reference")
+        n = {k: _num(raw, k) for k in FIGURES}
+        return cls(reference, verdict, n["median_kl"], n["worst_kl"], n["median_flip_share"], n["worst_flip_share"],
+                   n["median_nll_gap"], n["worst_nll_gap"], tuple(str(r) for r in raw.get("reasons") or []),
+                   tuple(PromptAgreement.of_json(p) for p in raw.get("prompts") or [] if isinstance(p, dict)))

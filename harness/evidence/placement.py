@@ -1,0 +1,123 @@
+"""Where a QNN cell's work ran (harness.qnn.placement, docs/placement.md): the program's delegates
+and the ops outside them, the allowance the suite or plan expected on the CPU, the ops beyond it,
+and, where an ETDump exists, each side's share of the time."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Self
+
+from harness.evidence.base import JsonObject
+
+NPU_BACKEND = "QnnBackend"  # ExecuTorch's QNN delegate id
+
+
+@dataclass(frozen=True)
+class MethodPlacement:
+    """One execution plan: its delegate calls by backend, and the ops it runs outside them."""
+
+    method: str
+    delegates: tuple[tuple[str, int], ...]  # (backend id, calls), by backend id
+    cpu_ops: tuple[tuple[str, int], ...]  # (op "ns::name.overload", calls), model compute on the CPU
+    bookkeeping: tuple[tuple[str, int], ...]  # executorch_prim ops: sizes and views, not compute
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A program's placement over all its methods."""
+
+    methods: tuple[MethodPlacement, ...]
+
+    def delegate_calls(self) -> dict[str, int]:
+        return dict(_total(m.delegates for m in self.methods))
+
+    def cpu_ops(self) -> dict[str, int]:
+        return dict(_total(m.cpu_ops for m in self.methods))
+
+    @property
+    def on_npu(self) -> bool:
+        return NPU_BACKEND in self.delegate_calls()
+
+    def unexpected(self, expected: Mapping[str, int]) -> dict[str, int]:
+        """CPU op calls beyond `expected` (an op's full name, or its name without the overload, to
+        the calls allowed): {op: calls over the allowance}."""
+        over = {}
+        for op, n in self.cpu_ops().items():
+            allowed = expected.get(op, expected.get(op.rsplit(".", 1)[0], 0))
+            if n > allowed:
+                over[op] = n - allowed
+        return over
+
+    def describe(self) -> str:
+        """One line: `QnnBackend x1; on the CPU: aten::_to_copy.out x1` (or `nothing on the CPU`)."""
+        delegates = ", ".join(f"{b} x{n}" for b, n in sorted(self.delegate_calls().items())) or "no delegate"
+        cpu = ", ".join(f"{op} x{n}" for op, n in sorted(self.cpu_ops().items()))
+        return f"{delegates}; " + (f"on the CPU: {cpu}" if cpu else "nothing on the CPU")
+
+    def to_json(self) -> dict[str, object]:
+        return {m.method: {"delegates": dict(m.delegates), "cpu_ops": dict(m.cpu_ops),
+                           "bookkeeping": dict(m.bookkeeping)} for m in self.methods}
+
+    @classmethod
+    def of_json(cls, raw: Mapping[str, object]) -> Placement:
+        methods = []
+        for name, body in raw.items():
+            if not isinstance(body, dict):
+                raise ValueError(f"placement of {name!r} is not an object")
+            methods.append(MethodPlacement(name, *(count_pairs(body.get(k) or {}) for k in
+                                                   ("delegates", "cpu_ops", "bookkeeping"))))
+        return cls(tuple(methods))
+
+
+def _total(groups: Iterable[tuple[tuple[str, int], ...]]) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for group in groups:
+        for name, n in group:
+            out[name] += n
+    return out
+
+
+def count_pairs(counts: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((str(k), int(v)) for k, v in counts.items()))
+
+
+
+
+def _counts(raw: object) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): int(v) for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+@dataclass(frozen=True)
+class PlacementEvidence:
+    KEY: ClassVar[str] = "placement"
+
+    program: str  # the .pte's file name
+    placement: Placement
+    expected: dict[str, int] = field(default_factory=dict)  # CPU ops allowed (op -> calls)
+    unexpected: dict[str, int] = field(default_factory=dict)  # CPU op calls beyond the allowance
+    time_share: dict[str, float] | None = None  # ETDump: {"delegated": s, "cpu": s}, shares of op time
+
+    @property
+    def summary(self) -> str:
+        return self.placement.describe()
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"program": self.program, "summary": self.summary, "methods": self.placement.to_json(),
+                           "expected": dict(self.expected), "unexpected": dict(self.unexpected)}
+        if self.time_share is not None:
+            out["time_share"] = dict(self.time_share)
+        return out
+
+    @classmethod
+    def of_json(cls, raw: JsonObject) -> Self:
+        methods = raw.get("methods")
+        if not isinstance(methods, dict):
+            raise ValueError("a placement without its methods")
+        share = raw.get("time_share")
+        return cls(str(raw.get("program", "")), Placement.of_json(methods), _counts(raw.get("expected")),
+                   _counts(raw.get("unexpected")),
+                   {str(k): float(v) for k, v in share.items()} if isinstance(share, dict) else None)
