@@ -85,8 +85,9 @@ def _plot_of(page: str) -> Image.Image:
 
 
 def _red_pixels(image: Image.Image) -> int:
-    colours = image.convert("RGB").getcolors(maxcolors=1 << 24) or []
-    return sum(n for n, (r, g, b) in colours if r > 200 and g < 60 and b < 60)
+    rgb = image.convert("RGB")  # getcolors gives (count, (r, g, b)) for an RGB image
+    colours = [(n, c) for n, c in rgb.getcolors(maxcolors=1 << 24) or [] if isinstance(c, tuple)]
+    return sum(n for n, (r, g, b, *_) in colours if r > 200 and g < 60 and b < 60)
 
 
 def test_where_it_departs_shows_both_lanes_and_the_plot_marks_the_first_departure() -> None:
