@@ -41,6 +41,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--checks", action="store", default=None,
                     help="comma-separated checks or groups of the suite to run, e.g. static or "
                          "export_shapes,runtime_shape_guards (default: all; harness/suite/registry.py)")
+    group.addoption("--localize", action="store_true", default=False,
+                    help="ExecuTorch suite: localize every format's program per op, not only a failed cell's "
+                         "(needs the export's debug build: docs/localize.md)")
     group.addoption("--harness-records", action="store", default=None,
                     help="append one JSON record per device test to this file")
     group.addoption("--lock-dir", action="store", default=None,

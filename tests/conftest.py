@@ -2,6 +2,7 @@
 devices, real sshd), started on free 127.0.0.1 ports and stopped at the end."""
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -36,3 +37,12 @@ def _virtual_context_binaries(request: pytest.FixtureRequest, monkeypatch: pytes
     `real_qnn` (harness.qnn.host.HOST_QNN_SWITCH; the real material's tests carry the mark)."""
     if request.node.get_closest_marker("real_qnn") is None:
         monkeypatch.setenv(HOST_QNN_SWITCH, "off")
+
+
+@pytest.fixture(scope="session")
+def localize_debug_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example exporter's debug build (2-layer SwiGLU decoder, SM8650, 16a8w), lowered once per
+    session for every localization test (tests/localize_kit); skips without the qnn extra."""
+    from localize_kit import lower_debug_program
+
+    return lower_debug_program(tmp_path_factory.mktemp("localize-export"))

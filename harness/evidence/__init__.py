@@ -9,14 +9,17 @@ from collections.abc import Mapping
 from harness.evidence.base import Evidence, EvidenceSet, JsonObject
 from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdictLine
 from harness.evidence.float_reference import FloatReferenceAgreement, PromptAgreement
+from harness.evidence.localize import Localization, LocalizeEvidence, OpGap, Outcome
 from harness.evidence.placement import NPU_BACKEND, MethodPlacement, Placement, PlacementEvidence, count_pairs
 from harness.evidence.provenance import Provenance, Tier
+from harness.evidence.quant_finding import QuantFinding
 from harness.evidence.teacher_forced import TeacherForced
 
 FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement, PlacementEvidence,
-                                        Provenance)
+                                        Provenance, LocalizeEvidence, QuantFinding)
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES}
 
 __all__ = ["Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "FloatReferenceAgreement",
-           "JsonObject", "KINDS", "MethodPlacement", "NPU_BACKEND", "Placement", "PlacementEvidence", "PromptAgreement",
-           "Provenance", "TeacherForced", "Tier", "count_pairs"]
+           "JsonObject", "KINDS", "Localization", "LocalizeEvidence", "MethodPlacement", "NPU_BACKEND", "OpGap", "Outcome",
+           "Placement", "PlacementEvidence", "PromptAgreement", "Provenance", "QuantFinding", "TeacherForced", "Tier",
+           "count_pairs"]

@@ -37,9 +37,11 @@ def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:
 
     work = ctx.out_dir / "executorch" / ctx.entry.model.name
     work.mkdir(parents=True, exist_ok=True)
+    done: list[TestRecord] = []  # the localize check reads its format's cell among them
     inp = build_et_input(ctx.transport, ctx.entry.model.path, work=work, device_runtime=device_runtime,
                          qnn_sdk=sdk, timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)),
-                         runtime_option=f"options.runtime_dir in {ctx.plan.path}")
+                         runtime_option=f"options.runtime_dir in {ctx.plan.path}", siblings=lambda: done,
+                         localize=ctx.entry.suite.localize)
     for check in suite.checks:
         if check.scope in (Scope.EXPORT, Scope.SUMMARY):
             continue  # the ExecuTorch suite has none; the night runs those elsewhere
@@ -54,6 +56,7 @@ def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:
             if ctx.already_done(rec.name):
                 continue
             run_check(suite, check, inst, inp, rec)
+            done.append(rec)
             yield rec
     inp.cleanup()
 

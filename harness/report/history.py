@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.evidence import Provenance
+from harness.evidence import LocalizeEvidence, Outcome, Provenance
 from harness.outcomes import Status
 from harness.pairs import BackendPair
 from harness.report.records import TestRecord, export_verdict_of, teacher_forced_metrics
@@ -66,6 +66,8 @@ CREATE TABLE IF NOT EXISTS results (
     tier TEXT,                         -- npu | emulator | cpu (docs/placement.md#provenance)
     qairt TEXT,                        -- the runtime's QAIRT build
     program_sha256 TEXT,               -- the programs' sha256, comma-separated when several
+    localize_first_op TEXT,            -- the localization's first departing op ("none": none departed)
+    localize_sqnr_db REAL,             -- that op's SQNR against the CPU reference
     PRIMARY KEY (night_id, device, model, backend_pair)
 );
 CREATE INDEX IF NOT EXISTS results_key ON results (device, model, backend_pair);
@@ -83,14 +85,15 @@ AGREEMENT_METRICS: dict[str, tuple[float, float]] = {
     "tf_mean_kl": (0.01, 0.5), "tf_nll_gap": (0.04, 0.5), "tf_disagree_rate": (0.05, 0.5),
     "tf_worst_kl": (0.03, 0.5)}
 ADDED_COLUMNS = {"tf_mean_kl": "REAL", "tf_nll_gap": "REAL", "tf_disagree_rate": "REAL", "tf_worst_kl": "REAL",
-                 "export_verdict": "TEXT", "tier": "TEXT", "qairt": "TEXT", "program_sha256": "TEXT"}
+                 "export_verdict": "TEXT", "tier": "TEXT", "qairt": "TEXT", "program_sha256": "TEXT",
+                 "localize_first_op": "TEXT", "localize_sqnr_db": "REAL"}
 # An export's verdict worse than in every past night is a regression (a warning first seen too).
 EXPORT_VERDICT_RANK = {"not-run": 0, "pass": 1, "warn": 2, "fail": 3}
 
 
 @dataclass(frozen=True)
 class Regression:
-    kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict"
+    kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict" | "localize"
     device: str
     model: str
     backend_pair: BackendPair | None
@@ -113,6 +116,10 @@ class Regression:
         if self.kind == "agreement":
             return (f"{where}: teacher-forced {self.metric[3:]} rose to {self.tonight:.4f} from a median of "
                     f"{self.baseline:.4f} over {self.nights} nights (B drifts away from the CPU reference)")
+        if self.kind == "localize":
+            return (f"{where}: the first op departing from the CPU reference is now {self.metric}"
+                    + (f" at {self.tonight:.1f} dB SQNR" if self.tonight is not None else "")
+                    + f" (not in the last {self.nights} nights)")
         if self.kind == "export-verdict":
             return (f"{where}: the export's verdict went {self.metric} (worse than in each of the last "
                     f"{self.nights} nights)")
@@ -143,6 +150,8 @@ class ResultRow:
     tf_disagree_rate: float | None = None
     tf_worst_kl: float | None = None
     export_verdict: str | None = None
+    localize_first_op: str | None = None
+    localize_sqnr_db: float | None = None
 
     @property
     def key(self) -> tuple[str, str, BackendPair | None]:
@@ -181,6 +190,7 @@ def aggregate(records: Iterable[TestRecord]) -> list[dict[str, Any]]:
             "tf_worst_kl": _max(teacher_forced_metrics(r)["tf_worst_kl"] for r in recs),
             "export_verdict": next((ev["verdict"] for r in recs if (ev := export_verdict_of(r))), None),
             **_provenance(recs),
+            **_localized(recs),
         })
     return rows
 
@@ -195,6 +205,17 @@ def _provenance(recs: list[TestRecord]) -> dict[str, str | None]:
 
     return {"tier": distinct(p.tier.value for p in found), "qairt": distinct(p.qairt for p in found),
             "program_sha256": distinct(p.program_sha256 for p in found)}
+
+
+def _localized(recs: list[TestRecord]) -> dict[str, Any]:
+    """The first decided localization's first departing op and its SQNR ("none" when none departed)."""
+    for r in recs:
+        ev = r.evidence.get(LocalizeEvidence)
+        if ev is not None and ev.result.outcome is not Outcome.UNDECIDABLE:
+            first = ev.result.first
+            return {"localize_first_op": first.node if first else "none",
+                    "localize_sqnr_db": first.sqnr_db if first else None}
+    return {"localize_first_op": None, "localize_sqnr_db": None}
 
 
 class HistoryError(HarnessError):
@@ -302,7 +323,7 @@ class History:
     def results(self, night_ids: Iterable[str] | None = None, device: str | None = None) -> list[ResultRow]:
         sql = ("SELECT r.night_id, n.started_at, device, soc, arch, model, backend_pair, status, tests, passed, "
                "failed, skipped, flaky, failure_classes, prefill_tps, decode_tps, load_s, "
-               "tf_mean_kl, tf_nll_gap, tf_disagree_rate, tf_worst_kl, export_verdict "
+               "tf_mean_kl, tf_nll_gap, tf_disagree_rate, tf_worst_kl, export_verdict, localize_first_op, localize_sqnr_db "
                "FROM results r JOIN nights n USING (night_id)")
         where, args = [], []
         if night_ids is not None:
@@ -377,6 +398,7 @@ class History:
                 if EXPORT_VERDICT_RANK.get(row.export_verdict, 0) > EXPORT_VERDICT_RANK.get(worst, 0):
                     found.append(Regression("export-verdict", *row.key, f"{worst} -> {row.export_verdict}",
                                             nights=len(past_verdicts)))
+            found += _localize_moved(row, history)
             seen = {c for h in history for c in h.failure_classes}
             for cls in row.failure_classes:
                 if cls not in seen:
@@ -399,3 +421,13 @@ class History:
 
     def devices(self) -> list[str]:
         return [d for (d,) in self.db.execute("SELECT DISTINCT device FROM results ORDER BY device")]
+
+
+def _localize_moved(row: ResultRow, history: list[ResultRow]) -> list[Regression]:
+    """A first departing op tonight that no past night with a localization had (an op departs where
+    none did, or an earlier op departs now)."""
+    past = [h.localize_first_op for h in history if h.localize_first_op]
+    if not row.localize_first_op or row.localize_first_op == "none" or not past or row.localize_first_op in past:
+        return []
+    return [Regression("localize", *row.key, f"{row.localize_first_op} (was {past[-1]})", row.localize_sqnr_db,
+                       nights=len(past))]

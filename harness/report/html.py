@@ -4,7 +4,9 @@ Sections: devices (status, quarantine reasons), regressions, each export's verdi
 (one line per instrument: static quant, teacher-forced per pair, text coherence), the backend matrix per
 device (verdict, speed, teacher-forced agreement, an excerpt of the generated text), where
 each backend departs from the CPU reference (teacher-forced: the first disagreeing step, the
-text around it and the rows near it), failures grouped by signature, QNN profiles from ETDumps
+text around it and the rows near it), where it departs per device and model (report/departs.py: the
+ExecuTorch lane's first op under the threshold with a plot of SQNR per op, the MNN lane's wrong
+quantization range and first disagreeing step), failures grouped by signature, QNN profiles from ETDumps
 (cycles, labelled "emulator" when measured there: report/qnn_profile.py), and trend plots.
 
 The markup is templates/report.html.j2; this module only prepares the data. Jinja2's
@@ -27,6 +29,7 @@ from markupsafe import Markup
 
 from harness.hostfiles import write_atomic
 from harness.outcomes import FailureClass, NightOutcome, Status
+from harness.report.departs import where_it_departs
 from harness.report.history import History, Regression
 from harness.report.junit import xml_safe
 from harness.report.plots import plot_trends
@@ -296,6 +299,7 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
         exports=_exports(records),
         teacher_forced=any(teacher_forced_of(r) is not None for r in records),
         departures=_departures(records),
+        where_it_departs=where_it_departs(records),
         failures=_failures(records),
         qnn_profiles=qnn_profiles(records),
         plots=sorted((plots or {}).items()),

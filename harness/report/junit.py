@@ -20,7 +20,7 @@ from pathlib import Path
 
 from junit_xml import TestCase, TestSuite
 
-from harness.evidence import FloatReferenceAgreement, PlacementEvidence, Provenance
+from harness.evidence import FloatReferenceAgreement, LocalizeEvidence, PlacementEvidence, Provenance
 from harness.hostfiles import write_atomic
 from harness.outcomes import Status
 from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_metrics, teacher_forced_of
@@ -131,7 +131,25 @@ def case_properties(rec: TestRecord) -> dict[str, str]:
         props.update({"export_tf_median_kl": _fmt6(metrics["tf_mean_kl"]), "export_tf_worst_kl": _fmt6(metrics["tf_worst_kl"]),
                       "export_tf_median_flip_share": _fmt(metrics["tf_disagree_rate"]),
                       "export_tf_median_nll_gap": _fmt6(metrics["tf_nll_gap"])})
+    props.update(localize_properties(rec))
     return {**{k: xml_safe(v) for k, v in props.items() if v}, **extra_properties(rec)}
+
+
+def localize_properties(rec: TestRecord) -> dict[str, str | None]:
+    """The localization's verdict (harness.checks.localize): the first op under the threshold and
+    the ops after it; only the outcome (and why) when none departed."""
+    ev = rec.evidence.get(LocalizeEvidence)
+    if ev is None:
+        return {}
+    r, f = ev.result, ev.result.first
+    props: dict[str, str | None] = {"localize": r.outcome.value, "localize_threshold_db": _fmt(r.threshold_db),
+                                    "localize_format": r.format, "localize_cell": ev.cell, "localize_reason": r.reason}
+    if f is not None:
+        props.update({"localize_first_op": f.node, "localize_target": f.target, "localize_layer": f.layer,
+                      "localize_sqnr_db": f"{f.sqnr_db:.2f}", "localize_cosine": f"{f.cosine:.4f}",
+                      "localize_saturation": f"{f.saturation:.4f}",
+                      "localize_follows": ", ".join(f"{o.node} {o.sqnr_db:.1f} dB" for o in r.following)})
+    return props
 
 
 def _fmt6(value: float | None) -> str | None:

@@ -1,4 +1,4 @@
-"""Performance trend plots (PNG) from the history database.
+"""Plots (PNG): performance trends from the history database, a localization's SQNR per op.
 
 Uses matplotlib's object API with the Agg canvas directly: no pyplot, no global figure
 state, no display needed (safe in worker threads and on headless lab hosts).
@@ -13,9 +13,11 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from harness.evidence import Localization
 from harness.hostfiles import write_atomic
 from harness.report.history import History
 
+_SQNR_TOP = 120.0  # dB: the per-op plot's ceiling (healthy ops sit at 60-95 dB, docs/localize.md)
 _LABELS = {"decode_tps": "decode tokens/s", "prefill_tps": "prefill tokens/s", "load_s": "load time (s)"}
 
 
@@ -62,3 +64,34 @@ def plot_trends(history: History, out_dir: Path, devices: list[str] | None = Non
         if path is not None:
             out[device] = path
     return out
+
+
+def plot_localization(result: Localization) -> bytes:
+    """SQNR per op along the graph (PNG): judged ops joined, unjudged ones grey, the threshold
+    dashed, the first departure marked and named (report/departs.py embeds it in the page)."""
+    fig = Figure(figsize=(9, 3.2), dpi=90)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    judged = [o for o in result.ops if o.judged]
+    shown = [o for o in result.ops if not o.judged]
+    # Identical tensors are at the evidence's 200 dB cap: drawn at the top so the low end stays readable.
+    ax.plot([o.index for o in judged], [min(o.sqnr_db, _SQNR_TOP) for o in judged], marker=".", lw=1, label="judged op")
+    if shown:
+        ax.scatter([o.index for o in shown], [min(max(o.sqnr_db, 0.0), _SQNR_TOP) for o in shown], s=8, c="0.7",
+                   label="shown, not judged")
+    ax.axhline(result.threshold_db, ls="--", c="0.4", lw=1, label=f"threshold {result.threshold_db:g} dB")
+    if result.first is not None:
+        f = result.first
+        ax.scatter([f.index], [f.sqnr_db], s=90, c="red", zorder=5, label="first departure")
+        ax.annotate(f"{f.node} ({f.layer or 'no layer'})\n{f.sqnr_db:.1f} dB", (f.index, f.sqnr_db),
+                    textcoords="offset points", xytext=(8, 8), fontsize=8, color="red")
+    ax.set_ylim(min([-5.0, *(o.sqnr_db - 5 for o in judged)]), _SQNR_TOP + 5)
+    ax.set_xlabel("op (reference graph order)")
+    ax.set_ylabel("SQNR (dB) vs CPU")
+    ax.set_title(f"per-op SQNR against the CPU reference ({result.format or 'format unknown'})", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    return png.getvalue()

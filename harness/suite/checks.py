@@ -14,6 +14,7 @@ from harness import pipeline
 from harness.checks import DriftWarning, Instrument, mrope
 from harness.checks.quant import check_export_quant
 from harness.checks.shapes import ERROR, assert_shapes_ok, check_export_shapes
+from harness.evidence import QuantFinding
 from harness.export import open_export
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
@@ -134,6 +135,10 @@ def quant_metadata(c: CheckCall[ExportInput]) -> Verdict:
         rec.extras["quantized_tensors"] = found.report.quantized_tensors
         rec.extras["mlp_mul_inherited"] = found.report.mlp_mul_inherited
         rec.extras["integer_tensors_quantized"] = found.report.integer_tensors_quantized
+        bad = [f for f in found.report.findings if f.is_error]
+        if bad:  # the first wrong range, for the cell's "where it departs" (report/departs.py)
+            rec.put(QuantFinding(bad[0].kind.value, bad[0].where.tensor or "", bad[0].where.layer, bad[0].message,
+                                 len(bad)))
     if found.passed:
         return Verdict.passed(found.message())
     return Verdict.failed(FailureClass.QUANT_METADATA, found.message())

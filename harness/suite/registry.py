@@ -18,6 +18,7 @@ from harness.suite.executorch import (
     cpu_export_runs,
     etdump_profile,
     load_failure_is_classified,
+    localize_format,
     quant_format_runs,
 )
 from harness.suite.model import Check, Need, Scope, Suite
@@ -72,7 +73,11 @@ ET_LOAD_FAILURE = Check("load_failure_is_classified", Scope.DEVICE, EtInput, loa
                         groups=("cpu",), doc="the real load failure classified by its signature")
 ET_PROFILE = Check("etdump_profile", Scope.DEVICE, EtInput, etdump_profile, groups=("profile",),
                    doc="a real ETDump analysed per op with ExecuTorch's Inspector")
-EXECUTORCH_QNN = Suite("executorch_qnn", (ET_FORMAT_RUNS, ET_CPU_EXPORTS, ET_LOAD_FAILURE, ET_PROFILE),
+# After the format's cell: it reads that record (a failed cell asks for it) or runs when asked.
+ET_LOCALIZE = Check("localize", Scope.FORMAT, EtInput, localize_format, marks=("qnn",), groups=("localize",),
+                    doc="the first op where the format's program departs from the CPU reference (debug program, "
+                    "ExecuTorch's Inspector): on a failed cell or when asked")
+EXECUTORCH_QNN = Suite("executorch_qnn", (ET_FORMAT_RUNS, ET_LOCALIZE, ET_CPU_EXPORTS, ET_LOAD_FAILURE, ET_PROFILE),
                        visual=False, runner=RunnerKind.EXECUTORCH, formats=(*QUANT_FORMATS, UNRECORDED_QNN),
                        doc="ExecuTorch exports: the quant-format matrix on QNN, CPU exports, an ETDump profile")
 

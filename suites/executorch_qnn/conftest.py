@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.inventory import DeviceSpec
+from harness.plugin import session_records
 from harness.suite.executorch import EtInput, build_et_input
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +48,8 @@ def et_input(pytestconfig: pytest.Config, request: pytest.FixtureRequest, transp
     sdk = pytestconfig.getoption("--qnn-sdk", default=None)
     inp = build_et_input(transport, model_dir, work=tmp_path_factory.mktemp("et-work"),
                          device_runtime=(lambda: request.getfixturevalue("qnn_runtime")) if given else None,
-                         qnn_sdk=Path(sdk) if sdk else None)
+                         qnn_sdk=Path(sdk) if sdk else None, localize=bool(pytestconfig.getoption("--localize")),
+                         siblings=lambda: [r for r in session_records(pytestconfig) if r.device == transport.device.name])
     if inp.catalogue.empty:  # a folder with nothing to run is the user's mistake, never "all skipped"
         pytest.exit(f"harness: {inp.catalogue.nothing_to_run()}", returncode=4)
     yield inp

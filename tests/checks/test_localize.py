@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.localize import DebugFiles, Localization, OpGap, Outcome, debug_buffer_size, judge
+from harness.checks.localize import DebugFiles, debug_buffer_size, judge
 from harness.checks.localize.cli import main
 from harness.errors import ArtifactError
+from harness.evidence import Localization, OpGap, Outcome
 
 
 def op(i: int, db: float, judged: bool = True, layer: str = "layers.0") -> OpGap:

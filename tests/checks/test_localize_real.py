@@ -1,63 +1,29 @@
 """Localization on real lowerings on the host: the example exporter's debug build of a 2-layer
-SwiGLU decoder (SM8650, 16a8w), healthy and with the seed fault planted at layer 1: one pair of
-lowerings per test session, each run on QAIRT's x86 HTP emulator with an ETDump and a debug buffer,
-compared per op with ExecuTorch's Inspector and QNN's SQNR comparator. Skips with the reason
-without the qnn extra (executorch + onnxruntime-qnn)."""
+SwiGLU decoder (SM8650, 16a8w), healthy (the session's shared lowering, tests/conftest.py) and with
+the seed fault planted at layer 1 (one more lowering, this module's), each run on QAIRT's x86 HTP
+emulator with an ETDump and a debug buffer, compared per op with ExecuTorch's Inspector and QNN's
+SQNR comparator. Skips with the reason without the qnn extra (executorch + onnxruntime-qnn)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from localize_kit import host_env, lower_debug_program
 
-from harness.checks.localize import DEBUG_OUTPUT, ETDUMP, DebugFiles, Localization, Outcome, localize
+from harness.checks.localize import DEBUG_OUTPUT, ETDUMP, DebugFiles, localize
+from harness.evidence import Localization, Outcome
 from harness.runners.executorch import run_debug_program
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.real_qnn, pytest.mark.slow]
 
 
-def _host_env() -> dict[str, str]:
-    for module in ("executorch", "onnxruntime_qnn"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"the qnn extra is not installed ({module} missing): pip install 'harness[qnn]'")
-    from harness.qnn import QnnUnavailable, find_host_qnn
-
-    try:
-        host = find_host_qnn()
-    except QnnUnavailable as exc:
-        pytest.skip(str(exc))
-    env = host.child_env(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return env
-
-
-def _lower_and_run(factory: pytest.TempPathFactory, name: str, extra: list[str]) -> DebugFiles:
-    env = _host_env()
-    export = factory.mktemp(f"localize-{name}")
-    argv = [sys.executable, str(ROOT / "examples/et_qnn/lower_decoder.py"), "--soc", "SM8650", "--format", "16a8w",
-            "--layers", "2", "--mlp", "swiglu", "--out", str(export), "--debug-program", *extra]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return run_debug_program(DebugFiles(export), factory.mktemp(f"localize-{name}-run"), env)
-
-
 @pytest.fixture(scope="session")
-def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
-    """One of the session's two real debug lowerings and runs (~30-90 s each on this host)."""
-    return _lower_and_run(tmp_path_factory, "healthy", [])
-
-
-@pytest.fixture(scope="session")
-def faulty_run(tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
-    """The same program with the seed fault planted at layer 1 (its SwiGLU MUL quantized with its
-    SiLU operand's range)."""
-    return _lower_and_run(tmp_path_factory, "fault", ["--plant-mul-range-fault", "1"])
+def healthy_run(localize_debug_export: Path, tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
+    """One debug run of the session's real debug lowering (tests/conftest.py)."""
+    return run_debug_program(DebugFiles(localize_debug_export), tmp_path_factory.mktemp("localize-run"), host_env())
 
 
 @pytest.fixture(scope="session")
@@ -66,9 +32,16 @@ def healthy(healthy_run: DebugFiles) -> Localization:
 
 
 @pytest.fixture(scope="session")
+def faulty_run(tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
+    """The same program with the seed fault planted at layer 1 (its SwiGLU MUL's observer takes its
+    SiLU operand's range): the session's second and last localization lowering."""
+    export = lower_debug_program(tmp_path_factory.mktemp("localize-fault"), "--plant-mul-range-fault", "1")
+    return run_debug_program(DebugFiles(export), tmp_path_factory.mktemp("localize-fault-run"), host_env())
+
+
+@pytest.fixture(scope="session")
 def faulty(faulty_run: DebugFiles) -> Localization:
     return localize(faulty_run)
-
 
 def test_the_debug_run_writes_an_etdump_and_a_debug_buffer_sized_from_the_program(healthy_run: DebugFiles) -> None:
     assert healthy_run.path(ETDUMP).stat().st_size > 0
@@ -78,8 +51,9 @@ def test_the_debug_run_writes_an_etdump_and_a_debug_buffer_sized_from_the_progra
 def test_qnn_tensors_are_dequantized_with_the_kept_encodings(healthy: Localization) -> None:
     """Without the encodings put back on the read-back ETRecord, QNN's uint16 outputs are compared
     raw and no op agrees; with them the ops before the first attention agree to > 60 dB."""
-    by_node = {o.node: o for o in healthy.ops}
-    assert len(healthy.ops) > 50
+    result = healthy
+    by_node = {o.node: o for o in result.ops}
+    assert len(result.ops) > 50
     early = [by_node[n] for n in ("aten_add_tensor", "aten_linear_default")]
     assert all(o.sqnr_db > 60 and o.cosine > 0.9999 for o in early), early
 

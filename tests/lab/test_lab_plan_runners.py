@@ -46,3 +46,15 @@ def test_selection_and_testcase_names_of_the_format_matrix(tmp_path: Path) -> No
     assert names[:3] == ["test_quant_format_runs[16a16w]", "test_quant_format_runs[16a8w]",
                          "test_quant_format_runs[16a4w]"] and len(names) == 9
     assert names[-1] == "test_quant_format_runs[qnn]"  # a single export whose format no record names
+
+
+def test_a_suite_entry_asks_for_localization_where_its_suite_localizes(tmp_path: Path) -> None:
+    plan = load_plan(_with_program(write_plan(tmp_path, suites=[{"name": "executorch_qnn", "models": ["tiny"],
+                                                                 "localize": True}], options={})))
+    assert plan.suites[0].localize and "localize" in [c.name for c in plan.suites[0].suite.checks]
+    with pytest.raises(PlanError) as err:
+        load_plan(write_plan(tmp_path, suites=[{"name": "qwen3", "models": ["tiny"], "localize": True}]))
+    assert "suites.qwen3.localize" in str(err.value) and "has no localize check" in str(err.value)
+    with pytest.raises(PlanError, match="suites.executorch_qnn.localize"):
+        load_plan(_with_program(write_plan(tmp_path, suites=[{"name": "executorch_qnn", "models": ["tiny"],
+                                                              "localize": "yes"}], options={})))

@@ -3,7 +3,6 @@ debug build (ExecuTorch's conventions plus the QNN encodings a saved ETRecord dr
 an ETDump and a debug buffer, ExecuTorch's Inspector and QNN's SQNR comparator per op, and the
 verdict: the first op in graph order under the format's threshold."""
 
-from harness.checks.localize.evidence import Localization, OpGap, Outcome
 from harness.checks.localize.judge import judge, threshold_for
 from harness.checks.localize.layout import (
     DEBUG_OUTPUT,
@@ -17,5 +16,5 @@ from harness.checks.localize.layout import (
 )
 from harness.checks.localize.run import localize
 
-__all__ = ["DEBUG_OUTPUT", "DEBUG_PTE", "ENCODINGS", "ETDUMP", "ETRECORD", "INPUTS", "DebugFiles", "Localization",
-           "OpGap", "Outcome", "debug_buffer_size", "judge", "localize", "threshold_for"]
+__all__ = ["DEBUG_OUTPUT", "DEBUG_PTE", "ENCODINGS", "ETDUMP", "ETRECORD", "INPUTS", "DebugFiles",
+           "debug_buffer_size", "judge", "localize", "threshold_for"]

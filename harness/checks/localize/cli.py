@@ -9,10 +9,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.checks.localize.evidence import Localization, Outcome
 from harness.checks.localize.layout import DebugFiles
 from harness.checks.localize.run import localize
 from harness.errors import HarnessError
+from harness.evidence import Localization, Outcome
 
 EXIT = {Outcome.NONE: 0, Outcome.DEPARTED: 1, Outcome.UNDECIDABLE: 2}
 

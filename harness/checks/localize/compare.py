@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from harness.checks.localize.evidence import OpGap
 from harness.checks.localize.layout import DEBUG_OUTPUT, ETDUMP, ETRECORD, DebugFiles
+from harness.evidence import OpGap
 
 MAX_DB = 200.0  # identical tensors give +inf SQNR; kept finite so the evidence is plain JSON
 

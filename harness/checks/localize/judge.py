@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.checks.localize.evidence import Localization, OpGap, Outcome
+from harness.evidence import Localization, OpGap, Outcome
 
 # dB SQNR per activation/weight format, calibrated on real lowerings (docs/localize.md#calibration):
 # 16-bit activations' healthy floors 40-62 dB, planted faults 3-4 dB; 8a8w's healthy softmax is at

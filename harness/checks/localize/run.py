@@ -3,10 +3,10 @@ debug buffer: harness.runners.executorch.localize makes them): compare per op an
 
 from __future__ import annotations
 
-from harness.checks.localize.evidence import Localization, Outcome
 from harness.checks.localize.judge import judge
 from harness.checks.localize.layout import ENCODINGS, ETRECORD, DebugFiles
 from harness.errors import HarnessError
+from harness.evidence import Localization, Outcome
 
 
 def localize(files: DebugFiles, fmt: str | None = None, threshold_db: float | None = None) -> Localization:

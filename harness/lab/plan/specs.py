@@ -53,6 +53,7 @@ class SuiteSpec:
     timeout_s: float = 900.0
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     checks: tuple[str, ...] = ()  # check names or groups selected (empty: every check)
+    localize: bool = False  # localize every format's program, not only a failed cell's (docs/localize.md)
 
     @property
     def suite(self) -> Suite:

@@ -19,7 +19,7 @@ from harness.validation import check_keys, type_name
 BACKEND_PAIRS = ALL_NAMES  # every pair name (harness/pairs.py)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _MODEL_KEYS = {"path", "kind", "options"}
-_SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "checks"}
+_SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "checks", "localize"}
 # Lab jobs that exist (harness/lab/cli.py picks the job by runner).
 RUNNERS = tuple(k.value for k in RunnerKind)
 
@@ -99,9 +99,13 @@ def parse_suites(ctx: PlanCtx, raw: Any, models: dict[str, ModelSpec], base: Pat
         except KeyError as exc:
             raise ctx.fail(f"{label}.checks", f"{exc.args[0]!r} is not a check of suite {name!r}",
                            f"use {', '.join(suite_for(name).words())}") from None
+        localize = get_value(ctx, spec, "localize", bool, f"{label}.localize", default=False)
+        if localize and "localize" not in suite_for(name).words():
+            raise ctx.fail(f"{label}.localize", f"suite {name!r} has no localize check",
+                           "remove `localize:` (only executorch_qnn localizes a format's program)")
         suites.append(SuiteSpec(
             name=name, runner=runner, models=suite_models, backends=backends, timeout_s=float(timeout),
-            options=parse_options(ctx, spec, f"{label}.options", base), checks=checks,
+            options=parse_options(ctx, spec, f"{label}.options", base), checks=checks, localize=localize,
         ))
     return tuple(suites)
 

@@ -14,6 +14,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "checks": ("FORWARD_ITERATIONS", "HOST_SEQ_LEN", "PROMPT", "EtInput", "cpu_export_runs", "host_python_env",
                "load_failure_is_classified", "qnn_failure", "quant_format_runs"),
     "input": ("build_et_input", "is_host_lane"),
+    "localize": ("format_cell", "localize_format"),
     "placement": ("EXPECTED_CPU_OPS", "judge_placement", "stamp_provenance"),
     "profile": ("SUMMARY_KEYS", "etdump_profile"),
 })
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from harness.suite.executorch.checks import quant_format_runs as quant_format_runs
     from harness.suite.executorch.input import build_et_input as build_et_input
     from harness.suite.executorch.input import is_host_lane as is_host_lane
+    from harness.suite.executorch.localize import format_cell as format_cell
+    from harness.suite.executorch.localize import localize_format as localize_format
     from harness.suite.executorch.placement import EXPECTED_CPU_OPS as EXPECTED_CPU_OPS
     from harness.suite.executorch.placement import judge_placement as judge_placement
     from harness.suite.executorch.placement import stamp_provenance as stamp_provenance

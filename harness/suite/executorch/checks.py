@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,10 @@ class EtInput:
     host_lane: bool  # no HTP, no runtime folder: ExecuTorch's real LLM runner on the host CPU
     timeout: float = 600.0
     model_type: str = "executorch"  # every ExecuTorch export fits the suite
+    # The device's records so far (the localize check reads its format's cell), and whether
+    # localization was asked for (--localize, a plan's `localize: true`) beyond failed cells.
+    siblings: Callable[[], Sequence[TestRecord]] = lambda: ()
+    localize: bool = False
 
     @functools.cached_property
     def catalogue(self) -> EtCatalogue:

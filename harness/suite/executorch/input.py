@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import posixpath
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.errors import ProvisionError
 from harness.hostrt.executorch import make_runtime_dir
 from harness.inventory import DeviceSpec
 from harness.provision import ProvisionedRuntime, provision_emulator_runtime, provision_runtime
+from harness.report import TestRecord
 from harness.runners.executorch import ExecutorchRunner
 from harness.suite.executorch.checks import EtInput
 from harness.transport import Transport
@@ -35,8 +36,10 @@ def _host_runtime(transport: Transport) -> ProvisionedRuntime:
 
 def build_et_input(transport: Transport, model_dir: Path, *, work: Path,
                    device_runtime: Callable[[], ProvisionedRuntime] | None, qnn_sdk: Path | None = None,
-                   timeout: float = 600.0, runtime_option: str = "--runtime-dir") -> EtInput:
-    """`device_runtime`: the door's runtime for a real device (None: it has no runtime folder)."""
+                   timeout: float = 600.0, runtime_option: str = "--runtime-dir",
+                   siblings: Callable[[], Sequence[TestRecord]] = lambda: (), localize: bool = False) -> EtInput:
+    """`device_runtime`: the door's runtime for a real device (None: it has no runtime folder);
+    `siblings`: the device's records so far; `localize`: localize every format, not only failed ones."""
     device = transport.device
     host_lane = is_host_lane(device, device_runtime is not None)
 
@@ -52,7 +55,8 @@ def build_et_input(transport: Transport, model_dir: Path, *, work: Path,
             runtime = device_runtime()
         return ExecutorchRunner(transport, runtime, posixpath.join(device.work_dir, "et-runs"))
 
-    return EtInput(device, transport, model_dir, make_runner, work, host_lane, timeout)
+    return EtInput(device, transport, model_dir, make_runner, work, host_lane, timeout, siblings=siblings,
+                   localize=localize)
 
 
 __all__ = ["build_et_input", "is_host_lane"]

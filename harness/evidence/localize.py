@@ -1,12 +1,15 @@
-"""The typed evidence of a localization: one row per compared op, in graph order, and the verdict
-over them. Frozen dataclasses; JSON only at the byte boundary (to_json / from_json)."""
+"""The typed evidence of a localization (harness.checks.localize): one row per compared op, in graph
+order, and the verdict over them. Frozen dataclasses; JSON only at the byte boundary (to_json /
+from_json for the CLI's text, LocalizeEvidence for a record's extras under "localize")."""
 
 from __future__ import annotations
 
 import enum
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
+
+from harness.evidence.base import JsonObject
 
 
 class Outcome(str, enum.Enum):
@@ -58,15 +61,39 @@ class Localization:
                 f"cosine {f.cosine:.3f}, {f.saturation:.1%} of values at the quantization bounds"
                 + (f"; then {after}" if after else ""))
 
-    def to_json(self) -> str:
+    def as_dict(self) -> JsonObject:
         data = asdict(self)
         data["outcome"] = self.outcome.value
-        return json.dumps(data, sort_keys=True)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Localization:
-        data: dict[str, Any] = json.loads(text)
+        return cls.of_dict(json.loads(text))
+
+    @classmethod
+    def of_dict(cls, data: dict[str, Any]) -> Localization:
         first = OpGap(**data["first"]) if data.get("first") else None
         return cls(outcome=Outcome(data["outcome"]), threshold_db=float(data["threshold_db"]), format=data["format"],
                    ops=tuple(OpGap(**o) for o in data["ops"]), first=first,
                    following=tuple(OpGap(**o) for o in data.get("following", ())), reason=data.get("reason", ""))
+
+
+@dataclass(frozen=True)
+class LocalizeEvidence:
+    """A record's localization: the format cell it explains (its test name) and the verdict."""
+
+    KEY: ClassVar[str] = "localize"
+
+    result: Localization
+    cell: str = ""  # the failed cell it was run for ("" when asked for with --localize / a plan key)
+
+    def to_json(self) -> JsonObject:
+        return {**self.result.as_dict(), "cell": self.cell}
+
+    @classmethod
+    def of_json(cls, raw: JsonObject) -> Self:
+        data = {k: v for k, v in raw.items() if k != "cell"}
+        return cls(Localization.of_dict(data), str(raw.get("cell") or ""))

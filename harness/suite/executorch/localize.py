@@ -1,0 +1,96 @@
+"""The ExecuTorch suite's `localize` check (docs/localize.md): where a format's program departs from
+the CPU reference, op by op, from the export's debug build (beside its program or in `debug/`).
+It runs when that format's cell failed (its sibling record, as the
+export's verdict reads the others) or when asked (`--localize`, a plan's `localize: true`); it runs
+the export's debug program once on the emulated HTP, compares per op with ExecuTorch's Inspector and
+QNN's comparator (harness.checks.localize) and records the verdict as typed evidence."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.checks.localize import ETRECORD, DebugFiles, localize
+from harness.errors import ArtifactError
+from harness.evidence import LocalizeEvidence, Outcome
+from harness.outcomes import FailureClass
+from harness.pairs import Backend, BackendPair
+from harness.qnn import QnnUnavailable, find_host_qnn
+from harness.report import TestRecord
+from harness.runners.executorch import run_debug_program
+from harness.suite.executorch.checks import EtInput, host_python_env
+from harness.suite.model import CheckCall
+from harness.verdict import Verdict
+
+DEBUG_FOLDER = "debug"  # an export's debug build may sit in this sub-folder of it
+FORMAT_CELL = "test_quant_format_runs"  # the format's cell (registry ET_FORMAT_RUNS), whose failure asks
+_OWN_SCRIPTS = ("an export made by ExecuTorch's own scripts (--dump_intermediate_outputs) keeps debug.etrecord: "
+                "link it as etrecord.bin and write qnn_encodings.json and debug_inputs.npz beside it "
+                "(docs/localize.md#exports-made-by-executorchs-own-scripts)")
+
+
+def format_cell(records: Sequence[TestRecord], quant: str) -> TestRecord | None:
+    """The format's cell among the device's records (pytest's node ids end in the testcase name)."""
+    name = f"{FORMAT_CELL}[{quant}]"
+    found = [r for r in records if r.name.rsplit("::", 1)[-1] == name]
+    return found[-1] if found else None
+
+
+def debug_files_for(folder: Path) -> DebugFiles:
+    """The export's debug build: beside its program, else in its `debug/` folder."""
+    for where in (folder, folder / DEBUG_FOLDER):
+        if not DebugFiles(where).missing_build():
+            return DebugFiles(where)
+    return DebugFiles(folder)
+
+
+def _why_not(inp: EtInput, quant: str) -> tuple[str, str] | str:
+    """(the cell it explains, "" when asked; the reason to run) or the reason it is skipped."""
+    cell = format_cell(inp.siblings(), quant)
+    if cell is not None and cell.is_bad:
+        return cell.name.rsplit("::", 1)[-1], f"{quant}'s cell failed"
+    if inp.localize:
+        return "", "asked"
+    said = "did not run" if cell is None else f"was {cell.status}"
+    return (f"{quant}: its cell {said}; localization runs on a failed cell or when asked "
+            "(pytest --localize, a plan's suite entry `localize: true`)")
+
+
+def localize_format(c: CheckCall[EtInput]) -> Verdict:
+    """The first op where the format's program departs from the CPU reference, on the emulated HTP."""
+    inp, rec, quant = c.inp, c.rec, c.instance.quant or ""
+    rec.backend_pair = BackendPair(Backend.QNN, variant=quant)
+    why = _why_not(inp, quant)
+    if isinstance(why, str):
+        return Verdict.skipped(why)
+    cell, _ = why
+    art = inp.catalogue.qnn(quant)
+    if art is None:
+        return Verdict.skipped(inp.catalogue.missing_reason(quant))
+    export = debug_files_for(art.folder)
+    if export.missing_build():
+        own = f"; {_OWN_SCRIPTS}" if (art.folder / "debug.etrecord").is_file() and not export.path(ETRECORD).is_file() else ""
+        try:
+            export.require_build()
+        except ArtifactError as exc:
+            return Verdict.skipped(f"{quant}: {exc}{own}")
+    if not inp.device.emulated:
+        return Verdict.skipped(f"{quant}: the debug program runs on an emulated HTP (`htp: emulator`) so far, "
+                               f"not on {inp.device.name} (docs/localize.md)")
+    try:
+        env = find_host_qnn().child_env({**os.environ, **host_python_env()})
+    except QnnUnavailable as exc:
+        return Verdict.skipped(f"{quant}: {exc}")
+    inp.stamp(rec, art)
+    try:
+        files = run_debug_program(export, inp.work / f"localize-{quant}", env, timeout_s=inp.timeout)
+    except ArtifactError as exc:
+        return Verdict.failed(FailureClass.RUNTIME_ERROR, str(exc))
+    result = localize(files, quant)
+    rec.put(LocalizeEvidence(result, cell=cell))
+    if result.outcome is Outcome.UNDECIDABLE:
+        return Verdict.failed(FailureClass.CHECK_FAILED, f"{quant}: {result.summary()}")
+    if result.outcome is Outcome.DEPARTED:
+        return Verdict.failed(FailureClass.DISAGREE, f"{quant} against the CPU reference per op: {result.summary()}")
+    return Verdict.passed(f"{quant} against the CPU reference per op: {result.summary()}")
