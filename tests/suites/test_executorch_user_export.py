@@ -65,7 +65,10 @@ def test_the_format_is_read_from_the_exports_records(tmp_path: Path) -> None:
 def test_a_single_folder_export_runs_on_the_emulator(tmp_path: Path) -> None:
     emulator_extras_or_skip()
     rec = _decide(tmp_path, _export(tmp_path, et_qnn_or_skip("llm", "kv-16a8w-sm8650.pte")), UNRECORDED_QNN)
-    assert rec.status == "passed", rec.message
+    # It ran (its text, on the emulator); with no float reference beside it the cell cannot be
+    # judged and says what to add (issue 33), never a silent pass.
+    assert rec.status == "skipped" and "qnn ran, but" in rec.message, rec.message
+    assert "reference/reference.json" in rec.message
     assert rec.text.strip() and rec.extras["timing"] == "emulator"
 
 

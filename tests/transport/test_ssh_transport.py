@@ -492,7 +492,9 @@ def test_a_host_that_never_sends_a_banner_prints_no_paramiko_traceback(tmp_path,
                          capture_output=True, text=True, timeout=120)
     lines = run.stderr.strip().splitlines()
     assert "Traceback" not in run.stderr and "paramiko" not in run.stderr, run.stderr
-    assert lines and lines[-1].startswith("harness: car-mute: cannot reach ssh 127.0.0.1:"), run.stderr
+    # The last line names what happened: the port answered, no SSH session came up (issue 36).
+    assert lines and lines[-1].startswith("harness: car-mute: ssh 127.0.0.1:"), run.stderr
+    assert "no SSH session came up" in lines[-1], run.stderr
     assert all("car-mute" in ln for ln in lines), run.stderr  # retry notes and the last line, nothing else
 
 

@@ -66,7 +66,9 @@ def make_qnn_sdk(dst: Path, arches: tuple[str, ...] | list[str] = ARCHES,
 
 
 def _launcher(module: str, build: dict) -> str:
-    python = os.path.realpath(sys.executable)
+    # sys.executable as it is, not its realpath: in a virtual environment the link is what
+    # finds the environment's site-packages (the real engine's `mnn` lives there).
+    python = os.path.abspath(sys.executable)
     return (
         f"#!{python} -B\n"
         "# Virtual lab runtime program (see virtual_lab/runtime). Build flags below.\n"
