@@ -1,6 +1,8 @@
 """Fixtures for the harness's own tests: the virtual lab (real adb server, emulated adbd
 devices, real sshd), started on free 127.0.0.1 ports and stopped at the end."""
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,15 @@ for _name, _examples, _fixed in (("ci", 25, True), ("fuzz", 1500, False)):
     settings.register_profile(_name, max_examples=_examples, derandomize=_fixed, deadline=None, database=None,
                               suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The project environment's console scripts (labgrid-coordinator, -exporter, -client) on PATH,
+    as an activated environment has them: `make test` runs .venv/bin/python without activating it,
+    and the labgrid tests skipped there for want of them."""
+    bindir = os.path.dirname(os.path.abspath(sys.executable))
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
 
 @pytest.fixture(scope="session", autouse=True)
