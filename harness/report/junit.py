@@ -51,7 +51,7 @@ def extra_properties(rec: TestRecord) -> dict[str, str]:
         props.update({f"etdump_{k}": str(et[k]) for k in ("calls", "ops", "delegated", "unit") if k in et})
         props["etdump_backends"] = ",".join(et.get("backends") or {})
         props["etdump_top_not_delegated"] = (et.get("not_delegated") or [""])[0]
-    qnn = rec.extras.get("qnn_etdump")  # runners/etdump_qnn.py's view; emulator cycles say so
+    qnn = rec.extras.get("qnn_etdump")  # runners/executorch/qnn_profile.py's view; emulator cycles say so
     if isinstance(qnn, dict) and qnn.get("profiled"):
         props.update({"etdump_qnn_ops": str(qnn.get("qnn_ops")), "etdump_qnn_unit": qnn.get("unit_label"),
                       "etdump_qnn_accelerator_cycles": _fmt(qnn.get("accelerator_cycles"))})

@@ -1,5 +1,5 @@
 """The report's QNN profile section: a record's QNN ETDump view (extras["qnn_etdump"], written by
-harness/runners/executorch/etdump_qnn.py `QnnEtdump.to_json`) as a few rows a reader can scan.
+harness/runners/executorch/qnn_profile.py `QnnEtdump.to_json`) as a few rows a reader can scan.
 
 QNN's numbers are cycles, and on the host's HTP emulator they are emulator cycles, not device
 speed: the unit label travels with the data (`unit_label`, "cycles, emulator") and the page

@@ -15,7 +15,7 @@ MOVED = {
     "harness.compiled_io": "harness.qnn.compiled_io",
     "harness.qnn_probe": "harness.qnn.probe",
     "harness.runners.etdump": "harness.runners.executorch.etdump",
-    "harness.runners.etdump_qnn": "harness.runners.executorch.etdump_qnn",
+    "harness.runners.etdump_qnn": "harness.runners.executorch.qnn_profile",
     "harness.hostrt.executorch_forward": "harness.hostrt.executorch.forward",
     "harness.hostrt.executorch_etdump": "harness.hostrt.executorch.etdump",
     "harness.runners.qnn_log": "harness.qnn.log",

@@ -1,4 +1,4 @@
-"""The target guard's memo of QNN's reads (harness/qnn/compiled_io/read_memo.py), on real context
+"""The target guard's memo of QNN's reads (harness/qnn/compiled_io/memo.py), on real context
 binaries and a real PTE: a file version QNN already judged is not read (nor its program parsed)
 again, with the same answer, refusals included; a rewritten file, another library or a corrupt
 memo means reading again."""

@@ -11,7 +11,7 @@ import pytest
 
 from harness.report import QNN_ETDUMP_KEY, TestRecord, qnn_profiles, render_html
 from harness.runners.executorch import QnnEtdump, analyse_qnn_etdump, executorch_available, graph_nodes_of, load_rows, qnn_view
-from harness.runners.executorch.etdump_qnn import main
+from harness.runners.executorch.qnn_profile import main
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "fixtures" / "executorch" / "qnn"

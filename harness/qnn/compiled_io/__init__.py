@@ -41,7 +41,7 @@ from harness.lazy import lazy_names
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "binaries": ("BinariesTarget", "binary_files", "open_reader", "read_binaries_target"),
     "read": ("read_compiled_io",),
-    "read_memo": ("ReadMemo",),
+    "memo": ("ReadMemo",),
     "sdk": ("dump_context_binary", "parse_context_dump", "sdk_tool"),
     "stub": ("parse_stub", "read_stub", "stub_paths"),
     "target": ("read_binary_target",),
@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from harness.qnn.compiled_io.binaries import binary_files as binary_files
     from harness.qnn.compiled_io.binaries import open_reader as open_reader
     from harness.qnn.compiled_io.binaries import read_binaries_target as read_binaries_target
+    from harness.qnn.compiled_io.memo import ReadMemo as ReadMemo
     from harness.qnn.compiled_io.read import read_compiled_io as read_compiled_io
-    from harness.qnn.compiled_io.read_memo import ReadMemo as ReadMemo
     from harness.qnn.compiled_io.sdk import dump_context_binary as dump_context_binary
     from harness.qnn.compiled_io.sdk import parse_context_dump as parse_context_dump
     from harness.qnn.compiled_io.sdk import sdk_tool as sdk_tool

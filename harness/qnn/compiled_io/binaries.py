@@ -1,6 +1,6 @@
 """Which context binaries an export holds, and the target QNN reads from them (provisioning's
 guard: every `harness push` runs it, so this module imports only what a remembered read needs;
-the host's QAIRT library is loaded on the first file QNN has not judged yet, read_memo.py)."""
+the host's QAIRT library is loaded on the first file QNN has not judged yet, memo.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from harness.hostfiles import FileKey
-from harness.qnn.compiled_io.read_memo import BinaryRead, ReadMemo, file_key, reader_key
+from harness.qnn.compiled_io.memo import BinaryRead, ReadMemo, file_key, reader_key
 from harness.qnn.host import HostQnn, QnnUnavailable, auto_host_qnn, qairt_tuple
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def read_binaries_target(root: Path, qnn_sdk: Path | str | None = None, host_qnn
     """Every qnn/graph*.bin and the QNN delegates of `programs` (.pte paths relative to root;
     default: every top-level .pte), read by the host's library; None without the library or
     without binaries. A .pte that is not a readable program raises PteError (the file named).
-    A file version QNN already read (read_memo.py: path, size, mtime and the library) is not
+    A file version QNN already read (memo.py: path, size, mtime and the library) is not
     read again; `memo_path` overrides where that memo lives (default: the user's cache folder)."""
     host, _why = (host_qnn, "") if host_qnn is not None else auto_host_qnn(qnn_sdk)
     if host is None:

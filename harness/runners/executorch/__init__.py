@@ -2,7 +2,7 @@
 runs `qnn_llama_runner` / `qnn_executor_runner` on a device, runner.py is the suite's runner over
 a runtime (device binaries or the host's), output.py reads what the LLM runner prints (cli.py:
 `python -m harness.runners.executorch`), catalogue.py lists an ExecuTorch export's artifacts,
-etdump.py and etdump_qnn.py read an ETDump (`python -m harness.runners.executorch.etdump[_qnn]`),
+etdump.py and qnn_profile.py read an ETDump (`python -m harness.runners.executorch.etdump`, `...executorch.qnn_profile`),
 localize.py runs a debug program for harness.checks.localize.
 Names load on first use (PEP 562), so a CLI submodule imports no sibling before it runs."""
 
@@ -19,7 +19,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
                        "parse_inference_speed"),
     "etdump": ("EtdumpReport", "OpRow", "analyse_etdump", "analyse_rows", "executorch_available", "format_table",
                "load_rows"),
-    "etdump_qnn": ("RUNTIME_UNIT", "QnnEtdump", "QnnOpEvent", "QnnSummaryEvent", "analyse_qnn_etdump", "format_qnn",
+    "qnn_profile": ("RUNTIME_UNIT", "QnnEtdump", "QnnOpEvent", "QnnSummaryEvent", "analyse_qnn_etdump", "format_qnn",
                    "graph_nodes_of", "qnn_view"),
     "localize": ("run_debug_program",),
     "output": ("LOG_LINE", "LogLine", "RunOutput", "observer_metrics", "parse_observer", "parse_run"),
@@ -49,14 +49,6 @@ if TYPE_CHECKING:
     from harness.runners.executorch.etdump import executorch_available as executorch_available
     from harness.runners.executorch.etdump import format_table as format_table
     from harness.runners.executorch.etdump import load_rows as load_rows
-    from harness.runners.executorch.etdump_qnn import RUNTIME_UNIT as RUNTIME_UNIT
-    from harness.runners.executorch.etdump_qnn import QnnEtdump as QnnEtdump
-    from harness.runners.executorch.etdump_qnn import QnnOpEvent as QnnOpEvent
-    from harness.runners.executorch.etdump_qnn import QnnSummaryEvent as QnnSummaryEvent
-    from harness.runners.executorch.etdump_qnn import analyse_qnn_etdump as analyse_qnn_etdump
-    from harness.runners.executorch.etdump_qnn import format_qnn as format_qnn
-    from harness.runners.executorch.etdump_qnn import graph_nodes_of as graph_nodes_of
-    from harness.runners.executorch.etdump_qnn import qnn_view as qnn_view
     from harness.runners.executorch.localize import run_debug_program as run_debug_program
     from harness.runners.executorch.output import LOG_LINE as LOG_LINE
     from harness.runners.executorch.output import LogLine as LogLine
@@ -64,5 +56,13 @@ if TYPE_CHECKING:
     from harness.runners.executorch.output import observer_metrics as observer_metrics
     from harness.runners.executorch.output import parse_observer as parse_observer
     from harness.runners.executorch.output import parse_run as parse_run
+    from harness.runners.executorch.qnn_profile import RUNTIME_UNIT as RUNTIME_UNIT
+    from harness.runners.executorch.qnn_profile import QnnEtdump as QnnEtdump
+    from harness.runners.executorch.qnn_profile import QnnOpEvent as QnnOpEvent
+    from harness.runners.executorch.qnn_profile import QnnSummaryEvent as QnnSummaryEvent
+    from harness.runners.executorch.qnn_profile import analyse_qnn_etdump as analyse_qnn_etdump
+    from harness.runners.executorch.qnn_profile import format_qnn as format_qnn
+    from harness.runners.executorch.qnn_profile import graph_nodes_of as graph_nodes_of
+    from harness.runners.executorch.qnn_profile import qnn_view as qnn_view
     from harness.runners.executorch.runner import ExecutorchRunner as ExecutorchRunner
     from harness.runners.executorch.runner import PteRun as PteRun

@@ -100,7 +100,7 @@ def _judge(summary: dict[str, Any], report_ops: int, calls: int | None, delegate
 
 
 def _qnn_view(etdump: Path, etrecord: Path | None, rec: TestRecord, *, emulated: bool) -> tuple[str | None, str]:
-    """QNN's own events (runners/etdump_qnn.py): per-op cycles mapped to the graph's nodes and
+    """QNN's own events (runners/executorch/qnn_profile.py): per-op cycles mapped to the graph's nodes and
     the summary events, into the record; their cycles add up to the accelerator's (measured
     9,186,872 of 9,189,003, docs/executorch-runner.md#qnn-etdump). Returns (the problem or None,
     what QNN's events are: the Inspector counts its IO and summary events as delegated ops too)."""

@@ -194,12 +194,12 @@ def format_qnn(view: QnnEtdump, top: int = 15) -> str:
 
 # ----------------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> int:
-    """`python -m harness.runners.executorch.etdump_qnn ETDUMP [--etrecord F] [--emulator] [--json]`; exit 2 on bad input."""
+    """`python -m harness.runners.executorch.qnn_profile ETDUMP [--etrecord F] [--emulator] [--json]`; exit 2 on bad input."""
     import argparse
     import json
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m harness.runners.executorch.etdump_qnn",
+    ap = argparse.ArgumentParser(prog="python -m harness.runners.executorch.qnn_profile",
                                  description="QNN's per-op cycles and summary events in an ETDump of a QNN run.")
     ap.add_argument("etdump", type=Path)
     ap.add_argument("--etrecord", type=Path, help="the PTE's ETRecord: maps QNN's node names to the graph's ops")
