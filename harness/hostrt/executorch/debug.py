@@ -15,7 +15,6 @@ program failed (`RuntimeError: ...`), 2 the `executorch` extra is not installed,
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -23,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.hostrt.executorch.forward import EXIT_BAD_INPUT, EXIT_NO_ENGINE, EXIT_RUN_FAILED, RESULT_PREFIX
+from harness.hostrt.executorch.forward import answer
 
 DEBUG_MODULE = "harness.hostrt.executorch.debug"
 PROG = f"python -m {DEBUG_MODULE}"
@@ -71,23 +70,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(argv)
-    missing = [p for p in (args.model_path, args.inputs) if not Path(p).is_file()]
-    if missing:
-        sys.stderr.write(f"error: {', '.join(missing)}: no such file; pass the debug .pte and its inputs .npz\n")
-        return EXIT_BAD_INPUT
-    try:
-        result = _run(args)
-    except ImportError as exc:
-        sys.stderr.write(f"[Error]: ExecuTorch's pybindings are not installed ({exc}); "
-                         "pip install 'harness[executorch]'\n")
-        return EXIT_NO_ENGINE
-    except RuntimeError as exc:
-        sys.stdout.flush()
-        sys.stderr.write(f"RuntimeError: {exc}\n")
-        return EXIT_RUN_FAILED
-    sys.stdout.flush()
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
-    return 0
+    return answer([args.model_path, args.inputs], "pass the debug .pte and its inputs .npz", lambda: _run(args))
 
 
 if __name__ == "__main__":

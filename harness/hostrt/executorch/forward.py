@@ -26,7 +26,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,13 +104,19 @@ def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _args(argv)
-    missing = [p for p in [args.model_path, *args.input, *([args.tokens] if args.tokens else [])]
-               if not Path(p).is_file()]
+    files = [args.model_path, *args.input, *([args.tokens] if args.tokens else [])]
+    return answer(files, "pass the .pte and its .npy inputs", lambda: _run(args))
+
+
+def answer(files: Sequence[str], what: str, run: Callable[[], dict[str, Any]]) -> int:
+    """A runtime child's one answer (this module's and debug.py's): its files checked, the run,
+    then the RESULT line or the error and the exit code its parent reads (EXIT_*)."""
+    missing = [p for p in files if not Path(p).is_file()]
     if missing:
-        sys.stderr.write(f"error: {', '.join(missing)}: no such file; pass the .pte and its .npy inputs\n")
+        sys.stderr.write(f"error: {', '.join(missing)}: no such file; {what}\n")
         return EXIT_BAD_INPUT
     try:
-        result = _run(args)
+        result = run()
     except ImportError as exc:
         sys.stderr.write(f"[Error]: ExecuTorch's pybindings are not installed ({exc}); "
                          "pip install 'harness[executorch]'\n")
