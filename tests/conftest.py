@@ -8,6 +8,17 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from localize_kit import (
+    BUILD_BUDGET_S,
+    DEBUG,
+    DEBUG_FAULT,
+    MODEL,
+    MODEL_FAULT,
+    DecoderBuilds,
+    needed_by,
+    run_build_dir,
+    uses_a_lowering,
+)
 
 from harness.qnn import HOST_QNN_SWITCH
 from virtual_lab.pytest_plugin import vlab, vlab_factory, vlab_transport  # noqa: F401
@@ -50,10 +61,38 @@ def _virtual_context_binaries(request: pytest.FixtureRequest, monkeypatch: pytes
         monkeypatch.setenv(HOST_QNN_SWITCH, "off")
 
 
-@pytest.fixture(scope="session")
-def localize_debug_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example exporter's debug build (2-layer SwiGLU decoder, SM8650, 16a8w), lowered once per
-    session for every localization test (tests/localize_kit); skips without the qnn extra."""
-    from localize_kit import lower_debug_program
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that may build the session's example-decoder lowerings (its fixture's setup does) gets
+    their time budget, whichever of them runs first."""
+    for item in items:
+        mark = item.get_closest_marker("timeout")
+        if uses_a_lowering(item) and (mark is None or (mark.args and 0 < mark.args[0] < BUILD_BUDGET_S)):
+            item.add_marker(pytest.mark.timeout(BUILD_BUDGET_S), append=False)
 
-    return lower_debug_program(tmp_path_factory.mktemp("localize-export"))
+
+# ---- The example decoder's real lowerings, made once per run (tests/localize_kit says how a new
+# test adds one): every test that needs a lowering of examples/et_qnn's exporter takes it from here.
+@pytest.fixture(scope="session")
+def example_decoders(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> DecoderBuilds:
+    """The run's lowerings; the first one asked for builds all those the selected tests need, in one child."""
+    return DecoderBuilds(run_build_dir(request.config, tmp_path_factory) / "example-decoders", needed_by(request.session.items))
+
+
+@pytest.fixture(scope="session")
+def localize_debug_export(example_decoders: DecoderBuilds) -> Path:
+    """The debug build (2-layer SwiGLU decoder, SM8650, 16a8w); skips without the qnn extra."""
+    return example_decoders.path(DEBUG)
+
+
+@pytest.fixture(scope="session")
+def localize_fault_export(example_decoders: DecoderBuilds) -> Path:
+    """The same debug build with the seed fault planted at layer 1."""
+    return example_decoders.path(DEBUG_FAULT)
+
+
+@pytest.fixture(scope="session")
+def float_reference_exports(example_decoders: DecoderBuilds) -> dict[str, Path]:
+    """The program with its float reference (model.pte, reference/, ...; the same model), healthy and
+    with the seed fault planted at layer 1 by plant_fault.py: {"healthy": model_dir, "faulty": model_dir},
+    each a --model-dir with one 16a8w/ export."""
+    return {"healthy": example_decoders.path(MODEL).parent, "faulty": example_decoders.path(MODEL_FAULT).parent}

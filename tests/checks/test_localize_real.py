@@ -1,6 +1,6 @@
 """Localization on real lowerings on the host: the example exporter's debug build of a 2-layer
-SwiGLU decoder (SM8650, 16a8w), healthy (the session's shared lowering, tests/conftest.py) and with
-the seed fault planted at layer 1 (one more lowering, this module's), each run on QAIRT's x86 HTP
+SwiGLU decoder (SM8650, 16a8w), healthy and with the seed fault planted at layer 1 (the session's
+shared lowerings, tests/conftest.py), each run on QAIRT's x86 HTP
 emulator with an ETDump and a debug buffer, compared per op with ExecuTorch's Inspector and QNN's
 SQNR comparator. Skips with the reason without the qnn extra (executorch + onnxruntime-qnn)."""
 
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from localize_kit import host_env, lower_debug_program
+from localize_kit import host_env
 
 from harness.checks.localize import DEBUG_OUTPUT, ETDUMP, DebugFiles, localize
 from harness.evidence import Localization, Outcome
@@ -32,11 +32,10 @@ def healthy(healthy_run: DebugFiles) -> Localization:
 
 
 @pytest.fixture(scope="session")
-def faulty_run(tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
+def faulty_run(localize_fault_export: Path, tmp_path_factory: pytest.TempPathFactory) -> DebugFiles:
     """The same program with the seed fault planted at layer 1 (its SwiGLU MUL's observer takes its
-    SiLU operand's range): the session's second and last localization lowering."""
-    export = lower_debug_program(tmp_path_factory.mktemp("localize-fault"), "--plant-mul-range-fault", "1")
-    return run_debug_program(DebugFiles(export), tmp_path_factory.mktemp("localize-fault-run"), host_env())
+    SiLU operand's range; the session's lowering, tests/conftest.py)."""
+    return run_debug_program(DebugFiles(localize_fault_export), tmp_path_factory.mktemp("localize-fault-run"), host_env())
 
 
 @pytest.fixture(scope="session")

@@ -3,16 +3,12 @@ emulator (docs/executorch-reference.md): examples/et_qnn/lower_decoder.py's rand
 decoder lowered for SM8650 at 16a8w, healthy and with the seed's fault planted (plant_fault.py:
 layer 1's SwiGLU MUL output quantized with its operand's range). The faithful one passes with its
 figures in JUnit, the faulty one fails naming its reference, one without reference/ skips saying
-what to add. The two lowerings are made once per test session (keyed by the exporter's content)
-in the session's harness cache."""
+what to add. The two lowerings are the session's (tests/conftest.py `float_reference_exports`), made
+once per run with the other tests' lowerings of the same model."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,42 +22,21 @@ from harness.suite.executorch import build_et_input
 from harness.transport import LocalTransport
 from tests.qnn.material import emulator_extras_or_skip
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "et_qnn"
 FORMAT = "16a8w"
-ARGS = ["--soc", "SM8650", "--format", FORMAT, "--layers", "2", "--dim", "64", "--mlp", "swiglu"]
 
-# Two lowerings (~30 s each alone) and three cells; a loaded shared host has taken 15 minutes.
+# Three cells on the emulator (the test that builds the session's lowerings gets their budget from
+# tests/conftest.py); a loaded shared host has taken 15 minutes.
 pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
-def _lower(out: Path, faulty: bool) -> None:
-    from harness.qnn import find_host_qnn
-
-    script = EXAMPLE / ("plant_fault.py" if faulty else "lower_decoder.py")
-    env = find_host_qnn().child_env(dict(os.environ))
-    argv = [sys.executable, str(script), *ARGS, "--out", str(out), *(["--fault-layer", "1"] if faulty else [])]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
 @pytest.fixture(scope="session")
-def exports() -> dict[str, Path]:
-    """healthy/, faulty/ and noref/ (the healthy program without reference/), each a --model-dir
-    with one 16a8w/ export; built once per content of the exporter."""
+def exports(float_reference_exports: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """healthy/, faulty/ (the session's lowerings, tests/conftest.py) and noref/ (the healthy program
+    without reference/), each a --model-dir with one 16a8w/ export."""
     emulator_extras_or_skip()
-    digest = hashlib.sha256(b"".join((EXAMPLE / f).read_bytes() for f in ("lower_decoder.py", "plant_fault.py")))
-    digest.update(repr(ARGS).encode())
-    root = Path(os.environ["HARNESS_CACHE_DIR"]) / "et-float-reference" / digest.hexdigest()[:16]
-    for name in ("healthy", "faulty"):
-        if not (root / name / FORMAT / "reference" / "reference.json").is_file():
-            tmp = root / f"{name}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            _lower(tmp / FORMAT, faulty=name == "faulty")
-            tmp.rename(root / name)
-    noref = root / "noref" / FORMAT
-    if not noref.is_dir():
-        shutil.copytree(root / "healthy" / FORMAT, noref, ignore=shutil.ignore_patterns("reference"))
-    return {name: root / name for name in ("healthy", "faulty", "noref")}
+    noref = tmp_path_factory.mktemp("et-float-noref")
+    shutil.copytree(float_reference_exports["healthy"] / FORMAT, noref / FORMAT, ignore=shutil.ignore_patterns("reference"))
+    return {**float_reference_exports, "noref": noref}
 
 
 def _cell(material: Path, tmp_path: Path) -> TestRecord:
