@@ -33,7 +33,7 @@ from harness.runners import (
 )
 from harness.runners.llm_demo import LlmDemoRunner
 from harness.suite.model import CheckCall
-from harness.suite.placement import judge_mnn_placement
+from harness.suite.placement import judge_mnn_placement, stamp_mnn_provenance
 from harness.verdict import Verdict
 
 # The chunked-prefill prompt: longer than one compiled chunk (128 tokens).
@@ -65,6 +65,7 @@ class MatrixInput:
     # CPU ops a user expects beyond the suite's (a plan's expected_cpu_ops, --expect-cpu-ops).
     export: Path | None = None
     expected_cpu_ops: Mapping[str, int] | None = None
+    qairt: str | None = None  # the QAIRT build of the runtime's QNN libraries, when read
 
     @property
     def model_type(self) -> str:
@@ -175,6 +176,7 @@ def _placed(inp: MatrixInput, pair: BackendPair, j: pipeline.Judgement, rec: Tes
     proc = runs[j.index] if j.index < len(runs) else None
     output = f"{proc.stdout}\n{proc.logcat or ''}" if proc is not None else ""
     try:
+        stamp_mnn_provenance(rec, inp.export, config, inp.qairt)
         misplaced = judge_mnn_placement(inp.export, pair, config, rec, output, inp.expected_cpu_ops)
     except ArtifactError:
         if verdict.status is Status.PASSED:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.evidence import Placement, PlacementEvidence, with_expected
+from harness.evidence import Placement, PlacementEvidence, Provenance, with_expected
 from harness.export import open_export
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair, path_on_qnn
+from harness.provision import default_cache
 from harness.qnn import qnn_plugin_inits, read_stub_placement
 from harness.report import TestRecord
 from harness.verdict import Verdict
@@ -70,4 +71,18 @@ def judge_mnn_placement(export: Path, pair: BackendPair, config_name: str, rec: 
     return None
 
 
-__all__ = ["STUB_SLICE_OPS", "default_stub_cpu_ops", "judge_mnn_placement", "stub_graphs"]
+def stamp_mnn_provenance(rec: TestRecord, export: Path, config_name: str, qairt: str | None) -> None:
+    """The record's tier (put by the door) with the runtime's QAIRT build, the sha256 of the
+    stub the config runs (its LLM's, else its visual's) and of each context binary of `qnn/`."""
+    had = rec.evidence.get(Provenance)
+    if had is None:
+        return
+    graphs = stub_graphs(export, config_name)
+    hashes = default_cache()  # multi-GB binaries are hashed once per version, as a push does
+    program = hashes.digest(export / graphs[0]) if graphs and (export / graphs[0]).is_file() else None
+    bins = tuple(hashes.digest(p) for p in sorted((export / "qnn").glob("*.bin")) if p.is_file())
+    hashes.save()
+    rec.put(Provenance(had.tier, qairt or had.qairt, program, bins))
+
+
+__all__ = ["STUB_SLICE_OPS", "default_stub_cpu_ops", "judge_mnn_placement", "stamp_mnn_provenance", "stub_graphs"]

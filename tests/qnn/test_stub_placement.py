@@ -6,6 +6,7 @@ plugin line, and fails `cpu-fallback` instead of passing as NPU work."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -13,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.evidence import PlacementEvidence, parse_expected_cpu_ops, with_expected
+from harness.evidence import PlacementEvidence, Provenance, Tier, parse_expected_cpu_ops, with_expected
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair
 from harness.qnn import qnn_plugin_inits, read_stub_placement
 from harness.report import TestRecord
 from harness.report.junit import case_properties
-from harness.suite.placement import judge_mnn_placement
+from harness.suite.placement import judge_mnn_placement, stamp_mnn_provenance
 from tests.qnn.material import shared_dir
 
 MODELS = shared_dir() / "models"
@@ -27,6 +28,7 @@ CPU_EXPORT = MODELS / "smollm2-135m-instruct-mnn-npu16"
 STUB = MODELS / "smollm2-qnn-stub-v79"
 RUNTIME = shared_dir() / "runtimes" / "mnn-x86_64"
 QNN = BackendPair.parse("qnn")
+QAIRT = "v2.49.40.260810104044"
 
 
 def _need(*paths: Path) -> None:
@@ -74,6 +76,11 @@ def test_the_stubs_cpu_ops_are_expected_and_one_more_is_a_fallback(tmp_path: Pat
     assert placed is not None and placed.expected == {"Attention": 30, "StridedSlice": 1} and placed.unexpected == {}
     assert placed.summary == "QNN x32; on the CPU: Attention x30, StridedSlice x1"
     assert placed.runtime_qnn_inits == 0
+    # Its provenance: the door's tier with the runtime's QAIRT and the stub's sha256 (no binary here).
+    rec.put(Provenance(Tier.NPU))
+    stamp_mnn_provenance(rec, export, "config_qnn.json", QAIRT)
+    sha = hashlib.sha256((STUB / "qnn" / "llm.mnn").read_bytes()).hexdigest()
+    assert rec.evidence.get(Provenance) == Provenance(Tier.NPU, QAIRT, sha, ())
     # A user allowing one Attention fewer (a plan's expected_cpu_ops) sees the 30th named.
     failed = judge_mnn_placement(export, QNN, "config_qnn.json", _rec(), "", {"Attention": 29})
     assert failed is not None and failed.failure_class is FailureClass.CPU_FALLBACK

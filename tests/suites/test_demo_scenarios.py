@@ -56,6 +56,8 @@ def test_good_export_passes_every_test(outcomes, demo_dir: Path) -> None:
     assert list(placed) == ["test_generation[qnn/qnn-france]"], placed  # the CPU pair has none
     assert placed["test_generation[qnn/qnn-france]"]["program"] == "qnn/llm.mnn, qnn/visual.mnn"
     assert "QNN x" in placed["test_generation[qnn/qnn-france]"]["summary"]
+    prov = next(r["extras"]["provenance"] for r in recs if r["name"].endswith("test_generation[qnn/qnn-france]"))
+    assert prov["program_sha256"] and prov["binaries_sha256"], prov  # the stub's and its qnn/*.bin's
 
 
 def test_broken_exports_fail_only_where_expected(outcomes) -> None:
