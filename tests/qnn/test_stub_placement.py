@@ -104,7 +104,9 @@ def test_a_cpu_export_run_by_llm_demo_is_not_npu_placement(tmp_path: Path) -> No
     assert "qnn/llm.mnn: no QNN Plugin op" in failed.message
     assert "llm_demo printed no QNN plugin init line" in failed.message
     rec.set_verdict(failed)
-    assert case_properties(rec)["placement"].startswith("no delegate; on the CPU: Attention x30, BinaryOp x726")
+    props = case_properties(rec)
+    assert props["placement"].startswith("no delegate; on the CPU: Attention x30, BinaryOp x726")
+    assert props["placement_runtime_qnn_inits"] == "0"
 
 
 def test_the_qnn_plugin_init_lines_are_counted_as_mnn_prints_them() -> None:
