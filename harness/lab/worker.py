@@ -22,7 +22,7 @@ from harness.lab.locks import DeviceBusy
 from harness.lab.plan import Plan, PlanEntry
 from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report import RecordWriter, TestRecord
-from harness.transport import Transport
+from harness.transport import HeldLink, KillsProcesses, Transport
 from harness.verdict import Verdict
 
 log = logging.getLogger("harness.lab")
@@ -82,6 +82,8 @@ class DeviceWorker:
         self.night = night
         self.device = device
         self.outcome = DeviceOutcome(device.name)
+        # The whole link: the job gets it (DeviceContext); the worker itself only holds it
+        # (HeldLink), checks it (health: ReadsFacts) and kills through it (KillsProcesses).
         self.transport: Transport | None = None
         self.last_fault = ""
         self.dir = night.out_dir / "devices" / device.name
@@ -177,10 +179,7 @@ class DeviceWorker:
 
     def _close(self) -> None:
         if self.transport is not None:
-            try:
-                self.transport.close()
-            except Exception:  # closing a dead link must not mask the night's result
-                log.debug("close failed for %s", self.device.name, exc_info=True)
+            _release(self.transport)
             self.transport = None
 
     def _open(self) -> Transport:
@@ -318,15 +317,24 @@ class DeviceWorker:
         the transport's scratch folder). The run holds the device lock, so every such process
         is ours."""
         try:
-            t = self.night.factory(self.device)
+            link = self.night.factory(self.device)
         except HarnessError:
             return
         try:
-            t.kill_stray_processes()
-        except HarnessError as exc:
-            log.warning("%s: could not kill device processes: %s", self.device.name, exc)
+            _kill_leftovers(link)
         finally:
-            try:
-                t.close()
-            except Exception:
-                pass
+            _release(link)
+
+
+def _kill_leftovers(link: KillsProcesses) -> None:
+    try:
+        link.kill_stray_processes()
+    except HarnessError as exc:
+        log.warning("%s: could not kill device processes: %s", link.device.name, exc)
+
+
+def _release(link: HeldLink) -> None:
+    try:
+        link.close()
+    except Exception:  # closing a dead link must not mask the night's result
+        log.debug("close failed for %s", link.device.name, exc_info=True)

@@ -22,7 +22,8 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "logcat": ("LogcatService",),
     "pidfiles": ("parse_stat_line",),
     "retry": ("NO_RETRY", "RetryPolicy"),
-    "seams": ("KillsProcesses", "MovesFiles", "OnDevice", "ReadsFacts", "RunsAndMovesFiles", "RunsCommands"),
+    "seams": ("HeldLink", "KillsProcesses", "MovesFiles", "MovesManyFiles", "OnDevice", "ReadsFacts", "RunsAndMovesFiles",
+              "RunsCommands", "SyncsSets"),
     "ssh": ("SshTransport",),
     "types": ("CommandResult", "HealthReport", "LinkState", "RawExec", "RemoteStat", "link_state_of"),
 })
@@ -56,12 +57,15 @@ if TYPE_CHECKING:
     from harness.transport.pidfiles import parse_stat_line as parse_stat_line
     from harness.transport.retry import NO_RETRY as NO_RETRY
     from harness.transport.retry import RetryPolicy as RetryPolicy
+    from harness.transport.seams import HeldLink as HeldLink
     from harness.transport.seams import KillsProcesses as KillsProcesses
     from harness.transport.seams import MovesFiles as MovesFiles
+    from harness.transport.seams import MovesManyFiles as MovesManyFiles
     from harness.transport.seams import OnDevice as OnDevice
     from harness.transport.seams import ReadsFacts as ReadsFacts
     from harness.transport.seams import RunsAndMovesFiles as RunsAndMovesFiles
     from harness.transport.seams import RunsCommands as RunsCommands
+    from harness.transport.seams import SyncsSets as SyncsSets
     from harness.transport.ssh import SshTransport as SshTransport
     from harness.transport.types import CommandResult as CommandResult
     from harness.transport.types import HealthReport as HealthReport
