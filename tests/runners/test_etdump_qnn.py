@@ -4,7 +4,6 @@ etdump/, copied to fixtures/executorch/qnn/ with the ETRecord's node map; see it
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -12,12 +11,13 @@ import pytest
 from harness.report import QNN_ETDUMP_KEY, TestRecord, qnn_profiles, render_html
 from harness.runners.executorch import QnnEtdump, analyse_qnn_etdump, executorch_available, graph_nodes_of, load_rows, qnn_view
 from harness.runners.executorch.qnn_profile import main
+from tests.shared import SHARED as SHARED_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "fixtures" / "executorch" / "qnn"
 PROF2 = FIX / "qwen3-16a4w-sm8650-prof2.etdp"
 PLAIN = FIX / "qwen3-16a4w-sm8650.etdp"
-SHARED = Path(os.environ.get("HARNESS_SHARED", REPO.parent / "shared")) / "models" / "et-qnn-host" / "etdump"
+SHARED = SHARED_DIR / "models" / "et-qnn-host" / "etdump"
 
 needs_et = pytest.mark.skipif(not executorch_available(), reason="ExecuTorch's Inspector: the `executorch` extra")
 
