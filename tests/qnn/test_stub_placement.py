@@ -21,7 +21,7 @@ from harness.qnn import qnn_plugin_inits, read_stub_placement
 from harness.report import TestRecord
 from harness.report.junit import case_properties
 from harness.suite.placement import judge_mnn_placement, stamp_mnn_provenance
-from tests.qnn.material import shared_dir
+from tests.shared import shared_dir
 
 MODELS = shared_dir() / "models"
 CPU_EXPORT = MODELS / "smollm2-135m-instruct-mnn-npu16"
