@@ -29,6 +29,7 @@ class WhereRan:
     placement: str  # "QnnBackend x1; nothing on the CPU", "" when no check read it
     share: str  # "delegated 97.0% of op time" (ETDump), "" without one
     fallback: str  # why it is `cpu-fallback` ("on the CPU beyond those expected: aten::relu.out x1"), or ""
+    runtime: str = ""  # llm_demo's own word: "llm_demo: 32 QNN plugin inits", "" when not read
 
     @property
     def empty(self) -> bool:
@@ -50,7 +51,8 @@ def where_ran(recs: Sequence[TestRecord]) -> WhereRan:
     beyond = ", ".join(f"{op} x{n}" for op, n in sorted(placed.unexpected.items()))
     fallback = ("no QNN delegate: everything ran on the CPU" if not placed.placement.on_npu
                 else f"on the CPU beyond those expected: {beyond}" if beyond else "")
-    return WhereRan(tiers, qairt, f"{placed.program}: {placed.summary}", share, fallback)
+    runtime = f"llm_demo: {placed.runtime_qnn_inits} QNN plugin inits" if placed.runtime_qnn_inits is not None else ""
+    return WhereRan(tiers, qairt, f"{placed.program}: {placed.summary}", share, fallback, runtime)
 
 
 __all__ = ["TIER_LABEL", "TierBadge", "WhereRan", "where_ran"]

@@ -77,8 +77,10 @@ def test_an_mnn_stub_with_no_qnn_graph_is_named_a_fallback() -> None:
 
     rec = _rec("test_generation[qnn-france]", "qnn")
     rec.put(Provenance(Tier.NPU, QAIRT))
-    rec.put(PlacementEvidence("qnn/llm.mnn", Placement(()), {}, {}))
+    rec.put(PlacementEvidence("qnn/llm.mnn", Placement(()), {}, {}, runtime_qnn_inits=0))
     where = where_ran([rec])
+    assert where.runtime == "llm_demo: 0 QNN plugin inits"
+    assert "llm_demo: 0 QNN plugin inits" in render_html([rec], title="t")
     assert [t.label for t in where.tiers] == ["NPU"]
     assert where.fallback == "no QNN delegate: everything ran on the CPU"
     assert where_ran([_rec("x", "cpu")]).empty  # a record without evidence shows nothing
