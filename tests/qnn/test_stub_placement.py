@@ -109,6 +109,48 @@ def test_a_cpu_export_run_by_llm_demo_is_not_npu_placement(tmp_path: Path) -> No
     assert props["placement_runtime_qnn_inits"] == "0"
 
 
+def test_the_generation_cell_of_that_run_is_a_cpu_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same real run through the generation check both doors call (MatrixInput, run_check):
+    a coherent answer, yet the QNN cell fails `cpu-fallback`; without the mnn converter (an
+    optional extra) the cell keeps its pass and says its placement was not read."""
+    from harness import pipeline
+    from harness.provision import ProvisionedModel
+    from harness.runners import Prompt, PromptCase
+    from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
+    from harness.suite import GENERATION, MATRIX, Instance, MatrixInput, run_check
+
+    _need(CPU_EXPORT / "llm.mnn", RUNTIME / "llm_demo")
+    export = _overlay(tmp_path / "exp", CPU_EXPORT / "llm.mnn")
+    prompt = Prompt("What is the capital of France?", id="france")
+    (tmp_path / "prompt.txt").write_text(prompt.text + "\n")
+    run = subprocess.run([str(RUNTIME / "llm_demo"), str(export / "config_qnn.json"), str(tmp_path / "prompt.txt"),
+                          "8"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**os.environ, "LD_LIBRARY_PATH": str(RUNTIME)})
+    parsed, cls = analyse(run.stdout, run.stderr, exit_code=run.returncode, prompts=[prompt.text])
+    proc = ProcessRun(["llm_demo"], [prompt.text], run.stdout, run.stderr, None, run.returncode, False, 1.0,
+                      parsed, cls)
+    runs = {QNN: pipeline.PairRun(QNN, LlmDemoResult([proc], parsed.prompts))}
+    (j,) = pipeline.judge_matrix(runs, [PromptCase(prompt, ("Paris",))])
+    model = ProvisionedModel("host", "/models/exp", "mnn", "llama", configs={QNN: "config_qnn.json"})
+
+    def cell() -> TestRecord:
+        rec = _rec()
+        rec.put(Provenance(Tier.NPU))
+        inp = MatrixInput(model, runs, {(QNN, "france"): j}, lambda _p: None, export, None, QAIRT)
+        run_check(MATRIX, GENERATION, Instance(QNN, "france"), inp, rec)
+        return rec
+
+    rec = cell()
+    assert rec.failure_class is FailureClass.CPU_FALLBACK and "qnn/llm.mnn: no QNN Plugin op" in rec.message
+    assert "Paris" in (rec.text or "")  # the answer was right: only where it ran fails it
+    prov = rec.evidence.get(Provenance)
+    assert prov is not None and prov.qairt == QAIRT and prov.program_sha256
+    monkeypatch.setattr("harness.suite.checks.converter_missing", lambda: "no converter here")
+    unread = cell()
+    assert unread.status.value == "passed" and unread.evidence.get(PlacementEvidence) is None
+    assert unread.to_dict()["extras"]["placement_unread"] == "no converter here"
+
+
 def test_the_qnn_plugin_init_lines_are_counted_as_mnn_prints_them() -> None:
     # FUNC_PRINT(stateNumber) in QNNBackend.cpp's PluginExecuteRaw::init, MNN_PRINT's format
     # `#x "=%d in %s, %d \n"` (include/MNN/MNNDefine.h at 4d40bdbd), one per QNN Plugin op.
