@@ -2,7 +2,7 @@
 on real material: the real NPU stub of ../shared/models/smollm2-qnn-stub-v79 (32 QNN Plugin ops,
 the KV Attention per layer and the logits slice on the CPU, all expected), and the real SmolLM2
 CPU export put in a QNN config's place and run by MNN's real llm_demo: it answers, prints no QNN
-plugin line, and fails `cpu-fallback` instead of passing as NPU work."""
+plugin line, and its generation cell fails `cpu-fallback` instead of passing as NPU work."""
 
 from __future__ import annotations
 
