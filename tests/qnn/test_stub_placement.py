@@ -87,15 +87,25 @@ def test_the_stubs_cpu_ops_are_expected_and_one_more_is_a_fallback(tmp_path: Pat
     assert "beyond those expected: Attention x1" in failed.message
 
 
-def test_a_cpu_export_run_by_llm_demo_is_not_npu_placement(tmp_path: Path) -> None:
+PROMPT = "What is the capital of France?"
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The CPU export dressed as a QNN config, run once by the real llm_demo."""
     _need(CPU_EXPORT / "llm.mnn", RUNTIME / "llm_demo")
-    export = _overlay(tmp_path / "exp", CPU_EXPORT / "llm.mnn")
+    tmp = tmp_path_factory.mktemp("cpu-as-qnn")
+    export = _overlay(tmp / "exp", CPU_EXPORT / "llm.mnn")
+    (tmp / "prompt.txt").write_text(PROMPT + "\n")
+    run = subprocess.run([str(RUNTIME / "llm_demo"), str(export / "config_qnn.json"), str(tmp / "prompt.txt"), "8"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp,
+                         env={**os.environ, "LD_LIBRARY_PATH": str(RUNTIME)})
+    return export, run
+
+
+def test_a_cpu_export_run_by_llm_demo_is_not_npu_placement(cpu_run) -> None:
+    export, run = cpu_run
     assert BackendPair.of_config(json.loads((export / "config_qnn.json").read_text()), visual=False) == QNN
-    prompt = tmp_path / "prompt.txt"
-    prompt.write_text("What is the capital of France?\n")
-    env = {**os.environ, "LD_LIBRARY_PATH": str(RUNTIME)}
-    run = subprocess.run([str(RUNTIME / "llm_demo"), str(export / "config_qnn.json"), str(prompt), "8"],
-                         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert run.returncode == 0 and "Paris" in run.stdout, run.stdout + run.stderr
     assert qnn_plugin_inits(run.stdout) == 0  # MNN's CPU backend alone: no QNN plugin kernel made
     rec = _rec()
@@ -109,7 +119,7 @@ def test_a_cpu_export_run_by_llm_demo_is_not_npu_placement(tmp_path: Path) -> No
     assert props["placement_runtime_qnn_inits"] == "0"
 
 
-def test_the_generation_cell_of_that_run_is_a_cpu_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_generation_cell_of_that_run_is_a_cpu_fallback(cpu_run, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same real run through the generation check both doors call (MatrixInput, run_check):
     a coherent answer, yet the QNN cell fails `cpu-fallback`; without the mnn converter (an
     optional extra) the cell keeps its pass and says its placement was not read."""
@@ -119,13 +129,8 @@ def test_the_generation_cell_of_that_run_is_a_cpu_fallback(tmp_path: Path, monke
     from harness.runners.llm_demo import LlmDemoResult, ProcessRun, analyse
     from harness.suite import GENERATION, MATRIX, Instance, MatrixInput, run_check
 
-    _need(CPU_EXPORT / "llm.mnn", RUNTIME / "llm_demo")
-    export = _overlay(tmp_path / "exp", CPU_EXPORT / "llm.mnn")
-    prompt = Prompt("What is the capital of France?", id="france")
-    (tmp_path / "prompt.txt").write_text(prompt.text + "\n")
-    run = subprocess.run([str(RUNTIME / "llm_demo"), str(export / "config_qnn.json"), str(tmp_path / "prompt.txt"),
-                          "8"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                         env={**os.environ, "LD_LIBRARY_PATH": str(RUNTIME)})
+    export, run = cpu_run
+    prompt = Prompt(PROMPT, id="france")
     parsed, cls = analyse(run.stdout, run.stderr, exit_code=run.returncode, prompts=[prompt.text])
     proc = ProcessRun(["llm_demo"], [prompt.text], run.stdout, run.stderr, None, run.returncode, False, 1.0,
                       parsed, cls)
