@@ -86,7 +86,7 @@ def _wait_for_workers(pool: Pool[DeviceWorker], stop: threading.Event, say: SayF
             # Only devices a worker took hold a claim and may run processes: at most the pool's size.
             for w in pool.taken():
                 if w.outcome.status is not NightOutcome.QUARANTINED and not w.finished.is_set():
-                    k = threading.Thread(target=w.kill_processes, daemon=True, name=f"kill-{w.device.name}")
+                    k = threading.Thread(target=w.sweep_after_stop, daemon=True, name=f"kill-{w.device.name}")
                     k.start()
                     killers.append(k)
         if deadline is not None and time.monotonic() > deadline:
