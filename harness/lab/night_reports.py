@@ -14,7 +14,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.hostfiles import write_atomic, write_error
@@ -179,4 +179,19 @@ def write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[Dev
         "counts": asdict(result.counts),
         "report_problems": list(result.report_problems),
     }
-    write_atomic(out_dir / "night.json", json.dumps(meta, indent=2))
+    write_atomic(out_dir / "night.json", night_json(meta))
+
+
+def night_json(meta: dict[str, Any]) -> str:
+    """night.json's text: a key a line, each device's outcome a line of its own. Not
+    `json.dumps(indent=2)`: any indent makes json use its pure-Python encoder, 0.15-0.25 s of
+    a 10 000-device night's end (night.json is written twice); this is json's C encoder a line."""
+    enc = json.JSONEncoder()  # no indent: the C encoder
+
+    def line(key: str, value: Any) -> str:
+        if key == "outcomes" and value:
+            inner = ",\n".join(f"    {enc.encode(name)}: {enc.encode(o)}" for name, o in value.items())
+            return f"  {enc.encode(key)}: {{\n{inner}\n  }}"
+        return f"  {enc.encode(key)}: {enc.encode(value)}"
+
+    return "{\n" + ",\n".join(line(k, v) for k, v in meta.items()) + "\n}\n"
