@@ -30,7 +30,7 @@ def test_night_fans_out_over_every_device_and_writes_reports(lab4, make_plan):
     r = _by_name(recs)[("dev1", "tiny[qnn]#2")]
     assert (r.soc_model, r.htp_arch, r.suite, r.model) == ("SM8650", "v75", "matrix", "tiny")
     assert r.decode_tps == 18.0 and r.prefill_tps == 144.0 and "Paris" in r.text
-    assert r.extras["run_id"] == night.run_id and r.extras["plan_entry"] == "matrix/tiny#2"
+    assert r.run_id == night.run_id and r.plan_entry == "matrix/tiny#2"
     # Locks are released and the holder records removed.
     assert all(not lock_state(root / "locks", f"dev{i}").held for i in range(4))
     assert not list((root / "locks").glob("*.holder.json"))
@@ -64,7 +64,7 @@ def test_device_dropping_mid_suite_is_reconnected_and_the_test_retried_once(lab4
     first, retried = recs[("dev1", "tiny[qnn]")], recs[("dev1", "tiny[cpu]")]
     assert first.attempts == 1 and not first.flaky
     assert retried.status == "passed" and retried.flaky and retried.attempts == 2
-    assert "offline" in retried.extras["retried_after"]
+    assert "offline" in (retried.lab_run.retried_after or "")
     # The test delivered before the drop is not run again.
     assert [c for c in job.calls if c[0] == "dev1"] == [("dev1", "tiny[qnn]", 1), ("dev1", "tiny[cpu]", 1),
                                                         ("dev1", "tiny[cpu]", 2)]
@@ -231,7 +231,7 @@ def test_a_reused_out_folder_reports_only_this_nights_records(lab4, make_plan):
     second = run_night(plan, inv, root / "out", ShellJob(), transport_factory=faulty_factory(Switch()), say=lambda m: None)
     assert first.run_id != second.run_id
     assert len(read_records(root / "out" / "records.jsonl")) == 2 * len(second.records())
-    assert {r.extras["run_id"] for r in second.records()} == {second.run_id}
+    assert {r.run_id for r in second.records()} == {second.run_id}
     assert second.counts.passed == len(second.records()) == len(first.records())
     suites = ET.parse(root / "out" / "junit.xml").getroot()
     assert sum(int(s.get("tests")) for s in suites.iter("testsuite")) == len(second.records())
