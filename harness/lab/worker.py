@@ -88,6 +88,11 @@ class DeviceWorker:
         self.last_fault = ""
         self.dir = night.out_dir / "devices" / device.name
         self.finished = threading.Event()  # set when run() has returned (claim released)
+        # A stop's sweep of the run's device processes, done once: by the scheduler's killer
+        # at the stop or by this worker before it releases its claim, whichever comes first.
+        self._sweep_lock = threading.Lock()
+        self._swept = False
+        self._claimed = False  # the sweep kills every pid file's process on the device: only ours once claimed
 
     # ---- records -------------------------------------------------------------------------
     def write(self, rec: TestRecord, entry: PlanEntry | None, *, from_job: bool = True) -> None:
@@ -134,6 +139,8 @@ class DeviceWorker:
             try:
                 # The claim engine may resolve the address to connect to.
                 self.device = claim.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
+                with self._sweep_lock:
+                    self._claimed = True
             except DeviceBusy as exc:
                 if night.stop.is_set():
                     self.outcome.status, self.outcome.reason = NightOutcome.INTERRUPTED, str(exc)
@@ -159,7 +166,7 @@ class DeviceWorker:
             finally:
                 # Leftover device processes: ours to kill (a lost device is not reachable anyway).
                 if self.outcome.status is not NightOutcome.QUARANTINED and night.stop.is_set():
-                    self.kill_processes()
+                    self.sweep_after_stop()
                 self._close()
                 claim.release()
         except HostWriteError as exc:
@@ -312,25 +319,40 @@ class DeviceWorker:
             if time.monotonic() >= deadline or night.stop.wait(1.0):
                 return False, detail
 
-    def kill_processes(self) -> None:
+    def sweep_after_stop(self) -> None:
+        """After the stop: the run's device processes killed once. The scheduler's killer
+        (at the stop) and this worker (before it lets its claim go) both call it; the second
+        waits for the first and sweeps again only when that one failed. One sweep after the
+        stop is enough: no timed command starts once the stop is set, and one starting as it
+        was set is killed by its own watch (transport/stop.py) before the job returns. At a
+        1 000-device stop the second sweep was a third of the shell commands (docs/lab-scale.md)."""
+        with self._sweep_lock:
+            # A worker still waiting for its claim: the processes there are the holder's, not ours.
+            if self._claimed and not self._swept:
+                self._swept = self.kill_processes()
+
+    def kill_processes(self) -> bool:
         """Kill this run's device processes: the in-flight shell commands (their pid files in
         the transport's scratch folder). The run holds the device lock, so every such process
-        is ours."""
+        is ours. True when the sweep went through."""
         try:
             link = self.night.factory(self.device)
         except HarnessError:
-            return
+            return False
         try:
-            _kill_leftovers(link)
+            return _kill_leftovers(link)
         finally:
             _release(link)
 
 
-def _kill_leftovers(link: KillsProcesses) -> None:
+def _kill_leftovers(link: KillsProcesses) -> bool:
+    """True when the sweep went through."""
     try:
         link.kill_stray_processes()
+        return True
     except HarnessError as exc:
         log.warning("%s: could not kill device processes: %s", link.device.name, exc)
+        return False
 
 
 def _release(link: HeldLink) -> None:
