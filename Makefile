@@ -68,8 +68,9 @@ python-deps: $(PY)
 demo: install
 	$(PY) -m tools.demo
 
+# --durations: CI's log names the slowest tests, so a slower suite is seen where it got slower.
 test: install lint
-	$(PY) -m pytest tests -q -p no:cacheprovider
+	$(PY) -m pytest tests -q -p no:cacheprovider --durations=25
 
 # Every Python folder linted (ruff, imports sorted) and type-checked (mypy); the house's floors
 # (the import rules) are a test: tests/house/test_layers.py.
