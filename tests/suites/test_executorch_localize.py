@@ -83,7 +83,7 @@ def test_a_failed_cell_is_localized_on_the_emulator(tmp_path: Path, localize_deb
     assert ev.result.outcome is not Outcome.UNDECIDABLE and len(ev.result.ops) > 50, ev.result.reason
     judged = [o for o in ev.result.ops if o.judged]
     assert judged and min(o.sqnr_db for o in judged) < max(o.sqnr_db for o in judged)  # real, varied figures
-    if ev.result.first is not None:  # the healthy program's first departure (docs/localize.md#measured)
+    if ev.result.first is not None:  # the healthy program's first departure (docs/localize.md#calibration)
         assert rec.status == "failed" and ev.result.first.node in rec.message
     again = TestRecord.from_dict(json.loads(rec.to_json())).evidence.get(LocalizeEvidence)
     assert again == ev
