@@ -10,8 +10,8 @@ float model, the verdict the current lines give, and the healthy and fault bands
         [--json OUT.jsonl]
 
 The matrix (SHAPES): 2x64 and 4x128 for SM8650, 3x96 for SM8750, each healthy and with the fault
-at its first and last layer (4x128: the last only), 16a4w/16a8w/8a8w: 24 lowerings. Lowerings are kept in --work (default
-~/.cache/harness/et-reference-calibration), keyed by the exporter's content, and reused; each is
+at its last layer (3x96: its first too), 16a4w/16a8w/8a8w: 21 lowerings. Lowerings are kept in
+--work (default ~/.cache/harness/et-reference-calibration), keyed by the exporter's content, and reused; each is
 written to a temporary folder and renamed, one at a time. Needs the `qnn` extra. ~30 s a lowering
 and ~8 s a run on a 2-core host.
 """
@@ -54,7 +54,7 @@ class Shape:
 
 
 SHAPES = {"2x64": Shape(2, 64, 2, "SM8650", (1,)),
-          "4x128": Shape(4, 128, 4, "SM8650", (3,)),  # the last layer: the weakest fault (least left to amplify it)
+          "4x128": Shape(4, 128, 4, "SM8650", (3,)),  # the last layer: the weakest fault (3x96: 0.4x the first's KL)
           "3x96": Shape(3, 96, 2, "SM8750", (0, 2))}
 
 
