@@ -89,6 +89,7 @@ def test_the_stage_lays_the_debug_build_out_where_localize_finds_it_and_caches_i
     env = fake_env(tmp_path)
     stage, said = run_stage(plan, tmp_path, env=env)
     assert [r.ok for r in stage.results] == [True, True], [r.reason() for r in stage.results]
+    assert [r.job.debug for r in stage.results] == [False, True]
     program = tmp_path / "out" / "exports" / "tiny" / "SM8650" / "16a4w"
     assert (program / "model.pte").is_file() and not (program / "debug.pte").exists()
     found = debug_files_for(program)
@@ -128,7 +129,8 @@ def test_a_failed_debug_build_skips_only_its_formats_localization(tmp_path: Path
     result = run_night(_plan(tmp_path), inv, tmp_path / "night", _cells, lock_dir=tmp_path / "locks",
                        say=lambda _m: None)
     by = {r.name: r for r in result.records()}
-    assert by["test_export[sm8650-16a4w-debug]"].status == "failed"
+    failed = by["test_export[sm8650-16a4w-debug]"]
+    assert failed.status == "failed" and failed.message.startswith("SM8650 16a4w debug build: "), failed.message
     assert by["test_quant_format_runs[16a4w]"].status == "passed"
     loc = by["test_localize[16a4w]"]
     assert loc.status == "skipped" and loc.message.startswith("export failed: test_export[sm8650-16a4w-debug] "), \
