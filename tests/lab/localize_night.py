@@ -4,9 +4,10 @@ examples/et_qnn/lower_decoder.py's SwiGLU decoder exported by a plan's stage for
 healthy and with the seed's fault at layers no other test plants (tests plant layer 1: the plan door
 shows layer 2 of a 3-layer decoder, pytest's door layer 0 of a 2-layer one), each with its debug build.
 
-Both tests write the same plan (absolute exporter paths, so the same cache keys) and run its export
-stage with the session's HARNESS_CACHE_DIR (tests/conftest.py): the six lowerings are built once per
-session, whichever test comes first, and the other gets them from the export cache."""
+Each test writes its own plan (`night_plan`: the plan door's two models, localized; `door_plan`:
+pytest's model, `debug: true`), absolute exporter paths, so the keys are the same wherever the plan
+sits, and runs its export stage with the session's HARNESS_CACHE_DIR (tests/conftest.py): six
+lowerings a session, each built once; a test run again in the session gets them from the cache."""
 
 from __future__ import annotations
 
@@ -54,17 +55,10 @@ def _build(model: str, layers: int, fault: int | None, **more: Any) -> dict[str,
             "qnn_host": True, "timeout_s": 1800, **more}
 
 
-def write_night(folder: Path) -> tuple[Path, Path]:
-    """The plan and its inventory (one emulated SM8650). The night localizes the two 3-layer
-    decoders (`localize: true` asks the stage for their debug builds); the 2-layer one is only
-    exported, its debug build asked by `debug: true`, for pytest's door."""
+def _write(folder: Path, builds: list[dict[str, Any]], suite: dict[str, Any]) -> tuple[Path, Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    plan = {"name": "localize-night", "devices": [DEVICE],
-            "exports": {"parallel": 2, "builds": [_build(HEALTHY, 3, None), _build(FAULT_PLAN, 3, PLAN_FAULT_LAYER),
-                                                  _build(FAULT_DOOR, 2, DOOR_FAULT_LAYER, debug=True)]},
-            "suites": [{"name": "executorch_qnn", "models": [HEALTHY, FAULT_PLAN], "checks": ["localize"],
-                        "localize": True, "timeout_s": 1800}],
-            "locks": {"wait_s": 60}}
+    plan = {"name": "localize-night", "devices": [DEVICE], "exports": {"parallel": 2, "builds": builds},
+            "suites": [{"name": "executorch_qnn", "timeout_s": 1800, **suite}], "locks": {"wait_s": 60}}
     (folder / "nightly.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     devices = {"devices": [{"name": DEVICE, "transport": "local", "soc": "SM8650", "htp": "emulator",
                             "work_dir": str(folder / "device")}]}
@@ -72,12 +66,24 @@ def write_night(folder: Path) -> tuple[Path, Path]:
     return folder / "nightly.yaml", folder / "devices.yaml"
 
 
+def night_plan(folder: Path) -> tuple[Path, Path]:
+    """The plan door's plan and its inventory (one emulated SM8650): the two 3-layer decoders,
+    localized (`localize: true` asks the stage for their debug builds), the localize check only."""
+    return _write(folder, [_build(HEALTHY, 3, None), _build(FAULT_PLAN, 3, PLAN_FAULT_LAYER)],
+                  {"models": [HEALTHY, FAULT_PLAN], "checks": ["localize"], "localize": True})
+
+
+def door_plan(folder: Path) -> tuple[Path, Path]:
+    """pytest's door's plan: the 2-layer decoder, its debug build asked by `debug: true`."""
+    return _write(folder, [_build(FAULT_DOOR, 2, DOOR_FAULT_LAYER, debug=True)], {"models": [FAULT_DOOR]})
+
+
 def export_only(folder: Path) -> tuple[Any, Path]:
-    """The plan's export stage alone (as `harness export` runs it): the stage and the inventory."""
+    """pytest's door's plan's export stage alone (as `harness export` runs it): the stage and the inventory."""
     from harness.lab.exports import run_export_stage
     from harness.lab.plan import load_plan
 
-    plan_path, devices = write_night(folder)
+    plan_path, devices = door_plan(folder)
     plan = load_plan(plan_path)
     assert plan.exports is not None
     stage = run_export_stage(plan.exports, [], folder / "out", stop=threading.Event(), say=lambda _m: None,

@@ -12,14 +12,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from localize_night import FAULT_PLAN, FORMAT, HEALTHY, PLAN_FAULT_LAYER, need_host_qnn, planted, write_night
+from localize_night import FAULT_PLAN, FORMAT, HEALTHY, PLAN_FAULT_LAYER, need_host_qnn, night_plan, planted
 
 from harness.evidence import LocalizeEvidence, Outcome
 from harness.inventory import load_inventory
 from harness.lab import ExitCode, for_night, plan_job, run_night
 from harness.lab.plan import load_plan
 
-# Up to six real lowerings (~25-30 s each idle, minutes on a loaded host) and two debug runs.
+# Four real lowerings (~25-30 s each idle, minutes on a loaded host) and two debug runs.
 pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.timeout(3600)]
 
 
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.timeout(3600)]
 def night(tmp_path_factory: pytest.TempPathFactory):
     need_host_qnn()
     work = tmp_path_factory.mktemp("localize-night")
-    plan_path, devices = write_night(work)
+    plan_path, devices = night_plan(work)
     result = run_night(load_plan(plan_path), load_inventory(devices), work / "out", plan_job,
                        lock_dir=work / "locks", say=lambda _m: None)
     return result, work
@@ -77,12 +77,12 @@ def test_the_next_nights_stage_serves_the_debug_builds_from_the_cache(night) -> 
     from harness.lab.exports import run_export_stage
 
     _, work = night
-    plan = load_plan(write_night(work / "again")[0])
+    plan = load_plan(night_plan(work / "again")[0])
     assert plan.exports is not None
     stage = run_export_stage(plan.exports, [], work / "again" / "out", stop=threading.Event(), say=lambda _m: None,
                              run_id="again")
-    assert [r.cache.value for r in stage.results] == ["hit"] * 6, [(r.job.id, r.cache.value) for r in stage.results]
-    assert sum(r.job.debug for r in stage.results) == 3
+    assert [r.cache.value for r in stage.results] == ["hit"] * 4, [(r.job.id, r.cache.value) for r in stage.results]
+    assert sum(r.job.debug for r in stage.results) == 2
 
 
 def _junit_properties(junit: Path, model: str) -> dict[str, str]:
