@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 
 from harness.errors import HarnessError
-from harness.evidence import Provenance
+from harness.evidence import Provenance, Timing
 from harness.inventory import DeviceSpec, Inventory, load_inventory
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair, PairError
@@ -257,7 +257,7 @@ def device_record(request: pytest.FixtureRequest, record_writer: RecordWriter | 
     rec = TestRecord(name=request.node.nodeid, suite=request.node.module.__name__, device=device.name,
                      soc_model=device.soc_model, htp_arch=device.htp_arch)
     if device.emulated:
-        rec.extras["timing"] = device.timing  # its times are the emulator's, not device speed
+        rec.put(Timing(device.timing))  # its times are the emulator's, not device speed
     rec.put(Provenance(device.tier))  # the tier it ran on; a check that read more (QAIRT, sha256) replaces it
     yield rec
     report = request.node.stash.get(REPORT, None)

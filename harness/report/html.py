@@ -31,7 +31,7 @@ from harness.hostfiles import write_atomic
 from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report.departs import where_it_departs
 from harness.report.history import History, Regression
-from harness.report.junit import xml_safe
+from harness.report.junit import timing_label, xml_safe
 from harness.report.plots import plot_trends
 from harness.report.qnn_profile import qnn_profiles
 from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_of
@@ -120,7 +120,7 @@ def _cell(recs: list[TestRecord]) -> Cell:
         cell = Cell("skip", "SKIPPED")
     speeds = []
     # emulator timings are not device speed: said beside every figure
-    emulated = " (emulator)" if any(r.extras.get("timing") == "emulator" for r in recs) else ""
+    emulated = " (emulator)" if any(timing_label(r) for r in recs) else ""
     for attr, name in (("decode_tps", "decode"), ("prefill_tps", "prefill")):
         tps = _median(getattr(r, attr) for r in recs if getattr(r, attr) is not None)
         if tps is not None:

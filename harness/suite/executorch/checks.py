@@ -16,6 +16,7 @@ import numpy as np
 
 from harness.checks import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
 from harness.errors import excerpt
+from harness.evidence import Timing
 from harness.hostfiles import child_pythonpath
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass, Status
@@ -82,7 +83,7 @@ class EtInput:
         return self.runner.runtime.qairt_build if "runner" in self.__dict__ else None
 
     def stamp(self, rec: TestRecord, art: EtArtifact | None = None) -> None:
-        rec.extras["timing"] = self.device.timing  # emulator times are not device speed
+        rec.put(Timing(self.device.timing))  # emulator times are not device speed
         if art is not None and art.pte is not None:
             rec.model = rec.model or art.pte.name
 
