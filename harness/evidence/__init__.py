@@ -14,7 +14,17 @@ from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdict
 from harness.evidence.float_reference import FloatReferenceAgreement, PromptAgreement
 from harness.evidence.lab_run import LabRun
 from harness.evidence.localize import Localization, LocalizeEvidence, OpGap, Outcome
-from harness.evidence.placement import NPU_BACKEND, MethodPlacement, Placement, PlacementEvidence, count_pairs
+from harness.evidence.placement import (
+    MNN_QNN_PLUGIN,
+    NPU_BACKEND,
+    NPU_DELEGATES,
+    MethodPlacement,
+    Placement,
+    PlacementEvidence,
+    count_pairs,
+    parse_expected_cpu_ops,
+    with_expected,
+)
 from harness.evidence.provenance import Provenance, Tier
 from harness.evidence.qnn_profile import QnnOpCycles, QnnProfile
 from harness.evidence.quant_finding import QuantFinding
@@ -30,6 +40,6 @@ KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES} | \
 
 __all__ = ["Clock", "EtdumpSummary", "Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES",
            "FloatReferenceAgreement", "JsonObject", "KINDS", "LabRun", "Localization", "LocalizeEvidence", "MethodPlacement",
-           "NPU_BACKEND", "OpGap", "Outcome", "Placement", "PlacementEvidence", "PromptAgreement", "Provenance",
-           "QnnOpCycles", "QnnProfile", "QuantFinding", "SPREAD", "Spread", "TeacherForced", "TextAgreement", "Timing",
-           "Tier", "count_pairs"]
+           "MNN_QNN_PLUGIN", "NPU_BACKEND", "NPU_DELEGATES", "OpGap", "Outcome", "Placement", "PlacementEvidence",
+           "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "SPREAD", "Spread", "TeacherForced",
+           "TextAgreement", "Timing", "Tier", "count_pairs", "parse_expected_cpu_ops", "with_expected"]

@@ -12,6 +12,7 @@ A record holds them in an `EvidenceSet` keyed by family; `extras` keeps only fre
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self, TypeVar
@@ -42,6 +43,18 @@ def json_object(raw: Any, what: str) -> JsonObject:
     if not isinstance(raw, dict):
         raise TypeError(f"{what} is not a JSON object")
     return raw
+
+
+def json_number(value: Any) -> float | None:
+    """A finite JSON number as a float; None for anything else (a bool, text, null, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def json_int(value: Any) -> int | None:
+    """A JSON integer; None for anything else (a bool, a float, text, null)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _spread_keys(kind: type[Evidence]) -> tuple[str, ...]:

@@ -7,12 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import JsonObject, json_object
-
-
-def _count(raw: JsonObject, key: str) -> int | None:
-    value = raw.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+from harness.evidence.base import JsonObject, json_int, json_object
 
 
 @dataclass(frozen=True)
@@ -40,5 +35,6 @@ class EtdumpSummary:
         backends, slow = raw.get("backends") or {}, raw.get("not_delegated") or []
         if not isinstance(backends, dict | list) or not isinstance(slow, list):
             raise ValueError("an ETDump summary's backends or not_delegated is malformed")
-        return cls(str(raw.get("unit") or ""), _count(raw, "calls"), _count(raw, "ops"), _count(raw, "delegated"),
+        return cls(str(raw.get("unit") or ""), json_int(raw.get("calls")), json_int(raw.get("ops")),
+                   json_int(raw.get("delegated")),
                    tuple(str(b) for b in backends), tuple(str(n) for n in slow), dict(raw))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import JsonObject, json_object
+from harness.evidence.base import JsonObject, json_number, json_object
 
 
 @dataclass(frozen=True)
@@ -16,10 +16,6 @@ class QnnOpCycles:
     node: str  # the graph node, else OpId_<id>
     op: str
     total: float
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -45,7 +41,7 @@ class QnnProfile:
         top = [json_object(e, "a QNN top op") for e in raw.get("top_ops") or []]
         cpu = [json_object(c, "a QNN CPU op") for c in raw.get("cpu_ops") or []]
         return cls(bool(raw.get("profiled")), int(raw.get("qnn_ops") or 0), str(raw.get("unit_label") or "cycles"),
-                   _number(raw.get("accelerator_cycles")), float(raw.get("op_cycles_total") or 0.0),
+                   json_number(raw.get("accelerator_cycles")), float(raw.get("op_cycles_total") or 0.0),
                    tuple(QnnOpCycles(str(e.get("node") or f"OpId_{e.get('op_id')}"), str(e.get("op") or ""),
                                      float(e.get("total", 0.0))) for e in top),
                    tuple(str(c.get("name")) for c in cpu), str(raw.get("note") or ""), dict(raw))

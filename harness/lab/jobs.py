@@ -184,7 +184,8 @@ def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check[Any]], model
                                           extra_env=env or None)}
         judged = {(j.pair, j.case.id): j for j in judge_matrix(runs, cases, system=model.system_prompt)
                   if j.pair == pair}
-        inp = MatrixInput(model, runs, judged, lambda p: None)
+        inp = MatrixInput(model, runs, judged, lambda p: None, ctx.entry.model.path, ctx.entry.suite.expected_cpu_ops,
+                          runner.runtime.qairt_build)
         yield from _matrix_records(ctx, suite, checks, inp, [pair], case_ids, label)
         if is_reference:
             reference = {pair: runs[pair]}

@@ -105,6 +105,8 @@ def placement_properties(rec: TestRecord) -> dict[str, str | None]:
         props["placement_unexpected_cpu_ops"] = ", ".join(f"{op} x{n}" for op, n in sorted(placed.unexpected.items()))
         if placed.time_share:
             props["placement_time_share"] = ", ".join(f"{k} {v:.3f}" for k, v in sorted(placed.time_share.items()))
+        if placed.runtime_qnn_inits is not None:  # llm_demo's own word on its QNN plugin kernels
+            props["placement_runtime_qnn_inits"] = str(placed.runtime_qnn_inits)
     return props
 
 
