@@ -70,6 +70,7 @@ def test_a_lone_program_says_how_to_rebuild_it(tmp_path: Path) -> None:
     assert rec.status == "skipped", rec.message
     assert "missing debug.pte, etrecord.bin, debug_inputs.npz, qnn_encodings.json" in rec.message
     assert "--debug-program" in rec.message and "keeps debug.etrecord: link it as etrecord.bin" in rec.message
+    assert "the build's `debug_args`" in rec.message  # a plan's way to ask the export stage for it
 
 
 @pytest.mark.real_qnn
