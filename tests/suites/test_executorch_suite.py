@@ -11,7 +11,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.ptekit import fake_program
+from virtual_lab.exports import make_executorch_export
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,11 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_executorch_suite_runs_each_exported_format(vlab, tmp_path: Path) -> None:
     exports = tmp_path / "exports"
     for quant in ("16a4w", "16a8w", "16a4w_block"):
-        d = exports / quant
-        d.mkdir(parents=True)
-        (d / "kv_llama_qnn.pte").write_bytes(fake_program(b"QnnBackend virtual program " + quant.encode()))
-        (d / "tokenizer.json").write_text("{}")
-        (d / "export_manifest.json").write_text(json.dumps({"model_type": "qwen3", "soc_id": 69, "dsp_arch": "v79"}))
+        make_executorch_export(exports / quant, soc_id=69)
     junit = tmp_path / "et.xml"
     res = subprocess.run(
         [sys.executable, "-m", "pytest", str(REPO / "suites" / "executorch_qnn"), "-q", "-p", "no:cacheprovider",

@@ -156,7 +156,9 @@ def stub_bytes(graph_json: str) -> bytes:
 
 def edit_stub(path: Path, edit: Callable[[dict], object]) -> None:
     """Dump an NPU stub to its JSON graph, let `edit` change it, and write it back in place
-    (tests make the faulty stubs upstream writes this way)."""
+    (tests make the faulty stubs upstream writes this way). Where the export's context binaries
+    are real, the binaries of the plugins the edit changed are rebuilt to match: one compile
+    writes both, so a real export's stub and binaries never disagree."""
     with tempfile.TemporaryDirectory(prefix="vlab-stub-") as tmp:
         out = Path(tmp) / "stub.json"
         subprocess.run([sys.executable, "-c", _convert_script(), "-f", "MNN", "--modelFile", str(path),
@@ -165,8 +167,41 @@ def edit_stub(path: Path, edit: Callable[[dict], object]) -> None:
             graph = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise ValueError(f"{path}: the mnn converter could not dump it ({exc})") from None
+    before = plugins_of(graph)
     edit(graph)
     Path(path).write_bytes(stub_bytes(json.dumps(graph, sort_keys=True)))
+    changed = [p for p in plugins_of(graph) if p not in before]
+    if changed:
+        from virtual_lab.exports.binaries import rebuild_binaries
+
+        rebuild_binaries(Path(path).parent.parent, changed)
+
+
+def plugins_of(graph: dict) -> list[PluginSpec]:
+    """The Plugin ops of a stub's JSON graph as PluginSpecs (the inverse of stub_graph)."""
+    names = graph["tensorName"]
+    out = []
+    for op in graph["oplists"]:
+        if op.get("type") != "Plugin":
+            continue
+        attrs = {a["key"]: a for a in op["main"]["attr"]}
+        graphs = tuple(attrs["allGraphName"]["list"]["s"])
+        flat = attrs["allInputShape"]["list"]["i"]
+        per = len(flat) // len(graphs)
+        ranks = _ranks_of(graph, op, per)
+        in_dims = []
+        for si in range(len(graphs)):
+            cur, pos, dims = flat[si * per:(si + 1) * per], 0, []
+            for r in ranks:
+                dims.append(tuple(cur[pos:pos + r]))
+                pos += r
+            in_dims.append(tuple(dims))
+        outs = op.get("outputIndexes", [])
+        out_dims = tuple(tuple(tuple(attrs[f"o_{si}_{k}"]["tensor"]["dims"]) for k in range(len(outs)))
+                         for si in range(len(graphs)))
+        out.append(PluginSpec(attrs["path"]["s"], graphs, tuple(names[i] for i in op["inputIndexes"]),
+                              tuple(names[i] for i in outs), tuple(in_dims), out_dims))
+    return out
 
 
 def set_compiled_dims(graph: dict, tensor: str, dims: Sequence[Sequence[int]]) -> int:
