@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared import SHARED
+
 REPO = Path(__file__).resolve().parent
-SHARED = REPO.parent / "shared"
 
 
 @pytest.fixture(scope="session")

@@ -31,8 +31,8 @@ from harness.inventory import parse_inventory  # noqa: E402
 from harness.provision import provision_emulator_runtime  # noqa: E402
 from harness.runners.executorch import ExecutorchRunner  # noqa: E402
 from harness.transport import LocalTransport  # noqa: E402
+from tests.shared import SHARED  # noqa: E402
 
-SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")
 DEFAULT_PTE = SHARED / "models" / "et-qnn-host" / "pte" / "qwen3-16a4w-sm8650.pte"
 
 # The bare runner: the pybindings and nothing of the harness.

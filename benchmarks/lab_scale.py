@@ -1,12 +1,15 @@
 """Does a lab's size stay bounded by the worker pool, not the device count? (issue 36, fault 12)
 
     python benchmarks/lab_scale.py [--devices 1000,10000] [--run-s 3] [--status-s 10] [--workers N]
+                                   [--stops 5]
 
 For each device count, a generated devices.yaml of local-transport devices (the host, one work
 folder each; a test is a real `sleep 0.2` on the "device"), and in a process of its own:
-- a night: runs `--run-s` seconds, then gets SIGINT (Ctrl-C); printed: the stop's latency (signal
-  to the process's exit, claims released and JUnit/HTML/night.json written), the devices worked
-  before it, peak threads and peak RSS;
+- a night, `--stops` times: runs `--run-s` seconds, then gets SIGINT (Ctrl-C); printed: the
+  stop's latency (signal to the process's exit, claims released and JUnit/HTML/night.json
+  written) as min/median/max, split into the night's own part (signal until `run_night`
+  returned) and the interpreter's exit after it; reading devices.yaml; the devices worked
+  before the stop, peak threads and peak RSS (the largest over the runs);
 - `harness lab status`: the health probes of every device within one `--status-s` deadline;
   printed: its wall time, devices probed, peak threads and peak RSS; then once more, stopped by
   SIGINT 1 s into its probes: how long it takes to end.
@@ -20,7 +23,9 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,7 +81,10 @@ class Peaks:
 
 def child_night(root: Path) -> int:
     peaks = Peaks()
-    inv, plan = load_inventory(root / "devices.yaml"), load_plan(root / "plan.yaml")
+    t0 = time.monotonic()
+    inv = load_inventory(root / "devices.yaml")
+    load_s = time.monotonic() - t0
+    plan = load_plan(root / "plan.yaml")
 
     def job(ctx: DeviceContext):
         res = ctx.transport.shell(["sleep", "0.2"], timeout=60)
@@ -86,10 +94,11 @@ def child_night(root: Path) -> int:
     say = (lambda m: print(f"{time.monotonic():.2f} {m}", file=sys.stderr, flush=True)) if os.environ.get(
         "LAB_SCALE_SAY") else (lambda m: None)
     night = run_night(plan, inv, root / "out", job, say=say, history_db=root / "history.sqlite")
+    returned_at = time.monotonic()  # CLOCK_MONOTONIC: the parent's clock too
     say("run_night returned")
     worked = sum(1 for o in night.devices.values() if o.records)
     peaks.report(devices=len(inv.devices), worked=worked, interrupted=night.interrupted,
-                 reports=sorted(night.reports))
+                 reports=sorted(night.reports), returned_at=returned_at, load_s=round(load_s, 2))
     return 2 if night.interrupted else 0
 
 
@@ -112,11 +121,13 @@ def child_status(root: Path, deadline_s: float, workers: int | None) -> int:
 
 
 def run_child(args: list[str], env: dict[str, str], signal_after: tuple[Path, float] | None) -> tuple[dict, float]:
-    """The child's JSON line and, with `signal_after`, the seconds from its SIGINT to its exit."""
+    """The child's JSON line and, with `signal_after`, the seconds from its SIGINT to its exit
+    (the JSON then also has `signal_to_return_s`: the part before `run_night` returned)."""
     child = subprocess.Popen([sys.executable, __file__, *args], env=env, stdout=subprocess.PIPE, text=True)
-    latency = 0.0
+    latency, sent = 0.0, 0.0
     if signal_after is not None:
         ready, wait_s = signal_after
+        ready.unlink(missing_ok=True)
         while not ready.exists() and child.poll() is None:
             time.sleep(0.05)
         time.sleep(wait_s)
@@ -129,7 +140,35 @@ def run_child(args: list[str], env: dict[str, str], signal_after: tuple[Path, fl
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     if not lines:
         raise SystemExit(f"benchmark child {args} printed no result (exit {child.returncode})")
-    return json.loads(lines[-1]), latency
+    result = json.loads(lines[-1])
+    if "returned_at" in result and sent:
+        result["signal_to_return_s"] = result["returned_at"] - sent
+    return result, latency
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.2f}/{statistics.median(values):.2f}/{max(values):.2f}"
+
+
+def bench_nights(root: Path, n: int, args: argparse.Namespace, env: dict[str, str]) -> None:
+    """`--stops` stopped nights on one lab: the stop's latency, its parts, threads and memory."""
+    stops, parts, loads, nights = [], [], [], []
+    for _ in range(args.stops):
+        shutil.rmtree(root / "out", ignore_errors=True)
+        night, stop_s = run_child(["--child", "night", "--root", str(root)], env, (root / "ready", args.run_s))
+        stops.append(stop_s)
+        parts.append(night["signal_to_return_s"])
+        loads.append(night["load_s"])
+        nights.append(night)
+    exits = [s - p for s, p in zip(stops, parts, strict=True)]
+    worst = max(nights, key=lambda x: x["peak_threads"])
+    print(f"{n:>8} {'night':<7} {worst['peak_threads']:>8} {max(x['peak_rss_mb'] for x in nights):>7}  "
+          f"stop {_spread(stops)} s (min/median/max of {len(stops)}) after SIGINT at {args.run_s:.0f} s: "
+          f"{_spread(parts)} until run_night returned, {_spread(exits)} the exit; "
+          f"devices.yaml read in {_spread(loads)} s; {min(x['worked'] for x in nights)}-"
+          f"{max(x['worked'] for x in nights)} devices worked; reports: "
+          f"{', '.join(r for r in nights[-1]['reports'] if ':' not in r) or 'none'}; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def main() -> int:
@@ -138,6 +177,7 @@ def main() -> int:
     ap.add_argument("--run-s", type=float, default=3.0, help="seconds a night runs before its Ctrl-C")
     ap.add_argument("--status-s", type=float, default=10.0, help="lab status's deadline")
     ap.add_argument("--workers", type=int, default=None, help="the plan's concurrency.workers (default: its default)")
+    ap.add_argument("--stops", type=int, default=5, help="stopped nights per device count (min/median/max)")
     ap.add_argument("--child", choices=["night", "status"], help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -151,17 +191,13 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="lab-scale-") as tmp:
             root = Path(tmp)
             write_lab(root, n, args.workers)
-            night, stop_s = run_child(["--child", "night", "--root", str(root)], env, (root / "ready", args.run_s))
-            print(f"{n:>8} {'night':<7} {night['peak_threads']:>8} {night['peak_rss_mb']:>7}  "
-                  f"stop {stop_s:.2f} s after SIGINT at {args.run_s:.0f} s, {night['worked']} devices worked, "
-                  f"reports: {', '.join(r for r in night['reports'] if ':' not in r) or 'none'}", flush=True)
+            bench_nights(root, n, args, env)
             extra = ["--workers", str(args.workers)] if args.workers else []
             status, _ = run_child(["--child", "status", "--root", str(root), "--status-s", str(args.status_s),
                                    *extra], env, None)
             print(f"{n:>8} {'status':<7} {status['peak_threads']:>8} {status['peak_rss_mb']:>7}  "
                   f"{status['status_wall_s']:.2f} s (deadline {args.status_s:.0f} s), "
                   f"{status['probed']} devices probed", flush=True)
-            (root / "status-ready").unlink()
             stopped, stop_s = run_child(["--child", "status", "--root", str(root), "--status-s", "600", *extra], env,
                                         (root / "status-ready", 1.0))
             print(f"{n:>8} {'status':<7} {stopped['peak_threads']:>8} {stopped['peak_rss_mb']:>7}  "

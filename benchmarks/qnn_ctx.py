@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 from harness.qnn import QnnSystemLib, context_binaries, read_context_binary  # noqa: E402
 from harness.qnn import host as qnn_host  # noqa: E402
 from harness.qnn.compiled_io import read_binaries_target  # noqa: E402
+from tests.shared import SHARED  # noqa: E402
 
-SHARED = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if p.is_dir()), ROOT.parent / "shared")
 MATERIAL = SHARED / "models" / "et-qnn-host"
 
 

@@ -27,7 +27,7 @@ from harness.checks import Agreement, ExportVerdict, compare, mrope, verdict_of_
 from harness.checks.coherence import CoherenceKind, judge
 from harness.checks.coherence import Verdict as TextVerdict
 from harness.checks.shapes import scan_log_for_shape_errors
-from harness.evidence import ExportVerdictEvidence
+from harness.evidence import ExportVerdictEvidence, TextAgreement
 from harness.findings import Finding, errors
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair, reference_of
@@ -333,8 +333,8 @@ def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool
         rec.verdict = j.verdict.verdict
     ag = j.agreement
     if ag is not None:
-        rec.extras["agreement"] = {"similarity": round(ag.similarity, 3), "level": ag.level,
-                                   "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}
+        rec.put(TextAgreement.of_json({"similarity": round(ag.similarity, 3), "level": ag.level,
+                                       "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}))
     if failed:
         rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
     if link_fault:  # the lab reconnects on a transport-error verdict (lab/worker.py): the fault itself

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 
 from harness.errors import HarnessError
-from harness.evidence import Provenance
+from harness.evidence import Provenance, Timing, parse_expected_cpu_ops
 from harness.inventory import DeviceSpec, Inventory, load_inventory
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair, PairError
@@ -44,6 +44,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--localize", action="store_true", default=False,
                     help="ExecuTorch suite: localize every format's program per op, not only a failed cell's "
                          "(needs the export's debug build: docs/localize.md)")
+    group.addoption("--expect-cpu-ops", action="store", default=None,
+                    help="ops a QNN cell may run on the CPU beyond the suite's own, as op=calls,op "
+                         "(e.g. dim_order_ops::_to_dim_order_copy=2 or Attention=30; docs/placement.md)")
     group.addoption("--harness-records", action="store", default=None,
                     help="append one JSON record per device test to this file")
     group.addoption("--lock-dir", action="store", default=None,
@@ -52,11 +55,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seconds to wait for a run holding --device before giving up (exit 1)")
 
 
+EXPECTED_CPU_OPS = pytest.StashKey[dict[str, int]]()  # --expect-cpu-ops, read in pytest_configure
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requires_arch(arch): needs an HTP arch at least this new, e.g. 'v73'")
     config.addinivalue_line("markers", "visual: needs a model with a visual encoder")
     config.addinivalue_line("markers", "qnn: runs on the QNN/HTP backend")
     config.addinivalue_line("markers", "suite_check(name): the suite check this test decides (harness/suite/)")
+    raw = _opt(config, "--expect-cpu-ops")
+    if raw is not None:  # read before any test: a typo is a usage error (exit 4), never a quiet default
+        try:
+            config.stash[EXPECTED_CPU_OPS] = parse_expected_cpu_ops(raw)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--expect-cpu-ops {raw!r} {exc}; write it as op=calls,op (an op alone: once)") \
+                from None
 
 
 @pytest.fixture(autouse=True)
@@ -143,6 +156,12 @@ def backends(pytestconfig: pytest.Config) -> list[BackendPair] | None:
         return [BackendPair.parse(b) for b in raw.split(",") if b.strip()] if raw else None
     except PairError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.fixture(scope="session")
+def expected_cpu_ops(pytestconfig: pytest.Config) -> dict[str, int] | None:
+    """--expect-cpu-ops: CPU ops a QNN cell may run beyond the suite's (None: the suite's alone)."""
+    return pytestconfig.stash.get(EXPECTED_CPU_OPS, None)
 
 
 @pytest.fixture(scope="session")
@@ -257,7 +276,7 @@ def device_record(request: pytest.FixtureRequest, record_writer: RecordWriter | 
     rec = TestRecord(name=request.node.nodeid, suite=request.node.module.__name__, device=device.name,
                      soc_model=device.soc_model, htp_arch=device.htp_arch)
     if device.emulated:
-        rec.extras["timing"] = device.timing  # its times are the emulator's, not device speed
+        rec.put(Timing(device.timing))  # its times are the emulator's, not device speed
     rec.put(Provenance(device.tier))  # the tier it ran on; a check that read more (QAIRT, sha256) replaces it
     yield rec
     report = request.node.stash.get(REPORT, None)

@@ -3,8 +3,11 @@ through the caller's `fail(key, problem, fix)`, so the message names the file (a
 
 from __future__ import annotations
 
+import gc
 import re
 import reprlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import yaml
@@ -56,15 +59,37 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return list(node.value) if isinstance(node, yaml.SequenceNode) else []
 
 
+@contextmanager
+def no_gc_pauses() -> Iterator[None]:
+    """The cyclic collector paused while a file's values are made: reading builds a tree of
+    new objects and frees them by their counts, yet each few hundred allocations set off a
+    collection walking every object of the process (numpy's, the suites' registries...): half
+    of a 10 000-device devices.yaml's reading (docs/lab-scale.md). Left off if a caller had it off."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def load_yaml(text: str) -> Any:
     """A YAML document, its aliases bounded before anything walks it (libyaml's safe loader
     where PyYAML has it). YamlBoundError for a bomb; yaml.YAMLError for bad syntax."""
+    with no_gc_pauses():
+        return _load_yaml(text)
+
+
+def _load_yaml(text: str) -> Any:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        written, expanded = _expanded_size(node)
+        # Without an anchor (`&`) there is no alias to expand: the walk below was 15% of
+        # reading a 10 000-device devices.yaml (docs/lab-scale.md).
+        written, expanded = _expanded_size(node) if "&" in text else (0, 0)
         if expanded - written > MAX_ALIAS_VALUES:
             raise YamlBoundError(f"its aliases expand to {expanded} values from {written} written (at most "
                                  f"{MAX_ALIAS_VALUES} more are read): an alias bomb? write the values out")

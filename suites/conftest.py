@@ -81,7 +81,8 @@ def matrix_input(suite: Suite, provisioned_model, request: pytest.FixtureRequest
     backends, device, runtime = get("backends"), get("device"), get("qnn_runtime")
     judged = {(j.pair, j.case.id): j for j in get("judged")}
     return MatrixInput(model, get("matrix"), judged,
-                       lambda p: pair_skip_reason(p, model, backends, device, runtime))
+                       lambda p: pair_skip_reason(p, model, backends, device, runtime),
+                       get("model_dir"), get("expected_cpu_ops"), runtime.qairt_build if runtime else None)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,8 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "export_verdict": ("ExportVerdict", "Instrument", "LineVerdict", "static_quant_line",
                        "teacher_forced_line", "text_coherence_line", "verdict_of_records"),
     "surprise": ("ReferenceUnavailable", "Scorer", "Surprise"),
-    "teacher_forced": ("DEFAULT_THRESHOLDS", "PromptFigures", "Thresholds", "judge_export"),
+    "teacher_forced": ("DEFAULT_THRESHOLDS", "PromptFigures", "PromptJudgement", "Thresholds", "judge_export",
+                       "judge_prompt"),
 })
 
 if TYPE_CHECKING:
@@ -48,5 +49,7 @@ if TYPE_CHECKING:
     from harness.checks.surprise import Surprise as Surprise
     from harness.checks.teacher_forced import DEFAULT_THRESHOLDS as DEFAULT_THRESHOLDS
     from harness.checks.teacher_forced import PromptFigures as PromptFigures
+    from harness.checks.teacher_forced import PromptJudgement as PromptJudgement
     from harness.checks.teacher_forced import Thresholds as Thresholds
     from harness.checks.teacher_forced import judge_export as judge_export
+    from harness.checks.teacher_forced import judge_prompt as judge_prompt

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.checks.teacher_forced import ExportTeacherForced, PromptFigures, Thresholds, judge_export, prompt_verdict
+from harness.checks.teacher_forced import ExportTeacherForced, PromptFigures, Thresholds, judge_export, judge_prompt
 from harness.errors import ArtifactError
 from harness.evidence import FloatReferenceAgreement, PromptAgreement
 
@@ -125,7 +125,8 @@ def compare_prompt(ref: np.ndarray, prog: np.ndarray, tokens: Sequence[int], *, 
     nxt = np.asarray(tokens[1:], dtype=np.int64)[:, None]
     gap = float(np.mean(-np.take_along_axis(lp, nxt, -1)) - np.mean(-np.take_along_axis(lr, nxt, -1)))
     flips = int(np.sum(ref.argmax(-1) != prog.argmax(-1)))
-    return PromptFigures(prompt, prompt_verdict(kl, gap, flips / steps, thresholds), kl, gap, flips, steps)
+    verdict = judge_prompt(kl, gap, flips, steps, thresholds=thresholds).verdict
+    return PromptFigures(prompt, verdict, kl, gap, flips, steps)
 
 
 def judge_float_reference(reference: FloatReference, program: np.ndarray, *, label: str,

@@ -1,8 +1,9 @@
 """The teacher-forced lines, per prompt and per export, and an export's teacher-forced verdict
 over all its prompts (docs/logits-diff.md#where-the-thresholds-come-from).
 
-Per prompt, `harness.runners.logits_diff.judge` reads `Thresholds` to call one comparison agree,
-drift or disagree. An export's verdict for one backend pair is read from the figures of all
+Per prompt, `judge_prompt` calls one comparison agree, drift or disagree on the `Thresholds`
+(for both lanes: MNN's llm_logits_diff through harness.runners.logits_diff, the ExecuTorch float
+reference through checks/float_reference.py). An export's verdict for one backend pair is read from the figures of all
 its prompts together: the median and worst mean KL, share of flipped steps and NLL gap. The
 median decides: one odd prompt (beyond a line while the median is not) is named, not failed;
 a consistent shift (the median beyond a line) is the export's verdict. Greedy runs of one
@@ -17,7 +18,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from harness.evidence import TeacherForced
 
@@ -173,18 +174,48 @@ def judge_export(prompts: Sequence[PromptFigures], *, pair: str = "",
     return ExportTeacherForced(verdict, fig, tuple(disagree + drift + notes), odd, pair)
 
 
-def prompt_verdict(mean_kl: float, nll_gap: float, flip_share: float,
-                   thresholds: Thresholds = DEFAULT_THRESHOLDS) -> str:
-    """One prompt's verdict on the per-prompt lines, from figures computed by the caller (the
-    ExecuTorch lane's float reference: checks/float_reference.py)."""
+@dataclass(frozen=True)
+class PromptJudgement:
+    """One prompt's verdict on the per-prompt lines, with the lines it crossed."""
+
+    verdict: Literal["agree", "drift", "disagree"]
+    disagree: tuple[str, ...] = ()
+    drift: tuple[str, ...] = ()
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return (*self.disagree, *self.drift)
+
+
+def judge_prompt(mean_kl: float | None, nll_gap: float | None, flips: int, counted: int, *,
+                 first_flip: int | None = None, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> PromptJudgement:
+    """One prompt's verdict from its figures: the share of `counted` steps whose argmax flips,
+    the mean KL(A||B) and the NLL gap B - A (None: not usable, not judged on; not finite:
+    disagree). Both lanes judge a prompt here: MNN's llm_logits_diff (runners/logits_diff/judge.py)
+    and the ExecuTorch float reference (checks/float_reference.py)."""
+    if counted <= 0:
+        raise ValueError("a prompt's verdict needs at least one counted step")
     t = thresholds
-    if not all(math.isfinite(x) for x in (mean_kl, nll_gap, flip_share)):
-        return "disagree"
-    if mean_kl >= t.disagree_kl or nll_gap >= t.disagree_nll_gap or flip_share >= t.disagree_rate:
-        return "disagree"
-    if mean_kl >= t.drift_kl or nll_gap >= t.drift_nll_gap or flip_share >= t.drift_rate:
-        return "drift"
-    return "agree"
+    disagree: list[str] = []
+    drift: list[str] = []
+    rate = flips / counted
+    if rate >= t.disagree_rate:
+        disagree.append(f"argmax differs at {flips} of {counted} steps ({rate:.0%} >= {t.disagree_rate:.0%})")
+    elif rate >= t.drift_rate:  # a few flips are 16-bit noise at near ties (docs/logits-diff.md)
+        first = "" if first_flip is None else f", first at step {first_flip}"
+        drift.append(f"argmax differs at {flips} of {counted} steps ({rate:.0%} >= {t.drift_rate:.0%}{first})")
+    for value, name, lo, hi in ((mean_kl, "mean KL(A||B)", t.drift_kl, t.disagree_kl),
+                                (nll_gap, "NLL gap B-A", t.drift_nll_gap, t.disagree_nll_gap)):
+        if value is None:
+            continue
+        if not math.isfinite(value):
+            disagree.append(f"{name} is {value}")
+        elif value >= hi:
+            disagree.append(f"{name} {value:.4f} >= {hi}")
+        elif value >= lo:
+            drift.append(f"{name} {value:.4f} >= {lo}")
+    verdict: Literal["agree", "drift", "disagree"] = "disagree" if disagree else "drift" if drift else "agree"
+    return PromptJudgement(verdict, tuple(disagree), tuple(drift))
 
 
 def _rank(verdict: str) -> int:

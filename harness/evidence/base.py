@@ -3,11 +3,16 @@ family, turned into JSON only where the record leaves as bytes (its JSON line, J
 
 A family is a frozen dataclass with a class-level `KEY` (the name its JSON has always had in the
 record's `extras`, so a record's JSON line reads back byte-equal), `to_json()` and `of_json()`.
+Its JSON is an object, or the one value the key always held (`timing`: a word). A family that
+was always written as several top-level keys of `extras` (the lab's bookkeeping: `run_id`,
+`plan_entry`, ...) names them in `KEYS` (a `Spread` family): its JSON object's items sit there,
+side by side, and its `KEY` only names it in memory.
 A record holds them in an `EvidenceSet` keyed by family; `extras` keeps only free-form detail.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self, TypeVar
@@ -21,10 +26,40 @@ class Evidence(Protocol):
 
     KEY: ClassVar[str]
 
-    def to_json(self) -> JsonObject: ...
+    def to_json(self) -> Any: ...
 
     @classmethod
-    def of_json(cls, raw: JsonObject) -> Self: ...
+    def of_json(cls, raw: Any) -> Self: ...
+
+
+class Spread(Evidence, Protocol):
+    """A family written as several top-level keys of `extras` (KEYS), not one."""
+
+    KEYS: ClassVar[tuple[str, ...]]
+
+
+def json_object(raw: Any, what: str) -> JsonObject:
+    """`raw` as a JSON object, or TypeError naming what it should have been."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"{what} is not a JSON object")
+    return raw
+
+
+def json_number(value: Any) -> float | None:
+    """A finite JSON number as a float; None for anything else (a bool, text, null, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def json_int(value: Any) -> int | None:
+    """A JSON integer; None for anything else (a bool, a float, text, null)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _spread_keys(kind: type[Evidence]) -> tuple[str, ...]:
+    keys = getattr(kind, "KEYS", ())
+    return keys if isinstance(keys, tuple) else ()
 
 
 E = TypeVar("E", bound=Evidence)
@@ -53,21 +88,37 @@ class EvidenceSet:
         return len(self._items)
 
     def to_json(self) -> JsonObject:
-        """Each family's JSON under its key (merged into the record's extras by the record)."""
-        return {key: ev.to_json() for key, ev in sorted(self._items.items())}
+        """Each family's JSON under its key, a spread family's keys side by side (merged into the
+        record's extras by the record)."""
+        out: JsonObject = {}
+        for key, ev in sorted(self._items.items()):
+            if _spread_keys(type(ev)):
+                out.update(ev.to_json())
+            else:
+                out[key] = ev.to_json()
+        return out
 
     @classmethod
     def split(cls, extras: Mapping[str, Any], kinds: Mapping[str, type[Evidence]]) -> tuple[EvidenceSet, dict[str, Any]]:
-        """A record's extras read back: the families it knows, typed, and the free-form rest."""
+        """A record's extras read back: the families it knows, typed, and the free-form rest.
+        `kinds` maps each key a family is written under (all of a spread family's KEYS) to it."""
         found = cls()
         rest: dict[str, Any] = {}
+        spread: dict[type[Evidence], dict[str, Any]] = {}
         for key, value in extras.items():
             kind = kinds.get(key)
-            if kind is None or not isinstance(value, dict):
+            if kind is not None and _spread_keys(kind):
+                spread.setdefault(kind, {})[key] = value
+            elif kind is not None:
+                found._read(kind, value, {key: value}, rest)
+            else:
                 rest[key] = value
-                continue
-            try:
-                found.put(kind.of_json(value))
-            except (KeyError, TypeError, ValueError):
-                rest[key] = value  # an older or damaged line still reads: its detail stays free-form
+        for kind, values in spread.items():
+            found._read(kind, values, values, rest)
         return found, rest
+
+    def _read(self, kind: type[Evidence], raw: Any, written: Mapping[str, Any], rest: dict[str, Any]) -> None:
+        try:
+            self.put(kind.of_json(raw))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            rest.update(written)  # an older or damaged line still reads: its detail stays free-form

@@ -6,18 +6,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
-from harness.evidence.base import JsonObject
+from harness.evidence.base import JsonObject, json_number
 
 FIGURES = ("median_kl", "worst_kl", "median_flip_share", "worst_flip_share", "median_nll_gap", "worst_nll_gap")
-
-
-def _num(raw: JsonObject, key: str) -> float | None:
-    value: Any = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -35,8 +28,8 @@ class PromptAgreement:
 
     @classmethod
     def of_json(cls, raw: JsonObject) -> Self:
-        return cls(str(raw.get("prompt", "")), str(raw.get("verdict", "")), _num(raw, "mean_kl"), _num(raw, "nll_gap"),
-                   int(raw.get("flips") or 0), int(raw.get("steps") or 0))
+        return cls(str(raw.get("prompt", "")), str(raw.get("verdict", "")), json_number(raw.get("mean_kl")),
+                   json_number(raw.get("nll_gap")), int(raw.get("flips") or 0), int(raw.get("steps") or 0))
 
 
 def _round(x: float | None) -> float | None:
@@ -80,7 +73,7 @@ class FloatReferenceAgreement:
         verdict, reference = raw.get("verdict"), raw.get("reference")
         if not isinstance(verdict, str) or not verdict or not isinstance(reference, str):
             raise ValueError("a float-reference agreement without its verdict or reference")
-        n = {k: _num(raw, k) for k in FIGURES}
+        n = {k: json_number(raw.get(k)) for k in FIGURES}
         return cls(reference, verdict, n["median_kl"], n["worst_kl"], n["median_flip_share"], n["worst_flip_share"],
                    n["median_nll_gap"], n["worst_nll_gap"], tuple(str(r) for r in raw.get("reasons") or []),
                    tuple(PromptAgreement.of_json(p) for p in raw.get("prompts") or [] if isinstance(p, dict)))

@@ -12,6 +12,8 @@ from typing import ClassVar, Self
 from harness.evidence.base import JsonObject
 
 NPU_BACKEND = "QnnBackend"  # ExecuTorch's QNN delegate id
+MNN_QNN_PLUGIN = "QNN"  # the type of an MNN stub's Plugin op that runs a QNN context binary
+NPU_DELEGATES = frozenset({NPU_BACKEND, MNN_QNN_PLUGIN})
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Placement:
 
     @property
     def on_npu(self) -> bool:
-        return NPU_BACKEND in self.delegate_calls()
+        return bool(NPU_DELEGATES & set(self.delegate_calls()))
 
     def unexpected(self, expected: Mapping[str, int]) -> dict[str, int]:
         """CPU op calls beyond `expected` (an op's full name, or its name without the overload, to
@@ -79,9 +81,40 @@ def _total(groups: Iterable[tuple[tuple[str, int], ...]]) -> Counter[str]:
     return out
 
 
+def parse_expected_cpu_ops(raw: object) -> dict[str, int]:
+    """A user's CPU ops expected outside the delegate: a mapping {op: calls allowed} (a plan's
+    `expected_cpu_ops`), or `op=N,op` text (pytest's `--expect-cpu-ops`; an op alone: once).
+    An op is `namespace::name[.overload]` (ExecuTorch) or an MNN op type (`Attention`).
+    ValueError says what is wrong (the caller names the key or option)."""
+    if isinstance(raw, str):
+        pairs: list[tuple[object, object]] = []
+        for item in (p.strip() for p in raw.split(",")):
+            if not item:
+                continue
+            name, eq, count = item.partition("=")
+            pairs.append((name.strip(), (int(count) if count.strip().isdigit() else count.strip()) if eq else 1))
+    elif isinstance(raw, dict):
+        pairs = list(raw.items())
+    else:
+        raise ValueError(f"is a {type(raw).__name__}, not a mapping of op to calls allowed")
+    out: dict[str, int] = {}
+    for op, n in pairs:
+        if not isinstance(op, str) or not op or any(c.isspace() for c in op):
+            raise ValueError(f"names the op {op!r}: write an op as `ns::name.overload` or an MNN op type")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"allows {op} {n!r} calls: give a whole number, 0 or more")
+        out[op] = n
+    return out
+
+
+def with_expected(base: Mapping[str, int], extra: Mapping[str, int] | None) -> dict[str, int]:
+    """A suite's allowance of CPU ops with a user's (a plan's `expected_cpu_ops`, pytest's
+    `--expect-cpu-ops`) on top: the user's count wins for an op both name."""
+    return {**base, **(extra or {})}
+
+
 def count_pairs(counts: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((str(k), int(v)) for k, v in counts.items()))
-
 
 
 
@@ -95,11 +128,12 @@ def _counts(raw: object) -> dict[str, int]:
 class PlacementEvidence:
     KEY: ClassVar[str] = "placement"
 
-    program: str  # the .pte's file name
+    program: str  # the .pte's file name, or the MNN config's graphs ("qnn/llm.mnn")
     placement: Placement
     expected: dict[str, int] = field(default_factory=dict)  # CPU ops allowed (op -> calls)
     unexpected: dict[str, int] = field(default_factory=dict)  # CPU op calls beyond the allowance
     time_share: dict[str, float] | None = None  # ETDump: {"delegated": s, "cpu": s}, shares of op time
+    runtime_qnn_inits: int | None = None  # llm_demo: QNN Plugin kernels its output says it created
 
     @property
     def summary(self) -> str:
@@ -110,6 +144,8 @@ class PlacementEvidence:
                            "expected": dict(self.expected), "unexpected": dict(self.unexpected)}
         if self.time_share is not None:
             out["time_share"] = dict(self.time_share)
+        if self.runtime_qnn_inits is not None:
+            out["runtime_qnn_inits"] = self.runtime_qnn_inits
         return out
 
     @classmethod
@@ -117,7 +153,8 @@ class PlacementEvidence:
         methods = raw.get("methods")
         if not isinstance(methods, dict):
             raise ValueError("a placement without its methods")
-        share = raw.get("time_share")
+        share, inits = raw.get("time_share"), raw.get("runtime_qnn_inits")
         return cls(str(raw.get("program", "")), Placement.of_json(methods), _counts(raw.get("expected")),
                    _counts(raw.get("unexpected")),
-                   {str(k): float(v) for k, v in share.items()} if isinstance(share, dict) else None)
+                   {str(k): float(v) for k, v in share.items()} if isinstance(share, dict) else None,
+                   inits if isinstance(inits, int) and not isinstance(inits, bool) else None)

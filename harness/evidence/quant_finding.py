@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
-from harness.evidence.base import JsonObject
+from harness.evidence.base import JsonObject, json_int
 
 
 @dataclass(frozen=True)
@@ -29,5 +29,4 @@ class QuantFinding:
         kind, layer = raw.get("kind"), raw.get("layer")
         if not isinstance(kind, str) or not kind:
             raise ValueError("a quant finding without its kind")
-        return cls(kind, str(raw.get("tensor") or ""), layer if isinstance(layer, int) and not isinstance(layer, bool)
-                   else None, str(raw.get("message") or ""), int(raw.get("errors") or 1))
+        return cls(kind, str(raw.get("tensor") or ""), json_int(layer), str(raw.get("message") or ""), int(raw.get("errors") or 1))

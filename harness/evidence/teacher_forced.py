@@ -4,18 +4,10 @@ whole judged form (rows near the first disagreement, labels, context) kept as it
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import JsonObject
-
-
-def _number(raw: JsonObject, key: str) -> float | None:
-    value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+from harness.evidence.base import JsonObject, json_int, json_number
 
 
 @dataclass(frozen=True)
@@ -40,6 +32,6 @@ class TeacherForced:
         if not isinstance(verdict, str) or not verdict:
             raise ValueError("a teacher-forced comparison without its verdict")
         first: Any = raw.get("first_disagreement")
-        return cls(verdict, _number(raw, "mean_kl"), _number(raw, "nll_gap"), int(raw.get("disagreements") or 0),
+        return cls(verdict, json_number(raw.get("mean_kl")), json_number(raw.get("nll_gap")), int(raw.get("disagreements") or 0),
                    int(raw.get("counted_steps") or 0), bool(raw.get("kl_used", True)),
-                   first if isinstance(first, int) and not isinstance(first, bool) else None, dict(raw))
+                   json_int(first), dict(raw))

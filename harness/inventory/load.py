@@ -31,7 +31,7 @@ from harness.inventory.model import (
 )
 from harness.inventory.soc import parse_htp, soc_facts
 from harness.kinds import TransportKind, by_kind
-from harness.validation import YamlBoundError, check_keys, load_yaml, type_name, typed_get
+from harness.validation import YamlBoundError, check_keys, load_yaml, no_gc_pauses, type_name, typed_get
 
 _DEVICE_KEYS = {
     "name", "transport", "serial", "adb_server", "ssh", "soc", "soc_id", "htp_arch",
@@ -179,5 +179,6 @@ def load_inventory(path: str | os.PathLike[str]) -> Inventory:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InventoryError(f"{p}: YAML syntax error{where}: {problem}; fix the YAML at that place") from None
-    return parse_inventory(data, p)
+    with no_gc_pauses():  # a DeviceSpec and its parts per device, as many objects as the file's (validation.py)
+        return parse_inventory(data, p)
 

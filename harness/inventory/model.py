@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import InventoryError
-from harness.evidence import Tier
+from harness.evidence import Clock, Tier
 from harness.inventory.labgrid import LabgridSpec
 from harness.kinds import TransportKind, by_kind
 
@@ -72,9 +72,9 @@ class DeviceSpec:
         return self.htp == HTP_EMULATOR
 
     @property
-    def timing(self) -> str:
-        """What a time measured on this device means: "emulator" or "device" (records, JUnit, report)."""
-        return "emulator" if self.emulated else "device"
+    def timing(self) -> Clock:
+        """What a time measured on this device means: on the emulator or the device (records, JUnit, report)."""
+        return Clock.EMULATOR if self.emulated else Clock.DEVICE
 
     @property
     def tier(self) -> Tier:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.inventory import DeviceSpec, Inventory
-from harness.lab.locks import DeviceBusy, DeviceLock, lock_state
+from harness.lab.locks import DeviceBusy, DeviceLock, lock_state, lock_states
 
 __all__ = ["DeviceBusy", "DeviceClaim", "FileClaim", "LOCK_DIR_ENV", "claim_dir", "claim_states", "open_claim",
            "unclaimed_address"]
@@ -116,7 +116,8 @@ def open_claim(device: DeviceSpec, *, lock_dir: Path, run_id: str, purpose: str)
 def claim_states(devices: Sequence[DeviceSpec], *, lock_dir: Path) -> dict[str, str]:
     """Who holds each device now, in words, for `harness lab status`: its labgrid place's
     holder (a person's `labgrid-client acquire` included) or the flock folder's."""
-    out = {d.name: lock_state(Path(lock_dir), d.name).describe() for d in devices if d.labgrid is None}
+    states = lock_states(Path(lock_dir), [d.name for d in devices if d.labgrid is None])
+    out = {name: state.describe() for name, state in states.items()}
     placed = [d for d in devices if d.labgrid is not None]
     if placed:
         from harness.lab.labgrid import labgrid_holders  # labgrid is an optional extra

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.evidence import Provenance
+from harness.evidence import Provenance, Timing
 from harness.lab.context import DeviceContext
 from harness.lab.export_checks import device_path
 from harness.provision import ProvisionedRuntime, provision_runtime
@@ -41,7 +41,7 @@ def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:
     inp = build_et_input(ctx.transport, ctx.entry.model.path, work=work, device_runtime=device_runtime,
                          qnn_sdk=sdk, timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)),
                          runtime_option=f"options.runtime_dir in {ctx.plan.path}", siblings=lambda: done,
-                         localize=ctx.entry.suite.localize)
+                         localize=ctx.entry.suite.localize, expected_cpu_ops=ctx.entry.suite.expected_cpu_ops)
     for check in suite.checks:
         if check.scope in (Scope.EXPORT, Scope.SUMMARY):
             continue  # the ExecuTorch suite has none; the night runs those elsewhere
@@ -51,7 +51,7 @@ def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:
             rec = TestRecord(name=check.testcase(inst), suite=ctx.entry.suite.name, device=ctx.device.name,
                              soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch)
             if ctx.device.emulated:
-                rec.extras["timing"] = ctx.device.timing
+                rec.put(Timing(ctx.device.timing))
             rec.put(Provenance(ctx.device.tier))  # the tier it ran on; a QNN cell's check adds QAIRT and sha256
             if ctx.already_done(rec.name):
                 continue

@@ -68,7 +68,7 @@ def export_check_records(plan: Plan, devices: Sequence[DeviceSpec], *, run_id: s
         rec.device, rec.soc_model, rec.htp_arch = device.name, device.soc_model, device.htp_arch
         if plan.repeats > 1:
             rec.name = f"{rec.name}#{entry.repeat}"
-            rec.extras["repeat"] = entry.repeat
-        rec.extras.update(plan_entry=entry.id, run_id=run_id, transport=device.transport)
+            rec.stamp(repeat=entry.repeat)
+        rec.stamp(plan_entry=entry.id, run_id=run_id, transport=device.transport)
         out.append(rec)
     return out

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.evidence import Provenance
+from harness.evidence import Provenance, Timing
 from harness.inventory import DeviceSpec
 from harness.lab.context import DeviceContext
 from harness.lab.et_job import executorch_job
@@ -47,7 +47,7 @@ def _record(ctx: DeviceContext, check: Check[Any], instance: Instance, label: st
     rec = TestRecord(name=check.testcase(instance), suite=ctx.entry.suite.name, device=ctx.device.name,
                      soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch, model=label)
     if ctx.device.emulated:
-        rec.extras["timing"] = ctx.device.timing  # its times are the emulator's, not device speed
+        rec.put(Timing(ctx.device.timing))  # its times are the emulator's, not device speed
     rec.put(Provenance(ctx.device.tier))  # the tier it ran on; a check that read more (QAIRT, sha256) replaces it
     return rec
 
@@ -184,7 +184,8 @@ def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check[Any]], model
                                           extra_env=env or None)}
         judged = {(j.pair, j.case.id): j for j in judge_matrix(runs, cases, system=model.system_prompt)
                   if j.pair == pair}
-        inp = MatrixInput(model, runs, judged, lambda p: None)
+        inp = MatrixInput(model, runs, judged, lambda p: None, ctx.entry.model.path, ctx.entry.suite.expected_cpu_ops,
+                          runner.runtime.qairt_build)
         yield from _matrix_records(ctx, suite, checks, inp, [pair], case_ids, label)
         if is_reference:
             reference = {pair: runs[pair]}

@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -123,8 +123,14 @@ class _Flock:
             os.close(fd)
 
 
+def _names(device: str) -> tuple[str, str]:
+    """A device's lock file and holder record, in the claim folder."""
+    return f"{device}.lock", f"{device}.holder.json"
+
+
 def _paths(lock_dir: Path, device: str) -> tuple[Path, Path]:
-    return lock_dir / f"{device}.lock", lock_dir / f"{device}.holder.json"
+    lock, holder = _names(device)
+    return lock_dir / lock, lock_dir / holder
 
 
 def read_holder(path: Path) -> LockHolder | None:
@@ -196,6 +202,25 @@ class DeviceLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def lock_states(lock_dir: Path, devices: Iterable[str]) -> dict[str, LockState]:
+    """`lock_state` of many devices. The folder is listed once: a device with neither a lock
+    file nor a holder record is free without a look at it (a 10 000-device `lab status` spent
+    0.6-1.1 s opening files that were not there, outside its deadline)."""
+    lock_dir = Path(lock_dir)
+    try:
+        present: set[str] | None = set(os.listdir(lock_dir))
+    except FileNotFoundError:
+        present = set()
+    except OSError:  # not listable (permissions): ask each device's files as lock_state does
+        present = None
+    out = {}
+    for device in devices:
+        lock, holder = _names(device)
+        out[device] = (LockState(device, held=False) if present is not None and lock not in present
+                       and holder not in present else lock_state(lock_dir, device))
+    return out
 
 
 def lock_state(lock_dir: Path, device: str) -> LockState:

@@ -49,6 +49,7 @@ from harness.lab.context import (  # noqa: F401
 from harness.lab.night_reports import NightCounts, NightResult, write_meta, write_night_reports  # noqa: F401
 from harness.lab.plan import Plan, PlanError
 from harness.lab.pool import Pool, pool_size
+from harness.lab.process_end import freeze_at_exit
 from harness.lab.stopsignals import stop_on_signals
 from harness.lab.worker import DeviceWorker, Night
 from harness.outcomes import NightOutcome
@@ -86,7 +87,7 @@ def _wait_for_workers(pool: Pool[DeviceWorker], stop: threading.Event, say: SayF
             # Only devices a worker took hold a claim and may run processes: at most the pool's size.
             for w in pool.taken():
                 if w.outcome.status is not NightOutcome.QUARANTINED and not w.finished.is_set():
-                    k = threading.Thread(target=w.kill_processes, daemon=True, name=f"kill-{w.device.name}")
+                    k = threading.Thread(target=w.sweep_after_stop, daemon=True, name=f"kill-{w.device.name}")
                     k.start()
                     killers.append(k)
         if deadline is not None and time.monotonic() > deadline:
@@ -167,6 +168,7 @@ def run_night(
         check_history(history_path, plan, history_db)
     stop = stop or threading.Event()
     say = say or _default_say
+    freeze_at_exit()  # the process's exit after a stop is part of the stop's 2 s (process_end.py)
     for warning in adb_server_warnings(devices, pool_size(plan.concurrency.workers, len(devices))):
         say(warning)  # a full adb server takes connections and never answers (docs/lab-scale.md)
     run_id = run_id or new_run_id()

@@ -22,7 +22,7 @@ from harness.lab.locks import DeviceBusy
 from harness.lab.plan import Plan, PlanEntry
 from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report import RecordWriter, TestRecord
-from harness.transport import Transport
+from harness.transport import HeldLink, KillsProcesses, Transport
 from harness.verdict import Verdict
 
 log = logging.getLogger("harness.lab")
@@ -69,7 +69,7 @@ class EntryRun:
             rec.attempts = max(rec.attempts, self.attempt)
             if self.interrupted_pending:
                 rec.flaky = rec.status is Status.PASSED
-                rec.extras["retried_after"] = self.worker.last_fault
+                rec.stamp(retried_after=self.worker.last_fault)
                 self.interrupted_pending = False
         if w.night.stop.is_set() and rec.is_bad:
             # A result cut short by our own stop is not the model's fault.
@@ -82,10 +82,17 @@ class DeviceWorker:
         self.night = night
         self.device = device
         self.outcome = DeviceOutcome(device.name)
+        # The whole link: the job gets it (DeviceContext); the worker itself only holds it
+        # (HeldLink), checks it (health: ReadsFacts) and kills through it (KillsProcesses).
         self.transport: Transport | None = None
         self.last_fault = ""
         self.dir = night.out_dir / "devices" / device.name
         self.finished = threading.Event()  # set when run() has returned (claim released)
+        # A stop's sweep of the run's device processes, done once: by the scheduler's killer
+        # at the stop or by this worker before it releases its claim, whichever comes first.
+        self._sweep_lock = threading.Lock()
+        self._swept = False
+        self._claimed = False  # the sweep kills every pid file's process on the device: only ours once claimed
 
     # ---- records -------------------------------------------------------------------------
     def write(self, rec: TestRecord, entry: PlanEntry | None, *, from_job: bool = True) -> None:
@@ -98,19 +105,19 @@ class DeviceWorker:
             rec.model = rec.model or entry.model.name
             if from_job and self.night.plan.repeats > 1:
                 rec.name = f"{rec.name}#{entry.repeat}"  # repeats stay distinct test cases
-                rec.extras.setdefault("repeat", entry.repeat)
-            rec.extras.setdefault("plan_entry", entry.id)
-        rec.extras.setdefault("run_id", self.night.run_id)
-        rec.extras.setdefault("transport", d.transport)
+                rec.stamp(repeat=entry.repeat)
+            rec.stamp(plan_entry=entry.id)
+        rec.stamp(run_id=self.night.run_id, transport=d.transport)
         self.night.writer.write(rec)
         self.outcome.records += 1
 
     def _lab_record(self, name: str, verdict: Verdict, entry: PlanEntry | None, signature: str = "",
-                    log_excerpt: str = "", extras: dict[str, object] | None = None) -> None:
+                    log_excerpt: str = "", extras: dict[str, object] | None = None, attempt: int | None = None) -> None:
         rec = TestRecord(name=name, suite=entry.suite.name if entry else "lab", device=self.device.name,
                          signature=signature, log_excerpt=log_excerpt, model=entry.model.name if entry else "",
                          extras=dict(extras or {}))
         rec.put(Provenance(self.device.tier))
+        rec.stamp(attempt=attempt)
         rec.set_verdict(verdict)
         self.write(rec, entry, from_job=False)  # lab record names already carry the entry id
 
@@ -132,6 +139,8 @@ class DeviceWorker:
             try:
                 # The claim engine may resolve the address to connect to.
                 self.device = claim.acquire(night.plan.locks.wait_s, say=night.say, cancel=night.stop)
+                with self._sweep_lock:
+                    self._claimed = True
             except DeviceBusy as exc:
                 if night.stop.is_set():
                     self.outcome.status, self.outcome.reason = NightOutcome.INTERRUPTED, str(exc)
@@ -157,7 +166,7 @@ class DeviceWorker:
             finally:
                 # Leftover device processes: ours to kill (a lost device is not reachable anyway).
                 if self.outcome.status is not NightOutcome.QUARANTINED and night.stop.is_set():
-                    self.kill_processes()
+                    self.sweep_after_stop()
                 self._close()
                 claim.release()
         except HostWriteError as exc:
@@ -177,10 +186,7 @@ class DeviceWorker:
 
     def _close(self) -> None:
         if self.transport is not None:
-            try:
-                self.transport.close()
-            except Exception:  # closing a dead link must not mask the night's result
-                log.debug("close failed for %s", self.device.name, exc_info=True)
+            _release(self.transport)
             self.transport = None
 
     def _open(self) -> Transport:
@@ -273,7 +279,7 @@ class DeviceWorker:
                     self._lab_record(f"{entry.id}::interrupted",
                                      Verdict.error(FailureClass.QUARANTINED, f"device lost: {why}"), entry,
                                      signature="lab:device-lost",
-                                     log_excerpt=self.last_fault, extras={"attempt": run.attempt})
+                                     log_excerpt=self.last_fault, attempt=run.attempt)
                     self.outcome.status, self.outcome.reason = NightOutcome.QUARANTINED, why
                     night.say(f"{self.device.name}: quarantined for the night: {why}")
                     return False
@@ -313,20 +319,44 @@ class DeviceWorker:
             if time.monotonic() >= deadline or night.stop.wait(1.0):
                 return False, detail
 
-    def kill_processes(self) -> None:
+    def sweep_after_stop(self) -> None:
+        """After the stop: the run's device processes killed once. The scheduler's killer
+        (at the stop) and this worker (before it lets its claim go) both call it; the second
+        waits for the first and sweeps again only when that one failed. One sweep after the
+        stop is enough: no timed command starts once the stop is set, and one starting as it
+        was set is killed by its own watch (transport/stop.py) before the job returns. At a
+        1 000-device stop the second sweep was a third of the shell commands (docs/lab-scale.md)."""
+        with self._sweep_lock:
+            # A worker still waiting for its claim: the processes there are the holder's, not ours.
+            if self._claimed and not self._swept:
+                self._swept = self.kill_processes()
+
+    def kill_processes(self) -> bool:
         """Kill this run's device processes: the in-flight shell commands (their pid files in
         the transport's scratch folder). The run holds the device lock, so every such process
-        is ours."""
+        is ours. True when the sweep went through."""
         try:
-            t = self.night.factory(self.device)
+            link = self.night.factory(self.device)
         except HarnessError:
-            return
+            return False
         try:
-            t.kill_stray_processes()
-        except HarnessError as exc:
-            log.warning("%s: could not kill device processes: %s", self.device.name, exc)
+            return _kill_leftovers(link)
         finally:
-            try:
-                t.close()
-            except Exception:
-                pass
+            _release(link)
+
+
+def _kill_leftovers(link: KillsProcesses) -> bool:
+    """True when the sweep went through."""
+    try:
+        link.kill_stray_processes()
+        return True
+    except HarnessError as exc:
+        log.warning("%s: could not kill device processes: %s", link.device.name, exc)
+        return False
+
+
+def _release(link: HeldLink) -> None:
+    try:
+        link.close()
+    except Exception:  # closing a dead link must not mask the night's result
+        log.debug("close failed for %s", link.device.name, exc_info=True)

@@ -16,7 +16,7 @@ from harness.provision.plan import Item
 from harness.provision.probe import Probe, parse_probe
 from harness.provision.progress import Progress
 from harness.provision.scripts import PREPARE_SCRIPT, PROBE_SCRIPT, script_argv, split_sections
-from harness.transport import Transport, parse_df_free
+from harness.transport import SyncsSets, parse_df_free
 
 MAX_COMMAND = 48 << 10  # keep each device command well under adb's 256 KiB service limit
 
@@ -24,7 +24,7 @@ MAX_COMMAND = 48 << 10  # keep each device command well under adb's 256 KiB serv
 class SyncSession:
     """One sync of one set: counts round trips, knows the layout and the run id."""
 
-    def __init__(self, transport: Transport, layout: DeviceLayout, cache: HashCache, progress: Progress,
+    def __init__(self, transport: SyncsSets, layout: DeviceLayout, cache: HashCache, progress: Progress,
                  verify: str):
         if verify not in ("size", "sha256"):
             raise ValueError(f"verify must be 'size' or 'sha256', not {verify!r}")

@@ -52,7 +52,7 @@ from harness.provision.progress import NullProgress, Progress, human_bytes
 from harness.provision.scripts import MAKE_ROOM_SCRIPT, PLACE_CHECKED_SCRIPT, PLACE_SCRIPT
 from harness.provision.session import MAX_COMMAND, SyncSession
 from harness.provision.setfiles import ArtifactFile
-from harness.transport import Transport
+from harness.transport import SyncsSets
 
 FLUSH_BYTES = 256 << 20  # place verified files at least this often: a crash re-sends < this much
 
@@ -74,7 +74,7 @@ class SyncResult:
 
 
 def sync_set(
-    transport: Transport,
+    transport: SyncsSets,
     files: Sequence[ArtifactFile],
     *,
     kind: str,

@@ -2,7 +2,7 @@
 (host.py: where, which version, whether the installed ExecuTorch can drive them; buildid.py
 reads a library's build in a child), context binaries read by libQnnSystem.so (ctx.py +
 layouts.py), the binaries inside an ExecuTorch .pte (pte.py) and where its work runs
-(placement.py), the binary x runtime QAIRT rule and its
+(placement.py, an MNN NPU stub's too), the binary x runtime QAIRT rule and its
 measured table (compat.py + compat.json; trial_load.py asks QNN itself), the measured HTP arch table
 (arch_limits.py + arch_limits.json), QNN's failures read from a lowering's or run's log (log.py,
 `python -m harness.qnn.log`; its lines are the failure catalogue's). Sub-packages have faces of their own: compiled_io/ (an
@@ -25,7 +25,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "host": ("HOST_QNN_SWITCH", "HostQnn", "QnnAbiMismatch", "QnnPairingUnverified", "QnnUnavailable",
              "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
              "scan_qairt_build"),
-    "placement": ("read_placement",),
+    "placement": ("qnn_plugin_inits", "read_placement", "read_stub_placement"),
     "trial_load": ("TrialLoadError", "trial"),
     "pte": ("PteError", "QnnDelegate", "check_program", "context_binaries", "is_pte", "qnn_delegates"),
 })
@@ -66,7 +66,9 @@ if TYPE_CHECKING:
     from harness.qnn.log import QnnLogVerdict as QnnLogVerdict
     from harness.qnn.log import classify_qnn_log as classify_qnn_log
     from harness.qnn.log import exit_status as exit_status
+    from harness.qnn.placement import qnn_plugin_inits as qnn_plugin_inits
     from harness.qnn.placement import read_placement as read_placement
+    from harness.qnn.placement import read_stub_placement as read_stub_placement
     from harness.qnn.pte import PteError as PteError
     from harness.qnn.pte import QnnDelegate as QnnDelegate
     from harness.qnn.pte import check_program as check_program

@@ -13,7 +13,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "history": ("History", "HistoryError", "Regression", "aggregate", "disk_full_message", "is_disk_full"),
     "html": ("group_failures", "render_html", "write_html"),
     "junit": ("extra_properties", "junit_document", "write_junit"),
-    "qnn_profile": ("QNN_ETDUMP_KEY", "qnn_profiles"),
+    "qnn_profile": ("qnn_profiles",),
     "records": ("RecordWriter", "TestRecord", "read_records"),
     "table": ("text_table",),
 })
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from harness.report.junit import extra_properties as extra_properties
     from harness.report.junit import junit_document as junit_document
     from harness.report.junit import write_junit as write_junit
-    from harness.report.qnn_profile import QNN_ETDUMP_KEY as QNN_ETDUMP_KEY
     from harness.report.qnn_profile import qnn_profiles as qnn_profiles
     from harness.report.records import RecordWriter as RecordWriter
     from harness.report.records import TestRecord as TestRecord

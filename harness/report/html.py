@@ -2,7 +2,8 @@
 
 Sections: devices (status, quarantine reasons), regressions, each export's verdict per device
 (one line per instrument: static quant, teacher-forced per pair, text coherence), the backend matrix per
-device (verdict, speed, teacher-forced agreement, an excerpt of the generated text), where
+device (verdict, where it ran: tier, QAIRT, placement (report/where_ran.py), speed, teacher-forced
+agreement, an excerpt of the generated text), where
 each backend departs from the CPU reference (teacher-forced: the first disagreeing step, the
 text around it and the rows near it), where it departs per device and model (report/departs.py: the
 ExecuTorch lane's first op under the threshold with a plot of SQNR per op, the MNN lane's wrong
@@ -31,10 +32,11 @@ from harness.hostfiles import write_atomic
 from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report.departs import where_it_departs
 from harness.report.history import History, Regression
-from harness.report.junit import xml_safe
+from harness.report.junit import timing_label, xml_safe
 from harness.report.plots import plot_trends
 from harness.report.qnn_profile import qnn_profiles
 from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_of
+from harness.report.where_ran import TierBadge, WhereRan, where_ran
 
 _CSS = Path(__file__).with_name("style.css")
 TEXT_EXCERPT = 240
@@ -69,12 +71,13 @@ class DeviceSummary:
     status: NightOutcome = NightOutcome.COMPLETED  # also the CSS class
     reason: str = ""
     counts: Counter[Status] = field(default_factory=Counter)
+    tiers: tuple[TierBadge, ...] = ()  # what its records ran on (npu, emulator, cpu)
 
 
 def summarize_devices(records: Sequence[TestRecord]) -> list[DeviceSummary]:
     out = []
     for device, recs in by_device(records).items():
-        s = DeviceSummary(device, recs[0].soc_model, recs[0].htp_arch)
+        s = DeviceSummary(device, recs[0].soc_model, recs[0].htp_arch, tiers=where_ran(recs).tiers)
         s.counts = Counter(r.status for r in recs)
         lab = [r for r in recs if r.failure_class is FailureClass.QUARANTINED and r.status is Status.ERROR]
         if lab:
@@ -104,6 +107,7 @@ class Cell:
     teacher_forced: TeacherForcedCell | None = None
     text: str = ""  # an excerpt of the generated text, or of the failure message
     text_title: str | None = None  # the longer text on hover; None for a message
+    where: WhereRan | None = None  # tier, QAIRT and placement (report/where_ran.py)
 
 
 def _cell(recs: list[TestRecord]) -> Cell:
@@ -120,7 +124,7 @@ def _cell(recs: list[TestRecord]) -> Cell:
         cell = Cell("skip", "SKIPPED")
     speeds = []
     # emulator timings are not device speed: said beside every figure
-    emulated = " (emulator)" if any(r.extras.get("timing") == "emulator" for r in recs) else ""
+    emulated = " (emulator)" if any(timing_label(r) for r in recs) else ""
     for attr, name in (("decode_tps", "decode"), ("prefill_tps", "prefill")):
         tps = _median(getattr(r, attr) for r in recs if getattr(r, attr) is not None)
         if tps is not None:
@@ -129,6 +133,7 @@ def _cell(recs: list[TestRecord]) -> Cell:
     if load is not None:
         speeds.append(f"load {load:.2f} s{emulated}")
     cell.speed = " | ".join(speeds)
+    cell.where = where_ran([r for r in recs if r.status is not Status.SKIPPED])  # a skip ran nowhere
     cell.verdicts = ", ".join(sorted({r.verdict for r in recs if r.verdict}))
     tfs = [tf for r in recs if (tf := teacher_forced_of(r)) is not None]
     if tfs:

@@ -20,7 +20,16 @@ from pathlib import Path
 
 from junit_xml import TestCase, TestSuite
 
-from harness.evidence import FloatReferenceAgreement, LocalizeEvidence, PlacementEvidence, Provenance
+from harness.evidence import (
+    EtdumpSummary,
+    FloatReferenceAgreement,
+    LocalizeEvidence,
+    PlacementEvidence,
+    Provenance,
+    QnnProfile,
+    TextAgreement,
+    Timing,
+)
 from harness.hostfiles import write_atomic
 from harness.outcomes import Status
 from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_metrics, teacher_forced_of
@@ -37,24 +46,31 @@ def _fmt(value: float | None) -> str | None:
     return None if value is None else f"{value:.3f}".rstrip("0").rstrip(".")
 
 
+def _str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 def timing_label(rec: TestRecord) -> str:
     """" (emulator)" after a time measured on an emulated HTP (not device speed), else ""."""
-    return " (emulator)" if rec.extras.get("timing") == "emulator" else ""
+    timing = rec.evidence.get(Timing)
+    return " (emulator)" if timing is not None and timing.emulated else ""
 
 
 def extra_properties(rec: TestRecord) -> dict[str, str]:
     """Properties from a record's extras that both doors write (pytest's plugin and the lab's
     JUnit): what its times mean and its ETDump summary."""
-    props: dict[str, str | None] = {"timing": rec.extras.get("timing")}
-    et = rec.extras.get("etdump")
-    if isinstance(et, dict):
-        props.update({f"etdump_{k}": str(et[k]) for k in ("calls", "ops", "delegated", "unit") if k in et})
-        props["etdump_backends"] = ",".join(et.get("backends") or {})
-        props["etdump_top_not_delegated"] = (et.get("not_delegated") or [""])[0]
-    qnn = rec.extras.get("qnn_etdump")  # runners/executorch/qnn_profile.py's view; emulator cycles say so
-    if isinstance(qnn, dict) and qnn.get("profiled"):
-        props.update({"etdump_qnn_ops": str(qnn.get("qnn_ops")), "etdump_qnn_unit": qnn.get("unit_label"),
-                      "etdump_qnn_accelerator_cycles": _fmt(qnn.get("accelerator_cycles"))})
+    timing = rec.evidence.get(Timing)
+    props: dict[str, str | None] = {"timing": None if timing is None else timing.clock.value}
+    et = rec.evidence.get(EtdumpSummary)
+    if et is not None:
+        props.update({"etdump_calls": _str(et.calls), "etdump_ops": _str(et.ops),
+                      "etdump_delegated": _str(et.delegated), "etdump_unit": et.unit})
+        props["etdump_backends"] = ",".join(et.backends)
+        props["etdump_top_not_delegated"] = et.slowest_not_delegated
+    qnn = rec.evidence.get(QnnProfile)  # runners/executorch/qnn_profile.py's view; emulator cycles say so
+    if qnn is not None and qnn.profiled:
+        props.update({"etdump_qnn_ops": str(qnn.qnn_ops), "etdump_qnn_unit": qnn.unit_label,
+                      "etdump_qnn_accelerator_cycles": _fmt(qnn.accelerator_cycles)})
     props.update(float_reference_properties(rec))
     props.update(placement_properties(rec))
     return {k: xml_safe(v) for k, v in props.items() if v}
@@ -88,6 +104,8 @@ def placement_properties(rec: TestRecord) -> dict[str, str | None]:
         props["placement_unexpected_cpu_ops"] = ", ".join(f"{op} x{n}" for op, n in sorted(placed.unexpected.items()))
         if placed.time_share:
             props["placement_time_share"] = ", ".join(f"{k} {v:.3f}" for k, v in sorted(placed.time_share.items()))
+        if placed.runtime_qnn_inits is not None:  # llm_demo's own word on its QNN plugin kernels
+            props["placement_runtime_qnn_inits"] = str(placed.runtime_qnn_inits)
     return props
 
 
@@ -98,10 +116,10 @@ def case_properties(rec: TestRecord) -> dict[str, str]:
         "failure_class": rec.failure_class.value if rec.failure_class else None, "signature": rec.signature,
         "attempts": str(rec.attempts) if rec.attempts != 1 else None, "flaky": "true" if rec.flaky else None,
     }
-    ag = rec.extras.get("agreement")
-    if isinstance(ag, dict):
-        props.update({"agreement": ag.get("level"), "agreement_similarity": _fmt(ag.get("similarity")),
-                      "agreement_reference": ag.get("reference")})
+    ag = rec.evidence.get(TextAgreement)
+    if ag is not None:
+        props.update({"agreement": ag.level, "agreement_similarity": _fmt(ag.similarity),
+                      "agreement_reference": ag.reference})
     tf = teacher_forced_of(rec)
     if tf is not None:
         ctx = tf.get("context") or {}
@@ -162,7 +180,7 @@ def suite_properties(device: str, records: list[TestRecord]) -> dict[str, str]:
     if first is not None:
         props.update({
             "soc": first.soc_model, "arch": first.htp_arch,
-            "transport": str(first.extras.get("transport", "")), "run_id": str(first.extras.get("run_id", "")),
+            "transport": first.lab_run.transport or "", "run_id": first.run_id or "",
         })
     return {k: xml_safe(v) for k, v in props.items() if v}
 

@@ -1,5 +1,5 @@
-"""The report's QNN profile section: a record's QNN ETDump view (extras["qnn_etdump"], written by
-harness/runners/executorch/qnn_profile.py `QnnEtdump.to_json`) as a few rows a reader can scan.
+"""The report's QNN profile section: a record's QNN ETDump view (harness.evidence.QnnProfile, made by
+harness/runners/executorch/qnn_profile.py `QnnEtdump.evidence`) as a few rows a reader can scan.
 
 QNN's numbers are cycles, and on the host's HTP emulator they are emulator cycles, not device
 speed: the unit label travels with the data (`unit_label`, "cycles, emulator") and the page
@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from harness.evidence import QnnProfile
 from harness.report.records import TestRecord
 
-QNN_ETDUMP_KEY = "qnn_etdump"  # the record extra that holds a QNN ETDump view
 TOP_OPS_SHOWN = 5
 
 
@@ -31,20 +30,13 @@ class QnnProfileRow:
     note: str = ""
 
 
-def qnn_etdump_of(rec: TestRecord) -> dict[str, Any] | None:
-    data = rec.extras.get(QNN_ETDUMP_KEY)
-    return data if isinstance(data, dict) else None
-
-
 def qnn_profiles(records: Iterable[TestRecord]) -> list[QnnProfileRow]:
     out = []
     for r in records:
-        j = qnn_etdump_of(r)
-        if j is None:
+        q = r.evidence.get(QnnProfile)
+        if q is None:
             continue
-        top = [(str(e.get("node") or f"OpId_{e.get('op_id')}"), str(e.get("op") or ""), float(e.get("total", 0.0)))
-               for e in (j.get("top_ops") or [])[:TOP_OPS_SHOWN]]
-        out.append(QnnProfileRow(r.device, r.name, str(j.get("unit_label") or "cycles"), j.get("accelerator_cycles"),
-                                 float(j.get("op_cycles_total") or 0.0), int(j.get("qnn_ops") or 0), top,
-                                 [str(c.get("name")) for c in (j.get("cpu_ops") or [])], str(j.get("note") or "")))
+        top = [(e.node, e.op, e.total) for e in q.top_ops[:TOP_OPS_SHOWN]]
+        out.append(QnnProfileRow(r.device, r.name, q.unit_label, q.accelerator_cycles, q.op_cycles_total, q.qnn_ops,
+                                 top, list(q.cpu_ops), q.note))
     return out

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TransportError
-from harness.evidence import KINDS, Evidence, EvidenceSet, ExportVerdictEvidence, TeacherForced
+from harness.evidence import KINDS, Evidence, EvidenceSet, ExportVerdictEvidence, LabRun, TeacherForced
 from harness.hostfiles import append_whole, write_error
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
@@ -115,16 +115,26 @@ class TestRecord:
         return raw if isinstance(raw, str) else None
 
     @property
+    def lab_run(self) -> LabRun:
+        """Where this record sits in its run (harness.evidence.LabRun; empty where none was stamped)."""
+        return self.evidence.get(LabRun) or LabRun()
+
+    def stamp(self, **values: Any) -> None:
+        """Stamps the run's bookkeeping (LabRun's fields) where this record has none yet; a None
+        value stamps nothing."""
+        given = {k: v for k, v in values.items() if v is not None}
+        if given:
+            self.evidence.put(self.lab_run.filled(**given))
+
+    @property
     def run_id(self) -> str | None:
         """The night (or pytest session) that wrote this record."""
-        raw = self.extras.get("run_id")
-        return raw if isinstance(raw, str) else None
+        return self.lab_run.run_id
 
     @property
     def plan_entry(self) -> str | None:
         """The plan entry (lab job) this record belongs to."""
-        raw = self.extras.get("plan_entry")
-        return raw if isinstance(raw, str) else None
+        return self.lab_run.plan_entry
 
     @property
     def warning(self) -> RecordWarning | None:

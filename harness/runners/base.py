@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Protocol, runtime_checkable
 
-from harness.inventory import DeviceSpec
+from harness.evidence import Clock
 from harness.provision import ProvisionedRuntime
 from harness.transport import RunsAndMovesFiles
 
@@ -19,18 +19,6 @@ class RunnerKind(enum.StrEnum):
 
     LLM_DEMO = "llm_demo"  # MNN's llm_demo over the backend matrix (pipeline.run_matrix)
     EXECUTORCH = "executorch"  # ExecuTorch's LLM runner and its pybindings over the quant formats
-
-
-class Timing(enum.StrEnum):
-    """What a time measured by a runner means: on the device, or on the host's HTP emulator
-    (docs/executorch-runner.md#the-htp-emulator: emulator timings are not device speed)."""
-
-    DEVICE = "device"
-    EMULATOR = "emulator"
-
-
-def timing_of(device: DeviceSpec) -> Timing:
-    return Timing(device.timing)
 
 
 @runtime_checkable
@@ -45,9 +33,11 @@ class SuiteRunner(Protocol):
     def kind(self) -> RunnerKind: ...
 
     @property
-    def timing(self) -> Timing: ...
+    def timing(self) -> Clock:
+        """What its times mean: on the device, or on the host's HTP emulator
+        (docs/executorch-runner.md#the-htp-emulator: emulator timings are not device speed)."""
 
     def cleanup(self) -> None: ...
 
 
-__all__ = ["RunnerKind", "SuiteRunner", "Timing", "timing_of"]
+__all__ = ["RunnerKind", "SuiteRunner"]

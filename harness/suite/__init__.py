@@ -5,6 +5,7 @@ night's job) with the same testcase names, records and verdicts.
 - `checks`:   the check functions (calls into checks/ and pipeline) and each scope's input.
 - `registry`: QWEN3_VL, QWEN3, EXECUTORCH_QNN, MATRIX (any llm_demo export), `suite_for(name)`.
 - `executorch/`: the ExecuTorch suite's checks, profile and input (a face of its own).
+- `placement`: where an MNN QNN cell's work ran (its NPU stubs' QNN Plugin ops), `cpu-fallback`.
 - `run`:      `run_check`: fit, needs, the check, its verdict into the record.
 """
 

@@ -14,9 +14,10 @@ from harness import pipeline
 from harness.checks import DriftWarning, Instrument, mrope
 from harness.checks.quant import check_export_quant
 from harness.checks.shapes import ERROR, assert_shapes_ok, check_export_shapes
+from harness.errors import ArtifactError
 from harness.evidence import QuantFinding
 from harness.export import open_export
-from harness.outcomes import FailureClass
+from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
 from harness.provision import ProvisionedModel
 from harness.report import TestRecord
@@ -32,6 +33,7 @@ from harness.runners import (
 )
 from harness.runners.llm_demo import LlmDemoRunner
 from harness.suite.model import CheckCall
+from harness.suite.placement import judge_mnn_placement, stamp_mnn_provenance
 from harness.verdict import Verdict
 
 # The chunked-prefill prompt: longer than one compiled chunk (128 tokens).
@@ -59,6 +61,11 @@ class MatrixInput:
     runs: Mapping[BackendPair, pipeline.PairRun]
     judged: Mapping[tuple[BackendPair, str], pipeline.Judgement]
     skip_reason: Callable[[BackendPair], str | None]
+    # The export on the host (its QNN stubs are read for placement; None: not judged) and the
+    # CPU ops a user expects beyond the suite's (a plan's expected_cpu_ops, --expect-cpu-ops).
+    export: Path | None = None
+    expected_cpu_ops: Mapping[str, int] | None = None
+    qairt: str | None = None  # the QAIRT build of the runtime's QNN libraries, when read
 
     @property
     def model_type(self) -> str:
@@ -153,9 +160,33 @@ def generation(c: CheckCall[MatrixInput]) -> Verdict:
     verdict = pipeline.decide(run, j, checked_elsewhere=deferred)
     pipeline.record_evidence(rec, run, j, failed=verdict.is_bad,
                              link_fault=verdict.failure_class is FailureClass.TRANSPORT_ERROR)
+    verdict = _placed(inp, i.pair, j, rec, verdict)
     if verdict.warning is not None:
         return replace(verdict, warn_with=DriftWarning(verdict.message, j.agreement))
     return verdict
+
+
+def _placed(inp: MatrixInput, pair: BackendPair, j: pipeline.Judgement, rec: TestRecord, verdict: Verdict) -> Verdict:
+    """A QNN cell's verdict with where its work ran (harness/suite/placement.py): a pass whose
+    stubs run ops on the CPU beyond those expected, or hold no QNN graph, becomes `cpu-fallback`."""
+    config = inp.model.configs.get(pair)
+    if not pair.is_qnn or inp.export is None or config is None:
+        return verdict
+    runs = inp.runs[pair].result.runs
+    proc = runs[j.index] if j.index < len(runs) else None
+    output = f"{proc.stdout}\n{proc.logcat or ''}" if proc is not None else ""
+    try:
+        stamp_mnn_provenance(rec, inp.export, config, inp.qairt)
+        unread = converter_missing()
+        if unread:  # the mnn extra is optional: the cell keeps its verdict and says what it could not read
+            rec.extras["placement_unread"] = unread
+            return verdict
+        misplaced = judge_mnn_placement(inp.export, pair, config, rec, output, inp.expected_cpu_ops)
+    except ArtifactError:
+        if verdict.status is Status.PASSED:
+            raise  # a cell that ran on stubs the harness cannot read: the check fails, naming the file
+        return verdict
+    return misplaced if misplaced is not None and verdict.status is Status.PASSED else verdict
 
 
 def runtime_shape_guards(c: CheckCall[MatrixInput]) -> Verdict:

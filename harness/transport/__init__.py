@@ -1,6 +1,6 @@
-"""Device links behind one interface: `Transport` (base.py) with adb, ssh and local drivers; a
-consumer is typed on the narrow seam it uses (seams.py: RunsCommands, MovesFiles, KillsProcesses,
-ReadsFacts).
+"""Device links behind one interface: `Transport` (base.py) with adb (the adb/ package, its own
+face), ssh and local drivers; a consumer is typed on the narrow seam it uses (seams.py:
+RunsCommands, MovesFiles, KillsProcesses, ReadsFacts).
 This `__init__` is the package's one face; names load on first use (PEP 562), so importing one
 name imports only its module."""
 
@@ -11,10 +11,8 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
-    "adb": ("AdbTransport",),
-    "adb_host": ("AdbConnection", "AdbError", "AdbFault"),
-    "adb_state": ("is_tcp_serial", "link_state"),
-    "adb_sync": ("SEND_PAYLOAD", "SyncClient"),
+    "adb": ("AdbConnection", "AdbError", "AdbFault", "AdbTransport", "SEND_PAYLOAD", "SyncClient", "is_tcp_serial",
+            "link_state"),
     "base": ("Transport",),
     "command": ("build_shell_command", "check_wire_text", "env_prefix", "quote_argv"),
     "factory": ("OPENERS", "AdbOverSsh", "open_transport"),
@@ -24,20 +22,21 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "logcat": ("LogcatService",),
     "pidfiles": ("parse_stat_line",),
     "retry": ("NO_RETRY", "RetryPolicy"),
-    "seams": ("KillsProcesses", "MovesFiles", "OnDevice", "ReadsFacts", "RunsAndMovesFiles", "RunsCommands"),
+    "seams": ("HeldLink", "KillsProcesses", "MovesFiles", "MovesManyFiles", "OnDevice", "ReadsFacts", "RunsAndMovesFiles",
+              "RunsCommands", "SyncsSets"),
     "ssh": ("SshTransport",),
     "types": ("CommandResult", "HealthReport", "LinkState", "RawExec", "RemoteStat", "link_state_of"),
 })
 
 if TYPE_CHECKING:
+    from harness.transport.adb import SEND_PAYLOAD as SEND_PAYLOAD
+    from harness.transport.adb import AdbConnection as AdbConnection
+    from harness.transport.adb import AdbError as AdbError
+    from harness.transport.adb import AdbFault as AdbFault
     from harness.transport.adb import AdbTransport as AdbTransport
-    from harness.transport.adb_host import AdbConnection as AdbConnection
-    from harness.transport.adb_host import AdbError as AdbError
-    from harness.transport.adb_host import AdbFault as AdbFault
-    from harness.transport.adb_state import is_tcp_serial as is_tcp_serial
-    from harness.transport.adb_state import link_state as link_state
-    from harness.transport.adb_sync import SEND_PAYLOAD as SEND_PAYLOAD
-    from harness.transport.adb_sync import SyncClient as SyncClient
+    from harness.transport.adb import SyncClient as SyncClient
+    from harness.transport.adb import is_tcp_serial as is_tcp_serial
+    from harness.transport.adb import link_state as link_state
     from harness.transport.base import Transport as Transport
     from harness.transport.command import build_shell_command as build_shell_command
     from harness.transport.command import check_wire_text as check_wire_text
@@ -58,12 +57,15 @@ if TYPE_CHECKING:
     from harness.transport.pidfiles import parse_stat_line as parse_stat_line
     from harness.transport.retry import NO_RETRY as NO_RETRY
     from harness.transport.retry import RetryPolicy as RetryPolicy
+    from harness.transport.seams import HeldLink as HeldLink
     from harness.transport.seams import KillsProcesses as KillsProcesses
     from harness.transport.seams import MovesFiles as MovesFiles
+    from harness.transport.seams import MovesManyFiles as MovesManyFiles
     from harness.transport.seams import OnDevice as OnDevice
     from harness.transport.seams import ReadsFacts as ReadsFacts
     from harness.transport.seams import RunsAndMovesFiles as RunsAndMovesFiles
     from harness.transport.seams import RunsCommands as RunsCommands
+    from harness.transport.seams import SyncsSets as SyncsSets
     from harness.transport.ssh import SshTransport as SshTransport
     from harness.transport.types import CommandResult as CommandResult
     from harness.transport.types import HealthReport as HealthReport

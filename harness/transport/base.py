@@ -204,7 +204,9 @@ class Transport(ABC):
         pidfiles.py): a stale file naming a pid the kernel has since given to another process
         kills nothing. For a caller that holds the device's claim. The files read are removed.
         Returns the pids killed, and `pids`."""
-        scratch = self.device_tmp_dir()
+        # Not device_tmp_dir(): making a missing folder to find nothing in it was one shell
+        # command of four in a stop's sweep (find on a missing folder prints nothing).
+        scratch = self._tmp_path()
         # quick(), not list_files(): a timed find would leave a pid file of its own to sweep.
         res = self.quick(["find", scratch, "-type", "f", "-name", f"{PID_PREFIX}*"], check=False)
         files = [ln for ln in res.stdout.splitlines() if posixpath.basename(ln).startswith(PID_PREFIX)]

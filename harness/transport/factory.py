@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 from harness.inventory import DeviceSpec
 from harness.kinds import TransportKind, by_kind
-from harness.transport.adb import AdbTransport
-from harness.transport.adb_host import AdbConnection
+from harness.transport.adb import AdbConnection, AdbTransport
 from harness.transport.base import Transport
 from harness.transport.retry import RetryPolicy
 

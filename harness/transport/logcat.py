@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness.errors import HarnessError
-from harness.transport.base import Transport
+from harness.transport.seams import RunsCommands
 
 MODES = ("clear", "since", "off")
 # Crash reports come with every slice, whatever tags the caller asked for.
@@ -25,7 +25,7 @@ class LogcatService:
     the lines stamped at or after start; second resolution) or "off". `tags`: the log tags
     of the slice (all priorities), besides CRASH_TAGS."""
 
-    transport: Transport
+    transport: RunsCommands
     mode: str = "clear"
     tags: tuple[str, ...] = ()
     _available: bool | None = field(default=None, init=False, repr=False)

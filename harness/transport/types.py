@@ -69,7 +69,7 @@ class RemoteStat:
 
 class LinkState(StrEnum):
     """What a health check found of a device's link: one spelling for every transport (the
-    adb server's own states are mapped onto it in adb_state.py)."""
+    adb server's own states are mapped onto it in adb/state.py)."""
 
     UNKNOWN = "unknown"  # not checked
     OK = "ok"  # a shell answers

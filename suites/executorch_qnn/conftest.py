@@ -49,6 +49,7 @@ def et_input(pytestconfig: pytest.Config, request: pytest.FixtureRequest, transp
     inp = build_et_input(transport, model_dir, work=tmp_path_factory.mktemp("et-work"),
                          device_runtime=(lambda: request.getfixturevalue("qnn_runtime")) if given else None,
                          qnn_sdk=Path(sdk) if sdk else None, localize=bool(pytestconfig.getoption("--localize")),
+                         expected_cpu_ops=request.getfixturevalue("expected_cpu_ops"),
                          siblings=lambda: [r for r in session_records(pytestconfig) if r.device == transport.device.name])
     if inp.catalogue.empty:  # a folder with nothing to run is the user's mistake, never "all skipped"
         pytest.exit(f"harness: {inp.catalogue.nothing_to_run()}", returncode=4)

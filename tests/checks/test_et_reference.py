@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from harness.checks import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
+from tests.shared import SHARED
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")
 PTE = SHARED / "models" / "et-qnn-host" / "pte"
 LLM = SHARED / "models" / "et-qnn-host" / "llm"
 

@@ -53,7 +53,7 @@ def test_a_push_imports_only_what_it_needs(vlab_factory, tmp_path: Path) -> None
         proc, modules = _push(lab.devices_yaml, export, tmp_path / "cache")
         assert proc.returncode == 0 and expect in proc.stdout, (what, proc.stdout, proc.stderr)
         # The push really ran its code path in that process.
-        assert {"harness.provision.sync", "harness.transport.adb", "harness.inventory"} <= modules, what
+        assert {"harness.provision.sync", "harness.transport.adb.transport", "harness.inventory"} <= modules, what
         assert _loaded(modules, NEVER) == [], what
         if "transport fault during" not in proc.stderr:  # a retried fault needs tenacity, rightly
             assert _loaded(modules, ONLY_WHEN_NEEDED) == [], what

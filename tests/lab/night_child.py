@@ -1,18 +1,24 @@
 """Run a local night in its own process (for the Ctrl-C / SIGTERM tests): argv[1] is the
 folder, argv[2] the number of devices (default 4). The transport's kill is slow (as adb's is on a busy device), so a scheduler that
-stops waiting too early leaves device processes and holder records behind."""
+stops waiting too early leaves device processes and holder records behind. Its last line,
+printed by the first exit handler registered (so the last to run), says how many objects the
+collector had frozen as the exit began (harness/lab/process_end.py)."""
 
+import atexit
+import gc
 import json
 import sys
 import time
 from pathlib import Path
 
-from labkit import FaultyLocal, ShellJob, Switch, write_inventory, write_plan
+atexit.register(lambda: print(json.dumps({"frozen_at_exit": gc.get_freeze_count()}), flush=True))
 
-from harness.inventory import load_inventory
-from harness.lab import for_night, run_night
-from harness.lab.plan import load_plan
-from harness.transport import NO_RETRY
+from labkit import FaultyLocal, ShellJob, Switch, write_inventory, write_plan  # noqa: E402
+
+from harness.inventory import load_inventory  # noqa: E402
+from harness.lab import for_night, run_night  # noqa: E402
+from harness.lab.plan import load_plan  # noqa: E402
+from harness.transport import NO_RETRY  # noqa: E402
 
 KILL_DELAY_S = 1.5
 

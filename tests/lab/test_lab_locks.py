@@ -127,3 +127,36 @@ def test_devices_yaml_names_the_lab_claim_folder_and_a_plan_may_not_move_it(tmp_
     (tmp_path / "bad.yaml").write_text("locks: /x\ndevices:\n  - {name: host, transport: local, work_dir: /tmp/x}\n")
     with pytest.raises(Exception, match="locks"):
         load_inventory(tmp_path / "bad.yaml")
+
+
+def test_many_devices_states_read_only_the_files_that_are_there(tmp_path, monkeypatch):
+    """`lab status` over a large lab (harness/lab/locks.py lock_states): the claim folder is
+    listed once, and only a device with a file there is looked at; the answers are lock_state's."""
+    import json
+
+    import harness.lab.locks as locks
+    from harness.inventory import load_inventory
+    from harness.lab.claims import claim_states
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from labkit import write_inventory
+
+    inv = load_inventory(write_inventory(tmp_path, 300))
+    lock_dir = tmp_path / "locks"
+    held = DeviceLock(lock_dir, "dev1", "tonight", purpose="night")
+    held.acquire(0)
+    earlier = DeviceLock(lock_dir, "dev2", "earlier")
+    earlier.acquire(0)
+    earlier.release()  # its lock file stays
+    (lock_dir / "dev3.holder.json").write_text(json.dumps({"host": "h", "pid": 1, "run_id": "killed", "since": 0}))
+    looked: list[str] = []
+    real = locks.read_holder
+    monkeypatch.setattr(locks, "read_holder", lambda path: (looked.append(path.name), real(path))[1])
+    try:
+        states = claim_states(list(inv.devices.values()), lock_dir=lock_dir)
+    finally:
+        held.release()
+    assert states["dev1"].startswith("held by night host") and "run tonight" in states["dev1"]
+    assert states["dev2"] == "free" and states["dev3"].startswith("free (stale record:")
+    assert {states[f"dev{i}"] for i in range(4, 300)} == {"free"} and len(states) == 300
+    assert sorted(set(looked)) == ["dev1.holder.json", "dev2.holder.json", "dev3.holder.json"]

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from junitparser import JUnitXml
 
+from harness.evidence import TextAgreement
 from harness.lab import jobs, run_night
 from harness.lab.plan import load_plan
 from harness.report import History
@@ -80,8 +81,8 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
     france = recs[(SATURATED, "qnn", "france")]
     assert france.text == "The capital of France is France."
     # ... and the fluent wrong answer is drift against the CPU answer, both texts kept.
-    assert france.extras["agreement"]["level"] == "drift"
-    assert france.extras["agreement"]["reference"] == "The capital of France is Paris."
+    ag = france.evidence.get(TextAgreement)
+    assert ag is not None and ag.level == "drift" and ag.reference == "The capital of France is Paris."
     assert all(recs[(SATURATED, "cpu", c)].status == "passed" for c in ("france", "cat"))
 
     # The cause, read before any device time: the saturated export's llm.mnn copies the `up`

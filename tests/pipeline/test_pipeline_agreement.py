@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import pipeline
+from harness.evidence import TextAgreement
 from harness.pairs import BackendPair
 from harness.runners import Prompt, PromptCase
 from harness.runners import logits_diff as ld
@@ -47,7 +48,8 @@ def test_a_wrong_fluent_answer_is_drift_with_both_texts_whatever_the_expected_wo
     assert rec.status == "failed" and rec.failure_class == "drift", (rec.failure_class, rec.message)
     assert "'The capital of France is France'" in rec.message
     assert "'The capital of France is Paris.'" in rec.message and "'paris' -> 'france'" in rec.message
-    assert rec.extras["agreement"]["level"] == "drift"
+    ag = rec.evidence.get(TextAgreement)
+    assert ag is not None and ag.level == "drift"
 
 
 def test_the_same_answer_reworded_shorter_still_passes():

@@ -6,25 +6,16 @@ when its material is absent."""
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.shared import SHARED
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def shared_dir() -> Path:
-    """$HARNESS_SHARED_DIR, else ../shared beside the checkout (or beside the folder of worktrees)."""
-    if os.environ.get("HARNESS_SHARED_DIR"):
-        return Path(os.environ["HARNESS_SHARED_DIR"])
-    for cand in (REPO.parent / "shared", REPO.parent.parent / "shared"):
-        if cand.is_dir():
-            return cand
-    return REPO.parent / "shared"
-
-
-ET_QNN = shared_dir() / "models" / "et-qnn-host"
+ET_QNN = SHARED / "models" / "et-qnn-host"
 
 
 def et_qnn_or_skip(*parts: str) -> Path:

@@ -19,7 +19,8 @@ from harness.runners.executorch import ArtifactKind
 from harness.suite.executorch import EXPECTED_CPU_OPS, judge_placement
 from harness.verdict import Verdict
 from tests.qnn.conftest import RELU_ON_CPU
-from tests.qnn.material import et_qnn_or_skip, shared_dir
+from tests.qnn.material import et_qnn_or_skip
+from tests.shared import shared_dir
 from virtual_lab.qnn_build import ProgramSpec
 
 KV_CAST = "dim_order_ops::_to_dim_order_copy.out"

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.evidence import KINDS, Clock, EtdumpSummary, QnnProfile, TextAgreement, Timing
 from harness.outcomes import FailureClass, Status
 from harness.pairs import Backend, BackendPair
-from harness.report import RecordWriter, read_records
+from harness.report import RecordWriter, TestRecord, read_records
 
 OLD = Path(__file__).resolve().parents[2] / "fixtures" / "records" / "night-before-typed-records.jsonl"
 
@@ -44,3 +45,35 @@ def test_an_old_records_file_writes_back_the_same_lines(tmp_path: Path) -> None:
             assert after == {**before, "failure_class": "setup-error"}
         else:
             assert after == before
+
+
+EXTRAS = OLD.parent / "night-before-typed-extras.jsonl"
+
+
+def test_old_extras_read_back_typed_and_write_back_byte_equal() -> None:
+    lines = EXTRAS.read_text(encoding="utf-8").splitlines()
+    recs = [TestRecord.from_dict(json.loads(line)) for line in lines]
+    assert [r.to_json() for r in recs] == lines  # byte-equal, line for line
+    for r in recs:
+        assert not set(r.extras) & set(KINDS), (r.name, sorted(r.extras))  # every family's key is typed
+        assert r.run_id and r.lab_run.transport  # every record's bookkeeping reads back
+    by = {r.name: r for r in recs}
+    profile = by["test_etdump_profile"]
+    assert profile.evidence.get(Timing) == Timing(Clock.EMULATOR)
+    et, qnn = profile.evidence.get(EtdumpSummary), profile.evidence.get(QnnProfile)
+    assert et is not None and et.unit == "cycles" and et.delegated and "QnnBackend" in et.backends
+    assert qnn is not None and qnn.profiled and qnn.unit_label == "cycles, emulator" and qnn.top_ops
+    ag = by["test_generation[qnn-cat]"].evidence.get(TextAgreement)
+    assert ag is not None and ag.level and 0 <= ag.similarity <= 1 and ag.reference
+    assert by["tiny[cpu]"].lab_run.retried_after and by["tiny[qnn]#1"].lab_run.repeat == 1
+    assert by["matrix/tiny#1::interrupted"].lab_run.attempt == 1 and by["lab::health"].plan_entry is None
+
+
+def test_a_damaged_family_stays_free_form() -> None:
+    """A line this code cannot type (an older or damaged one) still reads, its detail as written."""
+    line = json.loads(EXTRAS.read_text(encoding="utf-8").splitlines()[0])
+    line["extras"].update(timing="sundial", run_id=7)
+    rec = TestRecord.from_dict(line)
+    assert rec.evidence.get(Timing) is None and rec.run_id is None
+    assert rec.extras["timing"] == "sundial" and rec.extras["run_id"] == 7
+    assert json.loads(rec.to_json()) == line

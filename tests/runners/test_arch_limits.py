@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,10 @@ from harness.qnn.probe import DEFAULT_FORMATS, PROBE_NAMES, SOC_OF_ARCH, Batch
 from harness.qnn.probe.__main__ import main as probe_main
 from harness.qnn.probe.run import _cell, _sections
 from harness.runners import plan_matrix, skip_reason
+from tests.shared import SHARED as SHARED_DIR
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("HARNESS_SHARED", REPO.parent / "shared")) / "models" / "et-qnn-host"
+SHARED = SHARED_DIR / "models" / "et-qnn-host"
 
 
 @pytest.fixture(scope="module")

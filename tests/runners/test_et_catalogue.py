@@ -10,9 +10,9 @@ import pytest
 
 from harness.errors import ArtifactError
 from harness.runners.executorch import ArtifactKind, read_catalogue
+from tests.shared import SHARED
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = next((p / "shared" for p in (REPO.parent, REPO.parent.parent) if (p / "shared").is_dir()), REPO.parent / "shared")
 QNN_HOST = SHARED / "models" / "et-qnn-host"
 
 

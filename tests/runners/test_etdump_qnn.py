@@ -4,20 +4,21 @@ etdump/, copied to fixtures/executorch/qnn/ with the ETRecord's node map; see it
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from harness.report import QNN_ETDUMP_KEY, TestRecord, qnn_profiles, render_html
+from harness.evidence import QnnProfile
+from harness.report import TestRecord, qnn_profiles, render_html
 from harness.runners.executorch import QnnEtdump, analyse_qnn_etdump, executorch_available, graph_nodes_of, load_rows, qnn_view
 from harness.runners.executorch.qnn_profile import main
+from tests.shared import SHARED as SHARED_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "fixtures" / "executorch" / "qnn"
 PROF2 = FIX / "qwen3-16a4w-sm8650-prof2.etdp"
 PLAIN = FIX / "qwen3-16a4w-sm8650.etdp"
-SHARED = Path(os.environ.get("HARNESS_SHARED", REPO.parent / "shared")) / "models" / "et-qnn-host" / "etdump"
+SHARED = SHARED_DIR / "models" / "et-qnn-host" / "etdump"
 
 needs_et = pytest.mark.skipif(not executorch_available(), reason="ExecuTorch's Inspector: the `executorch` extra")
 
@@ -61,7 +62,7 @@ def test_json_for_a_record(prof2: QnnEtdump) -> None:
     assert j["profiled"] and j["qnn_ops"] == 131 and j["cpu_ops"] == []
     assert list(j["by_op"])[0] == "aten.rms_norm.default"  # the norms cost most on this decoder
     assert len(j["delegate_calls"]) == 1
-    json.dumps(prof2.record_extras())
+    assert prof2.evidence().to_json() == json.loads(json.dumps(j))  # its JSON is the view's, whole
 
 
 @needs_et
@@ -73,13 +74,14 @@ def test_unprofiled_dump_has_only_the_delegate_call() -> None:
 
 def test_report_shows_cycles_labelled_emulator(prof2: QnnEtdump) -> None:
     rec = TestRecord("executorch_qnn::run[16a4w]", "executorch_qnn", "emu-sm8650", soc_model="SM8650",
-                     htp_arch="v75", extras=prof2.record_extras())
+                     htp_arch="v75")
+    rec.put(prof2.evidence())
     assert qnn_profiles([rec])[0].unit == "cycles, emulator"
     page = render_html([rec], title="night")
     assert "QNN profiles" in page and "(cycles, emulator)" in page and "aten_rms_norm_default_1" in page
     assert "9189003 (cycles, emulator)" in page
     plain = TestRecord("t", "s", "d")
-    assert "QNN profiles" not in render_html([plain], title="night") and QNN_ETDUMP_KEY not in plain.extras
+    assert "QNN profiles" not in render_html([plain], title="night") and plain.evidence.get(QnnProfile) is None
 
 
 @needs_et

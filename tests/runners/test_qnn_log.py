@@ -14,10 +14,11 @@ import pytest
 from harness.outcomes import FailureClass
 from harness.qnn import FAILURE_CLASS, ArchCell, ArchTable, QnnFailure, classify_qnn_log, exit_status
 from harness.qnn.log import main
+from tests.shared import SHARED as SHARED_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "qnn_logs"
-SHARED = Path(os.environ.get("HARNESS_SHARED", REPO.parent / "shared")) / "models" / "et-qnn-host"
+SHARED = SHARED_DIR / "models" / "et-qnn-host"
 
 # name -> (failure, ops, arch, needed arch); None failure = clean
 EXPECTED: dict[str, tuple[QnnFailure | None, tuple[str, ...], str | None, str | None]] = {

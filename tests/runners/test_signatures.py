@@ -8,6 +8,7 @@ from harness.catalogue import signal_of
 from harness.errors import HarnessError
 from harness.outcomes import FailureClass
 from harness.runners import load_signatures, logcat_messages
+from tests.shared import SHARED
 
 SIGS = load_signatures()
 FAILURE_CLASSES = {"init-error", "runtime-error", "shape-error", "qnn-library-missing", "binary-mismatch",
@@ -150,11 +151,7 @@ def test_file_not_found_hint_names_the_missing_file():
 def test_real_abi_log_is_a_version_mismatch_not_missing_libraries():
     """The whole run log of ExecuTorch 1.5.1 on QAIRT 2.51.0 (../shared): its 'Failed to initialize
     QNN backend' line would say qnn-library-missing; the device-config line names the cause."""
-    import os
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[2]
-    log = Path(os.environ.get("HARNESS_SHARED", repo.parent / "shared")) / "models/et-qnn-host/abi/run-qairt-2.51.0.log"
+    log = SHARED / "models/et-qnn-host/abi/run-qairt-2.51.0.log"
     if not log.is_file():
         pytest.skip(f"{log} is absent (../shared's et-qnn-host abi logs)")
     c = SIGS.classify(stdout=log.read_text(), exit_code=1)

@@ -7,6 +7,7 @@ status and failure class, check by check (one suite, harness/suite/)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -44,9 +45,19 @@ def test_scenario_behaves_as_expected(outcomes, name: str) -> None:
     assert outcome.as_expected, "\n".join(outcome.problems)
 
 
-def test_good_export_passes_every_test(outcomes) -> None:
+def test_good_export_passes_every_test(outcomes, demo_dir: Path) -> None:
     good = outcomes["good"]
     assert not good.failed and len(good.passed) >= 16
+    # A QNN cell's pass carries where it ran: its stubs' QNN Plugin ops (docs/placement.md).
+    recs = [json.loads(line) for line in (demo_dir / "good.records.jsonl").read_text().splitlines()]
+    placed = {r["name"].split("::")[-1]: r["extras"]["placement"] for r in recs
+              if r["name"].endswith(("test_generation[qnn/qnn-france]", "test_generation[cpu/cpu-france]"))
+              and "placement" in r["extras"]}
+    assert list(placed) == ["test_generation[qnn/qnn-france]"], placed  # the CPU pair has none
+    assert placed["test_generation[qnn/qnn-france]"]["program"] == "qnn/llm.mnn, qnn/visual.mnn"
+    assert "QNN x" in placed["test_generation[qnn/qnn-france]"]["summary"]
+    prov = next(r["extras"]["provenance"] for r in recs if r["name"].endswith("test_generation[qnn/qnn-france]"))
+    assert prov["program_sha256"] and prov["binaries_sha256"], prov  # the stub's and its qnn/*.bin's
 
 
 def test_broken_exports_fail_only_where_expected(outcomes) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from harness.evidence import Clock, Timing
 from harness.inventory import load_inventory
 from harness.report import TestRecord
 from harness.suite import ET_FORMAT_RUNS, EXECUTORCH_QNN, Instance, run_check
@@ -54,7 +55,7 @@ def test_a_truncated_program_is_qnns_corrupt_pte(material: Path, tmp_path: Path)
     rec = _decide(tmp_path)
     assert rec.status == "failed" and rec.failure_class == "init-error", rec.message
     assert rec.extras["qnn_log"]["failure"] == "corrupt-pte" and "truncated or corrupt" in rec.message
-    assert rec.extras["timing"] == "emulator"
+    assert rec.evidence.get(Timing) == Timing(Clock.EMULATOR)
 
 
 def test_an_output_off_its_reference_fails_naming_the_figures(material: Path, tmp_path: Path) -> None:

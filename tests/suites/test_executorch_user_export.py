@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.evidence import Clock, Timing
 from harness.inventory import load_inventory
 from harness.report import TestRecord
 from harness.runners.executorch import UNRECORDED_QNN, read_catalogue
@@ -69,7 +70,7 @@ def test_a_single_folder_export_runs_on_the_emulator(tmp_path: Path) -> None:
     # judged and says what to add (issue 33), never a silent pass.
     assert rec.status == "skipped" and "qnn ran, but" in rec.message, rec.message
     assert "reference/reference.json" in rec.message
-    assert rec.text.strip() and rec.extras["timing"] == "emulator"
+    assert rec.text.strip() and rec.evidence.get(Timing) == Timing(Clock.EMULATOR)
 
 
 def test_a_newer_qairt_export_is_refused_before_it_runs_naming_both(tmp_path: Path) -> None:

@@ -75,8 +75,8 @@ def export_record(result: ExportResult, run_id: str) -> TestRecord:
     else:
         rec.set_verdict(Verdict(result.status, message=f"{job.target.soc} {job.format}: built" + (
             " (from the export cache)" if result.cache is CacheUse.HIT else "") + note))
+    rec.stamp(run_id=run_id, transport="host")
     rec.extras.update(
-        run_id=run_id, transport="host",
         export={"key": result.key, "cache": result.cache.value, "target": job.target.soc, "format": job.format,
                 "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "argv": result.argv,
                 "folder": str(result.folder) if result.folder else None, "log": str(result.log) if result.log else None,

@@ -54,6 +54,8 @@ class SuiteSpec:
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     checks: tuple[str, ...] = ()  # check names or groups selected (empty: every check)
     localize: bool = False  # localize every format's program, not only a failed cell's (docs/localize.md)
+    # Ops its QNN cells may run on the CPU beyond the suite's defaults (docs/placement.md); None: the defaults.
+    expected_cpu_ops: dict[str, int] | None = field(default=None, hash=False, compare=False)
 
     @property
     def suite(self) -> Suite:

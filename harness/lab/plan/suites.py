@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.evidence import parse_expected_cpu_ops
 from harness.lab.plan.fields import PlanCtx, check_positive, get_value, read_names
 from harness.lab.plan.paths import parse_options, plan_path
 from harness.lab.plan.specs import ModelSpec, SuiteSpec
@@ -19,7 +20,7 @@ from harness.validation import check_keys, type_name
 BACKEND_PAIRS = ALL_NAMES  # every pair name (harness/pairs.py)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _MODEL_KEYS = {"path", "kind", "options"}
-_SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "checks", "localize"}
+_SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "checks", "localize", "expected_cpu_ops"}
 # Lab jobs that exist (harness/lab/cli.py picks the job by runner).
 RUNNERS = tuple(k.value for k in RunnerKind)
 
@@ -106,8 +107,21 @@ def parse_suites(ctx: PlanCtx, raw: Any, models: dict[str, ModelSpec], base: Pat
         suites.append(SuiteSpec(
             name=name, runner=runner, models=suite_models, backends=backends, timeout_s=float(timeout),
             options=parse_options(ctx, spec, f"{label}.options", base), checks=checks, localize=localize,
+            expected_cpu_ops=_expected_cpu_ops(ctx, spec, f"{label}.expected_cpu_ops"),
         ))
     return tuple(suites)
+
+
+def _expected_cpu_ops(ctx: PlanCtx, spec: dict[str, Any], label: str) -> dict[str, int] | None:
+    """Ops the suite's QNN cells may run outside the delegate beyond its own defaults
+    (docs/placement.md#expected-cpu-ops); None: the defaults alone."""
+    if "expected_cpu_ops" not in spec:
+        return None
+    try:
+        return parse_expected_cpu_ops(spec["expected_cpu_ops"])
+    except ValueError as exc:
+        raise ctx.fail(label, str(exc), "write `expected_cpu_ops: {dim_order_ops::_to_dim_order_copy: 1}` "
+                       "(op to the calls allowed on the CPU)") from None
 
 
 def _check_executorch_model(ctx: PlanCtx, suite: SuiteSpec, model: ModelSpec) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.report import QNN_ETDUMP_KEY
+from harness.evidence import QnnProfile
 from harness.runners.executorch.etdump import analyse_rows, load_rows
 
 _OP_EVENT = re.compile(r"^(?:(?P<node>.+?):)?OpId_(?P<id>\d+) \(cycles\)$")
@@ -107,9 +107,9 @@ class QnnEtdump:
         }
 
 
-    def record_extras(self) -> dict[str, Any]:
-        """What a suite record carries (`TestRecord.extras`); the report's QNN section reads it."""
-        return {QNN_ETDUMP_KEY: self.to_json()}
+    def evidence(self) -> QnnProfile:
+        """What a suite record carries, typed (harness.evidence.QnnProfile); the report's QNN section reads it."""
+        return QnnProfile.of_json(self.to_json())
 
 
 def _values(raw: Any) -> tuple[float, ...]:

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, TransportError
+from harness.evidence import Clock
 from harness.hostrt.executorch import SCRIPT_NAME, parse_result
 from harness.provision import ProvisionedRuntime
-from harness.runners.base import RunnerKind, Timing, timing_of
+from harness.runners.base import RunnerKind
 from harness.runners.executorch.device_runners import QnnExecutorRunner, QnnLlamaRunner
 from harness.runners.signatures import Classification, SignatureSet, load_signatures
 from harness.transport import RunsAndMovesFiles
@@ -72,8 +73,8 @@ class ExecutorchRunner:
         return RunnerKind.EXECUTORCH
 
     @property
-    def timing(self) -> Timing:
-        return timing_of(self.transport.device)
+    def timing(self) -> Clock:
+        return self.transport.device.timing
 
     @property
     def has_forward(self) -> bool:

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError, TransportError
+from harness.evidence import Clock
 from harness.pairs import BackendPair
 from harness.provision import ProvisionedModel, ProvisionedRuntime
-from harness.runners.base import RunnerKind, Timing, timing_of
+from harness.runners.base import RunnerKind
 from harness.runners.llm_demo.output import PromptOutput
 from harness.runners.llm_demo.result import LOGCAT_TAG, LlmDemoResult, ProcessRun, analyse
 from harness.runners.overlay import Overlay, write_overlay
@@ -52,8 +53,8 @@ class LlmDemoRunner:
         return RunnerKind.LLM_DEMO
 
     @property
-    def timing(self) -> Timing:
-        return timing_of(self.transport.device)
+    def timing(self) -> Clock:
+        return self.transport.device.timing
 
     def config_for(self, backend: BackendPair | str) -> str:
         """Config file name for a backend pair (as provisioning named them) or a file name."""

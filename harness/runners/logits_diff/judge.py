@@ -1,15 +1,15 @@
-"""The verdict of one teacher-forced comparison: agree, drift, disagree or error from the
-argmax agreement of the counted steps, the mean KL(A||B) and the NLL gap (B - A); where each
-threshold comes from: docs/logits-diff.md#where-the-thresholds-come-from."""
+"""The verdict of one teacher-forced comparison: error where the run did not give a whole
+table, else agree, drift or disagree from the argmax agreement of the counted steps, the mean
+KL(A||B) and the NLL gap (B - A), on the per-prompt lines of harness.checks.judge_prompt; where
+each threshold comes from: docs/logits-diff.md#where-the-thresholds-come-from."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.checks import DEFAULT_THRESHOLDS, Thresholds
+from harness.checks import DEFAULT_THRESHOLDS, Thresholds, judge_prompt
 from harness.errors import TransportError
 from harness.evidence import TeacherForced
 from harness.runners.diff_tools import TOOL
@@ -126,8 +126,9 @@ def chunk_of(config: Mapping[str, Any]) -> int | None:
 
 def judge(parsed: ParsedDiff, *, chunk_a: int | None = None, chunk_b: int | None = None,
           exit_code: int | None = 0, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> DiffResult:
-    """Verdict of one parsed run. `chunk_a`/`chunk_b`: each config's prefill chunk (None = unchunked)."""
-    t = thresholds
+    """Verdict of one parsed run: an error where the run or its table is incomplete, else the
+    per-prompt lines (harness.checks.judge_prompt) on its counted steps. `chunk_a`/`chunk_b`:
+    each config's prefill chunk (None = unchunked)."""
     reasons: list[str] = []
     excluded: tuple[int, ...] = ()
     note = ""
@@ -165,33 +166,12 @@ def judge(parsed: ParsedDiff, *, chunk_a: int | None = None, chunk_b: int | None
 
     kl = parsed.mean_kl if result.kl_used else (0.0 if identical_rest else None)
     gap = result.nll_gap if result.kl_used else (0.0 if identical_rest else None)
-    rate = len(flips) / len(counted)
-    disagree, drift = [], []
-    if rate >= t.disagree_rate:
-        disagree.append(f"argmax differs at {len(flips)} of {len(counted)} steps ({rate:.0%} >= {t.disagree_rate:.0%})")
-    elif rate >= t.drift_rate:   # a few flips are 16-bit noise at near ties (docs/logits-diff.md)
-        drift.append(f"argmax differs at {len(flips)} of {len(counted)} steps ({rate:.0%} >= {t.drift_rate:.0%}, "
-                     f"first at step {flips[0].index})")
-    for value, name, lo, hi in ((kl, "mean KL(A||B)", t.drift_kl, t.disagree_kl),
-                                (gap, "NLL gap B-A", t.drift_nll_gap, t.disagree_nll_gap)):
-        if value is None or not math.isfinite(value):
-            if value is not None:
-                disagree.append(f"{name} is {value}")
-            continue
-        if value >= hi:
-            disagree.append(f"{name} {value:.4f} >= {hi}")
-        elif value >= lo:
-            drift.append(f"{name} {value:.4f} >= {lo}")
+    lines = judge_prompt(kl, gap, len(flips), len(counted), first_flip=flips[0].index if flips else None,
+                         thresholds=thresholds)
     if not result.kl_used and not identical_rest:
         reasons.append("mean KL and NLL not used (they include the uncounted step 0); verdict from argmax agreement")
-    if disagree:
-        result.verdict = "disagree"
-        reasons[:0] = disagree + drift
-    elif drift:
-        result.verdict = "drift"
-        reasons[:0] = drift
-    else:
-        result.verdict = "agree"
+    reasons[:0] = lines.reasons
+    result.verdict = lines.verdict
     return result
 
 

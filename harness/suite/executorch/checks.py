@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from harness.checks import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
 from harness.errors import excerpt
+from harness.evidence import Timing, with_expected
 from harness.hostfiles import child_pythonpath
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass, Status
@@ -62,6 +63,7 @@ class EtInput:
     # localization was asked for (--localize, a plan's `localize: true`) beyond failed cells.
     siblings: Callable[[], Sequence[TestRecord]] = lambda: ()
     localize: bool = False
+    expected_cpu_ops: Mapping[str, int] | None = None  # beyond the suite's (a plan's key, --expect-cpu-ops)
 
     @functools.cached_property
     def catalogue(self) -> EtCatalogue:
@@ -82,7 +84,7 @@ class EtInput:
         return self.runner.runtime.qairt_build if "runner" in self.__dict__ else None
 
     def stamp(self, rec: TestRecord, art: EtArtifact | None = None) -> None:
-        rec.extras["timing"] = self.device.timing  # emulator times are not device speed
+        rec.put(Timing(self.device.timing))  # emulator times are not device speed
         if art is not None and art.pte is not None:
             rec.model = rec.model or art.pte.name
 
@@ -233,7 +235,7 @@ def _placed(inp: EtInput, art: EtArtifact, rec: TestRecord, verdict: Verdict) ->
         return verdict
     try:
         stamp_provenance(rec, inp.device, art.pte, inp.runtime_qairt())
-        misplaced = judge_placement(art.pte, EXPECTED_CPU_OPS[art.kind], rec)
+        misplaced = judge_placement(art.pte, with_expected(EXPECTED_CPU_OPS[art.kind], inp.expected_cpu_ops), rec)
     except PteError:
         if verdict.status is Status.PASSED:
             raise  # a program that ran but cannot be read: the check fails, naming the file

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import ProvisionError
@@ -37,9 +37,11 @@ def _host_runtime(transport: Transport) -> ProvisionedRuntime:
 def build_et_input(transport: Transport, model_dir: Path, *, work: Path,
                    device_runtime: Callable[[], ProvisionedRuntime] | None, qnn_sdk: Path | None = None,
                    timeout: float = 600.0, runtime_option: str = "--runtime-dir",
-                   siblings: Callable[[], Sequence[TestRecord]] = lambda: (), localize: bool = False) -> EtInput:
+                   siblings: Callable[[], Sequence[TestRecord]] = lambda: (), localize: bool = False,
+                   expected_cpu_ops: Mapping[str, int] | None = None) -> EtInput:
     """`device_runtime`: the door's runtime for a real device (None: it has no runtime folder);
-    `siblings`: the device's records so far; `localize`: localize every format, not only failed ones."""
+    `siblings`: the device's records so far; `localize`: localize every format, not only failed ones;
+    `expected_cpu_ops`: CPU ops allowed beyond the suite's (a plan's key, --expect-cpu-ops)."""
     device = transport.device
     host_lane = is_host_lane(device, device_runtime is not None)
 
@@ -56,7 +58,7 @@ def build_et_input(transport: Transport, model_dir: Path, *, work: Path,
         return ExecutorchRunner(transport, runtime, posixpath.join(device.work_dir, "et-runs"))
 
     return EtInput(device, transport, model_dir, make_runner, work, host_lane, timeout, siblings=siblings,
-                   localize=localize)
+                   localize=localize, expected_cpu_ops=expected_cpu_ops)
 
 
 __all__ = ["build_et_input", "is_host_lane"]

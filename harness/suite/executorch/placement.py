@@ -40,7 +40,8 @@ def judge_placement(pte: Path, expected: Mapping[str, int], rec: TestRecord) -> 
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(over.items()))
         return Verdict.failed(FailureClass.CPU_FALLBACK, f"{pte.name}: ops on the CPU beyond those expected: {ops} "
                               f"({placement.describe()}); lower them to QNN (the partitioner's skip lists, QNN's "
-                              "op support for this SoC) or list them as expected")
+                              "op support for this SoC) or list them as expected (--expect-cpu-ops, a plan suite's "
+                              "expected_cpu_ops)")
     return None
 
 

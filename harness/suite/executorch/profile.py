@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.evidence import PlacementEvidence
+from harness.evidence import EtdumpSummary, PlacementEvidence
 from harness.outcomes import FailureClass
 from harness.provision import provision_model
 from harness.qnn import read_placement
@@ -105,7 +105,7 @@ def _qnn_view(etdump: Path, etrecord: Path | None, rec: TestRecord, *, emulated:
     9,186,872 of 9,189,003, docs/executorch-runner.md#qnn-etdump). Returns (the problem or None,
     what QNN's events are: the Inspector counts its IO and summary events as delegated ops too)."""
     view = analyse_qnn_etdump(etdump, etrecord, clock="emulator" if emulated else None)
-    rec.extras.update(view.record_extras())
+    rec.put(view.evidence())
     op_events = [e for e in view.ops if e.io is None]
     counts = (f"{len(op_events)} QNN op events, {len(view.ops) - len(op_events)} IO, "
               f"{len(view.summary)} summary")
@@ -153,7 +153,7 @@ def etdump_profile(c: CheckCall[EtInput]) -> Verdict:
     if prof.program is not None:
         _place(prof.program, report, rec)
     summary = report.to_json()
-    rec.extras["etdump"] = {k: summary[k] for k in SUMMARY_KEYS}
+    rec.put(EtdumpSummary.of_json({k: summary[k] for k in SUMMARY_KEYS}))
     problem = _judge(summary, len(report.ops), calls, [r.backend for r in report.delegated], etrecord is not None)
     qnn_counts = ""
     if problem is None and qnn:

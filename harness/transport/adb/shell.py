@@ -2,7 +2,7 @@
 shell v2 (packets: id byte, little-endian u32 length, payload), and on the v1 `shell:` path a
 per-call random marker line carries the status (stdout and stderr merged; stderr empty).
 
-The transport (adb.py) opens the stream and maps link faults; these functions only read it.
+The transport (transport.py) opens the stream and maps link faults; these functions only read it.
 A read past the command's deadline ends in a timed-out RawExec (the base class then kills the
 device process by pid).
 """

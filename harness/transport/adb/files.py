@@ -1,6 +1,6 @@
-"""The adb driver's file half: files over our own sync client (adb_sync.py: 64 KiB chunks, like
+"""The adb driver's file half: files over our own sync client (sync.py: 64 KiB chunks, like
 the adb CLI), one idle sync session kept between calls, sync failures as the transport's errors.
-`AdbTransport` (adb.py) is this plus the device link (server connection, state, reconnect), the
+`AdbTransport` (transport.py) is this plus the device link (server connection, state, reconnect), the
 shell and the device's facts; it provides the link methods declared abstract here."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness.errors import ConnectionDropped, RemoteNoSpaceError, RemotePathError, TransportError
-from harness.transport.adb_host import AdbConnection, AdbError
-from harness.transport.adb_sync import SyncClient, SyncFail, SyncProtocolError, tune_socket
+from harness.transport.adb.host import AdbConnection, AdbError
+from harness.transport.adb.sync import SyncClient, SyncFail, SyncProtocolError, tune_socket
 from harness.transport.base import ProgressFn, Transport
 from harness.transport.types import RemoteStat
 
@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 
 class AdbFileTransport(Transport):
-    """Files, stats and small reads over adb's sync protocol (the link: adb.py)."""
+    """Files, stats and small reads over adb's sync protocol (the link: transport.py)."""
 
     _lock: threading.RLock
     _held_sync: tuple[AdbConnection, SyncClient] | None  # the idle session of an earlier call
@@ -37,15 +37,15 @@ class AdbFileTransport(Transport):
     @abstractmethod
     def _open(self, service: str, what: str, timeout: float | None = None, *,
               runs_once: bool = False) -> AdbConnection:
-        """A server connection switched to this device and then to `service` (adb.py)."""
+        """A server connection switched to this device and then to `service` (transport.py)."""
 
     @abstractmethod
     def _dropped(self, what: str, exc: BaseException) -> ConnectionDropped:
-        """The error of a link dropped during `what` (adb.py)."""
+        """The error of a link dropped during `what` (transport.py)."""
 
     @abstractmethod
     def features(self) -> frozenset[str]:
-        """The device's adb features (adb.py)."""
+        """The device's adb features (transport.py)."""
 
     # ---- files --------------------------------------------------------------------------
     def _sync(self, what: str) -> tuple[AdbConnection, SyncClient]:
@@ -119,7 +119,7 @@ class AdbFileTransport(Transport):
         file. After a dropped link the retry resends only the files the device has not
         acknowledged yet; `on_done(remote)` runs as each is acknowledged. `on_digest(remote,
         sha256 hex)` runs as soon as each file's bytes were all sent, hashed from the very chunks
-        sent (adb_sync._send_data): the file is read once."""
+        sent (sync._send_data): the file is read once."""
         jobs = list(jobs)
         features = self.retry.run(f"{self.device.name}: features", self.features)
         if jobs and "fixed_push_mkdir" not in features:

@@ -1,11 +1,11 @@
 """adb driver: talks to a real adb server (local or a lab host's) over its host protocol
-(adb_host.py); the server's view of a device and its errors are in adb_state.py.
+(host.py); the server's view of a device and its errors are in state.py.
 
 - TCP serials (HOST:PORT) are `adb connect`ed on demand; a device the server keeps as
   `offline` (it restarted) is recovered with disconnect + connect.
 - Exit codes are real: shell v2 when the device advertises `shell_v2`, else the v1 path with
-  a per-call random exit marker (adb_shell.py reads both off the stream this class opens).
-- Files go over our own sync client: the file half of this driver is adb_files.py.
+  a per-call random exit marker (shell.py reads both off the stream this class opens).
+- Files go over our own sync client: the file half of this driver is files.py.
 - Link faults are raised retryable (the base retry policy re-runs the primitive);
   `unauthorized` is not retryable and says what to do on the phone.
 """
@@ -23,12 +23,12 @@ from harness.errors import (
 )
 from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
 from harness.kinds import TransportKind
-from harness.transport.adb_files import LINK_ERRORS, AdbFileTransport, close_connection
-from harness.transport.adb_host import AdbClient, AdbConnection, AdbError, AdbFault
-from harness.transport.adb_props import FACT_PROPS, parse_getprop
-from harness.transport.adb_shell import read_v1, read_v2, v1_service, v2_service
-from harness.transport.adb_state import is_loopback, is_tcp_serial, link_state, state_error, state_from_fail
-from harness.transport.adb_sync import SyncClient
+from harness.transport.adb.files import LINK_ERRORS, AdbFileTransport, close_connection
+from harness.transport.adb.host import AdbClient, AdbConnection, AdbError, AdbFault
+from harness.transport.adb.props import FACT_PROPS, parse_getprop
+from harness.transport.adb.shell import read_v1, read_v2, v1_service, v2_service
+from harness.transport.adb.state import is_loopback, is_tcp_serial, link_state, state_error, state_from_fail
+from harness.transport.adb.sync import SyncClient
 from harness.transport.retry import RetryPolicy
 from harness.transport.types import HealthReport, LinkState, RawExec, link_state_of
 
@@ -242,7 +242,7 @@ class AdbTransport(AdbFileTransport):
             close_connection(conn)
 
     def _exec_v1(self, command: str, timeout: float | None) -> RawExec:
-        """The v1 `shell:` path (adb_shell.v1_service): a stream that ends without the exit
+        """The v1 `shell:` path (shell.v1_service): a stream that ends without the exit
         marker line means the command may have run."""
         deadline = None if timeout is None else time.monotonic() + timeout
         service, marker = v1_service(command)

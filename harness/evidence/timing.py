@@ -1,0 +1,33 @@
+"""What a record's times mean: measured on the device, or on the host's HTP emulator (not device
+speed; the reports say so beside every figure). Its JSON is the one word the record always held."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, Self
+
+
+class Clock(StrEnum):
+    DEVICE = "device"
+    EMULATOR = "emulator"
+
+
+@dataclass(frozen=True)
+class Timing:
+    KEY: ClassVar[str] = "timing"
+
+    clock: Clock
+
+    @property
+    def emulated(self) -> bool:
+        return self.clock is Clock.EMULATOR
+
+    def to_json(self) -> str:
+        return self.clock.value
+
+    @classmethod
+    def of_json(cls, raw: Any) -> Self:
+        if not isinstance(raw, str):
+            raise TypeError("a record's timing is a word")
+        return cls(Clock(raw))
