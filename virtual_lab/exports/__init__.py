@@ -40,6 +40,7 @@ from virtual_lab.exports.behaviour import (
     resolve_answer,
     validate_behaviour,
 )
+from virtual_lab.exports.binaries import edit_stub
 from virtual_lab.exports.cli import main
 from virtual_lab.exports.configs import (
     IMAGE_PAD,
@@ -67,7 +68,7 @@ from virtual_lab.exports.segments import (
     virtual_prompt_segments,
 )
 from virtual_lab.exports.spec import DEEPSTACK_LAYERS, ExportSpec
-from virtual_lab.exports.stub import edit_stub, set_compiled_dims
+from virtual_lab.exports.stub import set_compiled_dims
 from virtual_lab.exports.writer import ExportInfo, make_qwen3_export, make_qwen3_vl_export
 
 __all__ = [

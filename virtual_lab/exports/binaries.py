@@ -8,12 +8,16 @@ cannot) or "stand-in"."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness import soc
 from virtual_lab.exports.spec import ExportSpec
-from virtual_lab.exports.stub import PluginSpec
+from virtual_lab.exports.stub import PluginSpec, convert_script, plugins_of, stub_bytes
 from virtual_lab.qnn_cache import BinarySpec, GraphSpec, find_builder
 
 MODES = ("auto", "real", "stand-in")
@@ -70,3 +74,24 @@ def rebuild_binaries(root: Path, plugins: Sequence[PluginSpec]) -> None:
         tmp = root / f"{rel}.rebuild.tmp"
         tmp.write_bytes(built[spec].read_bytes())
         tmp.replace(root / rel)
+
+
+def edit_stub(path: Path, edit: Callable[[dict], object]) -> None:
+    """Dump an NPU stub to its JSON graph, let `edit` change it, and write it back in place
+    (tests make the faulty stubs upstream writes this way). Where the export's context binaries
+    are real, the binaries of the plugins the edit changed are rebuilt to match: one compile
+    writes both, so a real export's stub and binaries never disagree."""
+    with tempfile.TemporaryDirectory(prefix="vlab-stub-") as tmp:
+        out = Path(tmp) / "stub.json"
+        subprocess.run([sys.executable, "-c", convert_script(), "-f", "MNN", "--modelFile", str(path),
+                        "--JsonFile", str(out)], capture_output=True, text=True, timeout=300)
+        try:
+            graph = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: the mnn converter could not dump it ({exc})") from None
+    before = plugins_of(graph)
+    edit(graph)
+    Path(path).write_bytes(stub_bytes(json.dumps(graph, sort_keys=True)))
+    changed = [p for p in plugins_of(graph) if p not in before]
+    if changed:
+        rebuild_binaries(Path(path).parent.parent, changed)
