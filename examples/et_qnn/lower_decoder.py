@@ -64,7 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="write the debug program instead (debug.pte, etrecord.bin, qnn_encodings.json, "
                     "debug_inputs.npz): per-op intermediate outputs for harness.checks.localize")
     ap.add_argument("--plant-mul-range-fault", type=int, metavar="LAYER", default=None,
-                    help="(tests) the SwiGLU MUL output of LAYER takes its SiLU operand's quantization range")
+                    help="(tests) the SwiGLU MUL output of LAYER takes its SiLU operand's quantization range, "
+                    "in the program and in its debug build (plant_fault.py)")
     return ap.parse_args(argv)
 
 
@@ -260,11 +261,16 @@ def main(argv: list[str] | None = None, before_convert=None) -> int:
     check_qnn_env()
     args.out.mkdir(parents=True, exist_ok=True)
     os.chdir(args.out)  # QNN may drop scratch files into the working folder
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # debug_program.py, plant_fault.py are beside it
     if args.debug_program:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))  # debug_program.py is beside this script
         from debug_program import write_debug_program
 
         return write_debug_program(args, build_model, quantize)
+    if before_convert is None and args.plant_mul_range_fault is not None:
+        # the same fault in the program as in its debug build: one command plus --debug-program makes both
+        from plant_fault import plant_mul_range
+
+        before_convert = plant_mul_range(args.plant_mul_range_fault)
     started = time.monotonic()
     import importlib.metadata
 

@@ -5,6 +5,8 @@ form (issue 33). Everything else, the reference/ included, is the healthy export
 program departs from its own float model, which is what the reference check must see.
 
 usage: python plant_fault.py --fault-layer N <lower_decoder.py's arguments, with --mlp swiglu>
+(the same as lower_decoder.py ... --plant-mul-range-fault N; with --debug-program, the debug build
+carries the same fault)
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--fault-layer", type=int, required=True)
     known, rest = ap.parse_known_args(argv)
-    return lower_decoder.main(rest, before_convert=plant_mul_range(known.fault_layer))
+    # lower_decoder plants it, in the program and (--debug-program) in its debug build alike
+    return lower_decoder.main([*rest, "--plant-mul-range-fault", str(known.fault_layer)])
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ from harness.lazy import lazy_names
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "agreement": ("Agreement", "DriftWarning", "assert_agrees", "compare"),
     "et_reference": ("GreedyReference", "compare_outputs", "generated_after", "match_tokens", "vocab_pieces"),
-    "float_reference": ("FLOAT_REFERENCE_THRESHOLDS", "FloatReference", "judge_float_reference",
-                        "missing_float_reference", "read_float_reference"),
+    "float_reference": ("FLOAT_REFERENCE_THRESHOLDS", "FloatReference", "float_reference_thresholds",
+                        "judge_float_reference", "missing_float_reference", "read_float_reference"),
     "export_verdict": ("ExportVerdict", "Instrument", "LineVerdict", "static_quant_line",
                        "teacher_forced_line", "text_coherence_line", "verdict_of_records"),
     "surprise": ("ReferenceUnavailable", "Scorer", "Surprise"),
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from harness.checks.export_verdict import verdict_of_records as verdict_of_records
     from harness.checks.float_reference import FLOAT_REFERENCE_THRESHOLDS as FLOAT_REFERENCE_THRESHOLDS
     from harness.checks.float_reference import FloatReference as FloatReference
+    from harness.checks.float_reference import float_reference_thresholds as float_reference_thresholds
     from harness.checks.float_reference import judge_float_reference as judge_float_reference
     from harness.checks.float_reference import missing_float_reference as missing_float_reference
     from harness.checks.float_reference import read_float_reference as read_float_reference

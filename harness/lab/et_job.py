@@ -48,8 +48,10 @@ def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:
         for inst in suite.instances(check, visual=False, case_ids=[]):
             if ctx.stopping:
                 return
+            # the plan's model name, not the program's file name the check stamps: two exported
+            # models' testcases stay apart in the records and JUnit (classname device.suite.model)
             rec = TestRecord(name=check.testcase(inst), suite=ctx.entry.suite.name, device=ctx.device.name,
-                             soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch)
+                             model=ctx.entry.model.name, soc_model=ctx.device.soc_model, htp_arch=ctx.device.htp_arch)
             if ctx.device.emulated:
                 rec.put(Timing(ctx.device.timing))
             rec.put(Provenance(ctx.device.tier))  # the tier it ran on; a QNN cell's check adds QAIRT and sha256

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.evidence import Localization
+from harness.evidence import Localization, OpGap
 from harness.hostfiles import write_atomic
 from harness.report.history import History
 
@@ -66,31 +68,70 @@ def plot_trends(history: History, out_dir: Path, devices: list[str] | None = Non
     return out
 
 
+def _block(layer: str) -> str:
+    """The model block an op's module belongs to: "layers.1.down" -> "layers.1"; "head" -> "head"."""
+    parts = layer.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 and parts[1].isdigit() else parts[0]
+
+
+def layer_runs(ops: Sequence[OpGap]) -> list[tuple[str, int, int]]:
+    """(block, first op index, last op index) of consecutive ops of one block, in graph order;
+    ops without a layer join the run they sit in."""
+    runs: list[tuple[str, int, int]] = []
+    for o in sorted((o for o in ops if o.layer), key=lambda o: o.index):
+        block = _block(o.layer)
+        if runs and runs[-1][0] == block:
+            runs[-1] = (block, runs[-1][1], o.index)
+        else:
+            runs.append((block, o.index, o.index))
+    return runs
+
+
+def _shade_layers(ax: Axes, ops: Sequence[OpGap]) -> None:
+    """Every other model block shaded and each block named along the top: where along the model
+    an op sits reads without the node names."""
+    runs = [r for r in layer_runs(ops) if r[0].startswith("layers.")]
+    for i, (block, lo, hi) in enumerate(runs):
+        if i % 2 == 0:
+            ax.axvspan(lo - 0.5, hi + 0.5, color="0.92", zorder=0)
+        ax.text((lo + hi) / 2, _SQNR_TOP + 2, block.replace("layers.", "layer "), ha="center", va="bottom",
+                fontsize=8, color="0.35")
+
+
 def plot_localization(result: Localization) -> bytes:
-    """SQNR per op along the graph (PNG): judged ops joined, unjudged ones grey, the threshold
-    dashed, the first departure marked and named (report/departs.py embeds it in the page)."""
-    fig = Figure(figsize=(9, 3.2), dpi=90)
+    """SQNR per op along the graph (PNG): judged ops joined, unjudged ones grey, the model's layers
+    shaded and named, the threshold dashed, the first departure marked (a red line and dot) and named
+    in a boxed label clear of the curve (report/departs.py embeds it in the page)."""
+    fig = Figure(figsize=(10, 3.8), dpi=96)
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     judged = [o for o in result.ops if o.judged]
     shown = [o for o in result.ops if not o.judged]
+    _shade_layers(ax, result.ops)
     # Identical tensors are at the evidence's 200 dB cap: drawn at the top so the low end stays readable.
     ax.plot([o.index for o in judged], [min(o.sqnr_db, _SQNR_TOP) for o in judged], marker=".", lw=1, label="judged op")
     if shown:
-        ax.scatter([o.index for o in shown], [min(max(o.sqnr_db, 0.0), _SQNR_TOP) for o in shown], s=8, c="0.7",
+        ax.scatter([o.index for o in shown], [min(max(o.sqnr_db, 0.0), _SQNR_TOP) for o in shown], s=8, c="0.6",
                    label="shown, not judged")
     ax.axhline(result.threshold_db, ls="--", c="0.4", lw=1, label=f"threshold {result.threshold_db:g} dB")
+    low = min([-5.0, *(o.sqnr_db - 5 for o in judged)])
     if result.first is not None:
         f = result.first
+        ax.axvline(f.index, c="red", lw=1, ls=":", zorder=4)
         ax.scatter([f.index], [f.sqnr_db], s=90, c="red", zorder=5, label="first departure")
-        ax.annotate(f"{f.node} ({f.layer or 'no layer'})\n{f.sqnr_db:.1f} dB", (f.index, f.sqnr_db),
-                    textcoords="offset points", xytext=(8, 8), fontsize=8, color="red")
-    ax.set_ylim(min([-5.0, *(o.sqnr_db - 5 for o in judged)]), _SQNR_TOP + 5)
+        right = f.index > (min(o.index for o in result.ops) + max(o.index for o in result.ops)) / 2
+        # Above the threshold, on the side with room: the curve after a departure runs low.
+        ax.annotate(f"first departure: {f.node}\n{f.layer or 'no layer'}, {f.sqnr_db:.1f} dB", (f.index, f.sqnr_db),
+                    xytext=(f.index, result.threshold_db + 0.3 * (_SQNR_TOP - result.threshold_db)),
+                    ha="right" if right else "left", fontsize=9, color="red", zorder=6,
+                    bbox={"boxstyle": "round", "fc": "white", "ec": "red", "lw": 0.8},
+                    arrowprops={"arrowstyle": "-", "color": "red", "lw": 0.8})
+    ax.set_ylim(low, _SQNR_TOP + 12)
     ax.set_xlabel("op (reference graph order)")
     ax.set_ylabel("SQNR (dB) vs CPU")
-    ax.set_title(f"per-op SQNR against the CPU reference ({result.format or 'format unknown'})", fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(f"per-op SQNR against the CPU reference ({result.format or 'format unknown'})", fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: the curve keeps the whole frame
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, format="png")

@@ -10,7 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.checks import FLOAT_REFERENCE_THRESHOLDS, FloatReference, judge_float_reference, read_float_reference
+from harness.checks import (
+    FLOAT_REFERENCE_THRESHOLDS,
+    FloatReference,
+    float_reference_thresholds,
+    judge_float_reference,
+    read_float_reference,
+)
 from harness.checks.float_reference import compare_prompt
 from harness.errors import ArtifactError
 from harness.evidence import FloatReferenceAgreement
@@ -66,7 +72,7 @@ def test_identical_logits_agree_with_zero_figures(tmp_path: Path) -> None:
 def test_figures_on_known_logits() -> None:
     ref = np.log(np.array([[0.5, 0.5], [0.9, 0.1]], dtype=np.float64))
     prog = np.log(np.array([[0.5, 0.5], [0.1, 0.9]], dtype=np.float64))
-    fig = compare_prompt(ref, prog, [0, 0, 0], prompt="p", thresholds=FLOAT_REFERENCE_THRESHOLDS)
+    fig = compare_prompt(ref, prog, [0, 0, 0], prompt="p", thresholds=float_reference_thresholds("16a8w"))
     kl_step2 = 0.9 * np.log(0.9 / 0.1) + 0.1 * np.log(0.1 / 0.9)
     assert fig.mean_kl == pytest.approx(kl_step2 / 2) and fig.flips == 1 and fig.counted == 2
     assert fig.nll_gap == pytest.approx((-np.log(0.1) + np.log(0.9)) / 2)
@@ -84,3 +90,34 @@ def test_a_program_short_of_steps_is_an_error(tmp_path: Path) -> None:
     logits = _reference(tmp_path)
     ag = judge_float_reference(_read(tmp_path), logits[:, :3], label="16a8w")
     assert ag.verdict == "error"
+
+
+def _program_at_kl(logits: np.ndarray, target: float) -> np.ndarray:
+    """`logits` perturbed by one fixed noise, scaled so that the median over prompts of the mean
+    KL(reference || program) is `target` (bisection: the KL grows with the scale)."""
+    noise = np.random.default_rng(1).normal(size=logits.shape)
+    ref = logits - logits.max(-1, keepdims=True)
+    lr = ref - np.log(np.exp(ref).sum(-1, keepdims=True))
+
+    def median_kl(scale: float) -> float:
+        prog = ref + scale * noise
+        lp = prog - np.log(np.exp(prog).sum(-1, keepdims=True))
+        return float(np.median(np.mean(np.sum(np.exp(lr) * (lr - lp), -1), -1)))
+
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if median_kl(mid) < target else (lo, mid)
+    return (logits + hi * noise).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt, verdict", [("16a4w", "agree"), ("16a8w", "drift"), ("8a8w", "drift"), ("16a16w", "agree")])
+def test_each_format_is_judged_on_its_own_lines(tmp_path: Path, fmt: str, verdict: str) -> None:
+    """A median KL of 0.015 is inside 16a4w's healthy band (4-bit weights: healthy up to 0.0136)
+    and beyond 16a8w's and 8a8w's (docs/executorch-reference.md#calibration); a format not
+    calibrated takes the loosest lines, 16a4w's."""
+    logits = _reference(tmp_path, steps=40, vocab=128)
+    ag = judge_float_reference(_read(tmp_path), _program_at_kl(logits, 0.015), label=fmt)
+    assert ag.median_kl == pytest.approx(0.015, rel=1e-3)
+    assert ag.verdict == verdict, ag.reasons
+    assert FLOAT_REFERENCE_THRESHOLDS["16a8w"].export_drift_kl < 0.015 < FLOAT_REFERENCE_THRESHOLDS["16a4w"].export_drift_kl

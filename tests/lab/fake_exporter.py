@@ -10,6 +10,8 @@ another soc_id), tree (starts a child and a
 grandchild in a session of its own, writes their pids to $FAKE_EXPORT_PIDS.<build> and half an export, then sleeps: stop tests),
 daemon (exit 0, a setsid() helper left running),
 sleep (sleeps: timeout tests), slow (half a second, its times in $FAKE_EXPORT_TIMES).
+With --debug-program it is "<soc>-<format>-debug" and `ok` writes a debug build's four files
+(docs/localize.md#files) instead; `no-encodings` leaves qnn_encodings.json out.
 """
 
 from __future__ import annotations
@@ -53,6 +55,15 @@ def write_export(out: Path, soc: str, soc_id: int, arch: str, fmt: str) -> None:
     (out / "export_args.json").write_text(json.dumps({"soc_id": soc_id, "dsp_arch": arch, "format": fmt}))
 
 
+DEBUG_FILES = ("debug.pte", "etrecord.bin", "debug_inputs.npz", "qnn_encodings.json")
+
+
+def write_debug_build(out: Path, build: str, files: tuple[str, ...] = DEBUG_FILES) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name in files:
+        (out / name).write_text(f"{build} {name}\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--soc", required=True)
@@ -60,15 +71,20 @@ def main() -> int:
     ap.add_argument("--arch", required=True)
     ap.add_argument("--format", required=True)
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--debug-program", action="store_true")
     args = ap.parse_args()
-    build = f"{args.soc.lower()}-{args.format}"
+    build = f"{args.soc.lower()}-{args.format}" + ("-debug" if args.debug_program else "")
     if os.environ.get("FAKE_EXPORT_COUNTER"):
         with open(os.environ["FAKE_EXPORT_COUNTER"], "a") as f:
             f.write(build + "\n")
     modes = dict(m.split("=", 1) for m in os.environ.get("FAKE_EXPORT_MODES", "").split(",") if "=" in m)
     mode = modes.get(build, "ok")
     print(f"fake exporter: {build} mode {mode}", flush=True)
-    if mode == "ok":
+    if mode == "ok" and args.debug_program:
+        write_debug_build(args.out, build)
+    elif mode == "no-encodings":
+        write_debug_build(args.out, build, DEBUG_FILES[:3])
+    elif mode == "ok":
         write_export(args.out, args.soc, args.soc_id, args.arch, args.format)
     elif mode == "qnn-v68":
         sys.stdout.write(QNN_V68)

@@ -20,6 +20,7 @@ from PIL import Image
 
 from harness.evidence import Localization, LocalizeEvidence, OpGap, Outcome, QuantFinding, TeacherForced
 from harness.report import History, TestRecord, aggregate, junit_document, render_html
+from harness.report.plots import layer_runs
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -102,6 +103,12 @@ def test_where_it_departs_shows_both_lanes_and_the_plot_marks_the_first_departur
     healthy = _plot_of(render_html([_et_record(localization(None))], title="t"))
     assert marked.size == healthy.size and marked.format == "PNG"
     assert _red_pixels(marked) > 50 and _red_pixels(healthy) == 0  # the first departure's red marker
+
+
+def test_the_plot_shades_the_model_blocks_an_op_sits_in() -> None:
+    ops = [OpGap(i, f"op{i}", "aten.add.Tensor", layer, 60.0, 1.0, 0.0) for i, layer in enumerate(
+        ["", "layers.0", "layers.0.qkv", "", "layers.0.down", "layers.1.ln_attn", "layers.1", "layers.10.up", "head"])]
+    assert layer_runs(ops) == [("layers.0", 1, 4), ("layers.1", 5, 6), ("layers.10", 7, 7), ("head", 8, 8)]
 
 
 def test_the_history_keeps_the_first_op_and_flags_a_new_departure(tmp_path: Path) -> None:

@@ -70,6 +70,7 @@ def test_a_lone_program_says_how_to_rebuild_it(tmp_path: Path) -> None:
     assert rec.status == "skipped", rec.message
     assert "missing debug.pte, etrecord.bin, debug_inputs.npz, qnn_encodings.json" in rec.message
     assert "--debug-program" in rec.message and "keeps debug.etrecord: link it as etrecord.bin" in rec.message
+    assert "the build's `debug_args`" in rec.message  # a plan's way to ask the export stage for it
 
 
 @pytest.mark.real_qnn
@@ -83,7 +84,7 @@ def test_a_failed_cell_is_localized_on_the_emulator(tmp_path: Path, localize_deb
     assert ev.result.outcome is not Outcome.UNDECIDABLE and len(ev.result.ops) > 50, ev.result.reason
     judged = [o for o in ev.result.ops if o.judged]
     assert judged and min(o.sqnr_db for o in judged) < max(o.sqnr_db for o in judged)  # real, varied figures
-    if ev.result.first is not None:  # the healthy program's first departure (docs/localize.md#measured)
+    if ev.result.first is not None:  # the healthy program's first departure (docs/localize.md#calibration)
         assert rec.status == "failed" and ev.result.first.node in rec.message
     again = TestRecord.from_dict(json.loads(rec.to_json())).evidence.get(LocalizeEvidence)
     assert again == ev

@@ -5,6 +5,8 @@ verdict: the first op in graph order under the format's threshold."""
 
 from harness.checks.localize.judge import judge, threshold_for
 from harness.checks.localize.layout import (
+    DEBUG_BUILD_FILES,
+    DEBUG_FOLDER,
     DEBUG_OUTPUT,
     DEBUG_PTE,
     ENCODINGS,
@@ -13,8 +15,9 @@ from harness.checks.localize.layout import (
     INPUTS,
     DebugFiles,
     debug_buffer_size,
+    debug_build_places,
 )
 from harness.checks.localize.run import localize
 
-__all__ = ["DEBUG_OUTPUT", "DEBUG_PTE", "ENCODINGS", "ETDUMP", "ETRECORD", "INPUTS", "DebugFiles",
-           "debug_buffer_size", "judge", "localize", "threshold_for"]
+__all__ = ["DEBUG_BUILD_FILES", "DEBUG_FOLDER", "DEBUG_OUTPUT", "DEBUG_PTE", "ENCODINGS", "ETDUMP", "ETRECORD", "INPUTS",
+           "DebugFiles", "debug_buffer_size", "debug_build_places", "judge", "localize", "threshold_for"]

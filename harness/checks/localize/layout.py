@@ -17,8 +17,11 @@ INPUTS = "debug_inputs.npz"
 ENCODINGS = "qnn_encodings.json"  # what a saved ETRecord drops: QNN's per-node quantization
 ETDUMP = "etdump.etdp"
 DEBUG_OUTPUT = "debug_output.bin"
+DEBUG_BUILD_FILES = (DEBUG_PTE, ETRECORD, INPUTS, ENCODINGS)  # what the exporter's debug build writes
+DEBUG_FOLDER = "debug"  # where a debug build sits for a program's folder (`debug_build_places`)
 REBUILD = ("rebuild with the exporter's debug build (examples/et_qnn/lower_decoder.py --debug-program, "
-           "docs/localize.md#files)")
+           "docs/localize.md#files; in a plan, the build's `debug_args` with `debug: true` or the suite's "
+           "`localize: true`, docs/exports.md#debug-builds)")
 # A debug buffer entry holds the tensor's bytes and is aligned; per-op slack for that and the
 # non-quantized (float) outputs QNN may dump at 4 bytes a value.
 _ENTRY_SLACK = 64
@@ -32,7 +35,7 @@ class DebugFiles:
         return self.folder / name
 
     def missing_build(self) -> list[str]:
-        return [n for n in (DEBUG_PTE, ETRECORD, INPUTS, ENCODINGS) if not self.path(n).is_file()]
+        return [n for n in DEBUG_BUILD_FILES if not self.path(n).is_file()]
 
     def missing_run(self) -> list[str]:
         return [n for n in (ETDUMP, DEBUG_OUTPUT) if not self.path(n).is_file()]
@@ -50,6 +53,14 @@ class DebugFiles:
         if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
             raise ArtifactError(f"{self.path(ENCODINGS)}: no 'nodes' list; {REBUILD}")
         return data
+
+
+def debug_build_places(program_folder: Path) -> tuple[Path, ...]:
+    """Where a program's debug build may sit: beside it, in its `debug/` folder, or (the export
+    stage's layout, docs/exports.md#debug-builds) in `debug/<format>/` beside the format folders,
+    since the program's own folder is a sealed cache entry."""
+    return (program_folder, program_folder / DEBUG_FOLDER,
+            program_folder.parent / DEBUG_FOLDER / program_folder.name)
 
 
 def debug_buffer_size(encodings: dict[str, Any]) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.checks.localize import DEBUG_BUILD_FILES, DebugFiles
 from harness.errors import HarnessError
 from harness.lab.exports.cache import LOG_FILE, OUT_DIR, CacheEntry, ExportCache
 from harness.lab.exports.classify import (
@@ -54,14 +55,29 @@ def read_tail(path: Path, size: int = 8000) -> str:
         return ""
 
 
+def validate_debug_build(out: Path, job: ExportJob) -> FailureVerdict | None:
+    """A debug build is the files the localize check reads (docs/localize.md#files), all of them."""
+    missing = DebugFiles(out).missing_build()
+    if not missing:
+        return None
+    args = " ".join(job.build.debug_args)
+    return FailureVerdict(ExportFailure.INVALID.value,
+                          f"its debug build ({args}) wrote no {', '.join(missing)} to {{out}}; the exporter's "
+                          f"{job.build.label}.debug_args must make it write {', '.join(DEBUG_BUILD_FILES)} "
+                          "(docs/localize.md#files)")
+
+
 def validate_export(out: Path, job: ExportJob) -> FailureVerdict | None:
     """The folder the command wrote, checked as `harness push` checks an export: a known layout,
-    nothing empty, and compiled for this job's target when the export says what it was built for."""
+    nothing empty, and compiled for this job's target when the export says what it was built for.
+    A debug build is checked for the debug program's files instead."""
     from harness.provision import load_export
 
     if not out.is_dir() or not any(out.iterdir()):
         return FailureVerdict(ExportFailure.NO_OUTPUT.value, f"exited 0 but wrote nothing to {{out}} ({out.name}/); "
                               "the command must write its export into the folder {out} names")
+    if job.debug:
+        return validate_debug_build(out, job)
     try:
         artifact = load_export(out)
     except HarnessError as exc:
@@ -106,7 +122,7 @@ class Builder:
 
     def run(self, job: ExportJob, key: str) -> ExportResult:
         started = time.monotonic()
-        argv_shown = job.build.argv(job.target, job.format, Path("{out}"))
+        argv_shown = job.argv(Path("{out}"))
         if self.stop.is_set():  # queued behind others when the stop came: never started
             return ExportResult(job, Status.ERROR, key=key, argv=argv_shown, note="not started: the night was stopped")
         note = ""
@@ -132,8 +148,8 @@ class Builder:
         folder = self.cache.new_build_dir(key)
         out, log = folder / OUT_DIR, folder / LOG_FILE
         out.mkdir()
-        argv = job.build.argv(job.target, job.format, out)
-        shown = job.build.argv(job.target, job.format, Path("{out}"))
+        argv = job.argv(out)
+        shown = job.argv(Path("{out}"))
         env, failure = self._env(job)
         header = f"$ {' '.join(shown)}\n# target {job.target.soc} (soc_id {job.target.soc_id}, {job.target.dsp_arch})\n"
         log.write_text(header, encoding="utf-8")

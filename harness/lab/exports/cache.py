@@ -76,11 +76,14 @@ def inputs_digest(paths: Iterable[Path], hashes: HashCache) -> str:
 
 
 def key_material(job: ExportJob, inputs_sha: str, tools: Mapping[str, str | None]) -> dict[str, Any]:
+    """What decides the export's bytes. A debug build adds its `debug_args` (its own key); a plain
+    build's material never names them, so declaring them rebuilds nothing already cached."""
     b = job.build
-    return {"version": ENTRY_VERSION, "command": b.key_command(), "shell": b.shell, "kind": b.kind,
-            "env": dict(sorted(b.env.items())), "qnn_host": b.qnn_host, "target": job.target.soc,
-            "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "format": job.format,
-            "inputs": inputs_sha, "tools": dict(sorted(tools.items()))}
+    material = {"version": ENTRY_VERSION, "command": b.key_command(), "shell": b.shell, "kind": b.kind,
+                "env": dict(sorted(b.env.items())), "qnn_host": b.qnn_host, "target": job.target.soc,
+                "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "format": job.format,
+                "inputs": inputs_sha, "tools": dict(sorted(tools.items()))}
+    return {**material, "debug_args": list(b.debug_args)} if job.debug else material
 
 
 def export_key(material: Mapping[str, Any]) -> str:

@@ -62,25 +62,26 @@ def export_record(result: ExportResult, run_id: str) -> TestRecord:
                      backend_pair=BackendPair(Backend.QNN, variant=job.format), duration_s=round(result.duration_s, 3),
                      text=result.log_tail[-_TEXT_TAIL:])
     note = f" [{result.note}]" if result.note else ""
+    what = f"{job.target.soc} {job.format}" + (" debug build" if job.debug else "")
     if result.failure is not None:
         rec.signature = f"export:{result.failure.failure_class}"
-        message = f"{job.target.soc} {job.format}: {result.failure.message}"
+        message = f"{what}: {result.failure.message}"
         if result.cache is CacheUse.HIT:
             message += " (the export cache's verdict: these inputs failed the same way before)"
         rec.log_excerpt = "\n".join(result.failure.last_lines)
         rec.set_verdict(Verdict(result.status, FailureClass(result.failure.failure_class), message + note))
     elif result.status is Status.ERROR:
-        rec.set_verdict(Verdict.error(FailureClass.INTERRUPTED, f"{job.target.soc} {job.format}: stopped (Ctrl-C or "
+        rec.set_verdict(Verdict.error(FailureClass.INTERRUPTED, f"{what}: stopped (Ctrl-C or "
                                       f"SIGTERM) while exporting; nothing kept{note}"))
     else:
-        rec.set_verdict(Verdict(result.status, message=f"{job.target.soc} {job.format}: built" + (
+        rec.set_verdict(Verdict(result.status, message=f"{what}: built" + (
             " (from the export cache)" if result.cache is CacheUse.HIT else "") + note))
     rec.stamp(run_id=run_id, transport="host")
     rec.extras.update(
         export={"key": result.key, "cache": result.cache.value, "target": job.target.soc, "format": job.format,
                 "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "argv": result.argv,
                 "folder": str(result.folder) if result.folder else None, "log": str(result.log) if result.log else None,
-                "build_s": result.build_s, "facts": result.failure.facts if result.failure else {}},
+                "build_s": result.build_s, "facts": result.failure.facts if result.failure else {}, "debug": job.debug},
         junit_properties={"export_cache": result.cache.value, "export_key": result.key,
                           "export_target": f"{job.target.soc} ({job.target.dsp_arch})", "export_format": job.format},
     )

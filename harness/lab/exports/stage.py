@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.checks.localize import DEBUG_FOLDER
 from harness.hostfiles import write_atomic
 from harness.inventory import DeviceSpec
 from harness.lab.exports.build import Builder
@@ -47,8 +48,10 @@ class ExportStage:
         made = {n: ModelSpec(n, path, kind) for n, (path, kind) in self.spec.model_folders(self.root).items()}
         return replace(plan, models={**plan.models, **made})
 
-    def of(self, model: str, soc_model: str) -> list[ExportResult]:
-        return [r for r in self.results if r.job.build.model == model and r.job.target.soc == soc_model]
+    def of(self, model: str, soc_model: str, *, debug: bool = False) -> list[ExportResult]:
+        """The model's exports for a SoC: the programs, or (`debug`) their debug builds."""
+        return [r for r in self.results
+                if r.job.build.model == model and r.job.target.soc == soc_model and r.job.debug == debug]
 
     def failed(self) -> list[ExportResult]:
         return [r for r in self.results if not r.ok]
@@ -69,12 +72,19 @@ def export_status(folder: Path) -> dict[str, dict[str, Any]]:
     return data if isinstance(data, dict) else {}
 
 
+def soc_folder(root: Path, job: ExportJob) -> Path:
+    """Where a job's format link goes: `<model>/<SOC>/`, a debug build's in its `debug/` (the
+    localize check looks there: harness.checks.localize.layout.debug_build_places)."""
+    folder = root / job.build.model / job.target.soc
+    return folder / DEBUG_FOLDER if job.debug else folder
+
+
 def _lay_out(root: Path, results: list[ExportResult]) -> None:
-    """Per (model, SoC): a link per built format (replaced atomically, a stale one removed) and
-    exports.json."""
+    """Per (model, SoC), and per its debug builds: a link per built format (replaced atomically, a
+    stale one removed) and exports.json."""
     groups: dict[Path, list[ExportResult]] = {}
     for r in results:
-        groups.setdefault(root / r.job.build.model / r.job.target.soc, []).append(r)
+        groups.setdefault(soc_folder(root, r.job), []).append(r)
     for folder, rs in groups.items():
         folder.mkdir(parents=True, exist_ok=True)
         for r in rs:

@@ -16,6 +16,8 @@ exports:
       timeout_s: 1800
       env: {PYTHONHASHSEED: "0"}
       qnn_host: true            # run with the host QNN's environment (harness/qnn/host.py)
+      debug_args: [--debug-program]  # the exporter's arguments for its debug build (docs/exports.md#debug-builds)
+      debug: true               # build it every night; else only when a suite of the model has `localize: true`
 ```
 """
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import soc
@@ -35,6 +37,7 @@ PYTHON_WORDS = ("python", "python3")
 # The placeholders a command may use, and nothing else.
 PLACEHOLDERS = ("soc", "soc_id", "dsp_arch", "format", "out")
 LAB_TARGETS = "lab"  # `targets: lab`: every SoC the plan's devices have
+DEBUG_JOB = "debug"  # a debug build's testcase suffix (test_export[sm8650-16a8w-debug])
 DEFAULT_TIMEOUT_S = 3600.0
 # Where a plan's exported models point until the night's stage gives their folders a root.
 UNBUILT_ROOT = Path("/exports-not-built-yet")
@@ -78,24 +81,31 @@ class ExportBuild:
     qnn_host: bool = False
     cwd: Path = Path(".")  # the plan's folder: relative paths in a command are taken from there
     label: str = ""  # where it came from in the plan ("exports.builds[0]"), for messages
+    # The exporter's arguments for its debug build (docs/exports.md#debug-builds), appended to the
+    # command; `debug`: the stage builds it (the plan's `debug: true`, or a suite of the model localizes).
+    debug_args: tuple[str, ...] = ()
+    debug: bool = False
 
     @property
     def lab_targets(self) -> bool:
         return self.targets == (LAB_TARGETS,)
 
-    def argv(self, target: Target, fmt: str, out: Path) -> list[str]:
-        """The command for one build, placeholders filled in; a shell string's values are
-        shlex-quoted, so no SoC, format or path is ever read as shell syntax."""
+    def argv(self, target: Target, fmt: str, out: Path, *, debug: bool = False) -> list[str]:
+        """The command for one build (with `debug_args` appended for the debug build), placeholders
+        filled in; a shell string's values are shlex-quoted, so no SoC, format or path is ever read
+        as shell syntax."""
         values = {"soc": target.soc, "soc_id": str(target.soc_id), "dsp_arch": target.dsp_arch,
                   "format": fmt, "out": str(out)}
+        extra = [arg.format(**values) for arg in self.debug_args] if debug else []
         if self.shell:
             assert isinstance(self.command, str)
             text = self.command.format(**{k: shlex.quote(v) for k, v in values.items()})
+            text += "".join(" " + shlex.quote(arg) for arg in extra)
             first, sep, rest = text.lstrip().partition(" ")
             if first in PYTHON_WORDS:
                 text = shlex.quote(sys.executable) + sep + rest
             return ["/bin/sh", "-c", text]
-        argv = [part.format(**values) for part in self.command]
+        argv = [part.format(**values) for part in self.command] + extra
         return [sys.executable, *argv[1:]] if argv and argv[0] in PYTHON_WORDS else argv
 
     def key_command(self) -> list[str] | str:
@@ -105,15 +115,19 @@ class ExportBuild:
 
 @dataclass(frozen=True)
 class ExportJob:
-    """One (build, target, format): one testcase, one cache entry."""
+    """One (build, target, format), plain or its debug build: one testcase, one cache entry."""
 
     build: ExportBuild
     target: Target
     format: str
+    debug: bool = False  # the exporter's debug build (`debug_args` appended), beside the plain one
 
     @property
     def id(self) -> str:
-        return f"{self.target.slug}-{self.format}"
+        return f"{self.target.slug}-{self.format}" + (f"-{DEBUG_JOB}" if self.debug else "")
+
+    def argv(self, out: Path) -> list[str]:
+        return self.build.argv(self.target, self.format, out, debug=self.debug)
 
     @property
     def testcase(self) -> str:
@@ -155,8 +169,15 @@ class ExportsSpec:
                 target = Target.of(model)
                 if target is None or (only_target and target.soc != soc.normalize_model(only_target)):
                     continue
-                out.extend(ExportJob(b, target, f) for f in b.formats if not only_format or f == only_format)
+                for f in b.formats if not only_format else [f for f in b.formats if f == only_format]:
+                    out.append(ExportJob(b, target, f))
+                    if b.debug:
+                        out.append(ExportJob(b, target, f, debug=True))
         return out
+
+    def with_debug(self, models: set[str]) -> ExportsSpec:
+        """The spec with the debug build asked of `models`' builds (their suites localize)."""
+        return replace(self, builds=tuple(replace(b, debug=True) if b.model in models else b for b in self.builds))
 
 
 def default_parallel(cpus: int | None = None, mem_bytes: int | None = None) -> int:

@@ -1,11 +1,14 @@
 """`exports:` of a plan, validated at load (harness/lab/plan/load.py calls `parse_exports`): every
 problem is one PlanError naming the file and the key (exit 4): an unknown placeholder, an
-unknown SoC, an input that does not exist, a shell command whose placeholder is already quoted."""
+unknown SoC, an input that does not exist, a shell command whose placeholder is already quoted,
+`debug: true` without the exporter's `debug_args`. `localized_exports` joins the suites' `localize:`
+to the builds: a localized exported model gets its debug build, or the plan says why it cannot."""
 
 from __future__ import annotations
 
 import re
 import string
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,7 @@ from harness.validation import FailFn, check_env_var, check_keys, type_name, typ
 _SECTION_KEYS = {"parallel", "cache", "builds"}
 _CACHE_KEYS = {"max_gb"}
 _BUILD_KEYS = {"model", "kind", "command", "targets", "formats", "inputs", "timeout_s", "env", "shell",
-               "qnn_host"}
+               "qnn_host", "debug_args", "debug"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -104,6 +107,29 @@ class _Parser:
                 out.append(info.model)
         return tuple(out)
 
+    def debug_args(self, label: str, spec: dict[str, Any]) -> tuple[str, ...]:
+        """The exporter's arguments for its debug build: a list of strings, the command's
+        placeholders allowed ({out} is the debug build's own folder)."""
+        raw = typed_get(self.ctx, spec, "debug_args", list, label=f"{label}.debug_args", default=[],
+                        missing_fix="list the exporter's arguments for its debug build: debug_args: [--debug-program]")
+        if "debug_args" in spec and not raw:
+            raise self.fail(f"{label}.debug_args", "is empty",
+                            "list the arguments that make the exporter write its debug build ([--debug-program]), "
+                            "or drop the key")
+        out = []
+        for i, arg in enumerate(raw):
+            if not isinstance(arg, (str, int, float)) or isinstance(arg, bool):
+                raise self.fail(f"{label}.debug_args[{i}]", f"must be a string, got {type_name(arg)}",
+                                "write each argument as a string")
+            text = self.expand(f"{label}.debug_args[{i}]", str(arg))
+            self.placeholders(f"{label}.debug_args[{i}]", text)
+            out.append(text)
+        debug = typed_get(self.ctx, spec, "debug", bool, label=f"{label}.debug", default=False)
+        if debug and not out:
+            raise self.fail(f"{label}.debug", "asks for the debug build but the build has no `debug_args`",
+                            "add the exporter's debug arguments (debug_args: [--debug-program]) or drop `debug: true`")
+        return tuple(out)
+
     def names(self, label: str, spec: dict[str, Any], key: str) -> tuple[str, ...]:
         raw = typed_get(self.ctx, spec, key, (list, str), label=f"{label}.{key}", required=True)
         items = [raw] if isinstance(raw, str) else raw
@@ -160,7 +186,7 @@ class _Parser:
             formats=self.names(label, spec, "formats"), inputs=self.inputs(label, spec), kind=kind,
             timeout_s=float(timeout), env=self.env(label, spec), shell=shell,
             qnn_host=typed_get(self.ctx, spec, "qnn_host", bool, label=f"{label}.qnn_host", default=False),
-            cwd=self.base, label=label,
+            cwd=self.base, label=label, debug_args=self.debug_args(label, spec), debug=bool(spec.get("debug", False)),
         )
 
 
@@ -187,3 +213,24 @@ def parse_exports(ctx: FailFn, raw: Any, base: Path, environ: dict[str, str],
     if max_gb <= 0:
         raise ctx.fail("exports.cache.max_gb", f"{max_gb} must be positive", "give the cache's size bound in GB")
     return ExportsSpec(builds=builds, parallel=parallel, cache_max_bytes=int(max_gb * (1 << 30)))
+
+
+def localized_exports(ctx: FailFn, exports: ExportsSpec | None, suites: Sequence[Any]) -> ExportsSpec | None:
+    """The builds whose model a suite localizes (`localize: true`) build their debug program too;
+    one without `debug_args` is a plan error at that suite's key: the stage could not build it."""
+    if exports is None:
+        return None
+    wanted: set[str] = set()
+    for suite in suites:
+        for model in suite.models if suite.localize else ():
+            build = exports.build_of(model)
+            if build is None:
+                continue
+            if not build.debug_args:
+                raise ctx.fail(f"suites.{suite.name}.localize",
+                               f"localizes {model!r}, but its export ({build.label}) has no `debug_args`, so the "
+                               "export stage cannot build its debug program",
+                               f"add the exporter's debug arguments to {build.label} (debug_args: [--debug-program]; "
+                               "docs/exports.md#debug-builds) or drop `localize: true`")
+            wanted.add(model)
+    return exports.with_debug(wanted) if wanted else exports

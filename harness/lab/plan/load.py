@@ -45,7 +45,7 @@ from harness.errors import InventoryError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy
 from harness.lab.plan.export_spec import ExportsSpec
-from harness.lab.plan.exports import parse_exports
+from harness.lab.plan.exports import localized_exports, parse_exports
 from harness.lab.plan.fields import PlanCtx, get_value, read_names, read_number, read_section
 from harness.lab.plan.paths import PATH_OPTIONS, expand_env, parse_options
 from harness.lab.plan.specs import (
@@ -160,6 +160,7 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
     # Exported models' folders exist once the night's export stage ran (lab/exports/stage.py).
     models.update({n: ModelSpec(n, path, kind) for n, (path, kind) in (exports.model_folders() if exports else {}).items()})
     suites = parse_suites(ctx, data.get("suites"), models, base)
+    exports = localized_exports(ctx, exports, suites)
     options = parse_options(ctx, data, "options", base)
     check_runner_options(ctx, options, models, suites)
     repeats = read_number(ctx, data, "repeats", "repeats", 1, integer=True)

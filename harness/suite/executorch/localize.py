@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.checks.localize import ETRECORD, DebugFiles, localize
+from harness.checks.localize import ETRECORD, DebugFiles, debug_build_places, localize
 from harness.errors import ArtifactError
 from harness.evidence import LocalizeEvidence, Outcome
 from harness.outcomes import FailureClass
@@ -23,7 +23,6 @@ from harness.suite.executorch.checks import EtInput, host_python_env
 from harness.suite.model import CheckCall
 from harness.verdict import Verdict
 
-DEBUG_FOLDER = "debug"  # an export's debug build may sit in this sub-folder of it
 FORMAT_CELL = "test_quant_format_runs"  # the format's cell (registry ET_FORMAT_RUNS), whose failure asks
 _OWN_SCRIPTS = ("an export made by ExecuTorch's own scripts (--dump_intermediate_outputs) keeps debug.etrecord: "
                 "link it as etrecord.bin and write qnn_encodings.json and debug_inputs.npz beside it "
@@ -38,8 +37,9 @@ def format_cell(records: Sequence[TestRecord], quant: str) -> TestRecord | None:
 
 
 def debug_files_for(folder: Path) -> DebugFiles:
-    """The export's debug build: beside its program, else in its `debug/` folder."""
-    for where in (folder, folder / DEBUG_FOLDER):
+    """The export's debug build: beside its program, else in its `debug/` folder, else where the
+    export stage lays it out (`debug_build_places`)."""
+    for where in debug_build_places(folder):
         if not DebugFiles(where).missing_build():
             return DebugFiles(where)
     return DebugFiles(folder)
