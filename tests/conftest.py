@@ -20,7 +20,6 @@ from localize_kit import (
     uses_a_lowering,
 )
 
-from harness.qnn import HOST_QNN_SWITCH
 from virtual_lab.pytest_plugin import vlab, vlab_factory, vlab_transport  # noqa: F401
 
 # Property tests: the same examples on every run by default, so a CI verdict is the tree's,
@@ -67,15 +66,6 @@ def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     mp.setenv("HARNESS_CACHE_DIR", str(tmp_path_factory.mktemp("harness-cache")))
     yield
     mp.undo()
-
-
-@pytest.fixture(autouse=True)
-def _virtual_context_binaries(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The virtual lab's context binaries are stand-ins that the host's real QNN library refuses:
-    a test reads them through today's sources (stub, SDK stand-in, sidecar) unless it is marked
-    `real_qnn` (harness.qnn.host.HOST_QNN_SWITCH; the real material's tests carry the mark)."""
-    if request.node.get_closest_marker("real_qnn") is None:
-        monkeypatch.setenv(HOST_QNN_SWITCH, "off")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -291,9 +290,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "out" / "demo"))
     parser.add_argument("--no-night", action="store_true", help="skip the lab night stage")
     args = parser.parse_args(argv)
-    # The virtual lab's exports carry stand-in context binaries that the host's real QNN library
-    # (the qnn extra) refuses: the demo reads them through the lab's own SDK stand-in and sidecars.
-    os.environ.setdefault("HARNESS_HOST_QNN", "off")  # harness.qnn.host.HOST_QNN_SWITCH
     lab_side: dict[str, Verdicts] = {}
     if args.no_night:
         write_exports(Path(args.out))

@@ -35,8 +35,8 @@ WHEEL_DIST = "onnxruntime-qnn"
 INSTALL_HINT = "pip install 'harness[qnn]' (onnxruntime-qnn==2.5.0, QAIRT 2.49.40) or pass --qnn-sdk DIR"
 _BUILD_RE = re.compile(rb"v(\d+)\.(\d+)\.(\d+)\.(\d{12})")
 _READ_TIMEOUT_S = 60
-# Off switch for the automatic use (auto_host_qnn), e.g. where the context binaries are the
-# virtual lab's stand-ins or newer than the host's QAIRT; find_host_qnn itself ignores it.
+# Off switch for the automatic use (auto_host_qnn), e.g. where the context binaries are newer
+# than the host's QAIRT; find_host_qnn itself ignores it.
 HOST_QNN_SWITCH = "HARNESS_HOST_QNN"
 _OFF = frozenset({"0", "off", "no", "false"})
 

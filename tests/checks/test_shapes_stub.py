@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.checks.shapes import ERROR, WARNING, check_export_shapes, main
-from harness.qnn import compiled_io
+from harness.qnn import HOST_QNN_SWITCH, compiled_io
 from harness.qnn.compiled_io import parse_stub, read_compiled_io
 from harness.qnn.compiled_io import stub as stub_module
 from virtual_lab.exports import make_qwen3_export, make_qwen3_vl_export, write_sdk_tool
@@ -93,7 +93,8 @@ def test_real_stub_missing_binaries_are_named(smollm2: Path) -> None:
     assert all(f"qnn/graphllm{n}.bin" in found.found.split(": ", 1)[1].split(", ") for n in range(32))
     for n in range(32):
         (smollm2 / "qnn" / f"graphllm{n}.bin").write_bytes(b"ctx")
-    assert check_export_shapes(smollm2, "config_qnn.json") == []
+    # none missing now; where the host's QNN reads binaries, it refuses these 3-byte ones (a warning each)
+    assert {(f.kind, f.severity) for f in check_export_shapes(smollm2, "config_qnn.json")} <= {("io_unreadable", WARNING)}
     (smollm2 / "qnn" / "graphllm7.bin").unlink()
     (smollm2 / "qnn" / "graphllm32.bin").write_bytes(b"old")  # from an older compile
     by_kind = {f.kind.value: f for f in check_export_shapes(smollm2, "config_qnn.json")}
@@ -119,7 +120,7 @@ def test_cli_as_a_module_and_bad_input(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "harness.checks.shapes", str(good.path)],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "compiled IO from stub, chunk size 128" in proc.stdout
+    assert f"compiled IO from {read_compiled_io(good.path).source}, chunk size 128" in proc.stdout
     assert "llm prefill: input_ids [128,1,1024], position_ids [1,128]" in proc.stdout
     assert main([str(tmp_path / "nope")]) == 2
 
@@ -165,7 +166,10 @@ def test_unreadable_stub_says_why(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def sdk(tmp_path: Path) -> Path:
+def sdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The SDK tool is the source where the host has no QAIRT library of its own: these tests
+    switch the host's off (the virtual lab's tool stand-in reads real binaries with it all the same)."""
+    monkeypatch.setenv(HOST_QNN_SWITCH, "off")
     root = tmp_path / "qnn-sdk"
     write_sdk_tool(root / "bin" / "x86_64-linux-clang")
     return root
@@ -215,8 +219,9 @@ def test_visual_sizes_without_sidecar_check_patch_counts(tmp_path: Path) -> None
                                prompts=["<img><hw>384, 512</hw>a.jpg</img>x"]) == []
     found = check_export_shapes(info.path, "config_qnn.json", image_sizes="448x448",
                                 prompts=["<img><hw>224, 224</hw>a.jpg</img>x"])
+    source = read_compiled_io(info.path).source  # the stub, re-read by the host's QNN where it has one
     assert [(f.kind, f.where.key, f.source) for f in found] == [
-        ("image_size_mismatch", "image_sizes", "stub"), ("image_size_mismatch", "prompt 0 image 0", "stub")]
+        ("image_size_mismatch", "image_sizes", source), ("image_size_mismatch", "prompt 0 image 0", source)]
     assert "[768]" in found[0].expected and "784 patches" in found[0].found
     # the stub cannot tell 384x512 from 512x384 (same patch count): only the sidecar can
     assert check_export_shapes(info.path, "config_qnn.json", image_sizes="384x512") == []

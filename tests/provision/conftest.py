@@ -18,6 +18,11 @@ from harness.provision import HashCache
 from harness.transport import NO_RETRY, LocalTransport, RawExec
 from virtual_lab.userland import find_userland
 
+# The load preflight asks the device which QAIRT its runtimes are (their manifests) on every push
+# of an export whose context binaries name the QAIRT that built them, as the virtual lab's real
+# binaries do: one device process a push (harness/provision/preflight.py manifest_qairt).
+PREFLIGHT_SHELLS = 1
+
 
 class CountingTransport(LocalTransport):
     """The host as a device, counting pushed bytes/files and shell commands. `fail_push_at`

@@ -11,6 +11,8 @@ from harness.errors import ArtifactError
 from harness.provision import check_target, load_export
 from tests.provision.conftest import local_device, shared_models_dir
 from tests.ptekit import fake_program
+from tests.qnn.material import vlab_real_binaries_or_skip
+from virtual_lab.exports import make_executorch_export, make_qwen3_export
 
 
 def _edit_json(path: Path, **changes) -> None:
@@ -137,7 +139,9 @@ def test_soc_mismatch_within_arch_refused(tmp_path: Path):
         check_target(load_export(tmp_path / "m"), local_device(tmp_path))
 
 
-def test_target_from_export_args_when_no_sidecar(qwen3_export: Path, tmp_path: Path):
+def test_target_from_export_args_when_no_sidecar(tmp_path: Path):
+    # stand-in binaries: where QNN reads real ones, their socModel is the target (test_preflight)
+    qwen3_export = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=2, qnn_binaries="stand-in").path
     (qwen3_export / "qnn/export_manifest.json").unlink()
     _edit_json(qwen3_export / "export_args.json", soc_id=57, dsp_arch="v75")
     art = load_export(qwen3_export)
@@ -159,7 +163,8 @@ def test_soc_id_contradicting_arch(qwen3_export: Path):
         load_export(qwen3_export)
 
 
-def test_unknown_target_is_refused_unless_allowed(qwen3_export: Path, tmp_path: Path):
+def test_unknown_target_is_refused_unless_allowed(tmp_path: Path):
+    qwen3_export = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=2, qnn_binaries="stand-in").path
     (qwen3_export / "qnn/export_manifest.json").unlink()
     _edit_json(qwen3_export / "export_args.json", soc_id=None, dsp_arch=None)
     art = load_export(qwen3_export)
@@ -168,19 +173,27 @@ def test_unknown_target_is_refused_unless_allowed(qwen3_export: Path, tmp_path: 
     check_target(art, local_device(tmp_path), allow_unknown_target=True)
 
 
-def test_executorch_export(tmp_path: Path):
+def test_executorch_export_without_a_tokenizer(tmp_path: Path):
     (tmp_path / "kv_llama_qnn.pte").write_bytes(fake_program(b"QnnBackend" + bytes(100)))
     with pytest.raises(ArtifactError, match="without a tokenizer"):
         load_export(tmp_path)
+
+
+@pytest.mark.real_qnn
+def test_executorch_export(tmp_path: Path):
+    vlab_real_binaries_or_skip()
+    make_executorch_export(tmp_path, soc_id=69, program="real")  # the virtual lab's SM8750 program
+    (tmp_path / "tokenizer.json").unlink()
     (tmp_path / "tokenizer.bin").write_bytes(b"tok")
     (tmp_path / "export_manifest.json").write_text(json.dumps(
-        {"decoder_model_version": "qwen3", "soc_model": "SM8650"}))
+        {"decoder_model_version": "qwen3", "soc_model": "SM8750"}))
     art = load_export(tmp_path)
     assert (art.kind, art.model_type, art.configs) == ("executorch", "qwen3", {"qnn": "kv_llama_qnn.pte"})
     assert art.target is not None
-    assert (art.target.soc_id, art.target.htp_arch) == (57, "v75")
-    with pytest.raises(ArtifactError, match="HTP v75"):
-        check_target(art, local_device(tmp_path))
+    assert (art.target.soc_id, art.target.htp_arch) == (69, "v79")
+    assert art.target.qairt_build and "kv_llama_qnn.pte#forward[0]" in art.target.source  # read from the program
+    with pytest.raises(ArtifactError, match="HTP v79"):
+        check_target(art, local_device(tmp_path, soc_model="SM8650", soc_id=57, htp_arch="v75"))
 
 
 def test_real_shared_smollm2_export_loads():

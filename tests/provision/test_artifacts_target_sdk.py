@@ -10,12 +10,16 @@ import pytest
 
 from harness.errors import ArtifactError
 from harness.provision import check_target, load_export
+from harness.qnn import HOST_QNN_SWITCH
 from tests.provision.conftest import local_device
 from virtual_lab.exports import make_qwen3_export, write_sdk_tool
 
 
 @pytest.fixture
-def sdk(tmp_path: Path) -> Path:
+def sdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The SDK tool is the source where the host has no QAIRT library of its own: these tests
+    switch the host's off (the virtual lab's tool stand-in reads real binaries with it all the same)."""
+    monkeypatch.setenv(HOST_QNN_SWITCH, "off")
     write_sdk_tool(tmp_path / "sdk" / "bin" / "x86_64-linux-clang")
     return tmp_path / "sdk"
 

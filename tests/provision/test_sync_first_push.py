@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.provision import HashCache, NullProgress, device_status, provision_model, sha256_file
 from harness.provision import sync as sync_mod
-from tests.provision.conftest import CountingTransport, local_device
+from tests.provision.conftest import PREFLIGHT_SHELLS, CountingTransport, local_device
 
 Q = NullProgress()
 
@@ -55,13 +55,13 @@ def test_only_same_size_files_left_are_decided_before_anything_moves(transport: 
 def test_batches_leave_the_same_manifest_as_one_push(tmp_path: Path, qwen3_export: Path, monkeypatch):
     one = CountingTransport(local_device(tmp_path / "one"))
     provision_model(one, qwen3_export, cache=HashCache(), progress=Q)
-    assert one.shells == 2  # the probe, then the commit that places the only batch
+    assert one.shells == 2 + PREFLIGHT_SHELLS  # the probe, then the commit that places the only batch
 
     monkeypatch.setattr(sync_mod, "FLUSH_BYTES", 1)  # a batch per file: a place command each but the last
     many = CountingTransport(local_device(tmp_path / "many"))
     res = provision_model(many, qwen3_export, cache=HashCache(), progress=Q)
     n = len([p for p in qwen3_export.rglob("*") if p.is_file()])
-    assert many.shells == 1 + (n - 1) + 1
+    assert many.shells == 1 + (n - 1) + 1 + PREFLIGHT_SHELLS
     assert _tree(Path(res.remote_dir)) == _tree(qwen3_export)
 
     def comparable(t: CountingTransport) -> dict:

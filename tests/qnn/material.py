@@ -72,3 +72,13 @@ def pte_with_context(src: Path, binary: bytes, out: Path) -> Path:
             out.write_bytes(bytes(buf))
             return out
     raise AssertionError(f"{src}: no segment holds the QNN delegate")
+
+
+def vlab_real_binaries_or_skip() -> None:
+    """The virtual lab writes real context binaries and programs only where the host's QNN can
+    build them (virtual_lab.qnn_cache: the `qnn` and `executorch` extras); elsewhere stand-ins."""
+    from virtual_lab.qnn_cache import find_builder
+
+    builder, why = find_builder()
+    if builder is None:
+        pytest.skip(f"the virtual lab writes stand-in context binaries on this host: {why}")

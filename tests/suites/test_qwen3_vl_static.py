@@ -40,7 +40,7 @@ def test_static_shapes_on_a_stub_without_sidecar(tmp_path: Path, placeholder: bo
         assert proc.returncode == 1, out
         assert "1 failed" in out
         assert "[deepstack_placeholder] qnn/llm.mnn" in out and "found [3,1,1]" in out
-        assert "(from stub)" in out
+        assert "(from stub)" in out or "(from libQnnSystem)" in out  # the stub, its binaries re-read by QNN
     else:
         assert proc.returncode == 0, out
         assert "1 passed" in out

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from harness.checks import mrope
+from tests.qnn.material import vlab_real_binaries_or_skip
 from virtual_lab.exports import (
     BEHAVIOUR_FILE,
     MANIFEST_PATH,
     TEXT_CONFIGS,
     VL_CONFIGS,
     backend_pair_of,
+    binary_target,
     context_binary_utility_json,
     edit_stub,
     load_behaviour,
@@ -89,13 +91,33 @@ def test_manifest_records_qnn_args_and_io(vl) -> None:
     assert len(m["graphs"]["llm"]) == 29
 
 
-def test_context_binary_headers(vl, tmp_path: Path) -> None:
-    head = read_context_header(vl.path / "qnn/graphllm3.bin")
+def test_context_binary_stand_ins(tmp_path: Path) -> None:
+    si = make_qwen3_vl_export(tmp_path / "si", size_mb=0.5, qnn_binaries="stand-in")
+    head = read_context_header(si.path / "qnn/graphllm3.bin")
     assert head["graphs"] == ["graphllm3", "graphllm1_3"] and head["dsp_arch"] == "v79"
-    two = make_qwen3_vl_export(tmp_path / "two", size_mb=0.5, image_sizes=["512x512", "448x448"])
+    two = make_qwen3_vl_export(tmp_path / "two", size_mb=0.5, image_sizes=["512x512", "448x448"],
+                               qnn_binaries="stand-in")
     assert read_context_header(two.path / "qnn/graphvisual0.bin")["graphs"] == ["graphvisual0", "graphvisual1_0"]
+    assert binary_target(two.path / "qnn/graphvisual0.bin") == (69, "v79")
     with pytest.raises(ValueError, match="bad magic"):
-        read_context_header(vl.path / "llm.mnn.weight")
+        read_context_header(si.path / "llm.mnn.weight")
+
+
+@pytest.mark.real_qnn
+def test_context_binaries_are_real(vl) -> None:
+    """Built by the host's QNN for the export's SoC, with the stub's graph names and dims."""
+    from harness.qnn import find_host_qnn, read_context_binary
+
+    vlab_real_binaries_or_skip()
+    info = read_context_binary(vl.path / "qnn/graphllm3.bin")
+    assert [g.name for g in info.graphs] == ["graphllm3", "graphllm1_3"]
+    assert (info.soc_model, info.htp_arch, info.qairt_build) == (69, "v79", find_host_qnn().qairt_build)
+    # a deepstack layer: the hidden state, then deepstack_embeds, in the stub's order
+    assert [[list(t.dims) for t in g.inputs] for g in info.graphs] == [[[1, 128, 2048], [3, 128, 2048]],
+                                                                       [[1, 1, 2048], [3, 1, 2048]]]
+    assert binary_target(vl.path / "qnn/graphllm3.bin") == (69, "v79")
+    with pytest.raises(ValueError, match="llm.mnn.weight"):
+        binary_target(vl.path / "llm.mnn.weight")
 
 
 def test_text_export(tmp_path: Path) -> None:
@@ -112,14 +134,16 @@ def test_text_export(tmp_path: Path) -> None:
 
 
 def test_size_budget_and_determinism(tmp_path: Path) -> None:
-    a = make_qwen3_vl_export(tmp_path / "a", size_mb=3)
+    # 8 MB: room for the real context binaries (~3 MB of them, never padded) within the budget
+    a = make_qwen3_vl_export(tmp_path / "a", size_mb=8)
     on_disk = sum(p.stat().st_size for p in a.path.rglob("*") if p.is_file())
     assert on_disk == a.total_bytes
-    assert abs(on_disk - 3 * 2**20) < 0.02 * 3 * 2**20
-    b = make_qwen3_vl_export(tmp_path / "b", size_mb=3)
+    assert abs(on_disk - 8 * 2**20) < 0.02 * 8 * 2**20
+    b = make_qwen3_vl_export(tmp_path / "b", size_mb=8)
     assert _sha(a.path / "llm.mnn.weight") == _sha(b.path / "llm.mnn.weight")
     assert _sha(a.path / "llm.mnn.weight") != _sha(a.path / "visual.mnn.weight")
-    c = make_qwen3_vl_export(tmp_path / "c", size_mb=3, seed=1)
+    assert _sha(a.path / "qnn/graphllm0.bin") == _sha(b.path / "qnn/graphllm0.bin")
+    c = make_qwen3_vl_export(tmp_path / "c", size_mb=8, seed=1)
     assert _sha(a.path / "llm.mnn.weight") != _sha(c.path / "llm.mnn.weight")
 
 
@@ -278,7 +302,8 @@ def test_sidecar_is_optional_and_the_stub_holds_the_io(tmp_path: Path) -> None:
                                 image_sizes=["512x384", "448x448"])
     assert MANIFEST_PATH not in info.files
     io = read_compiled_io(info.path)
-    assert io.source == "stub" and io.sidecar is None
+    # the stub's IO, re-read from the binaries by the host's QNN where it can (the same dims)
+    assert io.source in ("stub", "libQnnSystem") and io.sidecar is None and not io.problems
     prefill = {i["name"]: i["shape"] for i in io.stubs["llm"].configs[0]["inputs"]}
     assert prefill == {"input_ids": [64, 1, 2048], "position_ids": [3, 64], "deepstack_embeds": [3, 64, 2048]}
     visual = io.stubs["visual"]
@@ -288,15 +313,15 @@ def test_sidecar_is_optional_and_the_stub_holds_the_io(tmp_path: Path) -> None:
 
 
 def test_edit_stub_and_set_compiled_dims(tmp_path: Path) -> None:
-    from harness.qnn.compiled_io import read_compiled_io
+    from harness.qnn.compiled_io import read_stub
 
     info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=3, sidecar=False)
     changed = []
     edit_stub(info.path / "qnn/llm.mnn",
               lambda g: changed.append(set_compiled_dims(g, "position_ids", [[3, 128], [3, 1]])))
     assert changed == [1]
-    io = read_compiled_io(info.path)
-    assert [c["inputs"][1] for c in io.stubs["llm"].configs] == [
+    stub = read_stub(info.path / "qnn/llm.mnn", "qnn/llm.mnn")  # the stub alone: the binaries keep [1, N]
+    assert [c["inputs"][1] for c in stub.configs] == [
         {"name": "position_ids", "shape": [3, 128]}, {"name": "position_ids", "shape": [3, 1]}]
 
 

@@ -40,6 +40,7 @@ from virtual_lab.exports.behaviour import (
     resolve_answer,
     validate_behaviour,
 )
+from virtual_lab.exports.binaries import edit_stub
 from virtual_lab.exports.cli import main
 from virtual_lab.exports.configs import (
     IMAGE_PAD,
@@ -53,10 +54,12 @@ from virtual_lab.exports.configs import (
 )
 from virtual_lab.exports.context import (
     CONTEXT_MAGIC,
+    binary_target,
     context_binary_utility_json,
     read_context_header,
     write_sdk_tool,
 )
+from virtual_lab.exports.executorch import make_executorch_export
 from virtual_lab.exports.scenarios import SATURATION_ANSWERS
 from virtual_lab.exports.segments import (
     CHAT_PREFIX_TOKENS,
@@ -65,17 +68,17 @@ from virtual_lab.exports.segments import (
     virtual_prompt_segments,
 )
 from virtual_lab.exports.spec import DEEPSTACK_LAYERS, ExportSpec
-from virtual_lab.exports.stub import edit_stub, set_compiled_dims
+from virtual_lab.exports.stub import set_compiled_dims
 from virtual_lab.exports.writer import ExportInfo, make_qwen3_export, make_qwen3_vl_export
 
 __all__ = [
-    "BEHAVIOUR_FILE", "CHAT_PREFIX_TOKENS", "CHAT_SUFFIX_TOKENS", "CONTEXT_MAGIC", "DEEPSTACK_LAYERS",
+    "BEHAVIOUR_FILE", "CHAT_PREFIX_TOKENS", "CHAT_SUFFIX_TOKENS", "CONTEXT_MAGIC", "DEEPSTACK_LAYERS", "binary_target",
     "FAULTS", "IMAGE_PAD", "LOGITS_MODES", "MANIFEST_FORMAT", "MANIFEST_PATH", "PAIR_CPU_CPU",
     "PAIR_CPU_QNN", "PAIR_QNN_CPU", "PAIR_QNN_QNN", "POSDBG_MODES", "SATURATION_ANSWERS", "SCENARIOS",
     "TEXT_CONFIGS", "VIDEO_PAD", "VISION_END", "VISION_START", "VL_CONFIGS", "BehaviourAnswer",
     "ExportInfo", "ExportSpec", "ResolvedAnswer", "VirtualBehaviour", "backend_pair_of",
     "context_binary_utility_json", "default_behaviour", "edit_stub", "load_behaviour", "main",
-    "make_qwen3_export", "make_qwen3_vl_export", "merge_behaviour", "posdbg_lines",
+    "make_executorch_export", "make_qwen3_export", "make_qwen3_vl_export", "merge_behaviour", "posdbg_lines",
     "read_context_header", "resolve_answer", "set_compiled_dims", "validate_behaviour",
     "virtual_prompt_segments", "write_sdk_tool",
 ]

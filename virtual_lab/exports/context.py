@@ -1,20 +1,29 @@
 """The virtual lab's QNN context binaries (`qnn/graph*.bin`) and its `qnn-context-binary-utility`.
 
-A binary starts with b"QNNCTX\\0\\1", a little-endian u32 length and a JSON header {"graphs": [...],
+Where the host's QNN built them (virtual_lab.exports.binaries) they are real context binaries,
+read here by the host's libQnnSystem.so (harness.qnn.ctx). Elsewhere they are stand-ins: a
+stand-in starts with b"QNNCTX\\0\\1", a little-endian u32 length and a JSON header {"graphs": [...],
 "soc_id", "dsp_arch", "vtcm_mb", "graph_io"}, then filler. `read_context_header(path)` returns
-that JSON, so the virtual runtime can fail with `QNN: Failed to validate binary` when soc/arch do
-not match the device; `write_sdk_tool(dir)` writes a stand-in `qnn-context-binary-utility` that
-dumps it in the SDK tool's JSON layout (`context_binary_utility_json`).
+that JSON. `binary_target(path)` reads either kind, so the virtual runtime can fail with
+`QNN: Failed to validate binary` when soc/arch do not match the device; `write_sdk_tool(dir)`
+writes a stand-in `qnn-context-binary-utility` that dumps either in the SDK tool's JSON layout
+(`context_binary_utility_json`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import struct
 import sys
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from virtual_lab.exports.spec import ExportSpec
+
+if TYPE_CHECKING:
+    from harness.qnn import BinaryInfo, TensorInfo
 
 CONTEXT_MAGIC = b"QNNCTX\x00\x01"
 
@@ -40,12 +49,47 @@ def read_context_header(path: Path | str) -> dict:
             raise ValueError(f"{path}: corrupt context header ({exc})") from None
 
 
+def is_stand_in(path: Path | str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(len(CONTEXT_MAGIC)) == CONTEXT_MAGIC
+
+
+def _real(path: Path | str) -> BinaryInfo:
+    """A real context binary as the host's QNN reads it; ValueError when QNN refuses it."""
+    from harness.errors import HarnessError
+    from harness.qnn import find_host_qnn, read_context_binary
+
+    try:
+        try:
+            host = find_host_qnn()
+        except (HarnessError, OSError):
+            # A virtual device's sandbox: $HOME is read-only, so the wheel's library layout goes
+            # to the sandbox's own /tmp (harness.qnn.host lays it out under a cache folder).
+            scratch = Path("/tmp") if os.access("/tmp", os.W_OK) else Path(tempfile.gettempdir())
+            host = find_host_qnn(cache_dir=scratch / "vlab-qnn-sdk")
+        return read_context_binary(Path(path), host=host)
+    except (HarnessError, OSError) as exc:  # ContextBinaryError, QnnUnavailable: both name the file or library
+        raise ValueError(str(exc)) from None
+
+
+def binary_target(path: Path | str) -> tuple[int | None, str | None]:
+    """(soc_id, dsp_arch) a context binary was built for, stand-in or real; ValueError for a
+    file that is neither (or a real one without the host's QNN to read it)."""
+    if is_stand_in(path):
+        head = read_context_header(path)
+        return head.get("soc_id"), (str(head["dsp_arch"]) if head.get("dsp_arch") else None)
+    info = _real(path)
+    return info.soc_model, info.htp_arch
+
+
 def context_binary_utility_json(path: Path) -> dict:
     """What `qnn-context-binary-utility --json_file` writes for a virtual-lab context binary:
     {"info": {"graphs": [{"info": {"graphName", "graphInputs": [{"info": {"name", "dimensions"}}],
     "graphOutputs": [...]}}], "socModel": N, "contextMetadata": {"info": {"dspArch": N}}}}, the
     layout of the real tool's dump (docs/qnn-export-artifacts.md).
-    Raises ValueError for a file that is no virtual context binary."""
+    Raises ValueError for a file that is no context binary."""
+    if not is_stand_in(path):
+        return _utility_json_real(_real(path))
     head = read_context_header(path)
     graphs = []
     for g in head.get("graphs", []):
@@ -60,9 +104,22 @@ def context_binary_utility_json(path: Path) -> dict:
                      "contextMetadata": {"info": {"dspArch": int(arch) if arch.isdigit() else None}}}}
 
 
+def _utility_json_real(info: BinaryInfo) -> dict:
+    def tensors(ts: tuple[TensorInfo, ...]) -> list[dict]:
+        return [{"info": {"name": t.name, "dimensions": list(t.dims)}} for t in ts]
+
+    graphs = [{"info": {"graphName": g.name, "graphInputs": tensors(g.inputs), "graphOutputs": tensors(g.outputs)}}
+              for g in info.graphs]
+    arch = (info.htp_arch or "").lstrip("v")
+    return {"info": {"graphs": graphs, "socModel": info.soc_model, "numGraphs": len(graphs),
+                     "buildId": info.qairt_build,
+                     "contextMetadata": {"info": {"dspArch": int(arch) if arch.isdigit() else None}}}}
+
+
 def write_sdk_tool(bin_dir: Path) -> Path:
     """An executable `qnn-context-binary-utility` for the virtual lab's QNN SDK (bin_dir is
-    <sdk>/bin/x86_64-linux-clang): it answers from the virtual context binaries' headers."""
+    <sdk>/bin/x86_64-linux-clang): it answers from a stand-in's header, or from what the host's
+    libQnnSystem.so reads in a real binary."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     tool = bin_dir / "qnn-context-binary-utility"
     repo = Path(__file__).resolve().parents[2]

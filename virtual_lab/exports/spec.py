@@ -39,6 +39,7 @@ class ExportSpec:
     seed: int
     sidecar: bool = True
     scenario: str = "healthy"  # one of SCENARIOS
+    qnn_binaries: str = "auto"  # "auto" | "real" | "stand-in" (virtual_lab.exports.binaries)
     extra: dict = field(default_factory=dict)
 
 
@@ -111,6 +112,9 @@ def common_knobs(kw: dict, *, default_mb: float) -> dict:
     scenario = str(kw.pop("scenario", "healthy"))
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, got {scenario!r}")
+    qnn_binaries = str(kw.pop("qnn_binaries", "auto"))
+    if qnn_binaries not in ("auto", "real", "stand-in"):
+        raise ValueError(f"qnn_binaries must be 'auto', 'real' or 'stand-in', got {qnn_binaries!r}")
     size_mb = float(kw.pop("size_mb", default_mb))
     if size_mb <= 0:
         raise ValueError(f"size_mb must be positive, got {size_mb}")
@@ -121,4 +125,5 @@ def common_knobs(kw: dict, *, default_mb: float) -> dict:
         vtcm_mb=int(kw.pop("vtcm_mb", 8)), chunk_size=chunk_size, chunk_limits=limits,
         tokenizer=tokenizer, sampler_type=str(kw.pop("sampler_type", "mixed")),
         seed=int(kw.pop("seed", 0)), sidecar=bool(kw.pop("sidecar", True)), scenario=scenario,
+        qnn_binaries=qnn_binaries,
     )

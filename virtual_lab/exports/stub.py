@@ -3,18 +3,17 @@
 Real MNN models: one QNN `Plugin` op per context binary with path / allGraphName / allInputShape /
 inputs / outputs / o_<shape>_<k> (docs/qnn-export-artifacts.md), written with the `mnn` package's
 converter from the same makeIOJson configs as the sidecar's `io`, so harness.qnn.compiled_io reads
-them as it reads a real export. `edit_stub` / `set_compiled_dims` rewrite one in place (faulty
+them as it reads a real export. `set_compiled_dims` (and binaries.py `edit_stub`) rewrite one (faulty
 stubs for tests).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,7 +130,7 @@ def visual_plugins(spec: ExportSpec) -> list[PluginSpec]:
     return plugins
 
 
-def _convert_script() -> str:
+def convert_script() -> str:
     # The `mnn` package's converter through `_tools` (never the `mnnconvert` console script,
     # whose wrapper pip-installs a telemetry SDK); the same call harness.checks.quant makes.
     return "import sys, _tools; _tools.mnnconvert(['mnnconvert'] + sys.argv[1:])"
@@ -143,7 +142,7 @@ def stub_bytes(graph_json: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="vlab-stub-") as tmp:
         src, out = Path(tmp) / "stub.json", Path(tmp) / "stub.mnn"
         src.write_text(graph_json, encoding="utf-8")
-        proc = subprocess.run([sys.executable, "-c", _convert_script(), "-f", "JSON", "--modelFile", str(src),
+        proc = subprocess.run([sys.executable, "-c", convert_script(), "-f", "JSON", "--modelFile", str(src),
                                "--MNNModel", str(out)], capture_output=True, text=True, timeout=300)
         if "No module named '_tools'" in proc.stderr:
             raise ValueError("writing the NPU stub qnn/*.mnn needs the `mnn` package's converter: "
@@ -154,19 +153,31 @@ def stub_bytes(graph_json: str) -> bytes:
         return out.read_bytes()
 
 
-def edit_stub(path: Path, edit: Callable[[dict], object]) -> None:
-    """Dump an NPU stub to its JSON graph, let `edit` change it, and write it back in place
-    (tests make the faulty stubs upstream writes this way)."""
-    with tempfile.TemporaryDirectory(prefix="vlab-stub-") as tmp:
-        out = Path(tmp) / "stub.json"
-        subprocess.run([sys.executable, "-c", _convert_script(), "-f", "MNN", "--modelFile", str(path),
-                        "--JsonFile", str(out)], capture_output=True, text=True, timeout=300)
-        try:
-            graph = json.loads(out.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path}: the mnn converter could not dump it ({exc})") from None
-    edit(graph)
-    Path(path).write_bytes(stub_bytes(json.dumps(graph, sort_keys=True)))
+def plugins_of(graph: dict) -> list[PluginSpec]:
+    """The Plugin ops of a stub's JSON graph as PluginSpecs (the inverse of stub_graph)."""
+    names = graph["tensorName"]
+    out = []
+    for op in graph["oplists"]:
+        if op.get("type") != "Plugin":
+            continue
+        attrs = {a["key"]: a for a in op["main"]["attr"]}
+        graphs = tuple(attrs["allGraphName"]["list"]["s"])
+        flat = attrs["allInputShape"]["list"]["i"]
+        per = len(flat) // len(graphs)
+        ranks = _ranks_of(graph, op, per)
+        in_dims = []
+        for si in range(len(graphs)):
+            cur, pos, dims = flat[si * per:(si + 1) * per], 0, []
+            for r in ranks:
+                dims.append(tuple(cur[pos:pos + r]))
+                pos += r
+            in_dims.append(tuple(dims))
+        outs = op.get("outputIndexes", [])
+        out_dims = tuple(tuple(tuple(attrs[f"o_{si}_{k}"]["tensor"]["dims"]) for k in range(len(outs)))
+                         for si in range(len(graphs)))
+        out.append(PluginSpec(attrs["path"]["s"], graphs, tuple(names[i] for i in op["inputIndexes"]),
+                              tuple(names[i] for i in outs), tuple(in_dims), out_dims))
+    return out
 
 
 def set_compiled_dims(graph: dict, tensor: str, dims: Sequence[Sequence[int]]) -> int:

@@ -19,9 +19,10 @@ Layout (Qwen3-VL; the text export has the same minus the visual files and the tw
     qnn/export_manifest.json         the optional sidecar (knob sidecar=True)
     virtual_behaviour.json           virtual lab only
 
-Who writes what: the JSON files `configs`, the qnn/*.mnn stubs `stub`, the qnn/graph*.bin headers
-`context`, virtual_behaviour.json `behaviour` (plus what the knobs imply, `scenarios`); the
-knobs become an `spec.ExportSpec`.
+Who writes what: the JSON files `configs`, the qnn/*.mnn stubs `stub`, the qnn/graph*.bin
+`binaries` (real context binaries built by the host's QNN, else `context`'s stand-ins),
+virtual_behaviour.json `behaviour` (plus what the knobs imply, `scenarios`); the knobs become an
+`spec.ExportSpec`.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from virtual_lab.exports.behaviour import (
     merge_behaviour,
     validate_behaviour,
 )
+from virtual_lab.exports.binaries import real_binaries
 from virtual_lab.exports.configs import (
     MANIFEST_PATH,
     TEXT_CONFIGS,
@@ -171,14 +173,22 @@ def _write_export(dst: Path, spec: ExportSpec, *, missing: Iterable[str],
         ("embeddings_bf16.bin", 0.15 if spec.is_visual else 0.25, b""),
     ]
     llm_bin_share = 0.2 if spec.is_visual else 0.25
+    real = real_binaries([*llm_stub_plugins, *vis_plugins], spec)
     for p in llm_stub_plugins:
-        shares.append((p.path, llm_bin_share / len(llm_stub_plugins),
-                       context_header(list(p.graph_names), spec, graph_io([p])[p.path])))
+        if real is None:
+            shares.append((p.path, llm_bin_share / len(llm_stub_plugins),
+                           context_header(list(p.graph_names), spec, graph_io([p])[p.path])))
     if spec.is_visual:
         shares += [("visual.mnn", 0.02, _MNN_HEADER), ("visual.mnn.weight", 0.12, b"")]
         for p in vis_plugins:
-            shares.append((p.path, 0.12 / len(vis_plugins),
-                           context_header(list(p.graph_names), spec, graph_io([p])[p.path])))
+            if real is None:
+                shares.append((p.path, 0.12 / len(vis_plugins),
+                               context_header(list(p.graph_names), spec, graph_io([p])[p.path])))
+    for rel, data in (real or {}).items():  # real binaries are what QNN wrote, never padded
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dst / rel).write_bytes(data)
+        used += len(data)
+        total += len(data)
     shares.append(("llm.mnn.weight", 0.0, b""))  # takes what is left (~0.45)
     for name, share, header in shares:
         size = int(budget * share) if share else max(budget - used, 0)
@@ -221,7 +231,8 @@ def make_qwen3_export(dst: Path, **knobs: Any) -> ExportInfo:
     chunk_limits=None ([chunk_size, 1]; pass e.g. [256, 1] for a mismatch), tokenizer="mtok"|"txt",
     n_llm_graphs=29 (layers + 1), sampler_type="mixed", seed=0, scenario="healthy" (or
     "activation_saturation": QNN-LLM pairs answer fluent but wrong and their logits are
-    "saturated"), missing=() (relative paths to
+    "saturated"), qnn_binaries="auto" (qnn/graph*.bin built by the host's QNN where it can, else
+    stand-ins; "real" or "stand-in" to insist), missing=() (relative paths to
     delete), behaviour=None (virtual_behaviour.json content), overwrite=True, sidecar=True
     (False: no qnn/export_manifest.json, as a real export has none)."""
     kw = dict(knobs)

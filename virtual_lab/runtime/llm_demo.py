@@ -175,12 +175,12 @@ def _check_qnn(model: Model, facts, out: Output, env: Mapping[str, str], rpath: 
             out.mnn_error(f"[Error]: Load module failed, please check model. ({path} is missing)\n")
             return False
         try:
-            header = exports.read_context_header(path)
+            soc_id, arch = exports.binary_target(path)
         except ValueError:
             out.mnn_error("QNN: Failed to validate binary: 1009\n")  # not a context binary at all
             return False
-        arch_ok = str(header.get("dsp_arch", "")) == facts.htp_arch
-        soc_ok = facts.soc_id is None or header.get("soc_id") in (None, facts.soc_id)
+        arch_ok = str(arch or "") == facts.htp_arch
+        soc_ok = facts.soc_id is None or soc_id in (None, facts.soc_id)
         if not (arch_ok and soc_ok):
             out.mnn_error("QNN: Failed to validate binary: 5004\n")
             return False
