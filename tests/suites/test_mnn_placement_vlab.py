@@ -41,7 +41,7 @@ def _run(vlab, export: Path, runtime: Path, records: Path, *extra: str) -> dict[
 
 def test_a_qnn_cell_with_an_op_outside_qnn_fails_cpu_fallback(vlab_factory, tmp_path: Path) -> None:
     from virtual_lab.exports import make_qwen3_export
-    from virtual_lab.exports.stub import edit_stub
+    from virtual_lab.exports.binaries import edit_stub
     from virtual_lab.runtime import make_runtime_dir
 
     vlab = vlab_factory()
