@@ -63,3 +63,17 @@ def test_cli_undecidable_without_the_run_files(tmp_path: Path, capsys: pytest.Ca
     out = json.loads(capsys.readouterr().out)
     assert out["outcome"] == "undecidable" and "etdump.etdp" in out["reason"]
     assert main([str(tmp_path / "absent")]) == 2
+
+
+def test_importing_executorchs_debugger_leaves_the_processs_logging_alone() -> None:
+    """ExecuTorch's QNN debugger calls logging.basicConfig(INFO) at import: a night's console would
+    print every INFO line after its first localization. Run in a child: the import happens once."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("executorch.devtools", reason="needs the executorch extra (pip install -e '.[qnn]')")
+    code = ("import logging; from harness.checks.localize.compare import _import_debugger; root = logging.getLogger();"
+            "_import_debugger(); print(len(root.handlers), root.level)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["0", str(30)], res.stdout  # no handler added, WARNING as Python starts

@@ -6,7 +6,9 @@ here from the same pairs. Needs the `executorch` extra; imported only by the loc
 
 from __future__ import annotations
 
+import logging
 import math
+import warnings
 from typing import Any
 
 from harness.checks.localize.layout import DEBUG_OUTPUT, ETDUMP, ETRECORD, DebugFiles
@@ -124,12 +126,34 @@ def _why_unjudged(node: dict[str, Any], sqnr: float, state: set[str]) -> str:
     return ""
 
 
+def _import_debugger() -> tuple[Any, Any, Any]:
+    """ExecuTorch's Inspector, QNN's SQNR comparator and the ETRecord reader, imported without their
+    side effects on the process: ExecuTorch 1.5.1's `backends/qualcomm/debugger/format_outputs.py`
+    calls `logging.basicConfig(level=INFO)` at import, which would send every INFO line of a night
+    (any library's) to its console; the root logger is put back as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        from executorch.backends.qualcomm.debugger.qcom_numerical_comparator_sample import QcomSQNRComparator
+        from executorch.devtools import Inspector
+        from executorch.devtools.etrecord import parse_etrecord
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+    # The ETRecord's schema warns once per op kwarg it does not serialize (dim_order of clones): a
+    # page of UserWarnings per comparison on a night's console, none of them about the program.
+    warnings.filterwarnings("ignore", message="Unsupported kwarg encountered", category=UserWarning,
+                            module=r"executorch\.devtools\.debug_format\.et_schema")
+    return QcomSQNRComparator, Inspector, parse_etrecord
+
+
 def compare(files: DebugFiles) -> list[OpGap]:
     """Every reference op the run dumped, with SQNR, cosine and saturation."""
     import torch
-    from executorch.backends.qualcomm.debugger.qcom_numerical_comparator_sample import QcomSQNRComparator
-    from executorch.devtools import Inspector
-    from executorch.devtools.etrecord import parse_etrecord
+
+    QcomSQNRComparator, Inspector, parse_etrecord = _import_debugger()  # noqa: N806 (classes, as imported)
 
     encodings = files.encodings()
     reference = encodings.get("reference_graph", "edge_after_transform/forward")
