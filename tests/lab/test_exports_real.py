@@ -6,39 +6,23 @@ testcase is skipped "export failed: ..."; the night exits 1. Skips without the `
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from harness.errors import HarnessError
 from harness.inventory import load_inventory
 from harness.lab import ExitCode, for_night, run_night
 from harness.lab.plan import load_plan
+from tests.lab.localize_night import need_host_qnn
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "et_qnn"
 
 
-def _need_host_qnn() -> None:
-    import harness.inventory
-
-    if not hasattr(harness.inventory, "HTP_EMULATOR"):
-        pytest.skip("this checkout has no emulated HTP device (`htp: emulator`) to run the suite on")
-    if importlib.util.find_spec("executorch") is None:
-        pytest.skip("the `qnn` extra is not installed (pip install 'harness[qnn]'): no ExecuTorch")
-    from harness.qnn import find_host_qnn
-
-    try:
-        find_host_qnn()
-    except HarnessError as exc:
-        pytest.skip(f"no usable host QNN: {exc}")
-
-
 @pytest.fixture(scope="module")
 def night(tmp_path_factory):
-    _need_host_qnn()
+    need_host_qnn()
     work = tmp_path_factory.mktemp("et-qnn-night")
     mp = pytest.MonkeyPatch()
     mp.setenv("HARNESS_CACHE_DIR", str(work / "harness-cache"))
