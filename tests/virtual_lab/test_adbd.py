@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import threading
@@ -435,3 +436,16 @@ def test_strtoul_like_adbd():
     assert _strtoul("0755") == 0o755
     assert _strtoul("0x1ed") == 0x1ED
     assert _strtoul("zz") is None
+
+
+def test_a_shell_starts_with_default_signals_whatever_the_host_ignores(device):
+    """A lab host run under `nohup` ignores SIGHUP, and an ignored signal survives exec: the device's
+    shells would then outlive a client's hang-up (seen: make test under nohup). A device's adbd
+    starts each shell with every signal at its default action."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        res = device.sandbox.run("grep SigIgn /proc/self/status")
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    ignored = int(res.stdout.decode().split()[1], 16)
+    assert not ignored & (1 << (signal.SIGHUP - 1)), res.stdout

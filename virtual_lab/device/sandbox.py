@@ -140,7 +140,10 @@ class Sandbox:
 
     # ---- shell --------------------------------------------------------------------------
     def bwrap_argv(self, command: str) -> list[str]:
-        argv = ["bwrap", "--unshare-user", "--uid", str(SHELL_UID), "--gid", str(SHELL_UID),
+        # A device's adbd starts each shell with every signal at its default action; a lab host
+        # started under `nohup` (or any ignoring parent) would hand its SIG_IGN for SIGHUP down the
+        # exec chain, and a client's hang-up would no longer end the command (GNU env >= 8.31).
+        argv = ["env", "--default-signal", "bwrap", "--unshare-user", "--uid", str(SHELL_UID), "--gid", str(SHELL_UID),
                 "--cap-drop", "ALL", "--unshare-uts", "--hostname", "localhost", "--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
             if os.path.islink(top):
