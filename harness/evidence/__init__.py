@@ -22,6 +22,7 @@ from harness.evidence.placement import (
     Placement,
     PlacementEvidence,
     count_pairs,
+    counted,
     parse_expected_cpu_ops,
     with_expected,
 )
@@ -42,4 +43,4 @@ __all__ = ["Clock", "EtdumpSummary", "Evidence", "EvidenceSet", "ExportVerdictEv
            "FloatReferenceAgreement", "JsonObject", "KINDS", "LabRun", "Localization", "LocalizeEvidence", "MethodPlacement",
            "MNN_QNN_PLUGIN", "NPU_BACKEND", "NPU_DELEGATES", "OpGap", "Outcome", "Placement", "PlacementEvidence",
            "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "SPREAD", "Spread", "TeacherForced",
-           "TextAgreement", "Timing", "Tier", "count_pairs", "parse_expected_cpu_ops", "with_expected"]
+           "TextAgreement", "Timing", "Tier", "count_pairs", "counted", "parse_expected_cpu_ops", "with_expected"]

@@ -16,6 +16,11 @@ MNN_QNN_PLUGIN = "QNN"  # the type of an MNN stub's Plugin op that runs a QNN co
 NPU_DELEGATES = frozenset({NPU_BACKEND, MNN_QNN_PLUGIN})
 
 
+def counted(calls: Mapping[str, int]) -> str:
+    """`a x1, b x2`, by name: how placements, allowances and their excess are written."""
+    return ", ".join(f"{name} x{n}" for name, n in sorted(calls.items()))
+
+
 @dataclass(frozen=True)
 class MethodPlacement:
     """One execution plan: its delegate calls by backend, and the ops it runs outside them."""
@@ -54,8 +59,8 @@ class Placement:
 
     def describe(self) -> str:
         """One line: `QnnBackend x1; on the CPU: aten::_to_copy.out x1` (or `nothing on the CPU`)."""
-        delegates = ", ".join(f"{b} x{n}" for b, n in sorted(self.delegate_calls().items())) or "no delegate"
-        cpu = ", ".join(f"{op} x{n}" for op, n in sorted(self.cpu_ops().items()))
+        delegates = counted(self.delegate_calls()) or "no delegate"
+        cpu = counted(self.cpu_ops())
         return f"{delegates}; " + (f"on the CPU: {cpu}" if cpu else "nothing on the CPU")
 
     def to_json(self) -> dict[str, object]:

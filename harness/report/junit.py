@@ -29,6 +29,7 @@ from harness.evidence import (
     QnnProfile,
     TextAgreement,
     Timing,
+    counted,
 )
 from harness.hostfiles import write_atomic
 from harness.outcomes import Status
@@ -102,7 +103,7 @@ def placement_properties(rec: TestRecord) -> dict[str, str | None]:
     placed = rec.evidence.get(PlacementEvidence)
     if placed is not None:
         props["placement"] = placed.summary
-        props["placement_unexpected_cpu_ops"] = ", ".join(f"{op} x{n}" for op, n in sorted(placed.unexpected.items()))
+        props["placement_unexpected_cpu_ops"] = counted(placed.unexpected)
         if placed.time_share:
             props["placement_time_share"] = ", ".join(f"{k} {v:.3f}" for k, v in sorted(placed.time_share.items()))
         if placed.runtime_qnn_inits is not None:  # llm_demo's own word on its QNN plugin kernels

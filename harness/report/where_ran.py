@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.evidence import PlacementEvidence, Provenance, Tier
+from harness.evidence import PlacementEvidence, Provenance, Tier, counted
 from harness.report.records import TestRecord
 
 # What each tier is called on the page, strongest claim first (a cell of mixed tiers shows each).
@@ -48,7 +48,7 @@ def where_ran(recs: Sequence[TestRecord]) -> WhereRan:
     share = ""
     if placed.time_share and placed.time_share.get("delegated") is not None:
         share = f"delegated {placed.time_share['delegated'] * 100:.1f}% of op time (ETDump)"
-    beyond = ", ".join(f"{op} x{n}" for op, n in sorted(placed.unexpected.items()))
+    beyond = counted(placed.unexpected)
     fallback = ("no QNN delegate: everything ran on the CPU" if not placed.placement.on_npu
                 else f"on the CPU beyond those expected: {beyond}" if beyond else "")
     runtime = f"llm_demo: {placed.runtime_qnn_inits} QNN plugin inits" if placed.runtime_qnn_inits is not None else ""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.evidence import Placement, PlacementEvidence, Provenance, with_expected
+from harness.evidence import Placement, PlacementEvidence, Provenance, counted, with_expected
 from harness.export import open_export
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair, path_on_qnn
@@ -64,8 +64,7 @@ def judge_mnn_placement(export: Path, pair: BackendPair, config_name: str, rec: 
                               f"the CPU ({placement.describe()}; {said}); compile it for the NPU with MNN's "
                               "npu/generate_llm_qnn.py")
     if over:
-        ops = ", ".join(f"{op} x{n}" for op, n in sorted(over.items()))
-        return Verdict.failed(FailureClass.CPU_FALLBACK, f"{pair}: ops on the CPU beyond those expected: {ops} "
+        return Verdict.failed(FailureClass.CPU_FALLBACK, f"{pair}: ops on the CPU beyond those expected: {counted(over)} "
                               f"({placement.describe()}; {said}); leave them out of compilefornpu's `skips`, or "
                               "list them as expected (--expect-cpu-ops, a plan suite's expected_cpu_ops)")
     return None

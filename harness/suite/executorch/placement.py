@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from harness.evidence import PlacementEvidence, Provenance
+from harness.evidence import PlacementEvidence, Provenance, counted
 from harness.inventory import DeviceSpec
 from harness.outcomes import FailureClass
 from harness.provision import default_cache
@@ -37,8 +37,7 @@ def judge_placement(pte: Path, expected: Mapping[str, int], rec: TestRecord) -> 
         return Verdict.failed(FailureClass.CPU_FALLBACK, f"{pte.name}: no QnnBackend delegate, everything runs on "
                               f"the CPU ({placement.describe()}); lower it with ExecuTorch's QNN partitioner")
     if over:
-        ops = ", ".join(f"{op} x{n}" for op, n in sorted(over.items()))
-        return Verdict.failed(FailureClass.CPU_FALLBACK, f"{pte.name}: ops on the CPU beyond those expected: {ops} "
+        return Verdict.failed(FailureClass.CPU_FALLBACK, f"{pte.name}: ops on the CPU beyond those expected: {counted(over)} "
                               f"({placement.describe()}); lower them to QNN (the partitioner's skip lists, QNN's "
                               "op support for this SoC) or list them as expected (--expect-cpu-ops, a plan suite's "
                               "expected_cpu_ops)")
