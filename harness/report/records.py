@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TransportError
-from harness.evidence import KINDS, Evidence, EvidenceSet, ExportVerdictEvidence, LabRun, TeacherForced
+from harness.evidence import KINDS, Evidence, EvidenceSet, LabRun
 from harness.hostfiles import append_whole, write_error
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
@@ -239,49 +239,6 @@ def iter_records(path: Path) -> Iterator[TestRecord]:
             line = line.strip()
             if line:
                 yield TestRecord.from_dict(json.loads(line))
-
-
-def teacher_forced_of(rec: TestRecord) -> dict[str, Any] | None:
-    """The JSON of the teacher-forced comparison a matrix record carries (harness.runners.logits_diff
-    DiffResult.evidence), for the reporters' byte boundary; None without one."""
-    tf = rec.evidence.get(TeacherForced)
-    return None if tf is None else tf.to_json()
-
-
-def export_verdict_of(rec: TestRecord) -> dict[str, Any] | None:
-    """The JSON of the export's verdict an export record carries (harness.suite.checks.export_verdict:
-    `verdict` and one line per instrument), for the reporters; None without one."""
-    ev = rec.evidence.get(ExportVerdictEvidence)
-    return None if ev is None else ev.to_json()
-
-
-def _export_teacher_forced(ev: dict[str, Any]) -> dict[str, Any] | None:
-    """The export's teacher-forced line that tells most (the largest median KL among its pairs)."""
-    lines = [ln for ln in ev.get("lines") or [] if isinstance(ln, dict) and ln.get("instrument") == "teacher-forced"
-             and isinstance(ln.get("figures"), dict) and ln["figures"].get("compared")]
-    return max((ln["figures"] for ln in lines), key=lambda f: f.get("median_kl") or 0.0, default=None)
-
-
-def teacher_forced_metrics(rec: TestRecord) -> dict[str, float | None]:
-    """Numbers the history tracks per night: mean KL (None when it was not usable: it
-    included an uncounted step), NLL gap B-A (same), and the share of counted steps whose
-    argmax differs. All None without a comparison or when it compared nothing. An export's
-    record gives its medians over all prompts, and its worst mean KL."""
-    none: dict[str, float | None] = {"tf_mean_kl": None, "tf_nll_gap": None, "tf_disagree_rate": None,
-                                     "tf_worst_kl": None}
-    ev = export_verdict_of(rec)
-    if ev is not None:
-        fig = _export_teacher_forced(ev)
-        return none if fig is None else {"tf_mean_kl": fig.get("median_kl"), "tf_nll_gap": fig.get("median_nll_gap"),
-                                         "tf_disagree_rate": fig.get("median_flip_share"),
-                                         "tf_worst_kl": fig.get("worst_kl")}
-    tf = teacher_forced_of(rec)
-    if tf is None or tf.get("verdict") == "error" or not tf.get("counted_steps"):
-        return none
-    usable = bool(tf.get("kl_used"))
-    return {"tf_mean_kl": tf.get("mean_kl") if usable else None, "tf_nll_gap": tf.get("nll_gap") if usable else None,
-            "tf_disagree_rate": tf["disagreements"] / tf["counted_steps"],
-            "tf_worst_kl": tf.get("mean_kl") if usable else None}
 
 
 def by_device(records: Iterable[TestRecord]) -> dict[str, list[TestRecord]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.evidence import ExportBuild
 from harness.inventory import load_inventory
 from harness.lab import ExitCode, for_night, run_night
 from harness.lab.plan import load_plan
@@ -54,7 +55,7 @@ def test_sa8295_16a4w_fails_with_qnn_op_names_and_arches(night):
     rec = next(r for r in night.records() if r.name == "test_export[sa8295-16a4w]")
     assert rec.status == "failed" and rec.failure_class.startswith("qnn-"), (rec.failure_class, rec.message)
     assert "layer_norm" in rec.message and "v68" in rec.message and "v73" in rec.message, rec.message
-    assert rec.extras["export"]["facts"], "the QNN facts (ops, arch, needed arch) are recorded"
+    assert rec.evidence.get(ExportBuild).facts, "the QNN facts (ops, arch, needed arch) are recorded"
 
 
 def test_sa8295_8a8w_builds_and_its_suite_testcase_passes_on_the_emulator(night):

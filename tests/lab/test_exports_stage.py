@@ -54,11 +54,11 @@ def test_second_run_is_all_cache_hits_and_rebuild_forces(tmp_path):
     assert len(runs(tmp_path)) == 4
     stage, _ = run_stage(plan, tmp_path, env=env, out="out2")
     assert len(runs(tmp_path)) == 4, "an unchanged export is never built twice (a failed one neither)"
-    assert {r.extras["junit_properties"]["export_cache"] for r in stage.records} == {"hit"}
+    assert {_build(r).cache.value for r in stage.records} == {"hit"}
     assert [r.status for r in stage.records].count("failed") == 1
     assert 'name="export_cache" value="hit"' in junit_document(stage.records)
     stage, _ = run_stage(plan, tmp_path, env=env, out="out3", rebuild=True)
-    assert len(runs(tmp_path)) == 8 and {r.extras["export"]["cache"] for r in stage.records} == {"rebuilt"}
+    assert len(runs(tmp_path)) == 8 and {_build(r).cache.value for r in stage.records} == {"rebuilt"}
 
 
 def test_changed_input_or_env_rebuilds_only_what_changed(tmp_path):
@@ -150,3 +150,11 @@ def test_parallel_bounds_how_many_run_at_once(tmp_path):
     assert most_at_once(spans(1, "p1")) == 1
     assert most_at_once(spans(2, "p2")) == 2
     shutil.rmtree(tmp_path / "cache")
+
+
+def _build(rec):
+    from harness.evidence import ExportBuild
+
+    build = rec.evidence.get(ExportBuild)
+    assert build is not None, rec.name
+    return build

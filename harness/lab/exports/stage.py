@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.localize import DEBUG_FOLDER
+from harness.evidence import CacheUse
 from harness.hostfiles import write_atomic
 from harness.inventory import DeviceSpec
 from harness.lab.exports.build import Builder
 from harness.lab.exports.cache import ExportCache, default_cache_root, export_key, inputs_digest, key_material
-from harness.lab.exports.results import CacheUse, ExportResult, export_record
+from harness.lab.exports.results import ExportResult, export_record
 from harness.lab.exports.tools import HostTools
 from harness.lab.plan import ExportJob, ExportsSpec, ModelSpec, Plan, default_parallel
 from harness.provision import HashCache, default_cache_path
