@@ -31,7 +31,7 @@ from harness.evidence import ExportVerdictEvidence, TextAgreement
 from harness.findings import Finding, errors
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair, reference_of
-from harness.report import TestRecord
+from harness.report import Detail, TestRecord
 from harness.runners import POSDBG_ENV, Overlay, Prompt, PromptCase, image_grids, shows_b_images
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.logits_diff import DiffResult, LogitsDiffRunner
@@ -328,7 +328,7 @@ def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool
     if j.teacher_forced is not None:
         rec.put(j.teacher_forced.evidence())
     elif j.case.id in run.teacher_forced_unchecked:
-        rec.extras["teacher_forced_not_checkable"] = run.teacher_forced_unchecked[j.case.id]
+        rec.keep(Detail.TEACHER_FORCED_NOT_CHECKABLE, run.teacher_forced_unchecked[j.case.id])
     if j.verdict is not None:
         rec.verdict = j.verdict.verdict
     ag = j.agreement

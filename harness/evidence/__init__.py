@@ -24,6 +24,7 @@ from harness.evidence.placement import (
     MethodPlacement,
     Placement,
     PlacementEvidence,
+    PlacementUnread,
     count_pairs,
     counted,
     parse_expected_cpu_ops,
@@ -37,7 +38,7 @@ from harness.evidence.timing import Clock, Timing
 
 FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement, PlacementEvidence,
                                         Provenance, LocalizeEvidence, QuantFinding, EtdumpSummary, QnnProfile,
-                                        TextAgreement, Timing, ExportBuild)
+                                        TextAgreement, Timing, ExportBuild, PlacementUnread)
 SPREAD: tuple[type[Spread], ...] = (LabRun,)
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES} | \
     {key: kind for kind in SPREAD for key in kind.KEYS}
@@ -60,6 +61,6 @@ __all__ = ["Agreement", "CacheUse", "Cell", "Clock", "Column", "COLUMNS", "count
            "Evidence", "EvidenceSet", "ExportBuild", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES",
            "FloatReferenceAgreement", "fmt3", "fmt6", "Fold", "JsonObject", "KINDS", "LabRun", "LineVerdict",
            "Localization", "LocalizeEvidence", "MethodPlacement", "MNN_QNN_PLUGIN", "NPU_BACKEND", "NPU_DELEGATES",
-           "OpGap", "Outcome", "parse_expected_cpu_ops", "Placement", "PlacementEvidence", "PromptAgreement",
+           "OpGap", "Outcome", "parse_expected_cpu_ops", "Placement", "PlacementEvidence", "PlacementUnread", "PromptAgreement",
            "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "Row", "Spread", "SPREAD", "StepContext",
            "TeacherForced", "TextAgreement", "Tier", "Timing", "Tone", "with_expected"]

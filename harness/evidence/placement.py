@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
 
-from harness.evidence.base import Cell, Column, JsonObject, Row
+from harness.evidence.base import Cell, Column, JsonObject, Row, Tone
 
 NPU_BACKEND = "QnnBackend"  # ExecuTorch's QNN delegate id
 MNN_QNN_PLUGIN = "QNN"  # the type of an MNN stub's Plugin op that runs a QNN context binary
@@ -178,3 +178,32 @@ class PlacementEvidence:
                    _counts(raw.get("unexpected")),
                    {str(k): float(v) for k, v in share.items()} if isinstance(share, dict) else None,
                    inits if isinstance(inits, int) and not isinstance(inits, bool) else None)
+
+
+@dataclass(frozen=True)
+class PlacementUnread:
+    """Why a QNN cell's placement was not read (the optional `mnn` extra is missing, ...): the cell
+    keeps its verdict and the reports say what was not checked. Its JSON is the reason's text."""
+
+    KEY: ClassVar[str] = "placement_unread"
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()
+
+    why: str
+
+    def junit(self) -> dict[str, str | None]:
+        return {"placement_unread": self.why}
+
+    def rows(self) -> tuple[Row, ...]:
+        return (Row("placement not read", self.why, Tone.WARN),)
+
+    def columns(self) -> dict[str, Cell]:
+        return {}
+
+    def to_json(self) -> str:
+        return self.why
+
+    @classmethod
+    def of_json(cls, raw: object) -> Self:
+        if not isinstance(raw, str):
+            raise TypeError("placement_unread is its reason's text")
+        return cls(raw)

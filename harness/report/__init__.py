@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
+    "details": ("Detail",),
     "history": ("History", "HistoryError", "Regression", "aggregate", "disk_full_message", "is_disk_full"),
     "html": ("group_failures", "render_html", "write_html"),
     "junit": ("extra_properties", "junit_document", "write_junit"),
@@ -19,6 +20,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
 })
 
 if TYPE_CHECKING:
+    from harness.report.details import Detail as Detail
     from harness.report.history import History as History
     from harness.report.history import HistoryError as HistoryError
     from harness.report.history import Regression as Regression

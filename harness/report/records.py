@@ -27,6 +27,7 @@ from harness.evidence import KINDS, Evidence, EvidenceSet, LabRun
 from harness.hostfiles import append_whole, write_error
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
+from harness.report.details import Detail
 from harness.verdict import Verdict, cause, is_bad
 
 # Fields that are typed in memory and text in a JSON line.
@@ -102,16 +103,27 @@ class TestRecord:
         object.__setattr__(self, "failure_class", verdict.failure_class)
         object.__setattr__(self, "message", verdict.message)
         if verdict.warning is not None:
-            self.extras["warning"] = verdict.warning.value
+            self.keep(Detail.WARNING, verdict.warning.value)
         else:
-            self.extras.pop("warning", None)
+            self.extras.pop(Detail.WARNING, None)
         if verdict.deferred is not None:
-            self.extras["checked_elsewhere"] = verdict.deferred.value
+            self.keep(Detail.CHECKED_ELSEWHERE, verdict.deferred.value)
+
+    def keep(self, detail: Detail, value: Any) -> None:
+        """Keeps one free-form detail in the record's JSON line (report/details.py lists each key and
+        why it is not a typed family: no report shows it)."""
+        if not isinstance(detail, Detail):
+            raise TypeError(f"{detail!r} is not a Detail: what a report shows is a typed family (harness.evidence)")
+        self.extras[detail.value] = value
+
+    def detail(self, detail: Detail) -> Any:
+        """A kept detail's value (None when not kept)."""
+        return self.extras.get(detail.value)
 
     @property
     def instrument(self) -> str | None:
         """Which export instrument this record is (the static quant check's record: "static-quant")."""
-        raw = self.extras.get("instrument")
+        raw = self.extras.get(Detail.INSTRUMENT)
         return raw if isinstance(raw, str) else None
 
     @property
@@ -138,7 +150,7 @@ class TestRecord:
 
     @property
     def warning(self) -> RecordWarning | None:
-        raw = self.extras.get("warning")
+        raw = self.extras.get(Detail.WARNING)
         return RecordWarning(raw) if raw else None
 
     def to_dict(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from harness.evidence import (
     FAMILIES,
     KINDS,
     SPREAD,
+    Agreement,
     CacheUse,
     Column,
     ExportBuild,
@@ -25,10 +26,10 @@ from harness.evidence import (
     LocalizeEvidence,
     OpGap,
     Outcome,
+    PlacementUnread,
     QuantFinding,
     Row,
 )
-from harness.evidence.teacher_forced import Agreement
 from harness.report import TestRecord
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,6 +59,7 @@ def _samples() -> list[object]:
                                     ("median mean KL 0.033 >= 0.018",)),
             LocalizeEvidence(Localization(Outcome.DEPARTED, 10.0, "16a8w", (gap,), gap), cell="test_quant_format_runs[16a8w]"),
             QuantFinding("mlp_mul_inherited", "t", 2, "range inherited"),
+            PlacementUnread("the `mnn` extra is not installed"),
             ExportBuild("k", CacheUse.HIT, "SM8650", "16a4w", 57, "v75", ("python", "x.py"), "/out", "/log", 103.0)]
     return out
 
