@@ -94,6 +94,7 @@ def suite_element(device: str, records: list[TestRecord]) -> ET.Element:
     elem: ET.Element = suite.build_xml_doc()
     # junit-xml has no per-case properties; pytest writes them first inside <testcase>.
     for case_elem, rec in zip(elem.findall("testcase"), records):
+        case_elem.set("time", f"{rec.duration_s or 0.0:.3f}")  # junit-xml leaves a 0 out: every case has one
         props = case_properties(rec)
         if props:
             holder = ET.Element("properties")

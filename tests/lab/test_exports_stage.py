@@ -25,16 +25,16 @@ def test_each_target_and_format_is_a_testcase_laid_out_for_the_suites(tmp_path):
     plan = _plan(tmp_path)
     stage, said = run_stage(plan, tmp_path, env=fake_env(tmp_path, "sa8295-16a4w=traceback"))
     by = {r.name: r for r in stage.records}
-    assert sorted(by) == ["test_export[sa8295-16a4w]", "test_export[sa8295-8a8w]", "test_export[sm8650-16a4w]",
-                          "test_export[sm8650-8a8w]"]
-    failed = by["test_export[sa8295-16a4w]"]
+    assert sorted(by) == ["test_export[tiny-sa8295-16a4w]", "test_export[tiny-sa8295-8a8w]", "test_export[tiny-sm8650-16a4w]",
+                          "test_export[tiny-sm8650-8a8w]"]
+    failed = by["test_export[tiny-sa8295-16a4w]"]
     assert failed.status == "failed" and failed.failure_class == "export-python-error"
     assert "ValueError: the recipe names a layer" in failed.message and failed.device == "lab-host"
     assert "fake exporter: sa8295-16a4w" in failed.text and failed.log_excerpt
-    assert by["test_export[sm8650-8a8w]"].status == "passed"
+    assert by["test_export[tiny-sm8650-8a8w]"].status == "passed"
     sa = tmp_path / "out" / "exports" / "tiny" / "SA8295"
     assert (sa / "8a8w" / "model.pte").is_file() and not (sa / "16a4w").exists()
-    assert export_status(sa)["16a4w"]["reason"].startswith("test_export[sa8295-16a4w] export-python-error")
+    assert export_status(sa)["16a4w"]["reason"].startswith("test_export[tiny-sa8295-16a4w] export-python-error")
     assert stage.plan_for(plan).models["tiny"].path_for(_dev("SA8295")) == sa
     xml = junit_document(stage.records)
     assert 'name="export_cache" value="miss"' in xml and 'classname="lab-host.exports.tiny"' in xml

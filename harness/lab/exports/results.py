@@ -1,4 +1,4 @@
-"""What one export gave (`ExportResult`) and its testcase record (`test_export[sa8295-16a4w]`):
+"""What one export gave (`ExportResult`) and its testcase record (`test_export[tiny-decoder-sa8295-16a4w]`):
 the class and message of a failure, the log's last lines (JUnit's failure text) and its tail
 (system-out), whether the cache served it (a JUnit property), where its log and folder are."""
 
