@@ -30,15 +30,18 @@ from harness.evidence.placement import (
     parse_expected_cpu_ops,
     with_expected,
 )
+from harness.evidence.program_size import ProgramSize
 from harness.evidence.provenance import Provenance, Tier
 from harness.evidence.qnn_profile import QnnOpCycles, QnnProfile
 from harness.evidence.quant_finding import QuantFinding
 from harness.evidence.teacher_forced import Agreement, StepContext, TeacherForced
 from harness.evidence.timing import Clock, Timing
 
-FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement, PlacementEvidence,
-                                        Provenance, LocalizeEvidence, QuantFinding, EtdumpSummary, QnnProfile,
-                                        TextAgreement, Timing, ExportBuild, PlacementUnread)
+FAMILIES: tuple[type[Evidence], ...] = (
+    TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement, PlacementEvidence, Provenance, LocalizeEvidence,
+    QuantFinding, EtdumpSummary, QnnProfile, TextAgreement, Timing, ExportBuild, PlacementUnread,
+    ProgramSize,
+)
 SPREAD: tuple[type[Spread], ...] = (LabRun,)
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES} | \
     {key: kind for kind in SPREAD for key in kind.KEYS}
@@ -61,6 +64,7 @@ __all__ = ["Agreement", "CacheUse", "Cell", "Clock", "Column", "COLUMNS", "count
            "Evidence", "EvidenceSet", "ExportBuild", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES",
            "FloatReferenceAgreement", "fmt3", "fmt6", "Fold", "JsonObject", "KINDS", "LabRun", "LineVerdict",
            "Localization", "LocalizeEvidence", "MethodPlacement", "MNN_QNN_PLUGIN", "NPU_BACKEND", "NPU_DELEGATES",
-           "OpGap", "Outcome", "parse_expected_cpu_ops", "Placement", "PlacementEvidence", "PlacementUnread", "PromptAgreement",
-           "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "Row", "Spread", "SPREAD", "StepContext",
-           "TeacherForced", "TextAgreement", "Tier", "Timing", "Tone", "with_expected"]
+           "OpGap", "Outcome", "parse_expected_cpu_ops", "Placement", "PlacementEvidence", "PlacementUnread",
+           "ProgramSize", "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "Row",
+           "Spread", "SPREAD", "StepContext", "TeacherForced", "TextAgreement", "Tier", "Timing", "Tone",
+           "with_expected"]

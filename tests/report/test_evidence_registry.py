@@ -27,6 +27,7 @@ from harness.evidence import (
     OpGap,
     Outcome,
     PlacementUnread,
+    ProgramSize,
     QuantFinding,
     Row,
 )
@@ -60,6 +61,7 @@ def _samples() -> list[object]:
             LocalizeEvidence(Localization(Outcome.DEPARTED, 10.0, "16a8w", (gap,), gap), cell="test_quant_format_runs[16a8w]"),
             QuantFinding("mlp_mul_inherited", "t", 2, "range inherited"),
             PlacementUnread("the `mnn` extra is not installed"),
+            ProgramSize("model.pte", 4096, 3900, 1),
             ExportBuild("k", CacheUse.HIT, "SM8650", "16a4w", 57, "v75", ("python", "x.py"), "/out", "/log", 103.0)]
     return out
 
