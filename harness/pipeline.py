@@ -24,8 +24,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.checks import Agreement, ExportVerdict, compare, mrope, verdict_of_records
-from harness.checks.coherence import CoherenceKind, judge
-from harness.checks.coherence import Verdict as TextVerdict
+from harness.checks.coherence import CoherenceKind, TextVerdict, judge
 from harness.checks.shapes import scan_log_for_shape_errors
 from harness.evidence import ExportVerdictEvidence, TextAgreement
 from harness.findings import Finding, errors

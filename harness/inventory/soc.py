@@ -8,8 +8,7 @@ from typing import Any
 
 from harness import soc
 from harness.inventory.context import Ctx, want
-from harness.inventory.model import HTP_EMULATOR, HTP_MODES
-from harness.kinds import TransportKind
+from harness.inventory.model import HTP_EMULATOR, HTP_MODES, TransportKind
 
 
 def parse_htp(ctx: Ctx, raw: dict[str, Any], transport: TransportKind, *, on_host: bool) -> str:

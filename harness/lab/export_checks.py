@@ -69,6 +69,6 @@ def export_check_records(plan: Plan, devices: Sequence[DeviceSpec], *, run_id: s
         if plan.repeats > 1:
             rec.name = f"{rec.name}#{entry.repeat}"
             rec.stamp(repeat=entry.repeat)
-        rec.stamp(plan_entry=entry.id, run_id=run_id, transport=device.transport)
+        rec.stamp(plan_entry=entry.id, run_id=run_id, transport=device.transport.name)
         out.append(rec)
     return out

@@ -441,4 +441,4 @@ def _place(s: SyncSession, items: list[Item], discard: str = "") -> None:
             s.placed_stamps[it.file.rel] = DeviceStamp(int(parts[0]), int(parts[1]))
 
 
-__all__ = ["FLUSH_BYTES", "MAX_COMMAND", "SyncResult", "sync_set"]
+__all__ = ["FLUSH_BYTES", "SyncResult", "sync_set"]

@@ -110,7 +110,7 @@ class Thresholds:
 
 
 @dataclass
-class Verdict:
+class TextVerdict:
     verdict: VerdictLabel
     findings: list[Finding] = field(default_factory=list)  # every rule that fired, decisive first
     scores: dict[str, float] = field(default_factory=dict)

@@ -11,14 +11,16 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "cache": ("ENTRY_FILE", "USED_FILE"),
     "classify": ("TRANSIENT", "ExportFailure", "classify_failure"),
     "cli": ("export_from_cli", "failed_export_lines"),
     "gate": ("ExportGate",),
     "leases": ("Leases",),
     "stage": ("export_status", "run_export_stage"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.lab.exports.cache import ENTRY_FILE as ENTRY_FILE

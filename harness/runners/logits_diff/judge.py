@@ -15,7 +15,7 @@ from harness.evidence import TeacherForced
 from harness.runners.diff_tools import TOOL
 from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 
-Verdict = Literal["agree", "drift", "disagree", "error"]
+Agreement = Literal["agree", "drift", "disagree", "error"]
 VERDICTS: tuple[str, ...] = ("agree", "drift", "disagree", "error")
 
 
@@ -24,7 +24,7 @@ class DiffResult:
     """One comparison of B against A and its verdict."""
 
     parsed: ParsedDiff
-    verdict: Verdict
+    verdict: Agreement
     reasons: list[str]
     excluded_steps: tuple[int, ...] = ()
     exclusion_note: str = ""
@@ -126,7 +126,7 @@ def chunk_of(config: Mapping[str, Any]) -> int | None:
 
 def judge(parsed: ParsedDiff, *, chunk_a: int | None = None, chunk_b: int | None = None,
           exit_code: int | None = 0, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> DiffResult:
-    """Verdict of one parsed run: an error where the run or its table is incomplete, else the
+    """The verdict of one parsed run: an error where the run or its table is incomplete, else the
     per-prompt lines (harness.checks.judge_prompt) on its counted steps. `chunk_a`/`chunk_b`:
     each config's prefill chunk (None = unchunked)."""
     reasons: list[str] = []
