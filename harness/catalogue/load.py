@@ -68,6 +68,13 @@ class Catalogue:
     def in_scope(self, *scopes: Scope) -> tuple[Entry, ...]:
         return tuple(e for e in self.entries if e.in_scope(*scopes))
 
+    def entry(self, id: str) -> Entry:
+        """The entry of `id`: a reader that needs one line's groups reads them from its entry."""
+        for e in self.entries:
+            if e.id == id:
+                return e
+        raise HarnessError(f"{self.source}: no entry {id!r}; restore it (a reader of the catalogue needs it)")
+
     def where(self, entry: Entry) -> str:
         return f"{self.source}: entry {entry.id!r}"
 
