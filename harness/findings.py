@@ -60,7 +60,7 @@ class Where:
             parts.append(self.tensor)
         return ": ".join(parts)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) not in (None, "")}
 
 
@@ -92,7 +92,7 @@ class Finding:
             text += f"\n    what to do: {self.hint}"
         return text
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         out: dict[str, Any] = {"kind": self.kind.value, "severity": self.severity.value, **self.where.to_json()}
         for key in ("message", "hint", "source"):
             if getattr(self, key):

@@ -63,7 +63,7 @@ def _convert(path: Path, args: list[str], what: str) -> subprocess.CompletedProc
     return proc
 
 
-def dump_mnn(path: Path) -> dict[str, Any]:
+def dump_mnn(path: Path) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="quant-json-") as tmp:
         out = Path(tmp) / "llm.mnn.json"
         proc = _convert(path, ["-f", "MNN", "--modelFile", str(path), "--JsonFile", str(out)],

@@ -52,7 +52,7 @@ class InstrumentLine:
         who = self.instrument.value + (f" {self.pair}" if self.pair else "")
         return f"{who}: {self.verdict.value}: {self.summary}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"instrument": self.instrument.value, "verdict": self.verdict.value, "summary": self.summary,
                 "pair": self.pair or None,
                 "failure_class": None if self.failure_class is None else self.failure_class.value,
@@ -96,7 +96,7 @@ class ExportVerdict:
         """What the export's record carries, typed (harness.evidence)."""
         return ExportVerdictEvidence.of_json(self.to_json())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"verdict": self.verdict.value,
                 "failure_class": None if self.failure_class is None else self.failure_class.value,
                 "lines": [ln.to_json() for ln in self.lines]}

@@ -300,7 +300,7 @@ class HostEngine:
                 self._use_template = True
         return self._loaded
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, object]:
         """The engine's merged config (config.json + llm_config.json + set_config)."""
         return cast(dict[str, Any], json.loads(self._c.dump_config()))
 

@@ -54,7 +54,7 @@ class ArchCell:
     needed_arch: str | None = None
     message: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"op": self.op, "format": self.fmt, "arch": self.arch, "soc": self.soc, "built": self.built,
                 "failure": self.failure, "needed_arch": self.needed_arch, "message": self.message}
 

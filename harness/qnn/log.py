@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from harness.catalogue import Catalogue, Scope, load_catalogue, signal_name, signal_of
 from harness.errors import HarnessError
@@ -94,7 +94,7 @@ class QnnLogVerdict:
     def failure_class(self) -> FailureClass | None:
         return FAILURE_CLASS[self.failure] if self.failure else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         cls = self.failure_class
         return {"class": cls.value if cls else (FailureClass.OK.value if self.decidable else None),
                 "failure": self.failure.value if self.failure else None, "decidable": self.decidable,

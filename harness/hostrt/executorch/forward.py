@@ -47,7 +47,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _run(args: argparse.Namespace) -> dict[str, Any]:
+def _run(args: argparse.Namespace) -> dict[str, object]:
     import numpy as np
     import torch
     from executorch.extension.pybindings import portable_lib
@@ -78,7 +78,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float) -> dict[str, Any]:
+def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float) -> dict[str, object]:
     import numpy as np
     import torch
 

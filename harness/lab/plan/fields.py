@@ -41,7 +41,7 @@ def read_names(ctx: PlanCtx, data: dict[str, Any], key: str, label: str) -> tupl
     return tuple(items)
 
 
-def read_section(ctx: PlanCtx, data: dict[str, Any], key: str, allowed: set[str]) -> dict[str, Any]:
+def read_section(ctx: PlanCtx, data: dict[str, Any], key: str, allowed: set[str]) -> dict[str, object]:
     raw: dict[str, Any] = get_value(ctx, data, key, dict, key, default={})
     check_keys(ctx, key, raw, allowed)
     return raw

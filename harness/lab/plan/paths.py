@@ -53,7 +53,7 @@ def plan_path(ctx: PlanCtx, label: str, raw: str, base: Path) -> tuple[str, bool
                        "point it at the real folder (fix or remove the link)") from None
 
 
-def parse_options(ctx: PlanCtx, holder: dict[str, Any], label: str, base: Path) -> dict[str, Any]:
+def parse_options(ctx: PlanCtx, holder: dict[str, Any], label: str, base: Path) -> dict[str, object]:
     """`options:` (plan, model or suite level): env names, runner paths and numbers checked."""
     options = dict(get_value(ctx, holder, "options", dict, label, default={}))
     if "env" in options:

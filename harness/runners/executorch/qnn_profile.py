@@ -42,7 +42,7 @@ class QnnOpEvent:
     def total(self) -> float:
         return float(sum(self.cycles))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"op_id": self.op_id, "node": self.node, "op": self.op, "io": self.io,
                 "cycles": list(self.cycles), "total": self.total}
 
@@ -53,7 +53,7 @@ class QnnSummaryEvent:
     unit: str  # cycles | us | count | bytes
     values: tuple[float, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "unit": self.unit, "values": list(self.values)}
 
 

@@ -78,7 +78,7 @@ class DiffResult:
             lines.append(f"  note: {self.exclusion_note}")
         return "\n".join(lines)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         p = self.parsed
         ctx = self.context()
         return {
@@ -103,7 +103,7 @@ class DiffResult:
         """What a TestRecord carries, typed (harness.evidence.TeacherForced)."""
         return TeacherForced.of_json(self.record_extras())
 
-    def record_extras(self) -> dict[str, Any]:
+    def record_extras(self) -> dict[str, object]:
         """The compact form a TestRecord carries (the rows stay in the run folder / JSON)."""
         d = self.to_json()
         d.pop("rows")
