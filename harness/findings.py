@@ -70,8 +70,8 @@ class Finding:
     message: str = ""  # what was seen, in words ("" : the expected/found pair says it)
     severity: Severity = Severity.ERROR
     where: Where = field(default_factory=Where)
-    expected: Any = None  # a shape, a position, a count: the evidence as its domain holds it
-    found: Any = None
+    expected: object = None  # a shape, a position, a count: the evidence as its domain holds it
+    found: object = None
     hint: str = ""  # what to do
     source: str = ""  # where the evidence came from (stub, libQnnSystem, qnn-context-binary-utility, sidecar, ...)
 

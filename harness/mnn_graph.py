@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _validate(graph: Any, path: Path) -> None:
+def _validate(graph: object, path: Path) -> None:
     if not isinstance(graph, dict) or not isinstance(graph.get("oplists"), list) \
             or not isinstance(graph.get("tensorName"), list):
         raise ArtifactError(f"{path}: JSON has no `oplists`/`tensorName`: not an MNN graph dump")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 from harness.checks.teacher_forced import ExportTeacherForced, PromptFigures, judge_export
 from harness.evidence import EvidenceSet, ExportVerdictEvidence, TeacherForced
@@ -46,7 +46,7 @@ class InstrumentLine:
     summary: str
     pair: str = ""  # the backend pair a teacher-forced line judges
     failure_class: FailureClass | None = None
-    figures: Mapping[str, Any] = field(default_factory=dict)
+    figures: Mapping[str, object] = field(default_factory=dict)
 
     def describe(self) -> str:
         who = self.instrument.value + (f" {self.pair}" if self.pair else "")

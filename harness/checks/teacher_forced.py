@@ -18,7 +18,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from harness.evidence import TeacherForced
 
@@ -48,7 +48,7 @@ class Thresholds:
 DEFAULT_THRESHOLDS = Thresholds()
 
 
-def _finite(x: Any) -> float | None:
+def _finite(x: object) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 

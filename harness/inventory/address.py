@@ -55,7 +55,7 @@ def parse_ssh(ctx: Ctx, data: Any, base: Path, *, prefix: str = "ssh", host_from
     )
 
 
-def parse_adb_server(ctx: Ctx, raw: Any, base: Path, *, from_place: bool) -> AdbServer | None:
+def parse_adb_server(ctx: Ctx, raw: object, base: Path, *, from_place: bool) -> AdbServer | None:
     """`adb_server: "HOST:PORT"` or `{host, port, via_ssh: {...}}`. With a labgrid place the
     address comes from the place, so only `via_ssh` may be written here."""
     if raw is None:

@@ -26,6 +26,6 @@ class Ctx:
 
 
 def want(ctx: Ctx, data: dict[str, Any], key: str, kind: type | tuple[type, ...], *, required: bool = False,
-         default: Any = None) -> Any:
+         default: object = None) -> Any:
     return typed_get(ctx, data, key, kind, default=default, required=required,
                      missing_fix=f"add `{key}:` to this device")

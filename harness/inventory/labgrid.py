@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from harness.validation import FailFn, check_keys, parse_host_port, type_name, typed_get
 
@@ -72,7 +71,7 @@ def parse_labgrid(ctx: FailFn, raw: object, transport: str, default_resource: st
                        prio=float(prio))
 
 
-def parse_top_labgrid(top: FailFn, raw: Any) -> str | None:
+def parse_top_labgrid(top: FailFn, raw: object) -> str | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):

@@ -102,7 +102,7 @@ def _host_device(ctx: Ctx, raw: dict[str, Any], base: Path, transport: Transport
                       description=want(ctx, raw, "description", str, default=""), source=ctx.path)
 
 
-def _parse_top_locks(top: Ctx, raw: Any, base: Path) -> Path | None:
+def _parse_top_locks(top: Ctx, raw: object, base: Path) -> Path | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -114,7 +114,7 @@ def _parse_top_locks(top: Ctx, raw: Any, base: Path) -> Path | None:
     return (base / Path(text).expanduser()).resolve()
 
 
-def parse_inventory(data: Any, path: Path) -> Inventory:
+def parse_inventory(data: object, path: Path) -> Inventory:
     """Validate already-parsed YAML data (as loaded from `path`)."""
     top = Ctx(path)
     if not isinstance(data, dict):

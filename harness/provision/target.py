@@ -20,7 +20,7 @@ from harness.provision.setfiles import ArtifactFile
 _NAME_TARGET_RE = re.compile(r"_(\d+)_v(\d+)\.(?:mnn|bin)$")
 
 
-def _int_or_none(v: Any) -> int | None:
+def _int_or_none(v: object) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, int):

@@ -84,7 +84,7 @@ class ArchTable:
         return f"QAIRT {self.qairt}, ExecuTorch {self.executorch}"
 
 
-def _cell(raw: Any, where: str) -> ArchCell:
+def _cell(raw: object, where: str) -> ArchCell:
     if not isinstance(raw, dict):
         raise HarnessError(f"{where} is not an object; {REGENERATE}")
     try:

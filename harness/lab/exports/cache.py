@@ -86,7 +86,7 @@ def key_material(job: ExportJob, inputs_sha: str, tools: Mapping[str, str | None
     return {**material, "debug_args": list(b.debug_args)} if job.debug else material
 
 
-def export_key(material: Mapping[str, Any]) -> str:
+def export_key(material: Mapping[str, object]) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -161,7 +161,7 @@ class _Parser:
             out[name] = self.expand(f"{label}.env.{name}", str(value))
         return out
 
-    def build(self, i: int, spec: Any) -> ExportBuild:
+    def build(self, i: int, spec: object) -> ExportBuild:
         label = f"exports.builds[{i}]"
         if not isinstance(spec, dict):
             raise self.fail(label, f"is a {type_name(spec)}, not a mapping", "write `- model: NAME, command: [...]`")
@@ -190,7 +190,7 @@ class _Parser:
         )
 
 
-def parse_exports(ctx: FailFn, raw: Any, base: Path, environ: dict[str, str],
+def parse_exports(ctx: FailFn, raw: object, base: Path, environ: dict[str, str],
                   taken: set[str]) -> ExportsSpec | None:
     """The plan's `exports:` (None when absent); `taken` holds the plan's own model names."""
     if raw is None:

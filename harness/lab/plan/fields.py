@@ -21,7 +21,7 @@ class PlanCtx:
         return PlanError(f"{where}: {problem}; {fix}")
 
 
-def get_value(ctx: PlanCtx, data: dict[str, Any], key: str, kind: type | tuple[type, ...], label: str, default: Any = None,
+def get_value(ctx: PlanCtx, data: dict[str, Any], key: str, kind: type | tuple[type, ...], label: str, default: object = None,
               required: bool = False) -> Any:
     return typed_get(ctx, data, key, kind, label=label, default=default, required=required)
 

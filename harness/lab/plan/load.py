@@ -146,7 +146,7 @@ class Plan:
 
 
 
-def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ) -> Plan:
+def parse_plan(data: object, path: Path, *, environ: Mapping[str, str] = os.environ) -> Plan:
     """Validate already-parsed YAML (as loaded from `path`)."""
     ctx = PlanCtx(path, environ)
     if not isinstance(data, dict):

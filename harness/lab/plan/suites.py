@@ -25,7 +25,7 @@ _SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "
 RUNNERS = tuple(k.value for k in RunnerKind)
 
 
-def parse_models(ctx: PlanCtx, raw: Any, base: Path) -> dict[str, ModelSpec]:
+def parse_models(ctx: PlanCtx, raw: object, base: Path) -> dict[str, ModelSpec]:
     if not isinstance(raw, dict) or not raw:
         raise ctx.fail("models", "must be a non-empty mapping of model name to {path: ...}",
                        "write `models: {smollm2: {path: /exports/smollm2}}`")
@@ -54,7 +54,7 @@ def parse_models(ctx: PlanCtx, raw: Any, base: Path) -> dict[str, ModelSpec]:
     return models
 
 
-def parse_suites(ctx: PlanCtx, raw: Any, models: dict[str, ModelSpec], base: Path) -> tuple[SuiteSpec, ...]:
+def parse_suites(ctx: PlanCtx, raw: object, models: dict[str, ModelSpec], base: Path) -> tuple[SuiteSpec, ...]:
     if not isinstance(raw, list) or not raw:
         raise ctx.fail("suites", "must be a non-empty list", "list at least one `- name: ...` suite")
     suites = []

@@ -49,7 +49,7 @@ def dump_context_binary(tool: Path, binary: Path) -> dict[str, object]:
     return data
 
 
-def _find_key(data: Any, keys: tuple[str, ...]) -> Any:
+def _find_key(data: object, keys: tuple[str, ...]) -> Any:
     """First value under any of `keys` (case-insensitive), searching the dump depth-first."""
     lowered = {k.lower() for k in keys}
     stack = [data]

@@ -116,7 +116,7 @@ def _values(raw: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in raw) if isinstance(raw, (list, tuple)) else ((float(raw),) if raw is not None else ())
 
 
-def qnn_view(rows: Iterable[Mapping[str, Any]], graph_nodes: Mapping[str, str] | None = None,
+def qnn_view(rows: Iterable[Mapping[str, object]], graph_nodes: Mapping[str, str] | None = None,
              clock: str | None = None) -> QnnEtdump:
     """The QNN view of Inspector rows (CYCLES/CYCLES). `graph_nodes`: node name -> op, from the ETRecord."""
     rows = list(rows)
@@ -164,7 +164,7 @@ def graph_nodes_of(etrecord: Path) -> dict[str, str]:
     return out
 
 
-def _op_name(target: Any) -> str:
+def _op_name(target: object) -> str:
     """`<EdgeOpOverload: aten.rms_norm.default>: schema = ...` -> `aten.rms_norm.default`."""
     text = str(target)
     m = re.match(r"<EdgeOpOverload: ([\w.]+)>", text)

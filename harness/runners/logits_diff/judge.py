@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from harness.checks import DEFAULT_THRESHOLDS, Thresholds, judge_prompt
 from harness.errors import TransportError
@@ -115,7 +115,7 @@ class DiffResult:
         return d
 
 
-def chunk_of(config: Mapping[str, Any]) -> int | None:
+def chunk_of(config: Mapping[str, object]) -> int | None:
     """The prefill chunk a config runs with: the largest of `chunk_limits` (QNN configs carry
     [chunk, 1]); None = one forward for the whole prompt."""
     cl = config.get("chunk_limits")
