@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -100,7 +101,7 @@ def build_mnn(graph_json: Path, out: Path) -> Path:
     return out
 
 
-def write_graph_mnn(graph: dict[str, Any], dst: Path) -> Path:
+def write_graph_mnn(graph: Mapping[str, object], dst: Path) -> Path:
     """A graph JSON held in memory (e.g. with its quantization metadata rewritten) to an
     `.mnn` file at `dst`, through build_mnn."""
     graph = {k: v for k, v in graph.items() if not k.startswith("_harness")}

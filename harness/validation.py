@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import re
 import reprlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -109,14 +109,14 @@ def type_name(value: object) -> str:
             bool: "boolean", type(None): "empty value"}.get(type(value), type(value).__name__)
 
 
-def check_keys(ctx: FailFn, prefix: str, data: dict[str, Any], allowed: set[str]) -> None:
+def check_keys(ctx: FailFn, prefix: str, data: Mapping[str, object], allowed: set[str]) -> None:
     unknown = sorted(set(data) - allowed)
     if unknown:
         key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
         raise ctx.fail(key, "is not a known key", f"use only {', '.join(sorted(allowed))}")
 
 
-def typed_get(ctx: FailFn, data: dict[str, Any], key: str, kind: type | tuple[type, ...], *, label: str | None = None,
+def typed_get(ctx: FailFn, data: Mapping[str, object], key: str, kind: type | tuple[type, ...], *, label: str | None = None,
               default: object = None, required: bool = False, missing_fix: str | None = None) -> Any:
     """data[key] checked against `kind`; YAML booleans are ints in Python, never accepted as one."""
     label = label or key

@@ -4,11 +4,11 @@ harness/outcomes.py FailureClass, each entry's scopes, shape and QNN facets)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -115,7 +115,7 @@ def _load(path: Path) -> Catalogue:
 _REQUIRED = ("id", "class", "regex", "description", "hint")
 
 
-def _scopes(raw: dict[str, Any], where: str) -> frozenset[Scope]:
+def _scopes(raw: Mapping[str, object], where: str) -> frozenset[Scope]:
     given = raw.get("scopes")
     if given is None:
         return RUNNER_SCOPES  # a runner-only signature file of older releases
@@ -125,7 +125,7 @@ def _scopes(raw: dict[str, Any], where: str) -> frozenset[Scope]:
     return frozenset(Scope(s) for s in given)
 
 
-def _shape(raw: dict[str, Any], where: str) -> tuple[str | None, str | None]:
+def _shape(raw: Mapping[str, object], where: str) -> tuple[str | None, str | None]:
     shape = raw.get("shape")
     if shape is None:
         return None, None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -71,14 +72,14 @@ def _parse_device(ctx: Ctx, name: str, raw: dict[str, Any], base: Path, coordina
     )
 
 
-def _refuse_others_keys(ctx: Ctx, raw: dict[str, Any], kind: TransportKind) -> None:
+def _refuse_others_keys(ctx: Ctx, raw: Mapping[str, object], kind: TransportKind) -> None:
     """A key only other kinds read is refused (the built-in kinds word their own first)."""
     for key in sorted(set(raw) - _COMMON_KEYS - kind.keys):
         owners = " or ".join(f"`transport: {k.name}`" for k in KINDS.owners(key))
         raise ctx.fail(key, f"is set on a `transport: {kind.name}` device", f"remove it or set {owners}")
 
 
-def _tags(ctx: Ctx, raw: dict[str, Any]) -> tuple[str, ...]:
+def _tags(ctx: Ctx, raw: Mapping[str, object]) -> tuple[str, ...]:
     tags = want(ctx, raw, "tags", list, default=[])
     for t in tags:
         if not isinstance(t, str) or not t:
@@ -86,7 +87,7 @@ def _tags(ctx: Ctx, raw: dict[str, Any]) -> tuple[str, ...]:
     return tuple(tags)
 
 
-def _host_device(ctx: Ctx, raw: dict[str, Any], base: Path, transport: TransportKind, link: Link) -> DeviceSpec:
+def _host_device(ctx: Ctx, raw: Mapping[str, object], base: Path, transport: TransportKind, link: Link) -> DeviceSpec:
     """A local device that is the host: no SoC facts (QNN cells skip there)."""
     if not transport.on_host:
         raise ctx.fail("soc", "`host` is only for `transport: local`",

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any
@@ -79,7 +79,7 @@ def sync_set(
     *,
     kind: str,
     name: str,
-    meta: dict[str, Any] | None = None,
+    meta: Mapping[str, object] | None = None,
     cache: HashCache | None = None,
     progress: Progress | None = None,
     verify: str = "size",
@@ -164,7 +164,7 @@ def _host_writes(writes: list[Callable[[], None]], on_manifest: Callable[[Manife
         errors.append(exc)
 
 
-def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: dict[str, Any]) -> SyncResult | None:
+def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: Mapping[str, object]) -> SyncResult | None:
     """The nightly common case without any device process: the set's manifest (read over the
     transport's file protocol) names exactly these contents, and every device file still has
     the inode, size and mtime recorded when it was placed and at least the local mode bits.

@@ -6,8 +6,8 @@ then compared with the device's and with the QNN runtime being pushed (before an
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from harness import soc
 from harness.errors import ArtifactError
@@ -30,7 +30,7 @@ def _int_or_none(v: object) -> int | None:
     return None
 
 
-def _target_from_mapping(data: dict[str, Any], source: str) -> ExportTarget | None:
+def _target_from_mapping(data: Mapping[str, object], source: str) -> ExportTarget | None:
     """soc_id / dsp_arch (or htp_arch) / vtcm_mb / chunk_size, top level or under qnn/npu."""
     for scope in (data, data.get("qnn"), data.get("npu")):
         if not isinstance(scope, dict):

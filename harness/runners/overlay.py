@@ -12,6 +12,7 @@ import json
 import posixpath
 import tempfile
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ class Overlay:
         return {**config, **self.changes(config)}
 
 
-def derived_name(config_name: str, changes: dict[str, Any]) -> str:
+def derived_name(config_name: str, changes: Mapping[str, object]) -> str:
     stem = config_name[:-5] if config_name.endswith(".json") else config_name
     digest = hashlib.sha256(json.dumps(changes, sort_keys=True).encode()).hexdigest()[:10]
     # Must end in .json: llm_demo picks the config reader by extension.

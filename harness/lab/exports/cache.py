@@ -178,7 +178,7 @@ class ExportCache:
             return "corrupt (no outcome in entry.json)"
         return ""
 
-    def commit(self, key: str, build_dir: Path, data: dict[str, Any]) -> CacheEntry:
+    def commit(self, key: str, build_dir: Path, data: Mapping[str, object]) -> CacheEntry:
         """Seal a build: entry.json last, then the folder renamed to entries/<key>. When another
         run sealed the same key meanwhile, its entry is used and this build dropped."""
         files = _files_of(build_dir / OUT_DIR, self.hashes.digest)

@@ -206,7 +206,7 @@ def parse_plan(data: object, path: Path, *, environ: Mapping[str, str] = os.envi
     )
 
 
-def _parse_concurrency(ctx: PlanCtx, data: dict[str, Any]) -> ConcurrencySettings:
+def _parse_concurrency(ctx: PlanCtx, data: Mapping[str, object]) -> ConcurrencySettings:
     cc = read_section(ctx, data, "concurrency", _CONCURRENCY_KEYS)
     if cc.get("workers") is None:
         return ConcurrencySettings()
