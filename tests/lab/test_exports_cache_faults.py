@@ -119,3 +119,16 @@ def test_an_invalid_export_is_named_as_the_command_wrote_it_not_by_its_gone_temp
     assert (rec.status, rec.failure_class) == ("failed", "export-invalid"), rec.message
     assert "{out}/model.pte: not an ExecuTorch program" in rec.message, rec.message
     assert str(tmp_path / "cache") not in rec.message
+
+
+def test_an_input_file_name_that_is_not_utf8_is_hashed_by_its_bytes(tmp_path):
+    from harness.lab.exports.cache import inputs_digest
+    from harness.provision import HashCache
+
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    with open(os.path.join(os.fsencode(recipes), b"caf\xe9.txt"), "w") as f:  # Latin-1, not UTF-8
+        f.write("12 layers\n")
+    first = inputs_digest([recipes], HashCache(None))
+    os.rename(os.path.join(os.fsencode(recipes), b"caf\xe9.txt"), os.path.join(os.fsencode(recipes), b"caf\xe8.txt"))
+    assert inputs_digest([recipes], HashCache(None)) != first, "a renamed input changes the key"
