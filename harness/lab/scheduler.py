@@ -251,13 +251,16 @@ def _junit_only(records: list[TestRecord], out_dir: Path) -> tuple[dict[str, Pat
 
 def check_history(path: Path, plan: Plan, history_db: Path | None = None) -> None:
     """The history database opens, is whole and takes writes: a usage error (exit 4) naming
-    the file before the night runs, not a lost report after it."""
+    the file before the night runs, not a lost report after it; busy (another process's lock
+    past the wait) is HistoryBusy, exit 1, and the history is left as it was."""
     from harness.lab.exitcodes import UsageError
-    from harness.report import History, HistoryError
+    from harness.report import History, HistoryBusy, HistoryError
 
     try:
         with History(path) as hist:
             hist.check()
+    except HistoryBusy:
+        raise  # another process's lock: the command's work could not be done now (exit 1), not a usage error
     except HistoryError as exc:
         if history_db is None and plan.history.db:
             raise PlanError(f"{plan.path}: key 'history.db': {exc}") from None
