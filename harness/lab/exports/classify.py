@@ -13,7 +13,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.catalogue import Scope, load_catalogue, signal_name, signal_of
+from harness.catalogue import Scope, capped, load_catalogue, signal_name, signal_of
 from harness.outcomes import FailureClass
 from harness.qnn import QnnFailure, classify_qnn_log
 
@@ -108,7 +108,7 @@ def _missing_tool_line(text: str) -> str | None:
     """The first line naming a missing tool or SDK (the failure catalogue's export-build lines),
     from its start to the end of what the line says is missing."""
     entries = [e for e in load_catalogue().in_scope(Scope.EXPORT_BUILD) if e.cls == ExportFailure.MISSING_TOOL]
-    for line in text.split("\n"):
+    for line in map(capped, text.split("\n")):
         ends = [m.end() for e in entries for m in e.regex.finditer(line)]
         if ends:
             return line[:max(ends)].strip()
