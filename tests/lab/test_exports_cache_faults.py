@@ -132,3 +132,20 @@ def test_an_input_file_name_that_is_not_utf8_is_hashed_by_its_bytes(tmp_path):
     first = inputs_digest([recipes], HashCache(None))
     os.rename(os.path.join(os.fsencode(recipes), b"caf\xe9.txt"), os.path.join(os.fsencode(recipes), b"caf\xe8.txt"))
     assert inputs_digest([recipes], HashCache(None)) != first, "a renamed input changes the key"
+
+
+def test_concurrent_runs_of_one_key_build_it_once(tmp_path):
+    plan = _plan(tmp_path)
+    env = fake_env(tmp_path, "sm8650-8a8w=slow", FAKE_EXPORT_TIMES=str(tmp_path / "times.txt"))
+    got = {}
+
+    def night(out):
+        got[out] = run_stage(plan, tmp_path, env=env, out=out)[0].results[0]
+
+    threads = [threading.Thread(target=night, args=(f"o{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(runs(tmp_path)) == 1, "the second run waited for the first one's build"
+    assert all(r.ok for r in got.values()) and {r.cache.value for r in got.values()} == {"miss", "hit"}
