@@ -56,21 +56,29 @@ def _walk(root: Path) -> Iterator[tuple[str, Path]]:
                 yield full.relative_to(root).as_posix(), full
 
 
-def _find(name: str, sha: str, roots: Iterable[Path]) -> str:
-    """The host file a flat runtime entry came from (the runner, a library found under the runtime
-    folder or the SDK): the one of that name with that content."""
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for found in sorted(root.rglob(name)):
-            if found.is_file() and sha256_file(found) == sha:
-                return str(found)
-    return ""
+def _runtime_files(cell: Cell, device: DeviceSpec) -> tuple[list[PushedFile], str | None]:
+    """The runtime's files as provisioning picks them (the runner, the libraries it needs, the QNN
+    libraries for the device's arch: harness/provision/runtime.py) and its QAIRT build."""
+    from harness.errors import HarnessError
+    from harness.provision.runtime import default_runtime_name, resolve_runtime
+
+    if not cell.options.get("runtime_dir"):
+        return [], None
+    sdk = cell.options.get("qnn_sdk")
+    try:
+        rt = resolve_runtime(Path(str(cell.options["runtime_dir"])), device.htp_arch or None,
+                             qnn_sdk=str(sdk) if sdk else None, need_qnn=bool(sdk) and device.has_htp)
+    except HarnessError:
+        return [], None  # the folder changed since the night: replay names what no longer matches
+    remote = f"{device.work_dir}/runtimes/{default_runtime_name(rt.runner, rt.htp_arch)}"
+    return [PushedFile("runtime", f.rel, str(f.path), f"{remote}/{f.rel}", sha256_file(f.path), f.size)
+            for f in rt.files], rt.qairt_build
 
 
-def pushed_files(cell: Cell) -> list[PushedFile]:
-    """The model's and the runtime's files as provisioning last recorded them (the host's
-    manifests, harness/provision/manifest.py), else as the folders hold them now."""
+def pushed_files(cell: Cell, device: DeviceSpec) -> tuple[list[PushedFile], str | None]:
+    """The model's files as provisioning last recorded them (the host's manifest,
+    harness/provision/manifest.py; else as the folder holds them now), the runtime's as
+    provisioning picks them, and the runtime's QAIRT build."""
     out: list[PushedFile] = []
     model = read_local_manifest(cell.model_path)
     if model is not None:
@@ -78,14 +86,8 @@ def pushed_files(cell: Cell) -> list[PushedFile]:
                 for rel, f in sorted(model.files.items())]
     elif cell.model_path.is_dir():
         out += [PushedFile("model", rel, str(p), "", sha256_file(p), p.stat().st_size) for rel, p in _walk(cell.model_path)]
-    rt_dir = Path(str(cell.options["runtime_dir"])) if cell.options.get("runtime_dir") else None
-    sdk = Path(str(cell.options["qnn_sdk"])) if cell.options.get("qnn_sdk") else None
-    runtime = read_local_manifest(rt_dir) if rt_dir is not None else None
-    if runtime is not None:
-        roots = [r for r in (rt_dir, sdk) if r is not None]
-        out += [PushedFile("runtime", rel, _find(Path(rel).name, f.sha256, roots), f"{runtime.remote_dir}/{rel}",
-                           f.sha256, f.size) for rel, f in sorted(runtime.files.items())]
-    return out
+    runtime, qairt = _runtime_files(cell, device)
+    return out + runtime, qairt
 
 
 def _host_files(value: Any, under: Path) -> Iterator[Path]:
@@ -112,7 +114,7 @@ def write_bundle(rec: TestRecord, plan: Plan, device: DeviceSpec, out_dir: Path,
     cell = cell_of(plan, entry, device, rec.name)
     folder = out_dir / BUNDLES_DIR / device.name / slug(rec.name)
     folder.mkdir(parents=True, exist_ok=True)
-    files = pushed_files(cell)
+    files, qairt = pushed_files(cell, device)
     data = rec.to_dict()
     artifacts = []
     for path in dict.fromkeys(_host_files(data.get("extras"), out_dir)):
@@ -132,7 +134,7 @@ def write_bundle(rec: TestRecord, plan: Plan, device: DeviceSpec, out_dir: Path,
         "plan": str(plan.path), "plan_entry": rec.plan_entry, "cell": cell.to_json(),
         "device": {"name": device.name, "soc_model": device.soc_model, "soc_id": device.soc_id if device.has_htp else None,
                    "htp_arch": device.htp_arch, "transport": str(device.transport), "tier": prov.get("tier")},
-        "runtime": {"qairt_build": prov.get("qairt"), "program_sha256": prov.get("program_sha256"),
+        "runtime": {"qairt_build": prov.get("qairt") or qairt, "program_sha256": prov.get("program_sha256"),
                     "binaries_sha256": prov.get("binaries_sha256") or []},
         "files": [f.to_json() for f in files], "files_copied": copy_files,
         "device_command": data.get("extras", {}).get("device_command"),

@@ -38,7 +38,10 @@ def test_bundle_replays_on_another_phone_and_refuses_a_changed_program(vlab_fact
     night = run_night(load_plan(plan_path), lab.inventory, tmp_path / "night", jobs.suite_job)
     crash = next(r for r in night.records() if r.name == CELL)
     assert crash.status == "failed" and crash.failure_class == "crash"
-    bundle = tmp_path / "night" / "bundles" / "op13-a" / "test_generation_qnn_qnn-france"
+    failed = sorted(r.name for r in night.records() if r.is_bad)
+    bundles = sorted((tmp_path / "night" / "bundles" / "op13-a").iterdir())
+    assert len(bundles) == len(failed) >= 1, "one bundle per failed cell, none for a passing one"
+    bundle = tmp_path / "night" / "bundles" / "op13-a" / "test_generation_qnn-france"
     data = json.loads((bundle / "bundle.json").read_text())
     assert data["verdict"]["failure_class"] == "crash" and data["device"]["soc_model"] == "SM8750"
     assert data["device_command"]["argv"][0].endswith("llm_demo") and "LD_LIBRARY_PATH" in data["device_command"]["env"]
