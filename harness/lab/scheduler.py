@@ -209,6 +209,11 @@ def run_night(
                 result.report_problems += after_night(result.records(), plan, devices, out_dir, run_id=run_id,
                                                       started_at=result.started_at, history_db=history_path,
                                                       copy_files=bundle_files)
+            if plan.bisect is not None and not stop.is_set():  # the plan's bisection of its new failures
+                from harness.bisect.night import bisect_new_failures
+
+                result.report_problems += bisect_new_failures(result.records(), plan, inventory, out_dir,
+                                                              history_db=history_path, say=say, stop=stop)
         result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
                                    for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))

@@ -7,11 +7,25 @@ from __future__ import annotations
 import json
 import os
 import platform
+from pathlib import Path
 
 import pytest
 
 from harness.cli import main
-from tests.real_runtime.test_omni_positions import OMNI, TINY, VARIANTS, runtime_folder
+from tests.real_runtime.test_omni_positions import SHARED_FILES, VARIANTS
+from tests.shared import SHARED
+
+OMNI = SHARED / "runtimes" / "mnn-omni-x86_64"
+TINY = SHARED / "models" / "qwen3-vl-tiny-random"
+
+
+def runtime_folder(dst: Path, variant: str) -> Path:
+    """One variant's runtime folder: links to the shared programs and its libllm.so (read only)."""
+    dst.mkdir(parents=True)
+    for name in SHARED_FILES:
+        (dst / name).symlink_to(OMNI / name)
+    (dst / "libllm.so").symlink_to(OMNI / "variants" / variant / "libllm.so")
+    return dst
 
 pytestmark = pytest.mark.slow
 
