@@ -24,6 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
                    "passed and the first night it failed (docs/bisect.md#points-from-the-history)")
     p.add_argument("--versions", nargs="+", default=[], metavar="DIR", help="the runtime folders or SDK roots, oldest first")
     p.add_argument("--failure-class", help="the bad point's failure class (else the bad point is run first)")
+    p.add_argument("--verify-good", action="store_true", help="run the good point first and stop if it does not pass")
     p.add_argument("--budget-s", type=float, help="stop after this many seconds (the answer is then a range)")
     p.add_argument("--out", default="bisect-out", help="folder for bisect.json, records, JUnit, HTML")
     p.add_argument("--history", help="history database to add the bisection to (default: beside --out)")
@@ -53,7 +54,8 @@ def run_from_cli(args: argparse.Namespace, inventory: Inventory) -> int:
         raise UsageError("harness bisect: give --good and --bad (or --from-history DB)")
     req = BisectRequest(plan=plan, inventory=inventory, device=args.device, testcase=args.testcase,
                         axis=AxisKind(args.axis), good=good, bad=bad, out_dir=out, model=args.model,
-                        versions=tuple(args.versions), failure_class=failure_class, budget_s=args.budget_s)
+                        versions=tuple(args.versions), failure_class=failure_class, budget_s=args.budget_s,
+                        verify_good=args.verify_good)
     result = bisect(req, say=lambda m: print(f"harness: {m}", file=sys.stderr, flush=True))
     paths, problems = write_results(result, out, run_id=new_run_id(),
                                     history_db=Path(args.history) if args.history else out.parent / "history.sqlite")

@@ -39,6 +39,7 @@ class BisectRequest:
     failure_class: str | None = None  # the bad point's class when known (the history's); else it is run
     cache_root: Path | None = None
     budget_s: float | None = None
+    verify_good: bool = False  # run the good point too (else it is trusted, as git bisect trusts it)
 
 
 @dataclass
@@ -191,6 +192,12 @@ def bisect(req: BisectRequest, *, say: SayFn, stop: threading.Event | None = Non
         bad_state = Outcome(False, seen.failure_class)
         search.steps.append(first)
     good_state = Outcome(True, None)
+    if req.verify_good:
+        checked = driver.step(versions, good, lambda o: Mark.OLD if good == old else Mark.NEW)
+        if checked.status != "passed":
+            raise UsageError(f"harness bisect: {req.testcase} does not pass at the good point {versions[good].label} "
+                             f"on {req.device} ({checked.status or checked.why}: {checked.message}); nothing to bisect")
+        search.steps.append(checked)
     old_state, new_state = (good_state, bad_state) if good == old else (bad_state, good_state)
     say(f"bisect: {len(versions)} versions on the {req.axis} axis, at most {max_steps(new - old + 1)} steps "
         f"between {versions[old].label} ({'passes' if old_state.passed else 'fails'}) and "
