@@ -42,7 +42,7 @@ def make_repo(repo: Path, n: int = 12, fault_at: int = 7) -> list[str]:
     rec = repo / "recipe"
     rec.mkdir(parents=True)
     _git(repo, "init", "-q", "-b", "main")
-    for name in ("lower_decoder.py",):
+    for name in ("lower_decoder.py", "plant_fault.py"):
         shutil.copy(REPO / "examples" / "et_qnn" / name, rec / name)
     (rec / "export.py").write_text(WRAPPER)
     (repo / "NOTES.md").write_text("")

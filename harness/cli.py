@@ -149,13 +149,13 @@ def cmd_lab_status(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from harness.bisect.cli import run_from_cli
+    from harness.bisect import run_from_cli
 
     return run_from_cli(args, _inventory(args))
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from harness.replay.cli import run_from_cli
+    from harness.replay import run_from_cli
 
     return run_from_cli(args, _inventory(args))
 
@@ -206,8 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_export)
 
-    from harness.bisect.cli import add_parser as add_bisect
-    from harness.replay.cli import add_parser as add_replay
+    from harness.bisect import add_parser as add_bisect
+    from harness.replay import add_parser as add_replay
 
     add_bisect(sub).set_defaults(func=cmd_bisect)
     add_replay(sub).set_defaults(func=cmd_replay)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from harness.lab.exitcodes import UsageError
+from harness.lab import UsageError
 
 
 class AxisKind(StrEnum):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from harness.inventory import Inventory
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = sub.add_parser("bisect", help="the first version (commit, runtime, QAIRT) where a testcase fails or is fixed")
+def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "bisect", help="the first version (commit, runtime, QAIRT) where a testcase fails or is fixed")
     p.add_argument("--plan", required=True, help="the night's plan: the testcase's suite, model, options, exports")
     p.add_argument("--device", required=True, help="the device the steps run on")
     p.add_argument("--testcase", required=True, help="as the night's records name it: test_generation[qnn/qnn-cat]")
@@ -38,9 +40,8 @@ def run_from_cli(args: argparse.Namespace, inventory: Inventory) -> int:
     from harness.bisect.report import answer, write_results
     from harness.bisect.run import BisectRequest, bisect
     from harness.hostfiles import prepare_output_dir
-    from harness.lab.exitcodes import ExitCode, UsageError
+    from harness.lab import ExitCode, UsageError, new_run_id
     from harness.lab.plan import load_plan
-    from harness.lab.scheduler import new_run_id
 
     plan = load_plan(Path(args.plan))
     out = prepare_output_dir(Path(args.out), "output folder (--out)")

@@ -16,7 +16,7 @@ from harness.bisect.points import points_from_history
 from harness.errors import HarnessError
 from harness.inventory import Inventory
 from harness.lab.plan import Plan
-from harness.replay.bundle import slug
+from harness.replay import slug
 from harness.report import TestRecord
 
 SayFn = Callable[[str], None]
@@ -33,7 +33,7 @@ def bisect_new_failures(records: list[TestRecord], plan: Plan, inventory: Invent
     """Bisect what is new tonight; returns problems in words (a bisection that could not run)."""
     from harness.bisect.report import answer, write_results
     from harness.bisect.run import BisectRequest, bisect
-    from harness.lab.scheduler import new_run_id
+    from harness.lab import new_run_id
 
     spec = plan.bisect
     assert spec is not None

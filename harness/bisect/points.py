@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.bisect.axes import AxisKind
-from harness.lab.exitcodes import UsageError
+from harness.lab import UsageError
 from harness.report import TestRecord
 
 SCHEMA = """

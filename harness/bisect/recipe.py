@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.lab.exitcodes import UsageError
-from harness.lab.exports.results import ExportResult
-from harness.lab.plan.export_spec import ExportBuild, ExportJob, Target
+from harness.lab import UsageError
+from harness.lab.exports import ExportResult
+from harness.lab.plan import ExportBuild, ExportJob, Target
 
 
 class RecipeError(HarnessError):
@@ -129,9 +129,15 @@ class Exporter:
         """The ExportResult of (build, target, format): a cache hit, or built and sealed. The key is
         `keyed_as`'s command template (the plan's, naming the user's checkout) with `build`'s inputs,
         so a commit the night built is the night's key although it runs from another folder."""
-        from harness.lab.exports.build import Builder
-        from harness.lab.exports.cache import ExportCache, default_cache_root, export_key, inputs_digest, key_material
-        from harness.lab.exports.tools import HostTools
+        from harness.lab.exports import (
+            Builder,
+            ExportCache,
+            HostTools,
+            default_cache_root,
+            export_key,
+            inputs_digest,
+            key_material,
+        )
         from harness.provision import HashCache, default_cache_path
 
         hashes = HashCache(default_cache_path())

@@ -94,7 +94,7 @@ def records(b: Bisection, run_id: str) -> list[TestRecord]:
 
 def write_results(b: Bisection, out_dir: Path, *, run_id: str, history_db: Path) -> tuple[dict[str, Path], list[str]]:
     """bisect.json, records.jsonl, and JUnit, HTML and history through the night's reporters."""
-    from harness.lab.night_reports import write_night_reports
+    from harness.lab import write_night_reports
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / RESULT_FILE, json.dumps(to_json(b), indent=1))

@@ -15,10 +15,9 @@ from harness.bisect.outcome import Outcome, mark_of
 from harness.bisect.recipe import Exporter, RecipeRepo, build_at
 from harness.bisect.search import Mark, Search, Step, max_steps, run_search
 from harness.inventory import DeviceSpec, Inventory
-from harness.lab.exitcodes import UsageError
-from harness.lab.plan import Plan, PlanEntry, Target
-from harness.lab.plan.export_spec import ExportBuild
-from harness.replay.cell import Cell, cell_of, run_cell
+from harness.lab import UsageError
+from harness.lab.plan import ExportBuild, Plan, PlanEntry, Target
+from harness.replay import Cell, cell_of, run_cell
 
 SayFn = Callable[[str], None]
 EXPORT_TESTCASE = "test_export"

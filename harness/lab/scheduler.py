@@ -204,13 +204,13 @@ def run_night(
         if reports:
             _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
             if not result.interrupted:
-                from harness.replay.night import after_night
+                from harness.replay import after_night
 
                 result.report_problems += after_night(result.records(), plan, devices, out_dir, run_id=run_id,
                                                       started_at=result.started_at, history_db=history_path,
                                                       copy_files=bundle_files)
             if plan.bisect is not None and not stop.is_set():  # the plan's bisection of its new failures
-                from harness.bisect.night import bisect_new_failures
+                from harness.bisect import bisect_new_failures
 
                 result.report_problems += bisect_new_failures(result.records(), plan, inventory, out_dir,
                                                               history_db=history_path, say=say, stop=stop)

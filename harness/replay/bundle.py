@@ -23,8 +23,7 @@ from harness import __version__
 from harness.hostfiles import write_atomic
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan
-from harness.provision import sha256_file
-from harness.provision.manifest import read_local_manifest
+from harness.provision import read_local_manifest, sha256_file
 from harness.replay.cell import Cell, cell_of
 from harness.report import TestRecord
 
@@ -60,7 +59,7 @@ def _runtime_files(cell: Cell, device: DeviceSpec) -> tuple[list[PushedFile], st
     """The runtime's files as provisioning picks them (the runner, the libraries it needs, the QNN
     libraries for the device's arch: harness/provision/runtime.py) and its QAIRT build."""
     from harness.errors import HarnessError
-    from harness.provision.runtime import default_runtime_name, resolve_runtime
+    from harness.provision import default_runtime_name, resolve_runtime
 
     if not cell.options.get("runtime_dir"):
         return [], None

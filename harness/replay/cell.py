@@ -78,7 +78,7 @@ def _plain(options: Mapping[str, Any]) -> dict[str, Any]:
 
 def cell_of(plan: Plan, entry: PlanEntry, device: DeviceSpec, testcase: str) -> Cell:
     """The cell of `testcase` in a plan entry on `device`: its paths as that device's."""
-    from harness.lab.export_checks import device_path
+    from harness.lab import device_path
 
     merged = {**plan.options, **entry.model.options, **entry.suite.options}
     options = {k: (str(device_path(str(v), device)) if k in ("runtime_dir", "qnn_sdk") else v)

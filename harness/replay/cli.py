@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from harness.inventory import Inventory
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = sub.add_parser("replay", help="run a failed cell's repro bundle again; say whether the failure reproduced")
+def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser("replay", help="run a failed cell's repro bundle again; say whether the failure reproduced")
     p.add_argument("bundle", help="the bundle's folder (<out>/bundles/<device>/<testcase>/) or its bundle.json")
     p.add_argument("--device", help="another device of the same SoC (default: the bundle's)")
     p.add_argument("--out", default="replay-out", help="folder for the replay's night")
@@ -19,8 +20,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
 
 def run_from_cli(args: argparse.Namespace, inventory: Inventory) -> int:
     from harness.hostfiles import prepare_output_dir
-    from harness.lab.exitcodes import ExitCode
-    from harness.replay.replay import replay
+    from harness.lab import ExitCode
+    from harness.replay.rerun import replay
 
     out = prepare_output_dir(Path(args.out), "output folder (--out)")
     result = replay(Path(args.bundle), inventory, args.device, out)

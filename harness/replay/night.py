@@ -10,14 +10,14 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec
-from harness.lab.export_checks import device_path
+from harness.lab import device_path
 from harness.lab.plan import Plan
 from harness.report import TestRecord
 
 
 def night_versions(plan: Plan, devices: Sequence[DeviceSpec]) -> dict[tuple[str, str], str]:
     """(axis, model) -> the night's version: its inputs' commit, runtime folder, SDK root."""
-    from harness.bisect.points import inputs_commit
+    from harness.bisect import inputs_commit
 
     out: dict[tuple[str, str], str] = {}
     for build in plan.exports.builds if plan.exports else ():
@@ -37,7 +37,7 @@ def after_night(records: list[TestRecord], plan: Plan, devices: Sequence[DeviceS
                 started_at: float, history_db: Path, copy_files: bool = False) -> list[str]:
     """Bundles and bisection points; returns what could not be written, in words (never raises
     for the host's faults: the night's own results are already reported)."""
-    from harness.bisect.points import record_night
+    from harness.bisect import record_night
     from harness.replay.bundle import write_bundles
 
     problems = []

@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from harness.bisect.axes import AxisKind
-from harness.bisect.points import points_from_history
+from harness.bisect import AxisKind, points_from_history
 from harness.lab import jobs, run_night
 from harness.lab.plan import load_plan
 from tests.bisect.recipe_kit import git, make_recipe_repo, write_plan

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from harness.bisect.search import Mark, Search, Step, max_steps, run_search
+from harness.bisect import Mark, Search, Step, max_steps, run_search
 
 
 def _probe(first_bad: int, skips: frozenset[int] = frozenset(), fix: bool = False):

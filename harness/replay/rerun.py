@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.inventory import Inventory
-from harness.lab.exitcodes import UsageError
+from harness.lab import UsageError
 from harness.provision import sha256_file
 from harness.replay.bundle import BUNDLE_FILE, FORMAT
 from harness.replay.cell import Cell, run_cell
