@@ -21,7 +21,7 @@ _HOMES = {
     "preflight": ("LoadAxis", "PreflightError", "RuntimeQairt", "check_qairt", "device_qairt", "emulator_qairt",
                   "pushed_runtime", "runner_qairt", "smoke_load"),
     "progress": ("LogProgress", "NullProgress", "Progress", "TerminalProgress", "make_progress"),
-    "runtime": ("RUNNERS", "RuntimeBundle", "provision_runtime", "resolve_runtime"),
+    "runtime": ("RUNNERS", "RuntimeBundle", "provision_runtime", "resolve_runtime", "default_runtime_name"),
     "scripts": ("parse_stat_lines", "split_sections"),
     "setfiles": ("ArtifactFile", "list_files"),
     "status": ("SetStatus", "StatusReport", "device_status", "remove_set"),
@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from harness.provision.progress import make_progress as make_progress
     from harness.provision.runtime import RUNNERS as RUNNERS
     from harness.provision.runtime import RuntimeBundle as RuntimeBundle
+    from harness.provision.runtime import default_runtime_name as default_runtime_name
     from harness.provision.runtime import provision_runtime as provision_runtime
     from harness.provision.runtime import resolve_runtime as resolve_runtime
     from harness.provision.scripts import parse_stat_lines as parse_stat_lines

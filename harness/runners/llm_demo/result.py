@@ -32,6 +32,7 @@ class ProcessRun:
     classification: Classification
     run_dir: str = ""
     fault: TransportError | None = None  # the link fault that cut the run (its class is transport-error)
+    env: dict[str, str] | None = None  # the environment it ran with on the device (a repro bundle's)
 
     @property
     def signal(self) -> int | None:
