@@ -30,6 +30,7 @@ LINE: dict[str, str] = {
     "glibc-library-missing": "./llm_demo: error while loading shared libraries: libMNN.so: cannot open shared "
                              "object file: No such file or directory",
     "android-library-missing": 'CANNOT LINK EXECUTABLE "./llm_demo": library "libc++_shared.so" not found',
+    "runner-not-found": "/system/bin/sh: ./llm_demo: not found",
     "qnn-libs-missing": "MNN_QNN: Failed to open QNN libs. Ensure that the libs related to the QNN HTP backend is "
                         "available in your environment.",
     "et-qnn-libs-missing": "[ERROR] [Qnn ExecuTorch]: Cannot Open QNN library libQnnHtp.so, with error: "
@@ -232,3 +233,12 @@ def test_a_damaged_catalogue_is_a_clear_error_of_the_readers_clis(tmp_path: Path
     main = importlib.import_module(module if module.endswith(".log") else f"{module}.cli").main
     assert main([str(log)]) == 2  # undecidable, never 1 ("found") with a traceback
     assert f"{damaged}: YAML syntax error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line", ["/system/bin/sh: ./llm_demo: not found", "sh: 1: llm_demo: not found",
+                                  "env: '/venv/bin/python3': No such file or directory",
+                                  "./run.sh: /usr/bin/python3: bad interpreter: No such file or directory"])
+def test_an_exit_127_is_named_as_the_runner_or_its_interpreter_not_found(line: str) -> None:
+    found = load_signatures().classify(stderr=line + "\n", exit_code=127)
+    assert found.primary is not None and found.primary.signature.id == "runner-not-found", found.message
+    assert load_signatures().classify(stderr=line + "\n", exit_code=1).primary is None, "only with exit 127"
