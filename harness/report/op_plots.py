@@ -37,6 +37,7 @@ def plot_night_ops(history: History, night_id: str, out_dir: Path) -> dict[str, 
         named = {c.node for c in slower if (c.device, c.model, c.program) == key}
         png = _plot(key, ops, base, base_night, named)
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"ops-{key[0]}-{key[2]}")
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
         out[f"{key[0]}: {key[2]}"] = write_atomic(Path(out_dir) / f"{name}.png", png)
     return out
 

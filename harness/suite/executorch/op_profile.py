@@ -27,7 +27,7 @@ from harness.suite.executorch.checks import EtInput
 
 PROFILE_LEVEL = 2  # QNN's detailed level: one event per op
 ITERATIONS = 5  # calls of a forward program (`--iteration`)
-TOKEN_STEPS = 6  # a KV program's calls: tokens 1..6 from position 0 (cycles do not depend on the ids)
+TOKEN_STEPS = 12  # a KV program's calls: tokens 1..12 from position 0 (cycles do not depend on the ids)
 
 
 @dataclass(frozen=True)
