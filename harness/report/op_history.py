@@ -33,10 +33,11 @@ CREATE TABLE IF NOT EXISTS op_cycles (
 );
 """
 
-# An op's cycles over repeated runs of one program, each op the least of its 5 calls
-# (benchmarks/op_cycles_nights.py --noise): the ratio of the largest to the smallest
-# run, over the ops of at least MIN_RISE_CYCLES, is NOISE at most on the host's HTP emulator
-# under a loaded 2-core host. A rise beyond it is not noise.
+# An op's cycles over repeated runs of one program, each op the least of its 20 calls
+# (harness/suite/executorch/op_profile.py): the largest over the smallest run, over the ops of at
+# least MIN_RISE_CYCLES, was at most 1.37 (median 1.01) on the host's HTP emulator on a 2-core
+# host at load 13-15 (docs/executorch-runner.md#per-op-cycles-night-to-night; repeated nights:
+# benchmarks/op_cycles_nights.py). A rise beyond NOISE is not noise.
 NOISE = 1.6
 MIN_RISE_CYCLES = 100_000.0
 

@@ -9,8 +9,10 @@ every QNN op's cycles, with no profiled lowering (docs/executorch-runner.md#per-
   pulled; nothing else differs from its plain run.
 
 Each op's cycles are then the least of `ITERATIONS` calls: on a shared host the emulator's
-cycles follow its contention (measured: one op 0.19 M to 2.4 M cycles across three runs), and
-contention only ever adds."""
+cycles follow its contention, and contention only ever adds. Measured on the 2-core host at load
+13-15 (docs/executorch-runner.md#per-op-cycles-night-to-night): one call per run, an op's cycles
+spread up to 17x between runs; the least of 5 calls, up to 7.7x; the least of 20, up to 1.37x
+(median 1.01)."""
 
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ from harness.runners.executorch.catalogue import ArtifactKind, EtArtifact
 from harness.suite.executorch.checks import EtInput
 
 PROFILE_LEVEL = 2  # QNN's detailed level: one event per op
-ITERATIONS = 5  # calls of a forward program (`--iteration`)
-TOKEN_STEPS = 12  # a KV program's calls: tokens 1..12 from position 0 (cycles do not depend on the ids)
+ITERATIONS = 20  # calls of a forward program (`--iteration`)
+TOKEN_STEPS = ITERATIONS + 1  # a KV program's calls, teacher-forced: tokens 1..21 from position 0
+# (its cycles do not depend on the ids)
 
 
 @dataclass(frozen=True)
