@@ -17,6 +17,8 @@ from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdict
 from harness.evidence.float_reference import FloatReferenceAgreement, PromptAgreement
 from harness.evidence.lab_run import LabRun
 from harness.evidence.localize import Localization, LocalizeEvidence, OpGap, Outcome
+from harness.evidence.mnn_npu_log import CpuFallback, MnnNpuLog, ModuleSpeed
+from harness.evidence.op_cycles import OpCycle, OpCycles
 from harness.evidence.placement import (
     MNN_QNN_PLUGIN,
     NPU_BACKEND,
@@ -39,7 +41,7 @@ from harness.evidence.timing import Clock, Timing
 
 FAMILIES: tuple[type[Evidence], ...] = (
     TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement, PlacementEvidence, Provenance, LocalizeEvidence,
-    QuantFinding, EtdumpSummary, QnnProfile, TextAgreement, Timing, ExportBuild, PlacementUnread,
+    QuantFinding, EtdumpSummary, QnnProfile, TextAgreement, Timing, OpCycles, MnnNpuLog, ExportBuild, PlacementUnread,
     ProgramSize,
 )
 SPREAD: tuple[type[Spread], ...] = (LabRun,)
@@ -60,11 +62,11 @@ def _columns(kinds: tuple[type[Evidence], ...]) -> tuple[Column, ...]:
 
 COLUMNS: tuple[Column, ...] = _columns((*FAMILIES, *SPREAD))
 
-__all__ = ["Agreement", "CacheUse", "Cell", "Clock", "Column", "COLUMNS", "count_pairs", "counted", "EtdumpSummary",
-           "Evidence", "EvidenceSet", "ExportBuild", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES",
-           "FloatReferenceAgreement", "fmt3", "fmt6", "Fold", "JsonObject", "KINDS", "LabRun", "LineVerdict",
-           "Localization", "LocalizeEvidence", "MethodPlacement", "MNN_QNN_PLUGIN", "NPU_BACKEND", "NPU_DELEGATES",
-           "OpGap", "Outcome", "parse_expected_cpu_ops", "Placement", "PlacementEvidence", "PlacementUnread",
-           "ProgramSize", "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "Row",
-           "Spread", "SPREAD", "StepContext", "TeacherForced", "TextAgreement", "Tier", "Timing", "Tone",
-           "with_expected"]
+__all__ = ["Agreement", "CacheUse", "Cell", "Clock", "Column", "COLUMNS", "count_pairs", "counted", "CpuFallback",
+           "EtdumpSummary", "Evidence", "EvidenceSet", "ExportBuild", "ExportVerdictEvidence", "ExportVerdictLine",
+           "FAMILIES", "FloatReferenceAgreement", "fmt3", "fmt6", "Fold", "JsonObject", "KINDS", "LabRun",
+           "LineVerdict", "Localization", "LocalizeEvidence", "MethodPlacement", "MNN_QNN_PLUGIN", "MnnNpuLog",
+           "ModuleSpeed", "NPU_BACKEND", "NPU_DELEGATES", "OpCycle", "OpCycles", "OpGap", "Outcome",
+           "parse_expected_cpu_ops", "Placement", "PlacementEvidence", "PlacementUnread", "ProgramSize",
+           "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "Row", "Spread", "SPREAD",
+           "StepContext", "TeacherForced", "TextAgreement", "Tier", "Timing", "Tone", "with_expected"]

@@ -151,6 +151,7 @@ def run_night(
     reports: bool = True,
     grace_s: float = 30.0,
     rebuild_exports: bool = False,
+    bundle_files: bool = False,
 ) -> NightResult:
     """Run the plan on every matching device in parallel; write records and reports.
 
@@ -164,7 +165,9 @@ def run_night(
     Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
     cleanly: device processes killed, claims released, what arrived reported; the result says so.
     A plan's `exports:` run first, on this host, before any claim (harness/lab/exports/stage.py);
-    `rebuild_exports` builds them even when the export cache has them.
+    `rebuild_exports` builds them even when the export cache has them. With reports, each failed
+    cell gets a repro bundle under <out_dir>/bundles/ (its pushed files copied with `bundle_files`)
+    and the history the testcases' outcomes for bisection (harness/replay/night.py).
     """
     devices = plan.select_devices(inventory)
     plan.check_models(devices)
@@ -194,10 +197,12 @@ def run_night(
             night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
             if isinstance(job, ExportChecks) and not stop.is_set():
-                # Checks that need no device: once per export, before any device is claimed.
-                for rec in job.export_records(plan, devices, run_id):
-                    writer.write(rec)
-                    night.export_records.append(rec)
+                # Checks that need no device: decided once per export, before any device is
+                # claimed; each worker writes its device's copies as it starts an entry.
+                night.export_checks = job.export_checks(plan, devices, run_id)
+                for rec in night.export_checks.failing():
+                    say(f"export check {rec.name} of {rec.model}: {rec.status}, decided once for all its devices: "
+                        f"{rec.message.splitlines()[0] if rec.message else ''}")
             # A stop during the exports: no device is claimed at all.
             workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
             pool = _start_pool(night, workers, reports=reports)
@@ -207,6 +212,17 @@ def run_night(
         result.wall_s = time.monotonic() - started
         if reports:
             _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
+            if not result.interrupted:
+                from harness.replay import after_night
+
+                result.report_problems += after_night(result.records(), plan, devices, out_dir, run_id=run_id,
+                                                      started_at=result.started_at, history_db=history_path,
+                                                      copy_files=bundle_files)
+            if plan.bisect is not None and not stop.is_set():  # the plan's bisection of its new failures
+                from harness.bisect import bisect_new_failures
+
+                result.report_problems += bisect_new_failures(result.records(), plan, inventory, out_dir,
+                                                              history_db=history_path, say=say, stop=stop)
         result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
                                    for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
@@ -275,13 +291,16 @@ def _junit_only(records: list[TestRecord], out_dir: Path) -> tuple[dict[str, Pat
 
 def check_history(path: Path, plan: Plan, history_db: Path | None = None) -> None:
     """The history database opens, is whole and takes writes: a usage error (exit 4) naming
-    the file before the night runs, not a lost report after it."""
+    the file before the night runs, not a lost report after it; busy (another process's lock
+    past the wait) is HistoryBusy, exit 1, and the history is left as it was."""
     from harness.lab.exitcodes import UsageError
-    from harness.report import History, HistoryError
+    from harness.report import History, HistoryBusy, HistoryError
 
     try:
         with History(path) as hist:
             hist.check()
+    except HistoryBusy:
+        raise  # another process's lock: the command's work could not be done now (exit 1), not a usage error
     except HistoryError as exc:
         if history_db is None and plan.history.db:
             raise PlanError(f"{plan.path}: key 'history.db': {exc}") from None

@@ -32,6 +32,7 @@ from harness.errors import HarnessError
 from harness.evidence import COLUMNS, Cell, Fold
 from harness.outcomes import Status
 from harness.pairs import BackendPair
+from harness.report import op_history
 from harness.report.records import TestRecord
 
 SCHEMA = """
@@ -84,7 +85,7 @@ EXPORT_VERDICT_RANK = {"not-run": 0, "pass": 1, "warn": 2, "fail": 3}
 
 @dataclass(frozen=True)
 class Regression:
-    kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict" | "localize"
+    kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict" | "localize" | "op-cycles"
     device: str
     model: str
     backend_pair: BackendPair | None
@@ -111,6 +112,9 @@ class Regression:
             return (f"{where}: the first op departing from the CPU reference is now {self.metric}"
                     + (f" at {self.tonight:.1f} dB SQNR" if self.tonight is not None else "")
                     + f" (not in the last {self.nights} nights)")
+        if self.kind == "op-cycles":
+            return (f"{where}: op {self.metric} slower: {self.tonight:,.0f} vs {self.baseline:,.0f} cycles on the "
+                    f"last good night ({self.change_pct:+.0f}%)")
         if self.kind == "export-verdict":
             return (f"{where}: the export's verdict went {self.metric} (worse than in each of the last "
                     f"{self.nights} nights)")
@@ -209,6 +213,26 @@ class HistoryError(HarnessError):
     """The history database cannot be opened, read or written (the message names the file)."""
 
 
+class HistoryBusy(HistoryError):
+    """Another process held the history's lock past the wait: busy, not damaged (exit 1)."""
+
+
+BUSY_WAIT_S = 30.0  # SQLite's own busy wait: a night writing its results holds the lock for seconds
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLite's SQLITE_BUSY / SQLITE_LOCKED (any extended code): another connection holds a lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "database is locked" in str(exc)
+
+
+def _busy(path: Path, wait_s: float) -> HistoryBusy:
+    return HistoryBusy(f"{path}: busy: another process (a night or a report) held the history's lock for "
+                       f"{wait_s:g} s; run again when it has finished (the history itself is not damaged)")
+
+
 def is_disk_full(exc: BaseException) -> bool:
     """SQLite's SQLITE_FULL ("database or disk is full") or the OS's ENOSPC / EDQUOT: the disk,
     not the database, is what is wrong."""
@@ -231,17 +255,19 @@ def _fix(path: Path) -> str:
 class History:
     """The history database. `History(path)` creates the file and tables when absent."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, *, busy_wait_s: float = BUSY_WAIT_S):
         self.path = Path(path)
+        self.busy_wait_s = busy_wait_s
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise HistoryError(f"{self.path}: cannot create the history's folder ({exc.strerror}); "
                                "point history.db at a writable folder") from None
         try:
-            self.db = sqlite3.connect(str(self.path), timeout=30)
+            self.db = sqlite3.connect(str(self.path), timeout=busy_wait_s)
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.executescript(SCHEMA)
+            op_history.create(self.db)
             # A history written before a column existed gets it (NULL for the old nights).
             have = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
             for column, kind in ADDED_COLUMNS.items():
@@ -251,6 +277,8 @@ class History:
         except sqlite3.DatabaseError as exc:
             if is_disk_full(exc):
                 raise HistoryError(disk_full_message(self.path, exc)) from None
+            if is_busy(exc):
+                raise _busy(self.path, busy_wait_s) from None
             raise HistoryError(f"{self.path}: not a usable history database ({exc}); {_fix(self.path)}") from None
 
     def check(self) -> None:
@@ -265,6 +293,8 @@ class History:
         except sqlite3.DatabaseError as exc:
             if is_disk_full(exc):
                 raise HistoryError(disk_full_message(self.path, exc)) from None
+            if is_busy(exc):
+                raise _busy(self.path, self.busy_wait_s) from None
             raise HistoryError(f"{self.path}: the history database is damaged or read-only ({exc}); "
                                f"{_fix(self.path)}") from None
 
@@ -292,6 +322,7 @@ class History:
             for row in rows:
                 self.db.execute(f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                                 (night_id, *row.values()))
+            op_history.store(self.db, night_id, records)
         return len(rows)
 
     def nights(self, limit: int | None = None, before: float | None = None) -> list[tuple[str, float]]:
@@ -390,7 +421,7 @@ class History:
             for cls in row.failure_classes:
                 if cls not in seen:
                     found.append(Regression("new-failure", *row.key, cls, nights=len(history)))
-        return found
+        return found + [_op_regression(c) for c in op_history.slower_ops(self.db, night_id)]
 
     def trend(self, device: str, metric: str = "decode_tps",
               nights: int = 30) -> dict[tuple[str, str], list[tuple[str, float, float]]]:
@@ -408,6 +439,13 @@ class History:
 
     def devices(self) -> list[str]:
         return [d for (d,) in self.db.execute("SELECT DISTINCT device FROM results ORDER BY device")]
+
+
+def _op_regression(change: op_history.OpChange) -> Regression:
+    what = " ".join(p for p in (change.op, f"in {change.module}" if change.module else "") if p)
+    return Regression("op-cycles", change.device, change.model, None,
+                      f"{change.node}{f' ({what})' if what else ''} of {change.program}", change.tonight,
+                      change.baseline, 1)
 
 
 def _localize_moved(row: ResultRow, history: list[ResultRow]) -> list[Regression]:
