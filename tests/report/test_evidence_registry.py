@@ -20,10 +20,14 @@ from harness.evidence import (
     Agreement,
     CacheUse,
     Column,
+    CpuFallback,
     ExportBuild,
     FloatReferenceAgreement,
     Localization,
     LocalizeEvidence,
+    MnnNpuLog,
+    OpCycle,
+    OpCycles,
     OpGap,
     Outcome,
     PlacementUnread,
@@ -62,6 +66,8 @@ def _samples() -> list[object]:
             QuantFinding("mlp_mul_inherited", "t", 2, "range inherited"),
             PlacementUnread("the `mnn` extra is not installed"),
             ProgramSize("model.pte", 4096, 3900, 1),
+            OpCycles("model.pte", "cycles, emulator", 2, (OpCycle("aten_linear_default_5", 1200.0),)),
+            MnnNpuLog((CpuFallback("run", "/layers.0/Mul", "not registered", "MNN_QNN: Not registered type 3", "x"),)),
             ExportBuild("k", CacheUse.HIT, "SM8650", "16a4w", 57, "v75", ("python", "x.py"), "/out", "/log", 103.0)]
     return out
 
