@@ -1,4 +1,4 @@
-"""What a QNN format's ExecuTorch program weighs (harness/suite/executorch/program_size.py): the
+"""What a QNN format's ExecuTorch program weighs (harness/suite/executorch/weigh.py): the
 .pte's bytes and how many of them are QNN context binaries (what the NPU runs), so a night shows
 a program that grew, or one whose weight moved out of QNN, beside its verdict and across nights."""
 

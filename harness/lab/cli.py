@@ -68,7 +68,7 @@ def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_d
         print(f"  regression: {reg.describe()}")
     for problem in result.report_problems:
         print(f"harness: {problem}", file=sys.stderr, flush=True)
-    from harness.report.console import failed_lines
+    from harness.report import failed_lines
 
     for line in failed_lines(result.records()):  # the night ends with why, then its counts
         print(line)

@@ -159,9 +159,7 @@ def run_night(
     artifacts), and with `reports`: junit.xml, junit/<device>.xml, report.html, plots/.
     Claim folder: `claims.claim_dir` (`lock_dir`, $HARNESS_LOCK_DIR, the plan's `locks.dir`,
     locks/ next to devices.yaml).
-    History: `history_db`, else the plan's `history.db`, else <out_dir>/history.sqlite (as `lab run
-    --help` says; a history an older harness wrote beside it, <out_dir>/../history.sqlite, is copied
-    in once, with a message).
+    History: `history_db`, else the plan's `history.db`, else <out_dir>/history.sqlite (default_history).
     Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
     cleanly: device processes killed, claims released, what arrived reported; the result says so.
     A plan's `exports:` run first, on this host, before any claim (harness/lab/exports/stage.py);
