@@ -131,6 +131,11 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
+# What a front door runs after a night's reports (the repro bundles and the plan's bisection,
+# harness/bisect/night.py): (the night, its plan as run, its devices, the history, the stop) -> problems.
+AfterNight = Callable[[NightResult, Plan, list[DeviceSpec], Path, threading.Event], list[str]]
+
+
 def run_night(
     plan: Plan,
     inventory: Inventory,
@@ -146,7 +151,7 @@ def run_night(
     reports: bool = True,
     grace_s: float = 30.0,
     rebuild_exports: bool = False,
-    bundle_files: bool = False,
+    after: AfterNight | None = None,
 ) -> NightResult:
     """Run the plan on every matching device in parallel; write records and reports.
 
@@ -158,9 +163,7 @@ def run_night(
     Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
     cleanly: device processes killed, claims released, what arrived reported; the result says so.
     A plan's `exports:` run first, on this host, before any claim (harness/lab/exports/stage.py);
-    `rebuild_exports` builds them even when the export cache has them. With reports, each failed
-    cell gets a repro bundle under <out_dir>/bundles/ (its pushed files copied with `bundle_files`)
-    and the history the testcases' outcomes for bisection (harness/replay/night.py).
+    `rebuild_exports` builds them even when the export cache has them. `after`: run after the reports.
     """
     devices = plan.select_devices(inventory)
     plan.check_models(devices)
@@ -203,17 +206,7 @@ def run_night(
         result.wall_s = time.monotonic() - started
         if reports:
             _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
-            if not result.interrupted:
-                from harness.replay import after_night
-
-                result.report_problems += after_night(result.records(), plan, devices, out_dir, run_id=run_id,
-                                                      started_at=result.started_at, history_db=history_path,
-                                                      copy_files=bundle_files)
-            if plan.bisect is not None and not stop.is_set():  # the plan's bisection of its new failures
-                from harness.bisect import bisect_new_failures
-
-                result.report_problems += bisect_new_failures(result.records(), plan, inventory, out_dir,
-                                                              history_db=history_path, say=say, stop=stop)
+            result.report_problems += after(result, plan, devices, history_path, stop) if after and not stop.is_set() else []
         result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
                                    for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
