@@ -9,6 +9,8 @@ the command's work failed, 2 interrupted, 3 internal error, 4 usage/plan/invento
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
 import posixpath
 import signal
@@ -240,6 +242,18 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _stdout_lost(exc: OSError) -> bool:
+    """Whether `exc` is the command's own output failing (`| head` closed the pipe, `> /dev/full`):
+    the host's doing, not a bug. stdout is pointed at /dev/null so the exit flush cannot fail too."""
+    if exc.filename is not None or exc.errno not in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if exc.errno != errno.EPIPE:  # a reader that stopped reading wanted no more: nothing to say
+        print(f"harness: the command's output (stdout) could not be written: {exc.strerror}", file=sys.stderr)
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
@@ -247,7 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # `finally`, exit 2. A night handles both signals itself while it runs.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return int(func(args))
+        code = int(func(args))
+        sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is said, not ignored
+        return code
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return int(for_error(exc))
@@ -255,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("harness: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a harness bug: say so, keep the traceback for the report
+        if isinstance(exc, OSError) and _stdout_lost(exc):
+            return int(ExitCode.TESTS_FAILED)
         import traceback  # only on this path: ~9 ms of start-up otherwise
 
         traceback.print_exc()

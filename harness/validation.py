@@ -128,8 +128,9 @@ def typed_get(ctx: FailFn, data: dict[str, Any], key: str, kind: type | tuple[ty
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         expected = " or ".join(type_name(k()) for k in kinds)
-        raise ctx.fail(label, f"must be a {expected}, got {type_name(value)} {shown(value)}",
-                       f"write it as a {expected}")
+        article = "an" if expected[0] in "aeiou" else "a"  # "an integer", "a mapping"
+        raise ctx.fail(label, f"must be {article} {expected}, got {type_name(value)} {shown(value)}",
+                       f"write it as {article} {expected}")
     return value
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from harness.catalogue.bounded import unbounded_problem
 from harness.errors import HarnessError
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
 
@@ -151,6 +152,9 @@ def _entry(raw: object, where: str, classes: tuple[str, ...]) -> Entry:
         rx = re.compile(str(raw["regex"]), re.IGNORECASE if raw.get("ignore_case") else 0)
     except re.error as exc:
         raise HarnessError(f"{where}: key 'regex' does not compile ({exc}); fix the pattern") from None
+    slow = unbounded_problem(rx.pattern)
+    if slow is not None:
+        raise HarnessError(f"{where}: key 'regex' {slow}; write it with fewer repeats (a literal between them)")
     codes = raw.get("exit_codes")
     if codes is not None and (not isinstance(codes, list) or not all(isinstance(c, int) for c in codes)):
         raise HarnessError(f"{where}: key 'exit_codes' must be a list of integers")

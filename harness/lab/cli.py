@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.context import DeviceContext
@@ -12,6 +13,9 @@ from harness.lab.exitcodes import ExitCode, for_night
 from harness.lab.plan import RUNNERS, Plan, PlanError, load_plan
 from harness.lab.scheduler import AfterNight, run_night
 from harness.report import TestRecord
+
+if TYPE_CHECKING:
+    from harness.lab.export_checks import ExportCheckSet
 
 
 class PlanJob:
@@ -26,10 +30,10 @@ class PlanJob:
         raise PlanError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r}: runner {ctx.entry.suite.runner!r} has no "
                         f"lab job yet (lab jobs exist for: {', '.join(RUNNERS)}); run it with pytest suites/")
 
-    def export_records(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> list[TestRecord]:
-        from harness.lab.export_checks import export_check_records
+    def export_checks(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> ExportCheckSet:
+        from harness.lab.export_checks import decide_export_checks
 
-        return export_check_records(plan, devices, run_id=run_id)
+        return decide_export_checks(plan, devices, run_id=run_id)
 
 
 plan_job = PlanJob()

@@ -193,10 +193,12 @@ def run_night(
             night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
             if isinstance(job, ExportChecks) and not stop.is_set():
-                # Checks that need no device: once per export, before any device is claimed.
-                for rec in job.export_records(plan, devices, run_id):
-                    writer.write(rec)
-                    night.export_records.append(rec)
+                # Checks that need no device: decided once per export, before any device is
+                # claimed; each worker writes its device's copies as it starts an entry.
+                night.export_checks = job.export_checks(plan, devices, run_id)
+                for rec in night.export_checks.failing():
+                    say(f"export check {rec.name} of {rec.model}: {rec.status}, decided once for all its devices: "
+                        f"{rec.message.splitlines()[0] if rec.message else ''}")
             # A stop during the exports: no device is claimed at all.
             workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
             pool = _start_pool(night, workers, reports=reports)
@@ -258,13 +260,16 @@ def _junit_only(records: list[TestRecord], out_dir: Path) -> tuple[dict[str, Pat
 
 def check_history(path: Path, plan: Plan, history_db: Path | None = None) -> None:
     """The history database opens, is whole and takes writes: a usage error (exit 4) naming
-    the file before the night runs, not a lost report after it."""
+    the file before the night runs, not a lost report after it; busy (another process's lock
+    past the wait) is HistoryBusy, exit 1, and the history is left as it was."""
     from harness.lab.exitcodes import UsageError
-    from harness.report import History, HistoryError
+    from harness.report import History, HistoryBusy, HistoryError
 
     try:
         with History(path) as hist:
             hist.check()
+    except HistoryBusy:
+        raise  # another process's lock: the command's work could not be done now (exit 1), not a usage error
     except HistoryError as exc:
         if history_db is None and plan.history.db:
             raise PlanError(f"{plan.path}: key 'history.db': {exc}") from None

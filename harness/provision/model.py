@@ -44,10 +44,10 @@ def provision_model(
     if artifact is None:
         artifact = load_export(model_dir, qnn_sdk=qnn_sdk, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
-    if artifact.uses_qnn and artifact.target is not None and artifact.target.qairt_build:
+    if artifact.uses_qnn:
         runtime = runner_qairt(transport.device, runtime_qairt_build) or device_qairt(transport, str(qnn_sdk) if qnn_sdk else None)
-        check_qairt(artifact, runtime)
-        smoke_load(artifact, runtime)
+        check_qairt(artifact, runtime)  # needs the binaries' build string
+        smoke_load(artifact, runtime)  # does not: a build string that cannot be read is a binary to try
     target = artifact.target
     meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type,
                             "configs": {p.name: c for p, c in artifact.configs.items()}, "source": str(artifact.root)}

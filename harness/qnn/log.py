@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.catalogue import Catalogue, Scope, load_catalogue, signal_name, signal_of
+from harness.catalogue import Catalogue, Scope, capped, load_catalogue, signal_name, signal_of
 from harness.errors import HarnessError
 from harness.outcomes import FailureClass
 from harness.qnn.arch_limits import ArchTable, op_kind, packaged_table, probe_of
@@ -138,7 +138,7 @@ def _qnn_view(cat: Catalogue) -> _QnnLines:
 
 
 def _lines(text: str) -> list[str]:
-    return [ln.rstrip("\r") for ln in text.splitlines() if ln.strip()]
+    return [capped(ln.rstrip("\r")) for ln in text.splitlines() if ln.strip()]
 
 
 def _exit_code(text: str, given: int | None) -> int | None:
@@ -340,7 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {args.log}: cannot read the log ({exc.strerror or exc}); pass the captured output file",
               file=sys.stderr)
         return 2
-    verdict = classify_qnn_log(text, args.exit_code)
+    try:
+        verdict = classify_qnn_log(text, args.exit_code)
+    except HarnessError as exc:  # the failure catalogue itself is unreadable: nothing can be decided
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(verdict.to_json()))
     else:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
-    "history": ("History", "HistoryError", "Regression", "aggregate", "disk_full_message", "is_disk_full"),
+    "history": ("History", "HistoryBusy", "HistoryError", "Regression", "aggregate", "disk_full_message", "is_disk_full"),
     "html": ("group_failures", "render_html", "write_html"),
     "junit": ("extra_properties", "junit_document", "write_junit"),
     "qnn_profile": ("qnn_profiles",),
@@ -20,6 +20,7 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
 
 if TYPE_CHECKING:
     from harness.report.history import History as History
+    from harness.report.history import HistoryBusy as HistoryBusy
     from harness.report.history import HistoryError as HistoryError
     from harness.report.history import Regression as Regression
     from harness.report.history import aggregate as aggregate

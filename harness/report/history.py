@@ -222,6 +222,26 @@ class HistoryError(HarnessError):
     """The history database cannot be opened, read or written (the message names the file)."""
 
 
+class HistoryBusy(HistoryError):
+    """Another process held the history's lock past the wait: busy, not damaged (exit 1)."""
+
+
+BUSY_WAIT_S = 30.0  # SQLite's own busy wait: a night writing its results holds the lock for seconds
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLite's SQLITE_BUSY / SQLITE_LOCKED (any extended code): another connection holds a lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "database is locked" in str(exc)
+
+
+def _busy(path: Path, wait_s: float) -> HistoryBusy:
+    return HistoryBusy(f"{path}: busy: another process (a night or a report) held the history's lock for "
+                       f"{wait_s:g} s; run again when it has finished (the history itself is not damaged)")
+
+
 def is_disk_full(exc: BaseException) -> bool:
     """SQLite's SQLITE_FULL ("database or disk is full") or the OS's ENOSPC / EDQUOT: the disk,
     not the database, is what is wrong."""
@@ -244,15 +264,16 @@ def _fix(path: Path) -> str:
 class History:
     """The history database. `History(path)` creates the file and tables when absent."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, *, busy_wait_s: float = BUSY_WAIT_S):
         self.path = Path(path)
+        self.busy_wait_s = busy_wait_s
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise HistoryError(f"{self.path}: cannot create the history's folder ({exc.strerror}); "
                                "point history.db at a writable folder") from None
         try:
-            self.db = sqlite3.connect(str(self.path), timeout=30)
+            self.db = sqlite3.connect(str(self.path), timeout=busy_wait_s)
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.executescript(SCHEMA)
             # A history written before a column existed gets it (NULL for the old nights).
@@ -264,6 +285,8 @@ class History:
         except sqlite3.DatabaseError as exc:
             if is_disk_full(exc):
                 raise HistoryError(disk_full_message(self.path, exc)) from None
+            if is_busy(exc):
+                raise _busy(self.path, busy_wait_s) from None
             raise HistoryError(f"{self.path}: not a usable history database ({exc}); {_fix(self.path)}") from None
 
     def check(self) -> None:
@@ -278,6 +301,8 @@ class History:
         except sqlite3.DatabaseError as exc:
             if is_disk_full(exc):
                 raise HistoryError(disk_full_message(self.path, exc)) from None
+            if is_busy(exc):
+                raise _busy(self.path, self.busy_wait_s) from None
             raise HistoryError(f"{self.path}: the history database is damaged or read-only ({exc}); "
                                f"{_fix(self.path)}") from None
 

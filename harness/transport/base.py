@@ -50,6 +50,9 @@ class Transport(ABC):
         the device, pushes stop between chunks: StopRequested (harness/transport/stop.py)."""
         self.stop_event = event
 
+    def _stop_set(self) -> bool:
+        return self.stop_event is not None and self.stop_event.is_set()
+
     # ---- primitives each transport implements -------------------------------------------
     @abstractmethod
     def _exec(self, command: str, timeout: float | None) -> RawExec:
@@ -127,7 +130,8 @@ class Transport(ABC):
         """`_exec` under the retry policy; a link fault gets the device and argv the driver
         had only as a shell string."""
         try:
-            return self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
+            return self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout),
+                                  stopped=self._stop_set)
         except TransportError as exc:
             exc.fill(device=self.device.name, argv=args)
             raise
@@ -235,7 +239,8 @@ class Transport(ABC):
         file_mode = mode if mode is not None else stat_mod.S_IMODE(local.stat().st_mode)
         check_stop(self, f"pushing {local.name}")
         progress = stoppable(self, progress, f"push of {local.name}")
-        return self.retry.run(f"push {local.name}", lambda: self._push_file(local, remote, file_mode, progress))
+        return self.retry.run(f"push {local.name}", lambda: self._push_file(local, remote, file_mode, progress),
+                              stopped=self._stop_set)
 
     def push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
                   on_done: Callable[[str], None] | None = None,
@@ -263,7 +268,8 @@ class Transport(ABC):
     def pull(self, remote: str, local: Path, *, progress: ProgressFn | None = None) -> int:
         local = Path(local)
         local.parent.mkdir(parents=True, exist_ok=True)
-        return self.retry.run(f"pull {remote}", lambda: self._pull_file(remote, local, progress))
+        return self.retry.run(f"pull {remote}", lambda: self._pull_file(remote, local, progress),
+                              stopped=self._stop_set)
 
     def push_tree(self, local_dir: Path, remote_dir: str, progress: ProgressFn | None = None) -> int:
         local_dir = Path(local_dir)

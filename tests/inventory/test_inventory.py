@@ -90,7 +90,7 @@ MALFORMED = [
      ["key 'adb_server'", "not HOST:PORT"]),
     ("boolean where integer",
      "devices:\n  - name: phone\n    transport: adb\n    serial: abc\n    soc: SM8750\n    vtcm_mb: true\n",
-     ["key 'vtcm_mb'", "must be a integer"]),
+     ["key 'vtcm_mb'", "must be an integer"]),
     ("empty devices", "devices: []\n", ["key 'devices'", "non-empty list"]),
     ("top level list", "- name: phone\n", ["top level must be a mapping"]),
     ("device not a mapping", "devices:\n  - phone\n", ["device '#1'", "not a mapping"]),

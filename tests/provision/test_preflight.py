@@ -153,3 +153,17 @@ def test_the_hosts_same_qairt_smoke_loads_a_binary_its_header_reader_accepts(tmp
             assert "the host's QAIRT 2.49.40" in str(err.value) and "err 5005" in str(err.value)
             assert "graphllm1.bin" in str(err.value) and not t.exists(f"{device.work_dir}/models")
     assert str((info.path / "qnn" / "graphllm1.bin").resolve()) in (user_cache_dir() / SMOKE_MEMO).read_text()
+
+
+def test_a_binary_whose_build_string_cannot_be_read_is_still_smoke_loaded(tmp_path: Path) -> None:
+    from harness.inventory import load_inventory
+
+    damaged = NEWER_CTX.read_bytes().replace(b"v2.51.0.260929181845", b"v?.??.?.????????????")
+    info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=1, sidecar=False, soc_id=57, dsp_arch="v75")
+    (info.path / "qnn" / "graphllm0.bin").write_bytes(damaged)
+    device = load_inventory(_emulator_inventory(tmp_path)).get("emu")
+    with LocalTransport(device) as t:
+        with pytest.raises(PreflightError) as err:
+            provision_model(t, info.path)
+        assert err.value.axis is LoadAxis.CORRUPT and "err 5000" in str(err.value)
+        assert not t.exists(f"{device.work_dir}/models")

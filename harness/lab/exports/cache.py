@@ -71,7 +71,8 @@ def inputs_digest(paths: Iterable[Path], hashes: HashCache) -> str:
     for root in sorted(paths, key=str):  # by name, not by where the plan's folder happens to be
         h.update(f"input {root.name}\n".encode())
         for rel, full in _walk(root):
-            h.update(f"{rel}\0{hashes.digest(full)}\n".encode())
+            # fsencode: a name that is not UTF-8 is hashed by its bytes, as the file system holds it.
+            h.update(os.fsencode(rel) + f"\0{hashes.digest(full)}\n".encode())
     return h.hexdigest()
 
 

@@ -44,7 +44,7 @@ def _skip(rec: TestRecord, failed: ExportResult) -> TestRecord:
 
 class ExportGate:
     """Wraps the night's job (`scheduler.run_night` does, when the plan has `exports:`). Any other
-    attribute (the job's `export_records`) is the wrapped job's."""
+    attribute (the job's `export_checks`) is the wrapped job's."""
 
     def __init__(self, job: JobFn, stage: ExportStage):
         self.job, self.stage = job, stage

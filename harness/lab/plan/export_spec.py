@@ -12,7 +12,7 @@ exports:
       command: [python, lower_decoder.py, --soc, "{soc}", --format, "{format}", --out, "{out}"]
       targets: [SM8650, SA8295] # or `lab`: every SoC the plan's devices have
       formats: [16a4w, 8a8w]
-      inputs: [lower_decoder.py]
+      inputs: [lower_decoder.py, debug_program.py, plant_fault.py]  # and what it imports from beside it
       timeout_s: 1800
       env: {PYTHONHASHSEED: "0"}
       qnn_host: true            # run with the host QNN's environment (harness/qnn/host.py)

@@ -49,10 +49,16 @@ class _Parser:
 
     def placeholders(self, label: str, text: str) -> set[str]:
         try:
-            used = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+            fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(text) if f is not None]
         except ValueError as exc:
             raise self.fail(label, f"{text!r} has broken braces ({exc})",
                             "write placeholders as {soc}, double a literal brace ({{ }})") from None
+        for f, spec, conv in fields:
+            if spec or conv:  # each value is put in as it is: a format spec or conversion would break the stage
+                written = "{" + f + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+                raise self.fail(label, f"{written} has a {'conversion' if conv else 'format spec'}",
+                                f"write the placeholder bare ({{{f}}}); the harness puts each value in as it is")
+        used = {f for f, _, _ in fields}
         bad = sorted(used - set(PLACEHOLDERS))
         if bad:
             raise self.fail(label, f"{{{bad[0]}}} is not a placeholder",
