@@ -163,7 +163,7 @@ def run_night(
     Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
     cleanly: device processes killed, claims released, what arrived reported; the result says so.
     A plan's `exports:` run first, on this host, before any claim (harness/lab/exports/stage.py);
-    `rebuild_exports` builds them even when the export cache has them. `after`: run after the reports.
+    `rebuild_exports` builds them even when the export cache has them.
     """
     devices = plan.select_devices(inventory)
     plan.check_models(devices)
@@ -172,8 +172,7 @@ def run_night(
     history_path = Path(history_db or plan.history.db or out_dir.parent / "history.sqlite")
     if reports:
         check_history(history_path, plan, history_db)
-    stop = stop or threading.Event()
-    say = say or _default_say
+    stop, say = stop or threading.Event(), say or _default_say
     freeze_at_exit()  # the process's exit after a stop is part of the stop's 2 s (process_end.py)
     for warning in adb_server_warnings(devices, pool_size(plan.concurrency.workers, len(devices))):
         say(warning)  # a full adb server takes connections and never answers (docs/lab-scale.md)
@@ -207,8 +206,7 @@ def run_night(
             result.devices = {w.device.name: w.outcome for w in workers}
         result.wall_s = time.monotonic() - started
         if reports:
-            _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
-            result.report_problems += after(result, plan, devices, history_path, stop) if after and not stop.is_set() else []
+            _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say, after=after, devices=devices)
         result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
                                    for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
@@ -221,8 +219,9 @@ def run_night(
 
 
 def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bool, stop: threading.Event,
-             say: SayFn) -> None:
-    """The night's reports into `result` (paths, regressions, problems)."""
+             say: SayFn, after: AfterNight | None = None, devices: list[DeviceSpec] | None = None) -> None:
+    """The night's reports into `result` (paths, regressions, problems); then `after` (the front
+    door's after-report work: repro bundles, the plan's bisection) unless the night was stopped."""
     if not claimed and stop.is_set():
         # Stopped during the exports, before any claim: their JUnit only (the HTML's plotting
         # alone takes seconds), so Ctrl-C ends the night within 2 s (docs/exports.md).
@@ -235,6 +234,8 @@ def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bo
         nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
         min_nights=plan.history.min_nights, record_history=not result.interrupted,
     )
+    if after is not None and not stop.is_set():
+        result.report_problems += after(result, plan, list(devices or ()), history_path, stop)
 
 
 def _export_stage(plan: Plan, devices: list[DeviceSpec], out_dir: Path, job: JobFn, *, stop: threading.Event, say: SayFn,
