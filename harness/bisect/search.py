@@ -39,7 +39,7 @@ class Step:
     why: str = ""  # why this mark (a skip's reason)
     cost_s: float = 0.0
     export_cache: str = ""  # hit, miss, ... (the export axis), "" elsewhere
-    evidence: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    evidence: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "version": self.version, "mark": self.mark.value, "status": self.status,

@@ -78,7 +78,7 @@ class Checkpoint:
         return self.folder / TOKENIZER
 
     def source(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.folder / SOURCE).read_text(encoding="utf-8"))
+        data: dict[str, object] = json.loads((self.folder / SOURCE).read_text(encoding="utf-8"))
         return data
 
 
@@ -151,7 +151,7 @@ def _weights(reader: Any, gguf: Any, layers: int, source: str) -> dict[str, Any]
     import numpy as np
     import torch
 
-    state: dict[str, Any] = {}
+    state: dict[str, object] = {}
     for t in reader.tensors:
         target = _target_name(t.name)
         if target is None:

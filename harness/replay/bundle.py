@@ -89,7 +89,7 @@ def pushed_files(cell: Cell, device: DeviceSpec) -> tuple[list[PushedFile], str 
     return out + runtime, qairt
 
 
-def _host_files(value: Any, under: Path) -> Iterator[Path]:
+def _host_files(value: object, under: Path) -> Iterator[Path]:
     """Host files a record's extras name under the night's folder (ETDump, localization files)."""
     if isinstance(value, dict):
         for v in value.values():

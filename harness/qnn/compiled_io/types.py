@@ -104,7 +104,7 @@ def _stub_json(s: StubIO) -> dict[str, object]:
 
 
 def _binary_json(b: ContextBinary) -> dict[str, object]:
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "path": b.path, "source": b.source, "soc_id": b.soc_id, "dsp_arch": b.dsp_arch, "qairt_build": b.qairt_build,
         "graphs": [{"name": g.name, "index": g.index,
                     "inputs": {k: (list(v) if v is not None else None) for k, v in g.inputs.items()},
