@@ -27,7 +27,7 @@ _PRE: Mapping[str, Sequence[Mapping[str, object]]] = {
 }
 
 
-def tokenizer_json(fields: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+def tokenizer_json(fields: Mapping[str, Any], *, source: str) -> dict[str, object]:
     """The tokenizer.json of a GGUF's `tokenizer.ggml.*` fields (their decoded values)."""
     model = fields.get("tokenizer.ggml.model")
     if model != "gpt2":

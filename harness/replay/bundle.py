@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness import __version__
 from harness.hostfiles import write_atomic
@@ -41,7 +40,7 @@ class PushedFile:
     sha256: str
     size: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"set": self.set, "rel": self.rel, "host": self.host, "device": self.device, "sha256": self.sha256,
                 "size": self.size}
 
