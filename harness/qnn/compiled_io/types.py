@@ -67,7 +67,7 @@ class CompiledIO:
     root: Path
     stubs: dict[str, StubIO]  # "llm" / "visual" -> what was read
     target: CompiledTarget
-    sidecar: dict[str, Any] | None = None
+    sidecar: dict[str, object] | None = None
     problems: tuple[str, ...] = ()
     unread: dict[str, str] = field(default_factory=dict)  # kind -> why nothing was read
     # Binaries read without a stub: "<name>.pte" -> an ExecuTorch program's QnnBackend delegates;
