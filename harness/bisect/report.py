@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from harness.bisect.run import Bisection
 from harness.bisect.search import Mark, Step
@@ -56,7 +55,7 @@ def answer(b: Bisection) -> str:
     return f"{req.testcase} on {req.device}: not decided ({b.stopped or 'no step left'})"
 
 
-def to_json(b: Bisection) -> dict[str, Any]:
+def to_json(b: Bisection) -> dict[str, object]:
     req = b.request
     return {"testcase": req.testcase, "device": req.device, "axis": req.axis.value,
             "versions": [{"label": v.label, "value": v.value} for v in b.versions],
