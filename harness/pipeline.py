@@ -24,8 +24,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.checks import Agreement, ExportVerdict, compare, mrope, verdict_of_records
-from harness.checks.coherence import CoherenceKind, judge
-from harness.checks.coherence import Verdict as TextVerdict
+from harness.checks.coherence import CoherenceKind, TextVerdict, judge
 from harness.checks.shapes import scan_log_for_shape_errors
 from harness.evidence import ExportVerdictEvidence, TextAgreement
 from harness.findings import Finding, errors
@@ -337,6 +336,8 @@ def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool
                                        "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}))
     if failed:
         rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
+        if proc is not None:  # what ran on the device, for the cell's repro bundle (harness/replay)
+            rec.extras["device_command"] = {"argv": list(proc.argv), "cwd": proc.run_dir, "env": dict(proc.env or {})}
     if link_fault:  # the lab reconnects on a transport-error verdict (lab/worker.py): the fault itself
         rec.link_fault = (proc.fault if proc is not None else None) or (tf.fault if (tf := j.teacher_forced) else None)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "agreement": ("Agreement", "DriftWarning", "assert_agrees", "compare"),
     "et_reference": ("GreedyReference", "compare_outputs", "generated_after", "match_tokens", "vocab_pieces"),
     "float_reference": ("FLOAT_REFERENCE_THRESHOLDS", "FloatReference", "float_reference_thresholds",
@@ -20,7 +20,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "surprise": ("ReferenceUnavailable", "Scorer", "Surprise"),
     "teacher_forced": ("DEFAULT_THRESHOLDS", "PromptFigures", "PromptJudgement", "Thresholds", "judge_export",
                        "judge_prompt"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.checks.agreement import Agreement as Agreement

@@ -14,6 +14,8 @@ from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdict
 from harness.evidence.float_reference import FloatReferenceAgreement, PromptAgreement
 from harness.evidence.lab_run import LabRun
 from harness.evidence.localize import Localization, LocalizeEvidence, OpGap, Outcome
+from harness.evidence.mnn_npu_log import CpuFallback, MnnNpuLog, ModuleSpeed
+from harness.evidence.op_cycles import OpCycle, OpCycles
 from harness.evidence.placement import (
     MNN_QNN_PLUGIN,
     NPU_BACKEND,
@@ -34,13 +36,14 @@ from harness.evidence.timing import Clock, Timing
 
 FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement, PlacementEvidence,
                                         Provenance, LocalizeEvidence, QuantFinding, EtdumpSummary, QnnProfile,
-                                        TextAgreement, Timing)
+                                        TextAgreement, Timing, OpCycles, MnnNpuLog)
 SPREAD: tuple[type[Spread], ...] = (LabRun,)
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES} | \
     {key: kind for kind in SPREAD for key in kind.KEYS}
 
-__all__ = ["Clock", "EtdumpSummary", "Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES",
+__all__ = ["CpuFallback", "MnnNpuLog", "ModuleSpeed",
+           "Clock", "EtdumpSummary", "Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES",
            "FloatReferenceAgreement", "JsonObject", "KINDS", "LabRun", "Localization", "LocalizeEvidence", "MethodPlacement",
-           "MNN_QNN_PLUGIN", "NPU_BACKEND", "NPU_DELEGATES", "OpGap", "Outcome", "Placement", "PlacementEvidence",
+           "MNN_QNN_PLUGIN", "NPU_BACKEND", "NPU_DELEGATES", "OpCycle", "OpCycles", "OpGap", "Outcome", "Placement", "PlacementEvidence",
            "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "SPREAD", "Spread", "TeacherForced",
            "TextAgreement", "Timing", "Tier", "count_pairs", "counted", "parse_expected_cpu_ops", "with_expected"]

@@ -40,12 +40,13 @@ plan_job = PlanJob()
 
 
 def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_dir: str | None = None,
-                 fail_on_regression: bool = True, rebuild_exports: bool = False) -> ExitCode:
+                 fail_on_regression: bool = True, rebuild_exports: bool = False,
+                 bundle_files: bool = False) -> ExitCode:
     """Run a night and print it; the last line is the counts. Returns the exit code
     (harness/lab/exitcodes.py). A plan or inventory error raises before anything runs."""
     plan = load_plan(plan_path)
     result = run_night(plan, inventory, out_dir, plan_job, lock_dir=Path(lock_dir) if lock_dir else None,
-                       rebuild_exports=rebuild_exports)
+                       rebuild_exports=rebuild_exports, bundle_files=bundle_files)
     print(f"night {result.run_id}: {result.wall_s:.1f}s, records in {result.records_path}"
           + (" [interrupted]" if result.interrupted else ""))
     for name, outcome in sorted(result.devices.items()):

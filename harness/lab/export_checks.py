@@ -73,7 +73,7 @@ class ExportCheckSet:
             if self.repeats > 1:
                 rec.name = f"{rec.name}#{entry.repeat}"
                 rec.stamp(repeat=entry.repeat)
-            rec.stamp(plan_entry=entry.id, run_id=self.run_id, transport=device.transport)
+            rec.stamp(plan_entry=entry.id, run_id=self.run_id, transport=device.transport.name)
             out.append(rec)
         return out
 

@@ -146,6 +146,7 @@ def run_night(
     reports: bool = True,
     grace_s: float = 30.0,
     rebuild_exports: bool = False,
+    bundle_files: bool = False,
 ) -> NightResult:
     """Run the plan on every matching device in parallel; write records and reports.
 
@@ -157,7 +158,9 @@ def run_night(
     Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
     cleanly: device processes killed, claims released, what arrived reported; the result says so.
     A plan's `exports:` run first, on this host, before any claim (harness/lab/exports/stage.py);
-    `rebuild_exports` builds them even when the export cache has them.
+    `rebuild_exports` builds them even when the export cache has them. With reports, each failed
+    cell gets a repro bundle under <out_dir>/bundles/ (its pushed files copied with `bundle_files`)
+    and the history the testcases' outcomes for bisection (harness/replay/night.py).
     """
     devices = plan.select_devices(inventory)
     plan.check_models(devices)
@@ -202,6 +205,17 @@ def run_night(
         result.wall_s = time.monotonic() - started
         if reports:
             _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
+            if not result.interrupted:
+                from harness.replay import after_night
+
+                result.report_problems += after_night(result.records(), plan, devices, out_dir, run_id=run_id,
+                                                      started_at=result.started_at, history_db=history_path,
+                                                      copy_files=bundle_files)
+            if plan.bisect is not None and not stop.is_set():  # the plan's bisection of its new failures
+                from harness.bisect import bisect_new_failures
+
+                result.report_problems += bisect_new_failures(result.records(), plan, inventory, out_dir,
+                                                              history_db=history_path, say=say, stop=stop)
         result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
                                    for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))

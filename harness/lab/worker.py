@@ -113,7 +113,7 @@ class DeviceWorker:
                 rec.name = f"{rec.name}#{entry.repeat}"  # repeats stay distinct test cases
                 rec.stamp(repeat=entry.repeat)
             rec.stamp(plan_entry=entry.id)
-        rec.stamp(run_id=self.night.run_id, transport=d.transport)
+        rec.stamp(run_id=self.night.run_id, transport=d.transport.name)
         self.night.writer.write(rec)
         self.outcome.records += 1
 

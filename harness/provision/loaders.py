@@ -26,7 +26,7 @@ _SCAN_LIMIT = 64 << 20  # plugin wrappers (qnn/llm.mnn) are small; never scan a 
 
 # ---- MNN ------------------------------------------------------------------------------------
 
-def _resolve(root: Path, base: PurePosixPath, name: Any, config: Path, key: str) -> str:
+def _resolve(root: Path, base: PurePosixPath, name: object, config: Path, key: str) -> str:
     if not isinstance(name, str) or not name:
         raise ArtifactError(f"{config}: key {key!r} must be a file name, got {name!r}; fix the config")
     rel = PurePosixPath(os.path.normpath((base / name).as_posix()))

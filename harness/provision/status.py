@@ -4,6 +4,7 @@ without re-hashing, and removing a set."""
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +66,7 @@ class StatusReport:
         return "\n".join(lines)
 
 
-def _qairt(meta: dict[str, Any]) -> str:
+def _qairt(meta: Mapping[str, object]) -> str:
     """A runtime's QAIRT as its manifest records it (provision/runtime.py), for the status line."""
     from harness.qnn import qairt_version_of
 

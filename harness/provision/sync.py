@@ -79,7 +79,7 @@ def sync_set(
     *,
     kind: str,
     name: str,
-    meta: dict[str, Any] | None = None,
+    meta: Mapping[str, object] | None = None,
     cache: HashCache | None = None,
     progress: Progress | None = None,
     verify: str = "size",
@@ -176,7 +176,7 @@ def _host_writes(writes: list[Callable[[], None]], on_manifest: Callable[[Manife
         errors.append(exc)
 
 
-def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: dict[str, Any], extra_reads: Sequence[str],
+def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: Mapping[str, object], extra_reads: Sequence[str],
                                 on_read: Callable[[Mapping[str, bytes | None]], None]) -> SyncResult | None:
     """The nightly common case without any device process: the set's manifest (read over the
     transport's file protocol) names exactly these contents, and every device file still has
@@ -455,4 +455,4 @@ def _place(s: SyncSession, items: list[Item], discard: str = "") -> None:
             s.placed_stamps[it.file.rel] = DeviceStamp(int(parts[0]), int(parts[1]))
 
 
-__all__ = ["FLUSH_BYTES", "MAX_COMMAND", "SyncResult", "sync_set"]
+__all__ = ["FLUSH_BYTES", "SyncResult", "sync_set"]

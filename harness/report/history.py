@@ -32,6 +32,7 @@ from harness.errors import HarnessError
 from harness.evidence import LocalizeEvidence, Outcome, Provenance
 from harness.outcomes import Status
 from harness.pairs import BackendPair
+from harness.report import op_history
 from harness.report.records import TestRecord, export_verdict_of, teacher_forced_metrics
 
 SCHEMA = """
@@ -93,7 +94,7 @@ EXPORT_VERDICT_RANK = {"not-run": 0, "pass": 1, "warn": 2, "fail": 3}
 
 @dataclass(frozen=True)
 class Regression:
-    kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict" | "localize"
+    kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict" | "localize" | "op-cycles"
     device: str
     model: str
     backend_pair: BackendPair | None
@@ -120,6 +121,9 @@ class Regression:
             return (f"{where}: the first op departing from the CPU reference is now {self.metric}"
                     + (f" at {self.tonight:.1f} dB SQNR" if self.tonight is not None else "")
                     + f" (not in the last {self.nights} nights)")
+        if self.kind == "op-cycles":
+            return (f"{where}: op {self.metric} slower: {self.tonight:,.0f} vs {self.baseline:,.0f} cycles on the "
+                    f"last good night ({self.change_pct:+.0f}%)")
         if self.kind == "export-verdict":
             return (f"{where}: the export's verdict went {self.metric} (worse than in each of the last "
                     f"{self.nights} nights)")
@@ -276,6 +280,7 @@ class History:
             self.db = sqlite3.connect(str(self.path), timeout=busy_wait_s)
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.executescript(SCHEMA)
+            op_history.create(self.db)
             # A history written before a column existed gets it (NULL for the old nights).
             have = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
             for column, kind in ADDED_COLUMNS.items():
@@ -330,6 +335,7 @@ class History:
             for row in rows:
                 self.db.execute(f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                                 (night_id, *row.values()))
+            op_history.store(self.db, night_id, records)
         return len(rows)
 
     def nights(self, limit: int | None = None, before: float | None = None) -> list[tuple[str, float]]:
@@ -428,7 +434,7 @@ class History:
             for cls in row.failure_classes:
                 if cls not in seen:
                     found.append(Regression("new-failure", *row.key, cls, nights=len(history)))
-        return found
+        return found + [_op_regression(c) for c in op_history.slower_ops(self.db, night_id)]
 
     def trend(self, device: str, metric: str = "decode_tps",
               nights: int = 30) -> dict[tuple[str, str], list[tuple[str, float, float]]]:
@@ -446,6 +452,13 @@ class History:
 
     def devices(self) -> list[str]:
         return [d for (d,) in self.db.execute("SELECT DISTINCT device FROM results ORDER BY device")]
+
+
+def _op_regression(change: op_history.OpChange) -> Regression:
+    what = " ".join(p for p in (change.op, f"in {change.module}" if change.module else "") if p)
+    return Regression("op-cycles", change.device, change.model, None,
+                      f"{change.node}{f' ({what})' if what else ''} of {change.program}", change.tonight,
+                      change.baseline, 1)
 
 
 def _localize_moved(row: ResultRow, history: list[ResultRow]) -> list[Regression]:

@@ -33,6 +33,7 @@ from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report.departs import where_it_departs
 from harness.report.history import History, Regression
 from harness.report.junit import timing_label, xml_safe
+from harness.report.op_plots import plot_night_ops
 from harness.report.plots import plot_trends
 from harness.report.qnn_profile import qnn_profiles
 from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_of
@@ -287,8 +288,10 @@ def _failures(records: Sequence[TestRecord]) -> list[FailureGroup]:
 
 
 def render_html(records: Sequence[TestRecord], *, title: str, regressions: Sequence[Regression] = (),
-                plots: dict[str, str] | None = None, generated_at: float | None = None) -> str:
-    """The report page. `plots`: device -> image path relative to the page."""
+                plots: dict[str, str] | None = None, generated_at: float | None = None,
+                op_plots: dict[str, str] | None = None) -> str:
+    """The report page. `plots`: device -> image path relative to the page; `op_plots`: "device:
+    program" -> its per-op cycles plot against the last good night (report/op_plots.py)."""
     records = list(records)
     counts = Counter(r.status for r in records)
     template = _environment().get_template("report.html.j2")
@@ -308,21 +311,27 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
         failures=_failures(records),
         qnn_profiles=qnn_profiles(records),
         plots=sorted((plots or {}).items()),
+        op_plots=sorted((op_plots or {}).items()),
         # Our own stylesheet, shipped with the package: trusted markup, not escaped.
         css=Markup(_CSS.read_text(encoding="utf-8") if _CSS.is_file() else ""),
     )
 
 
 def write_html(records: Sequence[TestRecord], out_dir: Path, *, title: str, history: History | None = None,
-               regressions: Sequence[Regression] = (), nights: int = 30) -> Path:
-    """out_dir/report.html, with trend PNGs in out_dir/plots/ when a history is given."""
+               regressions: Sequence[Regression] = (), nights: int = 30, night_id: str | None = None) -> Path:
+    """out_dir/report.html, with trend PNGs in out_dir/plots/ when a history is given, and the
+    per-op cycles of `night_id` (stored in it) against the last good night."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
+    op_plots: dict[str, str] = {}
     if history is not None:
         devices = list(by_device(records))
         for device, path in plot_trends(history, out_dir / "plots", devices, nights=nights).items():
             plots[device] = path.relative_to(out_dir).as_posix()
-    page = render_html(records, title=title, regressions=regressions, plots=plots)
+        if night_id is not None:
+            op_plots = {k: p.relative_to(out_dir).as_posix()
+                        for k, p in plot_night_ops(history, night_id, out_dir / "plots").items()}
+    page = render_html(records, title=title, regressions=regressions, plots=plots, op_plots=op_plots)
     path = out_dir / "report.html"
     return write_atomic(path, page)

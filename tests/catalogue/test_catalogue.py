@@ -17,6 +17,12 @@ from harness.outcomes import SIGNATURE_WARNING, FailureClass
 from harness.qnn import FAILURE_CLASS, QnnFailure, classify_qnn_log
 from harness.runners import load_signatures
 
+
+def printf(fmt: str, *args: object) -> str:
+    """MNN's printf format strings rendered as printf renders them (%d, %s, %f)."""
+    return fmt % args  # noqa: UP031
+
+
 CAT = load_catalogue()
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "qnn_logs"
@@ -104,6 +110,13 @@ LINE: dict[str, str] = {
     "export-sdk-missing": "QNN_SDK_ROOT is not set",
     "seq-exceeds-max-pos": "[MNN:LLM] Warning: sequence length 5000 exceeds max_position_embeddings (4096), x",
     "module-clone": "Warning: module need new clone",
+    # MNN's printf formats (QNNBackend.cpp, compilefornpu.cpp; docs/placement.md#mnns-own-words) rendered.
+    "mnn-qnn-op-not-registered": printf("MNN_QNN: Not registered type %d, %s.", 128, "/layers.0/self_attn/Foo"),
+    "mnn-qnn-op-unsupported": printf("MNN_QNN: Don't support type %d, %s.", 16, "/layers.3/mlp/act/Gelu"),
+    "mnn-npu-module-error": printf("error = %f, max = %f for %s", 0.8125, 2.375, "qnn/graphllm3"),
+    "mnn-npu-compile-failed": printf("Failed to compile: %s", "qnn/graphllm5"),
+    "mnn-npu-speed": printf("%s, Speed Compare: NPU: %f ms : CPU: %f ms", "qnn/graphllm0", 1.25, 4.5),
+    "mnn-npu-total-speed": printf("Total Speed Compare: NPU: %f ms : CPU: %f ms", 21.5, 80.25),
 }
 
 

@@ -42,9 +42,9 @@ def test_each_target_and_format_is_a_testcase_laid_out_for_the_suites(tmp_path):
 
 
 def _dev(soc):
-    from harness.inventory import DeviceSpec
+    from harness.inventory import LOCAL, DeviceSpec
 
-    return DeviceSpec(name="d", transport="local", soc_model=soc, soc_id=0, htp_arch="", vtcm_mb=0, work_dir="/tmp")
+    return DeviceSpec(name="d", transport=LOCAL, soc_model=soc, soc_id=0, htp_arch="", vtcm_mb=0, work_dir="/tmp")
 
 
 def test_second_run_is_all_cache_hits_and_rebuild_forces(tmp_path):

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConnectionDropped
-from harness.inventory import DeviceSpec
-from harness.kinds import TransportKind
+from harness.inventory import LOCAL, DeviceSpec
 from harness.provision import HashCache
 from harness.transport import NO_RETRY, LocalTransport, RawExec
 from virtual_lab.userland import find_userland
@@ -82,7 +81,7 @@ class CountingTransport(LocalTransport):
 
 
 def local_device(work_dir: Path, soc_model="SM8750", soc_id=69, htp_arch="v79", name="bench") -> DeviceSpec:
-    return DeviceSpec(name=name, transport=TransportKind.LOCAL, soc_model=soc_model, soc_id=soc_id, htp_arch=htp_arch,
+    return DeviceSpec(name=name, transport=LOCAL, soc_model=soc_model, soc_id=soc_id, htp_arch=htp_arch,
                       vtcm_mb=8, work_dir=str(work_dir))
 
 

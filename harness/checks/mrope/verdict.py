@@ -34,7 +34,7 @@ class PositionVerdict:
     warmup_lines: int = 0  # start-up tuning lines before the first prompt (not a prompt)
     reference: str = ""  # where the reference came from
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "verdict": self.verdict,
             "runs": self.runs,
@@ -49,7 +49,7 @@ class PositionVerdict:
         return "\n".join([head] + ["  " + f.explain() for f in self.findings])
 
 
-def _finding_dict(f: Finding) -> dict[str, Any]:
+def _finding_dict(f: Finding) -> dict[str, object]:
     """A finding as the CLI's JSON has held it: kind, message, explain, where, expected/got, hint."""
     out: dict[str, Any] = {"kind": f.kind.value, "message": f.message, "explain": f.explain(with_hint=False)}
     where = f.where.to_json()

@@ -65,7 +65,7 @@ class FailureVerdict:
     facts: dict[str, Any] = field(default_factory=dict)
     cacheable: bool = True
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"failure_class": self.failure_class, "message": self.message, "last_lines": self.last_lines,
                 "facts": self.facts, "cacheable": self.cacheable}
 

@@ -32,7 +32,7 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 4
 
 
-def binary_report(b: ContextBinary) -> dict[str, Any]:
+def binary_report(b: ContextBinary) -> dict[str, object]:
     """One binary as the CLI prints it (QNN's full view when libQnnSystem read it)."""
     info = soc.lookup_id(b.soc_id) if b.soc_id is not None else None
     out: dict[str, Any] = {"path": b.path, "source": b.source, "soc_model": b.soc_id,

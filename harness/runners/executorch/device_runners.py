@@ -128,7 +128,7 @@ class EtRunResult:
         """What does not add up in the runner's own numbers (executorch_output.parse_run)."""
         return list(self.output.problems) if self.output else []
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"class": self.classification.cls, "errors": self.classification.errors,
                 "signatures": self.classification.signature_ids, "exit_code": self.exit_code,
                 "stats": self.stats, "metrics": observer_metrics(self.stats) if self.stats else None,

@@ -206,7 +206,7 @@ class EtdumpReport:
                 "phases": self.phase_totals(), "method": self.method_time(), "table": self.table(20)}
 
 
-def _unit_of(row: Mapping[str, Any]) -> str:
+def _unit_of(row: Mapping[str, object]) -> str:
     for key in row:
         if isinstance(key, str) and key.startswith("p50 (") and key.endswith(")"):
             return key[5:-1]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.runners.summary import Summary, find_summary, parse_summary_lines
 
@@ -32,7 +31,7 @@ class PromptOutput:
     errors: list[str] = field(default_factory=list)  # MNN error lines printed during this prompt
     valid: bool = True  # False when the prompt failed, was poisoned or could not be attributed
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"prompt": self.prompt, "text": self.text, "stopped_on_eos": self.stopped_on_eos,
                 "errors": self.errors, "valid": self.valid}
 
