@@ -15,13 +15,12 @@ import os
 import posixpath
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from harness.errors import HarnessError
-from harness.inventory import DeviceSpec, Inventory, load_inventory
-from harness.kinds import TransportKind, by_kind
+from harness.inventory import Inventory, load_inventory
 from harness.lab import ExitCode, for_error
 
 DEFAULT_DEVICES_FILE = "devices.yaml"
@@ -43,24 +42,16 @@ def _inventory(args: argparse.Namespace) -> Inventory:
     return load_inventory(path)
 
 
-# The ADDRESS column of `harness devices`.
-ADDRESS: Mapping[TransportKind, Callable[[DeviceSpec], str]] = by_kind("cli.ADDRESS", {
-    TransportKind.ADB: lambda d: f"{d.serial} @ {d.adb_server}" if d.adb_server else str(d.serial),
-    TransportKind.SSH: lambda d: f"{d.ssh.user}@{d.ssh.host}:{d.ssh.port}" if d.ssh else "-",
-    TransportKind.LOCAL: lambda d: "HTP emulator" if d.emulated else "-",  # this host; emulator times
-})
-
-
 def cmd_devices(args: argparse.Namespace) -> int:
     inv = _inventory(args)
     rows = [("NAME", "TRANSPORT", "ADDRESS", "SOC", "SOC_ID", "ARCH", "VTCM", "WORK_DIR", "TAGS")]
     for d in inv.devices.values():
-        address = ADDRESS[d.transport](d)
+        address = d.transport.address(d)
         if d.has_htp:
             facts = (str(d.soc_id), d.htp_arch, f"{d.vtcm_mb}MB")
         else:
             facts = ("-", "-", "-")  # the host: no Qualcomm SoC
-        rows.append((d.name, d.transport, address, d.soc_model, *facts, d.work_dir, ",".join(d.tags)))
+        rows.append((d.name, d.transport.name, address, d.soc_model, *facts, d.work_dir, ",".join(d.tags)))
     from harness.report import text_table
 
     print(text_table(rows))

@@ -17,7 +17,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from harness.outcomes import Status
 
@@ -41,9 +40,9 @@ class Step:
     why: str = ""  # why this mark (a skip's reason)
     cost_s: float = 0.0
     export_cache: str = ""  # hit, miss, ... (the export axis), "" elsewhere
-    evidence: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    evidence: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"index": self.index, "version": self.version, "mark": self.mark.value, "status": self.status.value if self.status else "",
                 "failure_class": self.failure_class, "message": self.message, "why": self.why,
                 "cost_s": round(self.cost_s, 3), "export_cache": self.export_cache, "evidence": self.evidence}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "claims": ("claim_dir", "open_claim"),
     "cli": ("plan_job", "run_from_cli"),
     "context": ("DeviceContext",),
@@ -22,7 +22,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "status": ("collect_status", "format_status", "lab_status"),
     "worker": ("EntryRun",),
     "night_reports": ("NightResult", "write_night_reports"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.lab.claims import claim_dir as claim_dir

@@ -23,6 +23,8 @@ This module runs the night (threads, signals, waiting); the per-device worker is
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import sys
 import threading
@@ -31,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.errors import HostWriteError
+from harness.errors import HarnessError, HostWriteError
 from harness.hostfiles import prepare_output_dir
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.adb_limits import adb_server_warnings
@@ -131,6 +133,8 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
+HISTORY_FILE = "history.sqlite"  # in --out, as `harness lab run --help` says
+
 # What a front door runs after a night's reports (the repro bundles and the plan's bisection,
 # harness/bisect/night.py): (the night, its plan as run, its devices, the history, the stop) -> problems.
 AfterNight = Callable[[NightResult, Plan, list[DeviceSpec], Path, threading.Event], list[str]]
@@ -159,7 +163,9 @@ def run_night(
     artifacts), and with `reports`: junit.xml, junit/<device>.xml, report.html, plots/.
     Claim folder: `claims.claim_dir` (`lock_dir`, $HARNESS_LOCK_DIR, the plan's `locks.dir`,
     locks/ next to devices.yaml).
-    History: `history_db`, else the plan's `history.db`, else <out_dir>/../history.sqlite.
+    History: `history_db`, else the plan's `history.db`, else <out_dir>/history.sqlite (as `lab run
+    --help` says; a history an older harness wrote beside it, <out_dir>/../history.sqlite, is copied
+    in once, with a message).
     Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
     cleanly: device processes killed, claims released, what arrived reported; the result says so.
     A plan's `exports:` run first, on this host, before any claim (harness/lab/exports/stage.py);
@@ -169,10 +175,11 @@ def run_night(
     plan.check_models(devices)
     # Faults on the host's side are found here, before any device is claimed.
     out_dir = prepare_output_dir(out_dir, "output folder (--out)")
-    history_path = Path(history_db or plan.history.db or out_dir.parent / "history.sqlite")
+    say = say or _default_say
+    history_path = Path(history_db or plan.history.db or default_history(out_dir, say))
     if reports:
         check_history(history_path, plan, history_db)
-    stop, say = stop or threading.Event(), say or _default_say
+    stop = stop or threading.Event()
     freeze_at_exit()  # the process's exit after a stop is part of the stop's 2 s (process_end.py)
     for warning in adb_server_warnings(devices, pool_size(plan.concurrency.workers, len(devices))):
         say(warning)  # a full adb server takes connections and never answers (docs/lab-scale.md)
@@ -216,6 +223,23 @@ def run_night(
     except HostWriteError as exc:  # the start's night.json stays; what arrived is in records.jsonl
         result.report_problems.append(f"night.json not updated: {exc}")
     return result
+
+
+def default_history(out_dir: Path, say: SayFn) -> Path:
+    """<out_dir>/history.sqlite; the first time, an older harness's <out_dir>/../history.sqlite is
+    copied in (a temp name, then renamed; the old file is left as it was), so trends go on."""
+    path, old = out_dir / HISTORY_FILE, out_dir.parent / HISTORY_FILE
+    if not path.exists() and old.is_file():
+        tmp = path.with_name(f".{HISTORY_FILE}.tmp")
+        try:
+            shutil.copy2(old, tmp)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise HarnessError(f"{old}: cannot copy the history into {path} ({exc.strerror}); copy it by hand "
+                               "or point the plan's history.db at it") from None
+        say(f"history: {old} (where an older harness kept it, beside --out) copied to {path}, where it is kept "
+            "from now on; the old file is no longer written")
+    return path
 
 
 def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bool, stop: threading.Event,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "artifact_types": ("ExportTarget", "ModelArtifact"),
     "artifacts": ("load_export",),
     "elf": ("abi_of", "device_abis", "is_elf", "read_elf", "read_machine"),
@@ -28,7 +28,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "sync": ("SyncResult", "sync_set"),
     "target": ("check_target", "preflight_program"),
     "types": ("ProvisionedModel", "ProvisionedRuntime"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.provision.artifact_types import ExportTarget as ExportTarget

@@ -177,4 +177,4 @@ def default_cache() -> HashCache:
     return HashCache(default_cache_path())
 
 
-__all__ = ["BackgroundHasher", "FileKey", "HashCache", "default_cache", "default_cache_path", "sha256_file"]
+__all__ = ["BackgroundHasher", "HashCache", "default_cache", "default_cache_path", "sha256_file"]

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from harness.catalogue import RUNNER_SCOPES, Catalogue, Entry, Scope, capped, load_catalogue, signal_name, signal_of
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
@@ -80,7 +79,7 @@ class Classification:
         p = self.primary
         return p.hint if p else ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         p = self.primary
         return {
             "class": self.cls,

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
-from harness.inventory import DeviceSpec
-from harness.kinds import TransportKind
+from harness.inventory import DeviceSpec, TransportKind
 from harness.transport.command import build_shell_command, quote_argv
 from harness.transport.facts import PROBE_SCRIPT, DeviceFacts, ProbeUnreadable, parse_df_free, parse_probe
 from harness.transport.pidfiles import PID_PREFIX, PROVEN_KILL_SCRIPT, DeviceProcess, parse_killed, parse_stat_line
@@ -416,7 +415,4 @@ def remote_join(*parts: str) -> str:
     return posixpath.join(*parts)
 
 
-__all__ = [
-    "CommandResult", "DeviceFacts", "HealthReport", "LinkState", "ProgressFn", "RawExec", "RemoteStat", "Transport",
-    "remote_join",
-]
+__all__ = ["ProgressFn", "Transport", "remote_join"]

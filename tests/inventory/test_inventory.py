@@ -28,7 +28,7 @@ def test_shipped_inventory_resolves_soc_facts() -> None:
     assert (board.soc_id, board.htp_arch) == (57, "v75")
     assert str(board.adb_server) == "10.20.0.12:5037"
     car = inv.get("sa8295-car")
-    assert car.transport == "ssh" and (car.soc_id, car.htp_arch) == (39, "v68")
+    assert car.transport.name == "ssh" and (car.soc_id, car.htp_arch) == (39, "v68")
     assert car.ssh is not None and car.ssh.trust_new_host_key is False
 
 

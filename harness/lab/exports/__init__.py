@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "cache": ("ENTRY_FILE", "USED_FILE", "ExportCache", "default_cache_root", "export_key", "inputs_digest", "key_material"),
     "classify": ("TRANSIENT", "ExportFailure", "classify_failure"),
     "cli": ("export_from_cli", "failed_export_lines"),
@@ -19,9 +19,11 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "leases": ("Leases",),
     "stage": ("export_status", "run_export_stage"),
     "build": ("Builder",),
-    "results": ("CacheUse", "ExportResult"),
+    "results": ("ExportResult",),
     "tools": ("HostTools",),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.lab.exports.build import Builder as Builder
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
     from harness.lab.exports.cli import failed_export_lines as failed_export_lines
     from harness.lab.exports.gate import ExportGate as ExportGate
     from harness.lab.exports.leases import Leases as Leases
-    from harness.lab.exports.results import CacheUse as CacheUse
     from harness.lab.exports.results import ExportResult as ExportResult
     from harness.lab.exports.stage import export_status as export_status
     from harness.lab.exports.stage import run_export_stage as run_export_stage

@@ -62,10 +62,10 @@ class FailureVerdict:
     failure_class: str
     message: str
     last_lines: list[str] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, object] = field(default_factory=dict)
     cacheable: bool = True
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"failure_class": self.failure_class, "message": self.message, "last_lines": self.last_lines,
                 "facts": self.facts, "cacheable": self.cacheable}
 

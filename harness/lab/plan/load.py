@@ -148,7 +148,7 @@ class Plan:
 
 
 
-def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ) -> Plan:
+def parse_plan(data: object, path: Path, *, environ: Mapping[str, str] = os.environ) -> Plan:
     """Validate already-parsed YAML (as loaded from `path`)."""
     ctx = PlanCtx(path, environ)
     if not isinstance(data, dict):
@@ -208,7 +208,7 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
     )
 
 
-def _parse_concurrency(ctx: PlanCtx, data: dict[str, Any]) -> ConcurrencySettings:
+def _parse_concurrency(ctx: PlanCtx, data: Mapping[str, object]) -> ConcurrencySettings:
     cc = read_section(ctx, data, "concurrency", _CONCURRENCY_KEYS)
     if cc.get("workers") is None:
         return ConcurrencySettings()
