@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from harness.bisect.run import Bisection
 from harness.bisect.search import Mark, Step
@@ -35,7 +34,7 @@ def _evidence(b: Bisection, index: int) -> str:
     if step is None:
         given = "the good point" if (index == b.search.old) == (not b.fixes) else "the bad point"
         return f"{label}: {given} as given"
-    said = step.status + (f" {step.failure_class}" if step.failure_class else "")
+    said = (step.status.value if step.status else "") + (f" {step.failure_class}" if step.failure_class else "")
     return f"{label}: {said or step.why}" + (f": {step.message}" if step.message else "")
 
 
@@ -56,7 +55,7 @@ def answer(b: Bisection) -> str:
     return f"{req.testcase} on {req.device}: not decided ({b.stopped or 'no step left'})"
 
 
-def to_json(b: Bisection) -> dict[str, Any]:
+def to_json(b: Bisection) -> dict[str, object]:
     req = b.request
     return {"testcase": req.testcase, "device": req.device, "axis": req.axis.value,
             "versions": [{"label": v.label, "value": v.value} for v in b.versions],
@@ -79,7 +78,8 @@ def records(b: Bisection, run_id: str) -> list[TestRecord]:
                          duration_s=s.cost_s)
         rec.keep(Detail.BISECT_STEP, s.to_json())
         status = Status.SKIPPED if s.mark is Mark.SKIP else Status.PASSED
-        rec.set_verdict(Verdict(status, None, f"{s.mark.value}: " + (s.why or f"{s.status} {s.failure_class}".strip())))
+        seen = f"{s.status.value if s.status else ''} {s.failure_class}".strip()
+        rec.set_verdict(Verdict(status, None, f"{s.mark.value}: {s.why or seen}"))
         rec.stamp(run_id=run_id)
         out.append(rec)
     summary = TestRecord(name=f"test_bisect[{req.testcase}]", suite=SUITE, device=req.device, soc_model=dev.soc_model,

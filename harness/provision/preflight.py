@@ -87,7 +87,7 @@ def manifest_qairt(transport: Transport) -> RuntimeQairt | None:
     return newest_qairt(found, device)
 
 
-RUNTIMES_MEMO = "runtime-manifests.json"  # in user_cache_dir(): {"device|work_dir": [manifest paths]}
+RUNTIMES_MEMO = "qnn-runtime-manifests.json"  # in user_cache_dir(): {"device|work_dir": [manifest paths]}
 
 
 def _memo_key(device: DeviceSpec) -> str:
