@@ -30,10 +30,10 @@ def failed_lines(records: Iterable[TestRecord]) -> list[str]:
         message = _clip(r.message)
         out.append(f"  FAILED {r.device} {r.model + ' ' if r.model else ''}{r.name}: {r.cause}: {message}")
         cell = cells[(r.device, r.suite, r.model, r.backend_pair.name if r.backend_pair else r.name)]
-        said = {message}
+        said = {r.message}
         for row in dict.fromkeys(row for c in cell for ev in c.evidence for row in ev.rows() if row.first):
             text = _clip(row.text)
-            if not any(text in s for s in said):
+            if not any(text[:60] in s for s in said):
                 out.append(f"      {row.label}: {text}")
                 said.add(text)
     if len(bad) > SHOWN:

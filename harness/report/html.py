@@ -112,7 +112,8 @@ def reason_rows(recs: Sequence[TestRecord]) -> list[Row]:
     """A failed cell's reasons: each failed record's class and message (once each), then each family's
     line that explains a failure (the figures against their line, the first departure)."""
     out = [Row(r.cause, _clip(r.message, TEXT_EXCERPT * 2), Tone.FAIL, first=True) for r in recs if r.is_bad]
-    out += [row for r in recs for ev in r.evidence for row in ev.rows() if row.first]
+    said = " ".join(r.message for r in recs if r.is_bad)
+    out += [row for r in recs for ev in r.evidence for row in ev.rows() if row.first and row.text[:60] not in said]
     return list(dict.fromkeys(out))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from harness.evidence import ProgramSize
 from harness.outcomes import FailureClass
+from harness.pairs import Backend, BackendPair
 from harness.qnn import qnn_delegates
 from harness.suite.executorch.checks import EtInput
 from harness.suite.model import CheckCall
@@ -15,6 +16,7 @@ from harness.verdict import Verdict
 
 def program_size(c: CheckCall[EtInput]) -> Verdict:
     quant = c.instance.quant or ""
+    c.rec.backend_pair = BackendPair(Backend.QNN, variant=quant)  # the format's column of the page
     art = c.inp.catalogue.qnn(quant)
     if art is None or art.pte is None:
         return Verdict.skipped(c.inp.catalogue.missing_reason(quant))
