@@ -112,3 +112,16 @@ def test_a_debug_buffer_too_small_is_a_named_failure(vlab_transport, tmp_path: P
         run_on_device(DebugFiles(build), tmp_path / "work", t, runtime, f"{t.device.work_dir}/et-runs")
     assert "et-debug-buffer-too-small" in failed.value.ids, failed.value
     assert "Ran out of space to store intermediate outputs" in str(failed.value)
+
+
+def test_a_reused_work_folder_compares_against_this_builds_etrecord(tmp_path: Path) -> None:
+    """A work folder that held another build's run kept that build's ETRecord and encodings: every op
+    was compared against the wrong graph (found on the car board: the embedding at -12 dB)."""
+    from harness.runners.executorch.localize import _copy_compared
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "etrecord.bin").write_bytes(b"another build's ETRecord")
+    build = _small_build(tmp_path / "build")
+    _copy_compared(build, work)
+    assert (work / "etrecord.bin").read_bytes() == build.path("etrecord.bin").read_bytes()

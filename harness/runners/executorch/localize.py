@@ -60,9 +60,11 @@ class DebugRunFailed(ArtifactError):
 def _copy_compared(export: DebugFiles, work: Path) -> None:
     work.mkdir(parents=True, exist_ok=True)
     for name in (ETRECORD, ENCODINGS):
-        target = work / name
-        if not target.exists():
-            shutil.copyfile(export.path(name), target)  # the comparison reads them beside the run
+        # The comparison reads them beside the run: always this build's (a work folder reused for
+        # another build kept that build's ETRecord, and every op compared against the wrong graph).
+        tmp = work / f".{name}.tmp"
+        shutil.copyfile(export.path(name), tmp)
+        tmp.replace(work / name)
 
 
 def _runner_said(stdout: str, stderr: str, n: int = 3) -> str:
