@@ -109,9 +109,9 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 def cmd_localize(args: argparse.Namespace) -> int:
     """0 no departure, 1 departed, 2 undecidable (docs/localize.md#on-a-device)."""
-    from harness.checks.localize.cli import EXIT, render
-    from harness.checks.localize.device import LocalizeRequest, localize_on_device
+    from harness.checks.localize import EXIT, render
     from harness.lab import UsageError, claim_dir, open_claim
+    from harness.suite.executorch import LocalizeRequest, localize_on_device
     from harness.transport import open_transport
 
     inventory = _inventory(args)

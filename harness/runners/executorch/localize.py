@@ -36,13 +36,16 @@ from harness.checks.localize import (
 )
 from harness.errors import ArtifactError, HarnessError, TransportError
 from harness.hostfiles import write_atomic
-from harness.hostrt.executorch import DEBUG_MODULE, parse_result
-from harness.hostrt.executorch.executor import RUNNER_NAME
-from harness.provision import ProvisionedRuntime
-from harness.provision.hashcache import default_cache
-from harness.provision.layout import DeviceLayout, safe_name
-from harness.provision.setfiles import ArtifactFile
-from harness.provision.sync import SyncResult, sync_set
+from harness.hostrt.executorch import DEBUG_MODULE, EXECUTOR_NAME, parse_result
+from harness.provision import (
+    ArtifactFile,
+    DeviceLayout,
+    ProvisionedRuntime,
+    SyncResult,
+    default_cache,
+    safe_name,
+    sync_set,
+)
 from harness.runners.signatures import Classification, SignatureSet, load_signatures
 from harness.transport import Transport
 
@@ -166,7 +169,7 @@ def run_on_device(export: DebugFiles, work: Path, transport: Transport, runtime:
     set_dir = pushed.remote_dir
     ws = posixpath.join(workspace, f"localize-{uuid.uuid4().hex[:8]}")
     etdump, debug = posixpath.join(ws, ETDUMP), posixpath.join(ws, DEBUG_OUTPUT)
-    argv = [posixpath.join(runtime.remote_dir, RUNNER_NAME), "--model_path", posixpath.join(set_dir, DEBUG_PTE),
+    argv = [posixpath.join(runtime.remote_dir, EXECUTOR_NAME), "--model_path", posixpath.join(set_dir, DEBUG_PTE),
             "--output_folder_path", posixpath.join(ws, "outputs"), "--input_list_path",
             posixpath.join(set_dir, INPUT_LIST), "--etdump_path", etdump, "--dump_intermediate_outputs",
             "--debug_output_path", debug, "--debug_buffer_size", str(size), "--method_index", "0", "--iteration", "1"]
@@ -180,7 +183,7 @@ def run_on_device(export: DebugFiles, work: Path, transport: Transport, runtime:
             raise _failed(export, cls, res.exit_code, res.stdout, res.stderr)
         for remote, local in ((etdump, work / ETDUMP), (debug, work / DEBUG_OUTPUT)):
             if not transport.exists(remote):
-                raise DebugRunFailed(f"{export.path(DEBUG_PTE)}: {RUNNER_NAME} exited 0 and wrote no {remote} "
+                raise DebugRunFailed(f"{export.path(DEBUG_PTE)}: {EXECUTOR_NAME} exited 0 and wrote no {remote} "
                                      f"({_runner_said(res.stdout, res.stderr)})")
             transport.pull(remote, local)
     except (TransportError, HarnessError) as exc:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
-from harness.checks.localize import ETRECORD, DebugFiles, debug_build_places, localize
+from harness.checks.localize import ETRECORD, DebugFiles, debug_files_for, localize
 from harness.errors import ArtifactError, ProvisionError
 from harness.evidence import LocalizeEvidence, Outcome
 from harness.outcomes import FailureClass
@@ -36,15 +35,6 @@ def format_cell(records: Sequence[TestRecord], quant: str) -> TestRecord | None:
     name = f"{FORMAT_CELL}[{quant}]"
     found = [r for r in records if r.name.rsplit("::", 1)[-1] == name]
     return found[-1] if found else None
-
-
-def debug_files_for(folder: Path) -> DebugFiles:
-    """The export's debug build: beside its program, else in its `debug/` folder, else where the
-    export stage lays it out (`debug_build_places`)."""
-    for where in debug_build_places(folder):
-        if not DebugFiles(where).missing_build():
-            return DebugFiles(where)
-    return DebugFiles(folder)
 
 
 def _why_not(inp: EtInput, quant: str) -> tuple[str, str] | str:

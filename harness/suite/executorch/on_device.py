@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.checks.localize.layout import REBUILD, DebugFiles, debug_files_for
-from harness.checks.localize.run import localize
+from harness.checks.localize import REBUILD, DebugFiles, debug_files_for, localize
 from harness.errors import HarnessError
 from harness.evidence import Localization, Outcome
 from harness.inventory import DeviceSpec
+from harness.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -44,18 +44,19 @@ def _undecidable(reason: str, fmt: str | None, **facts: Any) -> LocalizeAnswer:
     return LocalizeAnswer(Localization(Outcome.UNDECIDABLE, 0.0, fmt or "", (), reason=reason), facts)
 
 
-def _run(device: DeviceSpec, transport: Any, export: DebugFiles, req: LocalizeRequest) -> tuple[DebugFiles, dict[str, Any]]:
+def _run(device: DeviceSpec, transport: Transport, export: DebugFiles, req: LocalizeRequest,
+         ) -> tuple[DebugFiles, dict[str, Any]]:
+    from harness.provision import provision_runtime
+    from harness.qnn import find_host_qnn
     from harness.runners.executorch import run_debug_program, run_on_device
+    from harness.suite.executorch.checks import host_python_env
 
     if device.emulated:
-        from harness.qnn import find_host_qnn
-        from harness.suite.executorch.checks import host_python_env
-
         env = find_host_qnn(req.qnn_sdk).child_env({**os.environ, **host_python_env()})
         return run_debug_program(export, req.work, env, timeout_s=req.timeout_s), {"ran_on": "emulated HTP"}
-    from harness.provision import provision_runtime
-
-    assert req.runtime is not None  # checked by localize_on_device
+    if req.runtime is None:
+        raise HarnessError(f"{device.name}: no runtime folder: pass --runtime DIR (qnn_llama_runner, "
+                           "qnn_executor_runner and their libraries)")
     rt = provision_runtime(transport, req.runtime, qnn_sdk=req.qnn_sdk, need_qnn=True,
                            qnn_sdk_option="harness localize --qnn-sdk")
     done = run_on_device(export, req.work, transport, rt, posixpath.join(device.work_dir, "et-runs"),
@@ -66,7 +67,8 @@ def _run(device: DeviceSpec, transport: Any, export: DebugFiles, req: LocalizeRe
                         "debug_buffer_size": done.buffer_bytes}
 
 
-def localize_on_device(device: DeviceSpec, transport: Any, req: LocalizeRequest, *, keep_stdout: bool) -> LocalizeAnswer:
+def localize_on_device(device: DeviceSpec, transport: Transport, req: LocalizeRequest, *,
+                       keep_stdout: bool) -> LocalizeAnswer:
     """Run the debug build of `req.folder` on the (claimed, opened) device and judge it."""
     from harness.runners.executorch import DebugRunFailed
 
