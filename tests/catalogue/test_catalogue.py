@@ -80,8 +80,6 @@ LINE: dict[str, str] = {
     "et-qnn-sdk-setup": "RuntimeError: Failed to set up QNN SDK.",
     "et-qnn-backend-init": "Failed to initialize QNN backend for kHtpBackend. Ensure QNN SDK libraries are available",
     "et-load-failed": "Model load failed",
-    "runner-not-found": "/system/bin/sh: /data/local/tmp/harness/runtimes/qnn_llama_runner-v75/qnn_executor_runner: "
-                        "inaccessible or not found",
     "et-debug-buffer-too-small": "E 00:00:01.250 executorch:buffer_data_sink.cpp:47] Ran out of space to store "
                                  "intermediate outputs.",
     "qnn-finalize-failed": "Error in file QNNBackend.cpp, line 812: error code 1002",
