@@ -29,6 +29,7 @@ class Scope(StrEnum):
     # Only the shape check's scan of a runtime log: a line the runner's classifier leaves to its
     # generic signatures (so its records keep their signature ids and classes).
     SHAPE_SCAN = "shape-scan"
+    NPU_CONVERT = "npu-convert"  # MNN's compilefornpu output, read for placement (harness/qnn/mnn_npu_log.py)
 
 
 RUNNER_SCOPES = frozenset({Scope.RUNNER_OUTPUT, Scope.LOGCAT})

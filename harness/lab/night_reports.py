@@ -144,7 +144,8 @@ def _history_and_html(records: list[TestRecord], out_dir: Path, *, run_id: str, 
     try:
         title = f"{plan_name} - {run_id}"
         try:
-            paths["html"] = write_html(records, out_dir, title=title, history=hist, regressions=regressions)
+            paths["html"] = write_html(records, out_dir, title=title, history=hist, regressions=regressions,
+                                       night_id=run_id if record_history else None)
         except sqlite3.Error as exc:  # the history broke while plotting: the page without trends
             problems.append(f"trend plots not drawn: {_said(exc, history_db)}")
             paths["html"] = write_html(records, out_dir, title=title, regressions=regressions)

@@ -26,6 +26,7 @@ _HOMES = {
              "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
              "scan_qairt_build"),
     "placement": ("qnn_plugin_inits", "read_placement", "read_stub_placement"),
+    "mnn_npu_log": ("convert_log_of", "read_npu_log"),
     "trial_load": ("TrialLoadError", "trial"),
     "pte": ("PteError", "QnnDelegate", "check_program", "context_binaries", "is_pte", "qnn_delegates"),
 }
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
     from harness.qnn.log import QnnLogVerdict as QnnLogVerdict
     from harness.qnn.log import classify_qnn_log as classify_qnn_log
     from harness.qnn.log import exit_status as exit_status
+    from harness.qnn.mnn_npu_log import convert_log_of as convert_log_of
+    from harness.qnn.mnn_npu_log import read_npu_log as read_npu_log
     from harness.qnn.placement import qnn_plugin_inits as qnn_plugin_inits
     from harness.qnn.placement import read_placement as read_placement
     from harness.qnn.placement import read_stub_placement as read_stub_placement

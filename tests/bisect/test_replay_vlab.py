@@ -9,6 +9,7 @@ import json
 import pytest
 import yaml
 
+from harness.bisect import night_hook
 from harness.cli import main
 from harness.lab import jobs, run_night
 from harness.lab.plan import load_plan
@@ -35,7 +36,8 @@ def test_bundle_replays_on_another_phone_and_refuses_a_changed_program(vlab_fact
                     "checks": ["generation"]}],
         "options": {"runtime_dir": str(lab.runtime_dir("v79")), "qnn_sdk": str(lab.qnn_sdk_dir),
                     "max_new_tokens": 16, "timeout_s": 120}}))
-    night = run_night(load_plan(plan_path), lab.inventory, tmp_path / "night", jobs.suite_job)
+    night = run_night(load_plan(plan_path), lab.inventory, tmp_path / "night", jobs.suite_job,
+                      after=night_hook(lab.inventory))
     crash = next(r for r in night.records() if r.name == CELL)
     assert crash.status == "failed" and crash.failure_class == "crash"
     failed = sorted(r.name for r in night.records() if r.is_bad)

@@ -17,6 +17,12 @@ from harness.outcomes import SIGNATURE_WARNING, FailureClass
 from harness.qnn import FAILURE_CLASS, QnnFailure, classify_qnn_log
 from harness.runners import load_signatures
 
+
+def printf(fmt: str, *args: object) -> str:
+    """MNN's printf format strings rendered as printf renders them (%d, %s, %f)."""
+    return fmt % args  # noqa: UP031
+
+
 CAT = load_catalogue()
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "qnn_logs"
@@ -30,6 +36,7 @@ LINE: dict[str, str] = {
     "glibc-library-missing": "./llm_demo: error while loading shared libraries: libMNN.so: cannot open shared "
                              "object file: No such file or directory",
     "android-library-missing": 'CANNOT LINK EXECUTABLE "./llm_demo": library "libc++_shared.so" not found',
+    "runner-not-found": "/system/bin/sh: ./llm_demo: not found",
     "qnn-libs-missing": "MNN_QNN: Failed to open QNN libs. Ensure that the libs related to the QNN HTP backend is "
                         "available in your environment.",
     "et-qnn-libs-missing": "[ERROR] [Qnn ExecuTorch]: Cannot Open QNN library libQnnHtp.so, with error: "
@@ -103,6 +110,13 @@ LINE: dict[str, str] = {
     "export-sdk-missing": "QNN_SDK_ROOT is not set",
     "seq-exceeds-max-pos": "[MNN:LLM] Warning: sequence length 5000 exceeds max_position_embeddings (4096), x",
     "module-clone": "Warning: module need new clone",
+    # MNN's printf formats (QNNBackend.cpp, compilefornpu.cpp; docs/placement.md#mnns-own-words) rendered.
+    "mnn-qnn-op-not-registered": printf("MNN_QNN: Not registered type %d, %s.", 128, "/layers.0/self_attn/Foo"),
+    "mnn-qnn-op-unsupported": printf("MNN_QNN: Don't support type %d, %s.", 16, "/layers.3/mlp/act/Gelu"),
+    "mnn-npu-module-error": printf("error = %f, max = %f for %s", 0.8125, 2.375, "qnn/graphllm3"),
+    "mnn-npu-compile-failed": printf("Failed to compile: %s", "qnn/graphllm5"),
+    "mnn-npu-speed": printf("%s, Speed Compare: NPU: %f ms : CPU: %f ms", "qnn/graphllm0", 1.25, 4.5),
+    "mnn-npu-total-speed": printf("Total Speed Compare: NPU: %f ms : CPU: %f ms", 21.5, 80.25),
 }
 
 
@@ -232,3 +246,12 @@ def test_a_damaged_catalogue_is_a_clear_error_of_the_readers_clis(tmp_path: Path
     main = importlib.import_module(module if module.endswith(".log") else f"{module}.cli").main
     assert main([str(log)]) == 2  # undecidable, never 1 ("found") with a traceback
     assert f"{damaged}: YAML syntax error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line", ["/system/bin/sh: ./llm_demo: not found", "sh: 1: llm_demo: not found",
+                                  "env: '/venv/bin/python3': No such file or directory",
+                                  "./run.sh: /usr/bin/python3: bad interpreter: No such file or directory"])
+def test_an_exit_127_is_named_as_the_runner_or_its_interpreter_not_found(line: str) -> None:
+    found = load_signatures().classify(stderr=line + "\n", exit_code=127)
+    assert found.primary is not None and found.primary.signature.id == "runner-not-found", found.message
+    assert load_signatures().classify(stderr=line + "\n", exit_code=1).primary is None, "only with exit 127"

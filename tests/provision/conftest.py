@@ -17,9 +17,10 @@ from harness.provision import HashCache
 from harness.transport import NO_RETRY, LocalTransport, RawExec
 from virtual_lab.userland import find_userland
 
-# The load preflight asks the device which QAIRT its runtimes are (their manifests) on every push
-# of an export whose context binaries name the QAIRT that built them, as the virtual lab's real
-# binaries do: one device process a push (harness/provision/preflight.py manifest_qairt).
+# The load preflight lists the device's runtime manifests (which QAIRT its runtimes are) the
+# first time this host pushes a QNN export there, as the virtual lab's real binaries are: one
+# device process; later pushes read the listed manifests in the sync's first round trip
+# (harness/provision/loadcheck.py).
 PREFLIGHT_SHELLS = 1
 
 

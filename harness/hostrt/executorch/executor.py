@@ -14,8 +14,9 @@ tensors, sized from the method's meta), `--iteration` executions per line, every
 to `<output_folder_path>/output_<line>_<index>.raw`, the mean time to `--performance_output_path`,
 then the ETDump and (with `--dump_intermediate_outputs`) the whole debug buffer of
 `--debug_buffer_size` bytes. A buffer too small is ExecuTorch's own abort ("Ran out of space to
-store intermediate outputs."). `--profile_level` is a runtime option the pybindings cannot set:
-the program's QNN compile spec carries the level instead (harness.hostrt.executorch.profile_level).
+store intermediate outputs."). `--profile_level` is set as the runner sets it, QnnBackend's run-time
+option through ExecuTorch's `set_option`, before the program loads
+(harness.hostrt.executorch.backend_options).
 Log lines are the runner's (`[qnn_executor_runner.cpp:N] message`, line numbers of that file).
 Exit codes: 0 done; 1 a flag error or a failed step (`RuntimeError: ...` last on stderr, as an
 ET_CHECK_MSG's message before its abort); 2 the `executorch` extra is not installed.
@@ -110,9 +111,9 @@ def run(flags: Mapping[str, Any]) -> int:
     model = str(flags["model_path"])
     if flags["profile_level"]:
         log(246, f"Setting runtime profile level: {flags['profile_level']}")
-        from harness.hostrt.executorch.profile_level import with_profile_level
+        from harness.hostrt.executorch.backend_options import set_profile_level
 
-        model = str(with_profile_level(Path(model), int(flags["profile_level"])))
+        set_profile_level(int(flags["profile_level"]))
     debug = bool(flags["dump_intermediate_outputs"])
     size = int(flags["debug_buffer_size"]) if debug else 0
     if debug and size <= 0:
