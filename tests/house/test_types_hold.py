@@ -6,6 +6,7 @@ of the failure catalogue (harness/catalogue/lines.yaml: read the line from there
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import shutil
 import subprocess
@@ -22,8 +23,12 @@ ANY_LIMIT = 250
 
 
 def _modules() -> Iterator[tuple[Path, ast.Module]]:
-    for path in sorted(HARNESS.rglob("*.py")):
-        yield path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    yield from _parsed()
+
+
+@functools.cache
+def _parsed() -> tuple[tuple[Path, ast.Module], ...]:  # each file parsed once for all the rules here
+    return tuple((p, ast.parse(p.read_text(encoding="utf-8"), filename=str(p))) for p in sorted(HARNESS.rglob("*.py")))
 
 
 def _hides_getattr(tree: ast.Module) -> bool:
