@@ -50,4 +50,4 @@ def test_bisect_names_the_commit_that_planted_the_fault(vlab, tmp_path, capsys):
                  "--out", str(tmp_path / "b2")]) == 0
     again = json.loads((tmp_path / "b2" / "bisect.json").read_text())
     assert again["first_new_version"].startswith(shas[8][:10]) and again["exports_built"] == 0, again
-    assert [(s["index"], s["export_cache"]) for s in again["steps"]] == [(7, "hit")]
+    assert [(s["version"][:10], s["export_cache"]) for s in again["steps"]] == [(shas[7][:10], "hit")]

@@ -38,7 +38,8 @@ def test_bundle_replays_on_another_phone_and_refuses_a_changed_program(vlab_fact
                     "max_new_tokens": 16, "timeout_s": 120}}))
     night = run_night(load_plan(plan_path), lab.inventory, tmp_path / "night", jobs.suite_job,
                       after=night_hook(lab.inventory))
-    crash = next(r for r in night.records() if r.name == CELL)
+    crash = next((r for r in night.records() if r.name == CELL), None)
+    assert crash is not None, [(r.name, r.status, r.message) for r in night.records()]
     assert crash.status == "failed" and crash.failure_class == "crash"
     failed = sorted(r.name for r in night.records() if r.is_bad)
     bundles = sorted((tmp_path / "night" / "bundles" / "op13-a").iterdir())
