@@ -190,12 +190,7 @@ def run_night(
             night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
             if isinstance(job, ExportChecks) and not stop.is_set():
-                # Checks that need no device: decided once per export, before any device is
-                # claimed; each worker writes its device's copies as it starts an entry.
-                night.export_checks = job.export_checks(plan, devices, run_id)
-                for rec in night.export_checks.failing():
-                    say(f"export check {rec.name} of {rec.model}: {rec.status}, decided once for all its devices: "
-                        f"{rec.message.splitlines()[0] if rec.message else ''}")
+                _decide_export_checks(night, job, devices)
             # A stop during the exports: no device is claimed at all.
             workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
             pool = _start_pool(night, workers, reports=reports)
@@ -205,17 +200,8 @@ def run_night(
         result.wall_s = time.monotonic() - started
         if reports:
             _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
-            if not result.interrupted:
-                from harness.replay import after_night
-
-                result.report_problems += after_night(result.records(), plan, devices, out_dir, run_id=run_id,
-                                                      started_at=result.started_at, history_db=history_path,
-                                                      copy_files=bundle_files)
-            if plan.bisect is not None and not stop.is_set():  # the plan's bisection of its new failures
-                from harness.bisect import bisect_new_failures
-
-                result.report_problems += bisect_new_failures(result.records(), plan, inventory, out_dir,
-                                                              history_db=history_path, say=say, stop=stop)
+            _after_reports(result, plan, inventory, devices, history_path, stop=stop, say=say,
+                           bundle_files=bundle_files)
         result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
                                    for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
@@ -225,6 +211,31 @@ def run_night(
     except HostWriteError as exc:  # the start's night.json stays; what arrived is in records.jsonl
         result.report_problems.append(f"night.json not updated: {exc}")
     return result
+
+
+def _decide_export_checks(night: Night, job: ExportChecks, devices: list[DeviceSpec]) -> None:
+    """Checks that need no device: decided once per export, before any device is claimed; each
+    worker writes its device's copies as it starts an entry (lab/export_checks.py)."""
+    night.export_checks = job.export_checks(night.plan, devices, night.run_id)
+    for rec in night.export_checks.failing():
+        night.say(f"export check {rec.name} of {rec.model}: {rec.status}, decided once for all its devices: "
+                  f"{rec.message.splitlines()[0] if rec.message else ''}")
+
+
+def _after_reports(result: NightResult, plan: Plan, inventory: Inventory, devices: list[DeviceSpec],
+                   history_path: Path, *, stop: threading.Event, say: SayFn, bundle_files: bool) -> None:
+    """A finished night's replay bundles, then the plan's bisection of its new failures."""
+    if not result.interrupted:
+        from harness.replay import after_night
+
+        result.report_problems += after_night(result.records(), plan, devices, result.out_dir, run_id=result.run_id,
+                                              started_at=result.started_at, history_db=history_path,
+                                              copy_files=bundle_files)
+    if plan.bisect is not None and not stop.is_set():
+        from harness.bisect import bisect_new_failures
+
+        result.report_problems += bisect_new_failures(result.records(), plan, inventory, result.out_dir,
+                                                      history_db=history_path, say=say, stop=stop)
 
 
 def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bool, stop: threading.Event,
