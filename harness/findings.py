@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
 
 
 class Severity(StrEnum):
@@ -93,7 +92,7 @@ class Finding:
         return text
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, Any] = {"kind": self.kind.value, "severity": self.severity.value, **self.where.to_json()}
+        out: dict[str, object] = {"kind": self.kind.value, "severity": self.severity.value, **self.where.to_json()}
         for key in ("message", "hint", "source"):
             if getattr(self, key):
                 out[key] = getattr(self, key)

@@ -15,7 +15,7 @@ from harness.lazy import lazy_names
 __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "axes": ("AxisKind", "Version"),
     "cli": ("add_parser", "run_from_cli"),
-    "night": ("bisect_new_failures",),
+    "night": ("bisect_new_failures", "night_hook"),
     "points": ("inputs_commit", "points_from_history", "record_night"),
     "report": ("answer", "write_results"),
     "run": ("BisectRequest", "Bisection", "bisect"),
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from harness.bisect.cli import add_parser as add_parser
     from harness.bisect.cli import run_from_cli as run_from_cli
     from harness.bisect.night import bisect_new_failures as bisect_new_failures
+    from harness.bisect.night import night_hook as night_hook
     from harness.bisect.points import inputs_commit as inputs_commit
     from harness.bisect.points import points_from_history as points_from_history
     from harness.bisect.points import record_night as record_night

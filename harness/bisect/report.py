@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from harness.bisect.run import Bisection
 from harness.bisect.search import Mark, Step
 from harness.hostfiles import write_atomic
 from harness.outcomes import FailureClass, Status
-from harness.report import RecordWriter, TestRecord
+from harness.report import Detail, RecordWriter, TestRecord
 from harness.verdict import Verdict
 
 SUITE = "bisect"
@@ -35,7 +34,7 @@ def _evidence(b: Bisection, index: int) -> str:
     if step is None:
         given = "the good point" if (index == b.search.old) == (not b.fixes) else "the bad point"
         return f"{label}: {given} as given"
-    said = step.status + (f" {step.failure_class}" if step.failure_class else "")
+    said = (step.status.value if step.status else "") + (f" {step.failure_class}" if step.failure_class else "")
     return f"{label}: {said or step.why}" + (f": {step.message}" if step.message else "")
 
 
@@ -56,7 +55,7 @@ def answer(b: Bisection) -> str:
     return f"{req.testcase} on {req.device}: not decided ({b.stopped or 'no step left'})"
 
 
-def to_json(b: Bisection) -> dict[str, Any]:
+def to_json(b: Bisection) -> dict[str, object]:
     req = b.request
     return {"testcase": req.testcase, "device": req.device, "axis": req.axis.value,
             "versions": [{"label": v.label, "value": v.value} for v in b.versions],
@@ -76,14 +75,16 @@ def records(b: Bisection, run_id: str) -> list[TestRecord]:
     for s in b.search.steps:
         rec = TestRecord(name=f"test_bisect_step[{req.testcase}@{b.versions[s.index].label}]", suite=SUITE,
                          device=req.device, soc_model=dev.soc_model, htp_arch=dev.htp_arch, model=req.axis.value,
-                         duration_s=s.cost_s, extras={"bisect_step": s.to_json()})
+                         duration_s=s.cost_s)
+        rec.keep(Detail.BISECT_STEP, s.to_json())
         status = Status.SKIPPED if s.mark is Mark.SKIP else Status.PASSED
-        rec.set_verdict(Verdict(status, None, f"{s.mark.value}: " + (s.why or f"{s.status} {s.failure_class}".strip())))
+        seen = f"{s.status.value if s.status else ''} {s.failure_class}".strip()
+        rec.set_verdict(Verdict(status, None, f"{s.mark.value}: {s.why or seen}"))
         rec.stamp(run_id=run_id)
         out.append(rec)
     summary = TestRecord(name=f"test_bisect[{req.testcase}]", suite=SUITE, device=req.device, soc_model=dev.soc_model,
-                         htp_arch=dev.htp_arch, model=req.axis.value, duration_s=b.wall_s,
-                         extras={"bisect": {k: v for k, v in to_json(b).items() if k != "steps"}})
+                         htp_arch=dev.htp_arch, model=req.axis.value, duration_s=b.wall_s)
+    summary.keep(Detail.BISECT, {k: v for k, v in to_json(b).items() if k != "steps"})
     decided = b.first_new is not None
     summary.set_verdict(Verdict(Status.PASSED if decided else Status.ERROR,
                                 None if decided else FailureClass.SETUP_ERROR, answer(b)))

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from harness.checks.teacher_forced import ExportTeacherForced, PromptFigures, judge_export
-from harness.evidence import EvidenceSet, ExportVerdictEvidence, TeacherForced
+from harness.evidence import EvidenceSet, ExportVerdictEvidence, LineVerdict, TeacherForced
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
 from harness.verdict import Verdict
@@ -26,13 +26,6 @@ class Instrument(StrEnum):
     STATIC_QUANT = "static-quant"
     TEACHER_FORCED = "teacher-forced"
     TEXT_COHERENCE = "text-coherence"
-
-
-class LineVerdict(StrEnum):
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-    NOT_RUN = "not-run"
 
 
 _RANK = {LineVerdict.NOT_RUN: 0, LineVerdict.PASS: 1, LineVerdict.WARN: 2, LineVerdict.FAIL: 3}

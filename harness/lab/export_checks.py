@@ -14,7 +14,7 @@ from harness.errors import HarnessError
 from harness.export import open_export
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan, PlanEntry
-from harness.report import TestRecord
+from harness.report import Detail, TestRecord
 from harness.suite import ExportInput, Instance, Scope, run_check
 from harness.verdict import Verdict
 
@@ -92,7 +92,7 @@ def decide_export_checks(plan: Plan, devices: Sequence[DeviceSpec], *, run_id: s
                 if key not in checks.decided:
                     rec = TestRecord(name=check.testcase(Instance()), suite=entry.suite.name, device="",
                                      model=_label(entry.model.name, path))
-                    rec.extras["decided"] = "once per export, before any device was claimed"
+                    rec.keep(Detail.DECIDED, "once per export, before any device was claimed")
                     checks.decided[key] = rec, run_check(suite, check, Instance(), ExportInput(path, sdk), rec), 0
                 runs_on.setdefault(key, set()).add(device.name)
                 checks.jobs.setdefault(device.name, []).append((entry, key))

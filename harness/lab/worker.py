@@ -22,7 +22,7 @@ from harness.lab.health import HealthVerdict, check_device
 from harness.lab.locks import DeviceBusy
 from harness.lab.plan import Plan, PlanEntry
 from harness.outcomes import FailureClass, NightOutcome, Status
-from harness.report import RecordWriter, TestRecord
+from harness.report import Detail, RecordWriter, TestRecord
 from harness.transport import NO_RETRY, HeldLink, KillsProcesses, Transport
 from harness.verdict import Verdict
 
@@ -117,10 +117,11 @@ class DeviceWorker:
         self.outcome.records += 1
 
     def _lab_record(self, name: str, verdict: Verdict, entry: PlanEntry | None, signature: str = "",
-                    log_excerpt: str = "", extras: dict[str, object] | None = None, attempt: int | None = None) -> None:
+                    log_excerpt: str = "", facts: dict[str, str] | None = None, attempt: int | None = None) -> None:
         rec = TestRecord(name=name, suite=entry.suite.name if entry else "lab", device=self.device.name,
-                         signature=signature, log_excerpt=log_excerpt, model=entry.model.name if entry else "",
-                         extras=dict(extras or {}))
+                         signature=signature, log_excerpt=log_excerpt, model=entry.model.name if entry else "")
+        if facts is not None:
+            rec.keep(Detail.FACTS, facts)
         rec.put(Provenance(self.device.tier))
         rec.stamp(attempt=attempt)
         rec.set_verdict(verdict)
@@ -232,7 +233,7 @@ class DeviceWorker:
                 reason = f"health check {when} failed: {reasons}"
                 self._lab_record("lab::health", Verdict.error(FailureClass.QUARANTINED, reason), None,
                                  signature="lab:health",
-                                 extras={"facts": verdict.facts if verdict else {}})
+                                 facts=verdict.facts if verdict else {})
                 self._quarantine(reason, entries[i:])
                 return
             if not self._run_entry(entry):

@@ -8,7 +8,6 @@ import os
 import posixpath
 import re
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from harness.errors import ArtifactError
 from harness.export import SIDECAR_NAMES, ExportFolder
@@ -151,7 +150,7 @@ def load_executorch(export: ExportFolder, files: list[ArtifactFile]) -> ModelArt
         raise ArtifactError(f"{root}: ExecuTorch export without a tokenizer (one of {', '.join(TOKENIZER_NAMES)}); "
                             "copy the runtime tokenizer next to the .pte")
     found = export.sidecar
-    sidecar: dict[str, Any] = found.data if found is not None else {}
+    sidecar: dict[str, object] = found.data if found is not None else {}
     model_type = export.program_model_type
     pte = str(sidecar.get("model_path") or ptes[0].rel)
     if pte not in {f.rel for f in ptes}:

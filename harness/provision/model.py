@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from harness.provision.artifact_types import ModelArtifact
 from harness.provision.artifacts import load_export
@@ -49,7 +48,7 @@ def provision_model(
     # and it decides before a byte moves.
     load = LoadCheck(artifact, transport, runtime_qairt_build, qnn_sdk)
     target = artifact.target
-    meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type,
+    meta: dict[str, object] = {"kind": artifact.kind, "model_type": artifact.model_type,
                             "configs": {p.name: c for p, c in artifact.configs.items()}, "source": str(artifact.root)}
     if target is not None:
         meta.update({k: v for k, v in (("soc_id", target.soc_id), ("htp_arch", target.htp_arch)) if v is not None})

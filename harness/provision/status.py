@@ -6,7 +6,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.errors import ProvisionError, TransportError
 from harness.provision.layout import DeviceLayout, safe_name
@@ -22,7 +21,7 @@ class SetStatus:
     remote_dir: str
     files: int
     bytes: int
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property

@@ -45,7 +45,7 @@ class QuantEncoding:
     bitwidth: int | None = None
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, Any] = {"kind": self.kind}
+        out: dict[str, object] = {"kind": self.kind}
         if self.scale_offset:
             out["scale_offset"] = [{"scale": s, "offset": o} for s, o in self.scale_offset]
         if self.axis is not None:

@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness import __version__
 from harness.hostfiles import write_atomic
@@ -41,7 +40,7 @@ class PushedFile:
     sha256: str
     size: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"set": self.set, "rel": self.rel, "host": self.host, "device": self.device, "sha256": self.sha256,
                 "size": self.size}
 
@@ -89,7 +88,7 @@ def pushed_files(cell: Cell, device: DeviceSpec) -> tuple[list[PushedFile], str 
     return out + runtime, qairt
 
 
-def _host_files(value: Any, under: Path) -> Iterator[Path]:
+def _host_files(value: object, under: Path) -> Iterator[Path]:
     """Host files a record's extras name under the night's folder (ETDump, localization files)."""
     if isinstance(value, dict):
         for v in value.values():

@@ -59,7 +59,7 @@ class Cell:
         options = {**self.options, **changes.pop("options", {})}
         return replace(self, options=options, **changes)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"testcase": self.testcase, "suite": self.suite, "runner": self.runner, "model": self.model,
                 "model_path": str(self.model_path), "kind": self.kind, "backends": list(self.backends),
                 "timeout_s": self.timeout_s, "options": _plain(self.options)}
@@ -72,7 +72,7 @@ class Cell:
                    timeout_s=float(raw.get("timeout_s", 900.0)), options=dict(raw.get("options") or {}))
 
 
-def _plain(options: Mapping[str, Any]) -> dict[str, Any]:
+def _plain(options: Mapping[str, object]) -> dict[str, object]:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items()}
 
 
@@ -91,7 +91,7 @@ def cell_of(plan: Plan, entry: PlanEntry, device: DeviceSpec, testcase: str) -> 
 
 def cell_plan(cell: Cell, device: str, folder: Path) -> Plan:
     """A plan of this one cell on `device` (its file named as `folder/cell.yaml` in messages)."""
-    suite: dict[str, Any] = {"name": cell.suite, "runner": cell.runner, "models": [cell.model],
+    suite: dict[str, object] = {"name": cell.suite, "runner": cell.runner, "models": [cell.model],
                              "checks": [cell.check], "timeout_s": cell.timeout_s}
     pair = cell.pair
     if pair is not None:

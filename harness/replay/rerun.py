@@ -56,7 +56,7 @@ def changed_files(data: dict[str, Any]) -> list[str]:
 class Replay:
     bundle: Path
     device: str
-    expected: dict[str, Any]
+    expected: dict[str, object]
     record: TestRecord | None
     why_none: str = ""
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from harness.lazy import lazy_names
 
 _HOMES = {
+    "details": ("Detail",),
     "history": ("History", "HistoryBusy", "HistoryError", "Regression", "aggregate", "disk_full_message", "is_disk_full"),
     "html": ("group_failures", "render_html", "write_html"),
     "junit": ("extra_properties", "junit_document", "write_junit"),
@@ -21,6 +22,7 @@ if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would p
     __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
+    from harness.report.details import Detail as Detail
     from harness.report.history import History as History
     from harness.report.history import HistoryBusy as HistoryBusy
     from harness.report.history import HistoryError as HistoryError

@@ -30,7 +30,7 @@ class Overlay:
     max_new_tokens: int | None = None
     chunk_limits: tuple[int, ...] | None = None
     thread_num: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # any other top-level keys
+    extra: dict[str, object] = field(default_factory=dict)  # any other top-level keys
 
     def __post_init__(self) -> None:
         if self.max_new_tokens is not None and (not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1):
@@ -45,7 +45,7 @@ class Overlay:
                 raise HarnessError(f"overlay chunk_limits must list at least two positive sizes like [128, 1], got {cl!r}")
 
     def changes(self, config: dict[str, Any]) -> dict[str, object]:
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         if self.greedy:
             out["sampler_type"] = "greedy"
         if self.max_new_tokens is not None:

@@ -38,6 +38,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("pipeline",),
     ("suite",),
     ("lab",),
+    ("replay",),  # a failed cell's bundle and its replay, one cell run again through the lab's door
+    ("bisect",),  # bisection: runs cells (replay) over versions; its night hook is wired by cli
     ("plugin",),
     ("cli", "compiled_io", "qnn_probe"),
     ("__main__",),  # `python -m harness`: the console script's entry

@@ -20,8 +20,8 @@ def test_exports_define_the_models_the_suites_use(tmp_path):
     assert plan.exports is not None and plan.exports.models == ("tiny",)
     assert plan.models["tiny"].kind == "executorch" and plan.models["tiny"].per_device
     jobs = plan.exports.jobs(())
-    assert [j.testcase for j in jobs] == ["test_export[sm8650-16a4w]", "test_export[sm8650-8a8w]",
-                                          "test_export[sa8295-16a4w]", "test_export[sa8295-8a8w]"]
+    assert [j.testcase for j in jobs] == ["test_export[tiny-sm8650-16a4w]", "test_export[tiny-sm8650-8a8w]",
+                                          "test_export[tiny-sa8295-16a4w]", "test_export[tiny-sa8295-8a8w]"]
     argv = jobs[2].build.argv(jobs[2].target, "16a4w", tmp_path / "o")
     assert "39" in argv and "v68" in argv and str(tmp_path / "o") in argv
     assert plan.exports.builds[0].inputs == ((tmp_path / "recipe.txt").resolve(),)

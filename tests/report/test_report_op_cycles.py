@@ -64,3 +64,16 @@ def test_an_op_on_another_clock_or_new_is_not_compared(tmp_path: Path) -> None:
         _night(h, "n2", 2.0, OpCycles(device.program, "cycles", 2, device.ops))  # a device's cycles, not the emulator's
         assert not [r for r in h.regressions("n2") if r.kind == "op-cycles"]
         assert not [r for r in h.regressions("n1") if r.kind == "op-cycles"]  # the first night has no baseline
+
+
+def test_an_op_that_spread_over_its_good_nights_is_judged_by_its_own_band(tmp_path: Path) -> None:
+    """Repeated nights of one program are its ops' noise: an op that once ran 3x (a loaded host)
+    is named only above NOISE times that, however far above the last good night it is."""
+    with History(tmp_path / "h.sqlite") as h:
+        _night(h, "n1", 1.0, _ops(scale=3.0))
+        _night(h, "n2", 2.0, _ops())
+        _night(h, "n3", 3.0, _ops(scale=2.5))  # 2.5x the last good night, within its band
+        assert not [r for r in h.regressions("n3") if r.kind == "op-cycles"]
+        _night(h, "n4", 4.0, _ops(heavier=0, scale=1.0))  # layer 0's linears 8x: above 1.6 x 3.0
+        named = sorted(r.metric.split(" ")[0] for r in h.regressions("n4") if r.kind == "op-cycles")
+        assert named == ["aten_down_default_4", "aten_gate_default_1", "aten_up_default_2"]

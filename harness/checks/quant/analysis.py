@@ -94,7 +94,7 @@ def _integer_tensors_indexed(g: _Graph) -> dict[str, set[int]]:
         ins = list(op.get("inputIndexes") or [])
         outs = list(op.get("outputIndexes") or [])
         raw_main = op.get("main")
-        main: dict[str, Any] = raw_main if isinstance(raw_main, dict) else {}
+        main: dict[str, object] = raw_main if isinstance(raw_main, dict) else {}
         if t in ("Shape", "Rank", "Size"):
             kinds[f"{t.lower()}_output"].update(outs)
             is_int.update(outs)

@@ -56,7 +56,7 @@ def graph_inputs(io_cfg: dict[str, Any]) -> dict[str, list[int]]:
     return out
 
 
-def fmt_shape(shape: Sequence[Any] | None) -> str:
+def fmt_shape(shape: Sequence[object] | None) -> str:
     return "absent" if shape is None else "[" + ",".join(str(x) for x in shape) + "]"
 
 

@@ -31,7 +31,7 @@ def check_export_shapes(
     export_dir: Path,
     config_name: str | None = None,
     *,
-    image_sizes: str | Sequence[Any] | None = None,
+    image_sizes: str | Sequence[object] | None = None,
     prompts: Sequence[str] = (),
     soc_id: int | None = None,
     dsp_arch: str | None = None,
@@ -117,7 +117,7 @@ def _llm_stub_findings(cfg: Mapping[str, object], rel: str, root: Path, npu_dir:
 
 
 def _visual_stub_findings(root: Path, npu_dir: Path, model: ModelNeeds, io: CompiledIO,
-                          image_sizes: str | Sequence[Any] | None, prompts: Sequence[str],
+                          image_sizes: str | Sequence[object] | None, prompts: Sequence[str],
                           findings: list[Finding]) -> list[Finding]:
     """A config running the visual encoder on QNN: the compiled visual IO, the image sizes
     (the sidecar's, else the stub's patch counts) and its context binaries. A sidecar whose

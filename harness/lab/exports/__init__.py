@@ -19,7 +19,7 @@ _HOMES = {
     "leases": ("Leases",),
     "stage": ("export_status", "run_export_stage"),
     "build": ("Builder",),
-    "results": ("CacheUse", "ExportResult"),
+    "results": ("ExportResult",),
     "tools": ("HostTools",),
 }
 if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from harness.lab.exports.cli import failed_export_lines as failed_export_lines
     from harness.lab.exports.gate import ExportGate as ExportGate
     from harness.lab.exports.leases import Leases as Leases
-    from harness.lab.exports.results import CacheUse as CacheUse
     from harness.lab.exports.results import ExportResult as ExportResult
     from harness.lab.exports.stage import export_status as export_status
     from harness.lab.exports.stage import run_export_stage as run_export_stage

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.checks.localize import DEBUG_BUILD_FILES, DebugFiles
 from harness.errors import HarnessError
+from harness.evidence import CacheUse
 from harness.lab.exports.building import Turn, building
 from harness.lab.exports.cache import LOG_FILE, OUT_DIR, CacheEntry, ExportCache
 from harness.lab.exports.classify import (
@@ -25,7 +26,7 @@ from harness.lab.exports.classify import (
     classify_not_started,
 )
 from harness.lab.exports.process import run_group
-from harness.lab.exports.results import CacheUse, ExportResult
+from harness.lab.exports.results import ExportResult
 from harness.lab.exports.tools import HostTools
 from harness.lab.plan import ExportJob
 from harness.outcomes import Status

@@ -62,7 +62,7 @@ class FailureVerdict:
     failure_class: str
     message: str
     last_lines: list[str] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, object] = field(default_factory=dict)
     cacheable: bool = True
 
     def to_json(self) -> dict[str, object]:

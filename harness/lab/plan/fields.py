@@ -42,7 +42,7 @@ def read_names(ctx: PlanCtx, data: Mapping[str, object], key: str, label: str) -
 
 
 def read_section(ctx: PlanCtx, data: Mapping[str, object], key: str, allowed: set[str]) -> dict[str, object]:
-    raw: dict[str, Any] = get_value(ctx, data, key, dict, key, default={})
+    raw: dict[str, object] = get_value(ctx, data, key, dict, key, default={})
     check_keys(ctx, key, raw, allowed)
     return raw
 

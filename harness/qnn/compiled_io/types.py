@@ -67,7 +67,7 @@ class CompiledIO:
     root: Path
     stubs: dict[str, StubIO]  # "llm" / "visual" -> what was read
     target: CompiledTarget
-    sidecar: dict[str, Any] | None = None
+    sidecar: dict[str, object] | None = None
     problems: tuple[str, ...] = ()
     unread: dict[str, str] = field(default_factory=dict)  # kind -> why nothing was read
     # Binaries read without a stub: "<name>.pte" -> an ExecuTorch program's QnnBackend delegates;
@@ -104,7 +104,7 @@ def _stub_json(s: StubIO) -> dict[str, object]:
 
 
 def _binary_json(b: ContextBinary) -> dict[str, object]:
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "path": b.path, "source": b.source, "soc_id": b.soc_id, "dsp_arch": b.dsp_arch, "qairt_build": b.qairt_build,
         "graphs": [{"name": g.name, "index": g.index,
                     "inputs": {k: (list(v) if v is not None else None) for k, v in g.inputs.items()},

@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.errors import HarnessError, TransportError
 from harness.provision import ProvisionedRuntime
@@ -106,7 +105,7 @@ class EtRunResult:
     timed_out: bool
     wall_s: float
     classification: Classification
-    stats: dict[str, Any] | None = None
+    stats: dict[str, object] | None = None
     outputs_text: str | None = None
     inference_speed: float | None = None
     files: dict[str, Path] = field(default_factory=dict)  # pulled host copies

@@ -17,6 +17,7 @@ _HOMES = {
     "localize": ("format_cell", "localize_format"),
     "placement": ("EXPECTED_CPU_OPS", "judge_placement", "stamp_provenance"),
     "profile": ("SUMMARY_KEYS", "etdump_profile"),
+    "program_size": ("program_size",),
 }
 if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
     __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
@@ -40,3 +41,4 @@ if TYPE_CHECKING:
     from harness.suite.executorch.placement import stamp_provenance as stamp_provenance
     from harness.suite.executorch.profile import SUMMARY_KEYS as SUMMARY_KEYS
     from harness.suite.executorch.profile import etdump_profile as etdump_profile
+    from harness.suite.executorch.program_size import program_size as program_size
