@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import JsonObject, json_number, json_object
+from harness.evidence.base import Cell, Column, JsonObject, Row, Tone, fmt3, json_number, json_object
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class ModuleSpeed:
 @dataclass(frozen=True)
 class MnnNpuLog:
     KEY: ClassVar[str] = "mnn_npu_log"
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()
 
     fallbacks: tuple[CpuFallback, ...]
     speeds: tuple[ModuleSpeed, ...] = ()
@@ -48,6 +49,16 @@ class MnnNpuLog:
     def describe_fallbacks(self) -> str:
         """`qnn/graphllm3 (convert: ...); /layers.0/Mul (run: ...)`: each one and its reason."""
         return "; ".join(f"{f.what} ({f.stage}: {f.reason})" for f in self.fallbacks)
+
+    def junit(self) -> dict[str, str | None]:
+        return {"mnn_cpu_fallbacks": self.describe_fallbacks() or None,
+                "mnn_npu_ms": fmt3(self.total_npu_ms), "mnn_cpu_ms": fmt3(self.total_cpu_ms)}
+
+    def rows(self) -> tuple[Row, ...]:
+        return (Row("MNN kept on the CPU", self.describe_fallbacks(), Tone.WARN),) if self.fallbacks else ()
+
+    def columns(self) -> dict[str, Cell]:
+        return {}
 
     def to_json(self) -> JsonObject:
         return {"fallbacks": [f.to_json() for f in self.fallbacks], "speeds": [s.to_json() for s in self.speeds],

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import JsonObject, json_object
+from harness.evidence.base import Cell, Column, JsonObject, Row, fmt3, json_object
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class OpCycle:
 @dataclass(frozen=True)
 class OpCycles:
     KEY: ClassVar[str] = "op_cycles"
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()  # every op's cycles: the history's own table (report/op_history.py)
 
     program: str  # the .pte's file name
     unit_label: str  # "cycles" or "cycles, emulator"
@@ -42,6 +43,15 @@ class OpCycles:
     @property
     def total(self) -> float:
         return float(sum(o.cycles for o in self.ops))
+
+    def junit(self) -> dict[str, str | None]:
+        return {"op_cycles_ops": str(len(self.ops)), "op_cycles_total": fmt3(self.total), "op_cycles_unit": self.unit_label}
+
+    def rows(self) -> tuple[Row, ...]:
+        return ()  # the page's per-op cycles plots against the last good night (report/op_plots.py)
+
+    def columns(self) -> dict[str, Cell]:
+        return {}
 
     def to_json(self) -> JsonObject:
         return {"program": self.program, "unit_label": self.unit_label, "profile_level": self.profile_level,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "arch_limits": ("DEFAULT_PATH", "SCHEMA_VERSION", "ArchCell", "ArchTable", "load_arch_limits", "load_cells",
                     "op_kind", "packaged_table", "probe_of"),
     "compat": ("COMPAT_TABLE_PATH", "CompatCell", "CompatTable", "loads_on"),
@@ -29,7 +29,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "mnn_npu_log": ("convert_log_of", "read_npu_log"),
     "trial_load": ("TrialLoadError", "trial"),
     "pte": ("PteError", "QnnDelegate", "check_program", "context_binaries", "is_pte", "qnn_delegates"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.qnn.arch_limits import DEFAULT_PATH as DEFAULT_PATH

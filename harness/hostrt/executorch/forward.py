@@ -53,7 +53,7 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _run(args: argparse.Namespace) -> dict[str, Any]:
+def _run(args: argparse.Namespace) -> dict[str, object]:
     import numpy as np
     import torch
     from executorch.extension.pybindings import portable_lib
@@ -74,7 +74,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         started = time.perf_counter()
         outputs = program.forward(inputs)
         run_s.append(time.perf_counter() - started)
-    result: dict[str, Any] = {
+    result: dict[str, object] = {
         "backends": list(portable_lib._get_registered_backend_names()), "load_s": round(load_s, 6),
         "run_s": [round(t, 6) for t in run_s],
         "outputs": [{"shape": list(o.shape), "dtype": str(o.dtype).removeprefix("torch.")} for o in outputs],
@@ -92,7 +92,7 @@ def _with_etdump(program: Any, etdump: str | None, result: dict[str, Any]) -> di
     return result
 
 
-def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float) -> dict[str, Any]:
+def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float) -> dict[str, object]:
     import numpy as np
     import torch
 
@@ -108,7 +108,7 @@ def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float
                 out = np.full((rows.shape[0], rows.shape[1] - 1, last.shape[-1]), np.nan, dtype=np.float32)
             out[p, pos] = last
             steps += 1
-    result: dict[str, Any] = {"load_s": round(load_s, 6), "run_s": [round(time.perf_counter() - started, 6)],
+    result: dict[str, object] = {"load_s": round(load_s, 6), "run_s": [round(time.perf_counter() - started, 6)],
                               "steps": steps}
     if output and out is not None:
         np.save(output, out)

@@ -43,7 +43,7 @@ class QnnOpEvent:
     def total(self) -> float:
         return float(sum(self.cycles))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"op_id": self.op_id, "node": self.node, "op": self.op, "io": self.io,
                 "cycles": list(self.cycles), "total": self.total}
 
@@ -54,7 +54,7 @@ class QnnSummaryEvent:
     unit: str  # cycles | us | count | bytes
     values: tuple[float, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "unit": self.unit, "values": list(self.values)}
 
 
@@ -124,7 +124,7 @@ def _values(raw: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in raw) if isinstance(raw, (list, tuple)) else ((float(raw),) if raw is not None else ())
 
 
-def qnn_view(rows: Iterable[Mapping[str, Any]], graph_nodes: Mapping[str, str] | None = None,
+def qnn_view(rows: Iterable[Mapping[str, object]], graph_nodes: Mapping[str, str] | None = None,
              clock: str | None = None, modules: Mapping[str, str] | None = None) -> QnnEtdump:
     """The QNN view of Inspector rows (CYCLES/CYCLES). `graph_nodes`: node name -> op, `modules`:
     node name -> the module it came from, both from the ETRecord."""
@@ -182,7 +182,7 @@ def graph_facts_of(etrecord: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _op_name(target: Any) -> str:
+def _op_name(target: object) -> str:
     """`<EdgeOpOverload: aten.rms_norm.default>: schema = ...` -> `aten.rms_norm.default`."""
     text = str(target)
     m = re.match(r"<EdgeOpOverload: ([\w.]+)>", text)
