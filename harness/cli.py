@@ -100,6 +100,43 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_localize(args: argparse.Namespace) -> int:
+    """0 no departure, 1 departed, 2 undecidable (docs/localize.md#on-a-device)."""
+    from harness.checks.localize import EXIT, render
+    from harness.lab import UsageError, claim_dir, open_claim
+    from harness.suite.executorch import LocalizeRequest, localize_on_device
+    from harness.transport import open_transport
+
+    inventory = _inventory(args)
+    device = inventory.get(args.device)
+    if device.has_htp and not device.emulated and not args.runtime:
+        raise UsageError(f"harness localize: {device.name} runs the debug program with ExecuTorch's "
+                         "qnn_executor_runner: pass --runtime DIR (the folder holding qnn_llama_runner, "
+                         "qnn_executor_runner and libqnn_executorch_backend.so) and --qnn-sdk SDK for its QNN libraries")
+    folder = Path(args.folder)
+    work = Path(args.work) if args.work else Path("localize-out") / device.name / (folder.resolve().name or "debug")
+    req = LocalizeRequest(folder, work, Path(args.runtime) if args.runtime else None,
+                          Path(args.qnn_sdk) if args.qnn_sdk else None, args.format, args.threshold, args.timeout)
+    claim = open_claim(device, lock_dir=claim_dir(inventory, None, args.lock_dir),
+                       run_id=f"localize-{os.urandom(4).hex()}", purpose="localize")
+    try:
+        spec = claim.acquire(args.lock_timeout, say=_say)
+        with open_transport(spec) as transport:
+            answer = localize_on_device(spec, transport, req, keep_stdout=True)
+    finally:
+        claim.release()
+    if args.json:
+        import json
+
+        print(json.dumps(answer.as_dict(), allow_nan=False))
+    else:
+        print(render(answer.result))
+        if answer.facts.get("files_sent") is not None:
+            print(f"  {answer.facts['ran_on']}: {answer.facts['files_sent']} files, {answer.facts['bytes_sent']} bytes "
+                  f"pushed; files in {answer.facts['work']}")
+    return EXIT[answer.result.outcome]
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from harness.provision import device_status
     from harness.transport import open_transport
@@ -186,6 +223,27 @@ def build_parser() -> argparse.ArgumentParser:
                    "context binaries (qnn-context-binary-utility)")
     p.add_argument("model_dir", nargs="?", help="exported model folder")
     p.set_defaults(func=cmd_push)
+
+    p = sub.add_parser("localize", help="run a debug build on a device and name the first op that departs from "
+                       "the CPU reference (exit 0 none, 1 departed, 2 undecidable; docs/localize.md)")
+    p.add_argument("--device", required=True)
+    p.add_argument("--json", action="store_true", help="print one JSON object and nothing else on stdout")
+    p.add_argument("--runtime", metavar="DIR", help="ExecuTorch runtime folder (qnn_llama_runner, qnn_executor_runner, "
+                   "libqnn_executorch_backend.so; a build tree is fine); not needed on an emulated HTP")
+    p.add_argument("--qnn-sdk", metavar="SDK", help="QNN SDK root for the device's QNN libraries (or the host QNN "
+                   "of an emulated HTP)")
+    p.add_argument("--format", help="quantization format (default: the debug build's)")
+    p.add_argument("--threshold", type=float, help="dB SQNR (default: the format's calibrated one)")
+    p.add_argument("--work", metavar="DIR", help="where the run's files are pulled (default "
+                   "localize-out/<device>/<folder>)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="the debug run's limit")
+    _lock_dir_option(p)
+    p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S, metavar="SECONDS",
+                   help="wait this long for a run holding the device (default 600)")
+    p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
+    p.add_argument("folder", help="the debug build (debug.pte, etrecord.bin, debug_inputs.npz, qnn_encodings.json), "
+                   "or the program folder it sits beside")
+    p.set_defaults(func=cmd_localize)
 
     p = sub.add_parser("status", help="what is provisioned on a device, from its manifest")
     p.add_argument("--device", required=True)

@@ -266,6 +266,7 @@ def soc_facts(soc: str) -> tuple[int, str]:
 def main(argv: list[str] | None = None, before_convert=None) -> int:
     args = parse_args(argv)
     check_qnn_env()
+    args.out = args.out.resolve()  # a relative --out would be read again from inside itself after the chdir
     args.out.mkdir(parents=True, exist_ok=True)
     os.chdir(args.out)  # QNN may drop scratch files into the working folder
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # debug_program.py, plant_fault.py are beside it

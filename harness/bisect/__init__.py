@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "axes": ("AxisKind", "Version"),
     "cli": ("add_parser", "run_from_cli"),
     "night": ("bisect_new_failures", "night_hook"),
@@ -20,7 +20,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "report": ("answer", "write_results"),
     "run": ("BisectRequest", "Bisection", "bisect"),
     "search": ("Mark", "Search", "Step", "max_steps", "run_search"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.bisect.axes import AxisKind as AxisKind

@@ -197,12 +197,7 @@ def run_night(
             night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
             if isinstance(job, ExportChecks) and not stop.is_set():
-                # Checks that need no device: decided once per export, before any device is
-                # claimed; each worker writes its device's copies as it starts an entry.
-                night.export_checks = job.export_checks(plan, devices, run_id)
-                for rec in night.export_checks.failing():
-                    say(f"export check {rec.name} of {rec.model}: {rec.status}, decided once for all its devices: "
-                        f"{rec.message.splitlines()[0] if rec.message else ''}")
+                _decide_export_checks(night, job, devices)
             # A stop during the exports: no device is claimed at all.
             workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
             pool = _start_pool(night, workers, reports=reports)
@@ -221,6 +216,15 @@ def run_night(
     except HostWriteError as exc:  # the start's night.json stays; what arrived is in records.jsonl
         result.report_problems.append(f"night.json not updated: {exc}")
     return result
+
+
+def _decide_export_checks(night: Night, job: ExportChecks, devices: list[DeviceSpec]) -> None:
+    """Checks that need no device: decided once per export, before any device is claimed; each
+    worker writes its device's copies as it starts an entry (lab/export_checks.py)."""
+    night.export_checks = job.export_checks(night.plan, devices, night.run_id)
+    for rec in night.export_checks.failing():
+        night.say(f"export check {rec.name} of {rec.model}: {rec.status}, decided once for all its devices: "
+                  f"{rec.message.splitlines()[0] if rec.message else ''}")
 
 
 def default_history(out_dir: Path, say: SayFn) -> Path:

@@ -16,6 +16,7 @@ _HOMES = {
     "elf": ("abi_of", "device_abis", "is_elf", "read_elf", "read_machine"),
     "emulator": ("provision_emulator_runtime",),
     "hashcache": ("HashCache", "default_cache", "default_cache_path", "sha256_file"),
+    "layout": ("DeviceLayout", "safe_name"),
     "manifest": ("LOCAL_MANIFEST_NAME", "DeviceStamp", "FileEntry", "Manifest", "read_local_manifest"),
     "model": ("provision_model",),
     "preflight": ("LoadAxis", "PreflightError", "RuntimeQairt", "check_qairt", "device_qairt", "emulator_qairt",
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from harness.provision.hashcache import default_cache as default_cache
     from harness.provision.hashcache import default_cache_path as default_cache_path
     from harness.provision.hashcache import sha256_file as sha256_file
+    from harness.provision.layout import DeviceLayout as DeviceLayout
+    from harness.provision.layout import safe_name as safe_name
     from harness.provision.manifest import LOCAL_MANIFEST_NAME as LOCAL_MANIFEST_NAME
     from harness.provision.manifest import DeviceStamp as DeviceStamp
     from harness.provision.manifest import FileEntry as FileEntry

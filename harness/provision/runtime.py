@@ -58,7 +58,9 @@ RUNNERS: dict[str, RunnerSpec] = {
     "qnn_llama_runner": RunnerSpec("qnn_llama_runner",
                                    ("libQnnHtp.so", "libQnnHtpV{a}Stub.so", "libQnnHtpV{a}Skel.so",
                                     "libQnnHtpPrepare.so", "libQnnSystem.so"),
-                                   own_libs=("libqnn_executorch_backend.so",)),
+                                   own_libs=("libqnn_executorch_backend.so",),
+                                   # the debug run of localization (docs/executorch-runner.md#the-debug-run-on-a-device)
+                                   companions=("qnn_executor_runner",)),
 }
 
 

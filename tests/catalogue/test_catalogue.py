@@ -80,6 +80,8 @@ LINE: dict[str, str] = {
     "et-qnn-sdk-setup": "RuntimeError: Failed to set up QNN SDK.",
     "et-qnn-backend-init": "Failed to initialize QNN backend for kHtpBackend. Ensure QNN SDK libraries are available",
     "et-load-failed": "Model load failed",
+    "et-debug-buffer-too-small": "E 00:00:01.250 executorch:buffer_data_sink.cpp:47] Ran out of space to store "
+                                 "intermediate outputs.",
     "qnn-finalize-failed": "Error in file QNNBackend.cpp, line 812: error code 1002",
     "qnn-execute-failed": "Error in file QNNBackend.cpp, line 812: error code 6000",
     "qnn-call-failed": "Error in file QNNBackend.cpp, line 812: error code 1004",

@@ -71,3 +71,22 @@ def test_the_planted_fault_is_named_first_at_its_layer(faulty_run: DebugFiles, f
     assert (faulty.first.node, faulty.first.layer) == (planted, "layers.1"), faulty.summary()
     assert faulty.first.saturation > 0 and faulty.first.cosine < 0.99
     assert faulty.following and all(o.index > faulty.first.index for o in faulty.following)
+
+
+def test_a_random_etdump_is_undecidable_and_the_answer_stays_json(healthy_run: DebugFiles, tmp_path: Path,
+                                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """Issue 44.1: a damaged ETDump beside a real ETRecord read as "departed" (exit 1, a traceback), and
+    ExecuTorch's flatc printed its error on stdout, so `--json` was not JSON."""
+    import os
+    import shutil
+
+    from harness.checks.localize.cli import main
+
+    for f in healthy_run.folder.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    (tmp_path / ETDUMP).write_bytes(os.urandom(4096))
+    code = main([str(tmp_path), "--json"])
+    out = capfd.readouterr().out
+    answer = json.loads(out)  # nothing else on stdout
+    assert code == 2 and answer["outcome"] == "undecidable", answer
+    assert "could not compare" in answer["reason"], answer

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from exportkit import FAKE_ARGV, fake_env, run_stage, runs, write_exports_plan, write_soc_inventory
 
+from harness.checks.localize import debug_files_for
 from harness.inventory import load_inventory
 from harness.lab import ExitCode, for_error, run_night
 from harness.lab.exports import cache as export_cache
 from harness.lab.plan import PlanError, load_plan
 from harness.pairs import Backend, BackendPair
 from harness.report import TestRecord
-from harness.suite.executorch.localize import debug_files_for
 from harness.verdict import Verdict
 
 LOCALIZE_SUITE = {"name": "executorch_qnn", "models": ["tiny"], "localize": True}

@@ -89,3 +89,17 @@ def test_a_failed_cell_is_localized_on_the_emulator(tmp_path: Path, localize_deb
     again = TestRecord.from_dict(json.loads(rec.to_json())).evidence.get(LocalizeEvidence)
     assert again == ev
     assert not (tmp_path / "export" / "debug" / "etdump.etdp").exists()  # the export is only read
+
+
+def test_a_damaged_debug_build_fails_by_name_not_as_an_internal_error(tmp_path: Path) -> None:
+    """Issue 44.1: encodings nodes of the wrong types raised AttributeError through the check (a night's
+    exit 3); now the check fails naming the file, as every door records it."""
+    debug = tmp_path / "damaged"
+    debug.mkdir()
+    for name in ("debug.pte", "etrecord.bin"):
+        (debug / name).write_bytes(b"not read: the encodings are refused first")
+    (debug / "debug_inputs.npz").write_bytes(b"PK not read either")
+    (debug / "qnn_encodings.json").write_text(json.dumps({"format": "16a8w", "nodes": ["a", 1, None]}))
+    rec = _localize(tmp_path, _export(tmp_path, debug), [_cell("failed")])
+    assert rec.status == "failed", rec.message
+    assert "qnn_encodings.json: nodes[0]: a str, not an object" in rec.message, rec.message

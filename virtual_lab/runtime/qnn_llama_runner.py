@@ -22,9 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.hostrt.executorch import LLAMA_FLAGS, FlagError, parse_flags
-from harness.hostrt.executorch.executor import EXECUTOR_FLAGS
-from harness.hostrt.executorch.executor import MODULE as EXECUTOR_MODULE
+from harness.hostrt.executorch import EXECUTOR_FLAGS, EXECUTOR_MODULE, LLAMA_FLAGS, FlagError, parse_flags
 from virtual_lab.runtime.devenv import device_facts, missing_qnn_libs, repo_root
 
 LLAMA_MODULE = "harness.hostrt.executorch"

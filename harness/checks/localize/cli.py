@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "etdump.etdp and debug_output.bin", file=sys.stderr)
         return EXIT[Outcome.UNDECIDABLE]
     try:
-        result = localize(DebugFiles(args.folder), args.format, args.threshold)
+        result = localize(DebugFiles(args.folder), args.format, args.threshold, keep_stdout=True)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT[Outcome.UNDECIDABLE]

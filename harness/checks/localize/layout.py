@@ -35,7 +35,7 @@ class DebugFiles:
         return self.folder / name
 
     def missing_build(self) -> list[str]:
-        return [n for n in DEBUG_BUILD_FILES if not self.path(n).is_file()]
+        return [n for n in DEBUG_BUILD_FILES if not self.path(n).is_file()]  # a FIFO is missing too
 
     def missing_run(self) -> list[str]:
         return [n for n in (ETDUMP, DEBUG_OUTPUT) if not self.path(n).is_file()]
@@ -46,13 +46,58 @@ class DebugFiles:
             raise ArtifactError(f"{self.folder}: no debug program here (missing {', '.join(missing)}); {REBUILD}")
 
     def encodings(self) -> dict[str, Any]:
+        """The encodings file, checked to be the exporter's shape (a damaged one is an ArtifactError,
+        never a hang on a FIFO or a traceback on a node of the wrong type)."""
+        path = self.path(ENCODINGS)
+        if not path.is_file():  # a FIFO or a device node would block the read (is_file follows links)
+            raise ArtifactError(f"{path}: not a regular file; {REBUILD}")
         try:
-            data = json.loads(self.path(ENCODINGS).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ArtifactError(f"{self.path(ENCODINGS)}: unreadable ({exc}); {REBUILD}") from None
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+            raise ArtifactError(f"{path}: unreadable ({why}); {REBUILD}") from None
         if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
-            raise ArtifactError(f"{self.path(ENCODINGS)}: no 'nodes' list; {REBUILD}")
+            raise ArtifactError(f"{path}: no 'nodes' list; {REBUILD}")
+        for i, node in enumerate(data["nodes"]):
+            bad = _bad_node(node)
+            if bad:
+                raise ArtifactError(f"{path}: nodes[{i}]: {bad}; {REBUILD}")
         return data
+
+
+def _bad_node(node: Any) -> str:
+    """What is wrong with one node of the encodings ("" when nothing): the keys the comparison reads."""
+    if not isinstance(node, dict):
+        return f"a {type(node).__name__}, not an object"
+    if not isinstance(node.get("name"), str):
+        return "no 'name' string"
+    for key in ("target", "module"):
+        if key in node and not isinstance(node[key], str):
+            return f"'{key}' is not a string"
+    for key in ("shape", "axis_order", "inputs"):
+        value = node.get(key)
+        if value is not None and not isinstance(value, list):
+            return f"'{key}' is not a list"
+    if any(not _is_int(d) or d < 0 for d in node.get("shape") or []):
+        return f"'shape' {node['shape']!r} is not a list of sizes"
+    if any(not _is_int(d) for d in node.get("axis_order") or []):
+        return "'axis_order' is not a list of integers"
+    if any(not isinstance(x, str) for x in node.get("inputs") or []):
+        return "'inputs' is not a list of node names"
+    quant = node.get("quant")
+    if quant is not None and quant != {}:
+        if not isinstance(quant, dict):
+            return "'quant' is not an object"
+        for key in ("scale", "zero_point", "quant_min", "quant_max"):
+            if not isinstance(quant.get(key), (int, float)) or isinstance(quant.get(key), bool):
+                return f"quant '{key}' is not a number"
+        if not isinstance(quant.get("dtype"), str) or not quant["dtype"].isidentifier():
+            return "quant 'dtype' is not a torch dtype name"
+    return ""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def debug_build_places(program_folder: Path) -> tuple[Path, ...]:
@@ -61,6 +106,15 @@ def debug_build_places(program_folder: Path) -> tuple[Path, ...]:
     since the program's own folder is a sealed cache entry."""
     return (program_folder, program_folder / DEBUG_FOLDER,
             program_folder.parent / DEBUG_FOLDER / program_folder.name)
+
+
+def debug_files_for(folder: Path) -> DebugFiles:
+    """The export's debug build: beside its program, else in its `debug/` folder, else where the
+    export stage lays it out (`debug_build_places`); the folder itself when none is complete."""
+    for where in debug_build_places(folder):
+        if not DebugFiles(where).missing_build():
+            return DebugFiles(where)
+    return DebugFiles(folder)
 
 
 def debug_buffer_size(encodings: dict[str, Any]) -> int:

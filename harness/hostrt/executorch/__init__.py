@@ -1,6 +1,7 @@
 """ExecuTorch on the host, each program in its own process: runner.py is `qnn_llama_runner` on
 ExecuTorch's `TextLLMRunner` (`python -m harness.hostrt.executorch`), forward.py one program's
-`forward` through the pybindings (`pte_runner`), etdump.py an LLM run that writes an ETDump,
+`forward` through the pybindings (`pte_runner`),
+executor.py `qnn_executor_runner`'s contract on them, etdump.py an LLM run that writes an ETDump,
 debug.py a debug program's forward with an ETDump and a debug buffer (localization).
 This `__init__` is the package's one face. Names load on first use (PEP 562), so
 `python -m harness.hostrt.executorch.forward` imports no sibling before it runs."""
@@ -13,6 +14,7 @@ from harness.lazy import lazy_names
 
 _HOMES = {
     "debug": ("DEBUG_MODULE",),
+    "executor": ("EXECUTOR_FLAGS", "EXECUTOR_MODULE", "EXECUTOR_NAME"),
     "forward": ("RESULT_PREFIX", "SCRIPT_NAME", "parse_result"),
     "runner": ("CUSTOM_OPS_ENV", "EXIT_NO_ENGINE", "LLAMA_FLAGS", "RUNNER_NAME", "FlagError", "main",
                "make_runtime_dir", "parse_flags"),
@@ -22,6 +24,9 @@ if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would p
 
 if TYPE_CHECKING:
     from harness.hostrt.executorch.debug import DEBUG_MODULE as DEBUG_MODULE
+    from harness.hostrt.executorch.executor import EXECUTOR_FLAGS as EXECUTOR_FLAGS
+    from harness.hostrt.executorch.executor import EXECUTOR_MODULE as EXECUTOR_MODULE
+    from harness.hostrt.executorch.executor import EXECUTOR_NAME as EXECUTOR_NAME
     from harness.hostrt.executorch.forward import RESULT_PREFIX as RESULT_PREFIX
     from harness.hostrt.executorch.forward import SCRIPT_NAME as SCRIPT_NAME
     from harness.hostrt.executorch.forward import parse_result as parse_result

@@ -33,8 +33,8 @@ from typing import Any
 
 from harness.hostrt.executorch.runner import EXIT_NO_ENGINE, FlagError, parse_flags
 
-MODULE = "harness.hostrt.executorch.executor"
-RUNNER_NAME = "qnn_executor_runner"
+EXECUTOR_MODULE = "harness.hostrt.executorch.executor"
+EXECUTOR_NAME = "qnn_executor_runner"
 DEFAULT_DEBUG_BUFFER_SIZE = 100_000_000  # the runner's --debug_buffer_size default (100 MB)
 
 # qnn_executor_runner's gflags and defaults (docs/executorch-runner.md#qnn_executor_runner-flags).

@@ -21,7 +21,7 @@ _HOMES = {
                "load_rows"),
     "qnn_profile": ("RUNTIME_UNIT", "QnnEtdump", "QnnOpEvent", "QnnSummaryEvent", "analyse_qnn_etdump", "format_qnn",
                    "graph_nodes_of", "qnn_view"),
-    "localize": ("run_debug_program",),
+    "localize": ("DebugRunFailed", "DeviceDebugRun", "run_debug_program", "run_on_device"),
     "output": ("LOG_LINE", "LogLine", "RunOutput", "observer_metrics", "parse_observer", "parse_run"),
     "runner": ("ExecutorchRunner", "PteRun"),
 }
@@ -51,7 +51,10 @@ if TYPE_CHECKING:
     from harness.runners.executorch.etdump import executorch_available as executorch_available
     from harness.runners.executorch.etdump import format_table as format_table
     from harness.runners.executorch.etdump import load_rows as load_rows
+    from harness.runners.executorch.localize import DebugRunFailed as DebugRunFailed
+    from harness.runners.executorch.localize import DeviceDebugRun as DeviceDebugRun
     from harness.runners.executorch.localize import run_debug_program as run_debug_program
+    from harness.runners.executorch.localize import run_on_device as run_on_device
     from harness.runners.executorch.output import LOG_LINE as LOG_LINE
     from harness.runners.executorch.output import LogLine as LogLine
     from harness.runners.executorch.output import RunOutput as RunOutput

@@ -1,7 +1,8 @@
 """The ExecuTorch suite, this package's one face: checks.py holds its input (EtInput) and the
 checks of a quant format's runs, the CPU exports and a load failure; profile.py the ETDump
 profile; placement.py where a QNN cell's program runs its work (cpu-fallback) and its
-provenance; input.py builds the input for a device or the host lane. Names load on first use
+provenance; input.py builds the input for a device or the host lane; on_device.py `harness localize`'s
+debug run on a device. Names load on first use
 (PEP 562): the suite registry needs the checks, not the input's provisioning."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ _HOMES = {
                "load_failure_is_classified", "qnn_failure", "quant_format_runs"),
     "input": ("build_et_input", "is_host_lane"),
     "localize": ("format_cell", "localize_format"),
+    "on_device": ("LocalizeAnswer", "LocalizeRequest", "localize_on_device"),
     "placement": ("EXPECTED_CPU_OPS", "judge_placement", "stamp_provenance"),
     "profile": ("SUMMARY_KEYS", "etdump_profile"),
     "weigh": ("program_size",),
@@ -36,6 +38,9 @@ if TYPE_CHECKING:
     from harness.suite.executorch.input import is_host_lane as is_host_lane
     from harness.suite.executorch.localize import format_cell as format_cell
     from harness.suite.executorch.localize import localize_format as localize_format
+    from harness.suite.executorch.on_device import LocalizeAnswer as LocalizeAnswer
+    from harness.suite.executorch.on_device import LocalizeRequest as LocalizeRequest
+    from harness.suite.executorch.on_device import localize_on_device as localize_on_device
     from harness.suite.executorch.placement import EXPECTED_CPU_OPS as EXPECTED_CPU_OPS
     from harness.suite.executorch.placement import judge_placement as judge_placement
     from harness.suite.executorch.placement import stamp_provenance as stamp_provenance

@@ -2,23 +2,24 @@
 the CPU reference, op by op, from the export's debug build (beside its program or in `debug/`).
 It runs when that format's cell failed (its sibling record, as the
 export's verdict reads the others) or when asked (`--localize`, a plan's `localize: true`); it runs
-the export's debug program once on the emulated HTP, compares per op with ExecuTorch's Inspector and
-QNN's comparator (harness.checks.localize) and records the verdict as typed evidence."""
+the export's debug program once, compares per op with ExecuTorch's Inspector and
+QNN's comparator (harness.checks.localize) and records the verdict as typed evidence. The debug
+program runs where the cell ran: on the emulated HTP, or on the device through ExecuTorch's
+`qnn_executor_runner` (docs/localize.md#on-a-device)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
-from harness.checks.localize import ETRECORD, DebugFiles, debug_build_places, localize
-from harness.errors import ArtifactError
+from harness.checks.localize import ETRECORD, DebugFiles, debug_files_for, localize
+from harness.errors import ArtifactError, ProvisionError
 from harness.evidence import LocalizeEvidence, Outcome
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
 from harness.qnn import QnnUnavailable, find_host_qnn
 from harness.report import TestRecord
-from harness.runners.executorch import run_debug_program
+from harness.runners.executorch import DebugRunFailed, run_debug_program, run_on_device
 from harness.suite.executorch.checks import EtInput, host_python_env
 from harness.suite.model import CheckCall
 from harness.verdict import Verdict
@@ -36,15 +37,6 @@ def format_cell(records: Sequence[TestRecord], quant: str) -> TestRecord | None:
     return found[-1] if found else None
 
 
-def debug_files_for(folder: Path) -> DebugFiles:
-    """The export's debug build: beside its program, else in its `debug/` folder, else where the
-    export stage lays it out (`debug_build_places`)."""
-    for where in debug_build_places(folder):
-        if not DebugFiles(where).missing_build():
-            return DebugFiles(where)
-    return DebugFiles(folder)
-
-
 def _why_not(inp: EtInput, quant: str) -> tuple[str, str] | str:
     """(the cell it explains, "" when asked; the reason to run) or the reason it is skipped."""
     cell = format_cell(inp.siblings(), quant)
@@ -57,8 +49,23 @@ def _why_not(inp: EtInput, quant: str) -> tuple[str, str] | str:
             "(pytest --localize, a plan's suite entry `localize: true`)")
 
 
+def _debug_run(inp: EtInput, export: DebugFiles, quant: str, rec: TestRecord) -> DebugFiles:
+    """The debug program run where the cell ran: the emulated HTP's pybindings, or the device's
+    `qnn_executor_runner` beside the provisioned `qnn_llama_runner` (harness.runners.executorch.localize)."""
+    work = inp.work / f"localize-{quant}"
+    if inp.device.emulated:
+        env = find_host_qnn().child_env({**os.environ, **host_python_env()})
+        return run_debug_program(export, work, env, timeout_s=inp.timeout)
+    runner = inp.runner
+    done = run_on_device(export, work, inp.transport, runner.runtime, runner.workspace, timeout_s=inp.timeout,
+                         signatures=runner.signatures)
+    rec.extras["localize_push"] = {"files_sent": done.push.files_sent, "bytes_sent": done.push.bytes_sent,
+                                   "debug_buffer_size": done.buffer_bytes}
+    return done.files
+
+
 def localize_format(c: CheckCall[EtInput]) -> Verdict:
-    """The first op where the format's program departs from the CPU reference, on the emulated HTP."""
+    """The first op where the format's program departs from the CPU reference, where the cell ran."""
     inp, rec, quant = c.inp, c.rec, c.instance.quant or ""
     rec.backend_pair = BackendPair(Backend.QNN, variant=quant)
     why = _why_not(inp, quant)
@@ -75,18 +82,16 @@ def localize_format(c: CheckCall[EtInput]) -> Verdict:
             export.require_build()
         except ArtifactError as exc:
             return Verdict.skipped(f"{quant}: {exc}{own}")
-    if not inp.device.emulated:
-        return Verdict.skipped(f"{quant}: the debug program runs on an emulated HTP (`htp: emulator`) so far, "
-                               f"not on {inp.device.name} (docs/localize.md)")
-    try:
-        env = find_host_qnn().child_env({**os.environ, **host_python_env()})
-    except QnnUnavailable as exc:
-        return Verdict.skipped(f"{quant}: {exc}")
+    if inp.host_lane:
+        return Verdict.skipped(f"{quant}: {inp.device.name} has no HTP (the host lane runs the CPU programs); "
+                               "localize on a device with one, or on an emulated HTP (`htp: emulator`)")
     inp.stamp(rec, art)
     try:
-        files = run_debug_program(export, inp.work / f"localize-{quant}", env, timeout_s=inp.timeout)
-    except ArtifactError as exc:
-        return Verdict.failed(FailureClass.RUNTIME_ERROR, str(exc))
+        files = _debug_run(inp, export, quant, rec)
+    except DebugRunFailed as exc:
+        return Verdict.failed(FailureClass(exc.cls), str(exc))
+    except (ArtifactError, ProvisionError, QnnUnavailable) as exc:
+        return Verdict.failed(FailureClass.RUNTIME_ERROR, f"{quant}: {exc}")
     result = localize(files, quant)
     rec.put(LocalizeEvidence(result, cell=cell))
     if result.outcome is Outcome.UNDECIDABLE:
