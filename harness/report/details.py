@@ -35,6 +35,7 @@ class Detail(StrEnum):
     NOT_CHECKABLE = "not_checkable"  # the chunked comparisons that could not be made, explained
     CHUNKED_EQUIVALENT = "chunked_equivalent"  # the same as the verdict, kept for the JSON line's readers
     TEACHER_FORCED_NOT_CHECKABLE = "teacher_forced_not_checkable"  # why a cell had no teacher-forced comparison
+    LOCALIZE_PUSH = "localize_push"  # what a device localization pushed (files, bytes, debug buffer size)
     DEVICE_COMMAND = "device_command"  # what ran on the device (argv, cwd, env): harness/replay's repro bundle reads it
     BISECT_STEP = "bisect_step"  # one bisection step as harness/bisect wrote it (its message says the mark)
     BISECT = "bisect"  # the bisection's answer and versions (its message says the first bad version)

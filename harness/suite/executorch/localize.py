@@ -18,7 +18,7 @@ from harness.evidence import LocalizeEvidence, Outcome
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
 from harness.qnn import QnnUnavailable, find_host_qnn
-from harness.report import TestRecord
+from harness.report import Detail, TestRecord
 from harness.runners.executorch import DebugRunFailed, run_debug_program, run_on_device
 from harness.suite.executorch.checks import EtInput, host_python_env
 from harness.suite.model import CheckCall
@@ -59,8 +59,8 @@ def _debug_run(inp: EtInput, export: DebugFiles, quant: str, rec: TestRecord) ->
     runner = inp.runner
     done = run_on_device(export, work, inp.transport, runner.runtime, runner.workspace, timeout_s=inp.timeout,
                          signatures=runner.signatures)
-    rec.extras["localize_push"] = {"files_sent": done.push.files_sent, "bytes_sent": done.push.bytes_sent,
-                                   "debug_buffer_size": done.buffer_bytes}
+    rec.keep(Detail.LOCALIZE_PUSH, {"files_sent": done.push.files_sent, "bytes_sent": done.push.bytes_sent,
+                                    "debug_buffer_size": done.buffer_bytes})
     return done.files
 
 
