@@ -255,5 +255,5 @@ def test_a_damaged_catalogue_is_a_clear_error_of_the_readers_clis(tmp_path: Path
                                   "./run.sh: /usr/bin/python3: bad interpreter: No such file or directory"])
 def test_an_exit_127_is_named_as_the_runner_or_its_interpreter_not_found(line: str) -> None:
     found = load_signatures().classify(stderr=line + "\n", exit_code=127)
-    assert found.primary is not None and found.primary.signature.id == "runner-not-found", found.message
+    assert found.primary is not None and found.primary.signature.id == "runner-not-found", found.reason
     assert load_signatures().classify(stderr=line + "\n", exit_code=1).primary is None, "only with exit 127"

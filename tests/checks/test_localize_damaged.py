@@ -19,7 +19,7 @@ from harness.checks.localize.cli import main
 from harness.runners.executorch.localize import _runner_said
 
 REPO = Path(__file__).resolve().parents[2]
-GOOD_NODE = {"name": "aten_mul_tensor", "target": "aten.mul.Tensor", "shape": [1, 4],
+GOOD_NODE: dict[str, Any] = {"name": "aten_mul_tensor", "target": "aten.mul.Tensor", "shape": [1, 4],
              "quant": {"scale": 0.1, "zero_point": 0, "quant_min": 0, "quant_max": 255, "dtype": "uint8"}}
 
 

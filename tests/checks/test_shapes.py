@@ -51,7 +51,7 @@ def test_deepstack_placeholder_caught(tmp_path: Path) -> None:
              if f.kind == "deepstack_placeholder"]
     assert [f.expected for f in found] == ["[3,128,2048]", "[3,1,2048]"]  # prefill, decode
     # read from the NPU stub (its binaries re-read by QNN where the host has it), not the sidecar
-    assert all(f.where.file == "qnn/llm.mnn" and f.source in ("stub", "libQnnSystem") and "[3,1,1]" in f.found
+    assert all(f.where.file == "qnn/llm.mnn" and f.source in ("stub", "libQnnSystem") and "[3,1,1]" in str(f.found)
                for f in found)
     with pytest.raises(AssertionError, match=r"deepstack_embeds: expected \[3,128,2048\]"):
         assert_shapes_ok(found)
@@ -64,7 +64,7 @@ def test_missing_deepstack_feature_caught(tmp_path: Path) -> None:
     for cfg in ("config_qnn.json", "config_cpu_llm_qnn_visual.json"):
         found = check_export_shapes(info.path, cfg)
         assert kinds(found) == {"visual_output_missing"}
-        assert "deepstack_feature" in found[0].expected and found[0].found == "image_embeds"
+        assert "deepstack_feature" in str(found[0].expected) and found[0].found == "image_embeds"
     assert check_export_shapes(info.path, "config_qnn_cpu_visual.json") == []  # visual on CPU
 
 
@@ -116,7 +116,7 @@ def test_image_size_mismatch_and_axis_order(good_vl) -> None:
 def test_wrong_compiled_image_sizes(tmp_path: Path) -> None:
     info = make_qwen3_vl_export(tmp_path / "m", size_mb=SMALL, image_sizes=[(448, 448)])
     found = check_export_shapes(info.path, "config_cpu_llm_qnn_visual.json", image_sizes="512x384")
-    assert kinds(found) == {"image_size_mismatch"} and "448x448" in found[0].found
+    assert kinds(found) == {"image_size_mismatch"} and "448x448" in str(found[0].found)
 
 
 def test_model_type_comes_from_llm_config_not_folder_name(tmp_path: Path) -> None:
@@ -185,7 +185,7 @@ def test_soc_arch_pair_must_exist(tmp_path: Path) -> None:
     # Stand-in binaries, so the sidecar is the target wherever the host's QNN refuses them.
     info = make_qwen3_export(tmp_path / "m", size_mb=SMALL, soc_id=69, dsp_arch="v75", qnn_binaries="stand-in")
     found = [f for f in check_export_shapes(info.path) if f.kind != "io_unreadable"]
-    assert [(f.kind, f.expected.split()[0], f.source) for f in found] == [("target_inconsistent", "v79", "sidecar")]
+    assert [(f.kind, str(f.expected).split()[0], f.source) for f in found] == [("target_inconsistent", "v79", "sidecar")]
 
 
 def test_bad_input(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_deepstack_input_with_other_rows_is_an_error(tiny: Path, tmp_path: Path)
     (export / "llm.mnn.json").write_text(json.dumps(graph))
     [f] = check_export_shapes(export)
     assert (f.kind, f.where.file, f.where.key, f.severity) == ("cpu_graph_io", "llm.mnn", "deepstack_embeds dim 0", "error")
-    assert "3 (visual DeepStack features)" in f.expected and f.found == "[2,1,128]"
+    assert "3 (visual DeepStack features)" in str(f.expected) and f.found == "[2,1,128]"
 
 
 def test_hidden_size_other_than_the_visual_merger_is_an_error(tiny: Path, tmp_path: Path) -> None:

@@ -84,13 +84,13 @@ def test_real_stub_changed_chunk_limits_names_both_numbers(smollm2: Path) -> Non
     assert "compiled for chunk 128" in found.hint and "asks for 256" in found.hint
     _set_limits(smollm2, [128, 64, 1])  # 64 has no compiled graph
     (found,) = [f for f in check_export_shapes(smollm2, "config_qnn.json") if f.kind == "chunk_mismatch"]
-    assert "[64]" in found.hint and "[1, 128]" in found.expected
+    assert "[64]" in found.hint and "[1, 128]" in str(found.expected)
 
 
 def test_real_stub_missing_binaries_are_named(smollm2: Path) -> None:
     (found,) = [f for f in check_export_shapes(smollm2, "config_qnn.json") if f.kind == "missing_binary"]
-    assert found.found.startswith("32 missing: ")
-    assert all(f"qnn/graphllm{n}.bin" in found.found.split(": ", 1)[1].split(", ") for n in range(32))
+    assert str(found.found).startswith("32 missing: ")
+    assert all(f"qnn/graphllm{n}.bin" in str(found.found).split(": ", 1)[1].split(", ") for n in range(32))
     for n in range(32):
         (smollm2 / "qnn" / f"graphllm{n}.bin").write_bytes(b"ctx")
     # none missing now; where the host's QNN reads binaries, it refuses these 3-byte ones (a warning each)
@@ -222,7 +222,7 @@ def test_visual_sizes_without_sidecar_check_patch_counts(tmp_path: Path) -> None
     source = read_compiled_io(info.path).source  # the stub, re-read by the host's QNN where it has one
     assert [(f.kind, f.where.key, f.source) for f in found] == [
         ("image_size_mismatch", "image_sizes", source), ("image_size_mismatch", "prompt 0 image 0", source)]
-    assert "[768]" in found[0].expected and "784 patches" in found[0].found
+    assert "[768]" in str(found[0].expected) and "784 patches" in str(found[0].found)
     # the stub cannot tell 384x512 from 512x384 (same patch count): only the sidecar can
     assert check_export_shapes(info.path, "config_qnn.json", image_sizes="384x512") == []
 

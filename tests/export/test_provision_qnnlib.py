@@ -130,7 +130,7 @@ def test_the_shape_guards_see_the_binarys_real_dims(tmp_path: Path) -> None:
     # The stub claims what a good export would (input_ids [128,1,1024], graphs named as QNN's);
     # only the binary can say it was compiled for [1,32,128].
     stub = export / "qnn" / "llm.mnn"
-    graph = dump_mnn(stub)
+    graph: dict[str, Any] = dump_mnn(stub)
     first, second = [op for op in graph["oplists"] if op.get("type") == "Plugin"]
     for op, shape in ((first, [128, 1, 1024]), (second, [1, 128, 1024])):
         attrs = {a["key"]: a for a in op["main"]["attr"]}

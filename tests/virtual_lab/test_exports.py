@@ -276,7 +276,7 @@ REAL_STUB = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "
 def _plugin_layout(path: Path) -> tuple[set, set, list]:
     from harness.mnn_graph import dump_mnn
 
-    graph = dump_mnn(path)
+    graph: dict[str, Any] = dump_mnn(path)
     plugins = [op for op in graph["oplists"] if op["type"] == "Plugin"]
     keys = {a["key"] for op in plugins for a in op["main"]["attr"] if not a["key"].startswith("o_")}
     top = {op["type"] for op in graph["oplists"]} - {"Const", "Attention", "StridedSlice"}

@@ -86,7 +86,7 @@ def llama_main(argv: list[str], build: Mapping[str, Any]) -> int:
         sys.stderr.write(f"{exc}\n")
         return 1
     for path, what in ((flags["model_path"], "model"), (flags["tokenizer_path"], "tokenizer")):
-        if not os.path.isfile(path):
+        if not os.path.isfile(str(path)):
             _log("runner.cpp:98", f"Failed to load {what} from {path}: file not found")
             return 1
     if not _check_libs(build, argv[0]):
@@ -102,7 +102,7 @@ def executor_main(argv: list[str], build: Mapping[str, Any]) -> int:
     except FlagError as exc:
         sys.stderr.write(f"{exc}\n")
         return 1
-    if not os.path.isfile(flags["model_path"]):
+    if not os.path.isfile(str(flags["model_path"])):
         _log("qnn_executor_runner.cpp:332", f"Failed to parse model file {flags['model_path']}")
         return 1
     if not _check_libs(build, argv[0]):
