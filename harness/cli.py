@@ -224,26 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_dir", nargs="?", help="exported model folder")
     p.set_defaults(func=cmd_push)
 
-    p = sub.add_parser("localize", help="run a debug build on a device and name the first op that departs from "
-                       "the CPU reference (exit 0 none, 1 departed, 2 undecidable; docs/localize.md)")
-    p.add_argument("--device", required=True)
-    p.add_argument("--json", action="store_true", help="print one JSON object and nothing else on stdout")
-    p.add_argument("--runtime", metavar="DIR", help="ExecuTorch runtime folder (qnn_llama_runner, qnn_executor_runner, "
-                   "libqnn_executorch_backend.so; a build tree is fine); not needed on an emulated HTP")
-    p.add_argument("--qnn-sdk", metavar="SDK", help="QNN SDK root for the device's QNN libraries (or the host QNN "
-                   "of an emulated HTP)")
-    p.add_argument("--format", help="quantization format (default: the debug build's)")
-    p.add_argument("--threshold", type=float, help="dB SQNR (default: the format's calibrated one)")
-    p.add_argument("--work", metavar="DIR", help="where the run's files are pulled (default "
-                   "localize-out/<device>/<folder>)")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="the debug run's limit")
-    _lock_dir_option(p)
-    p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S, metavar="SECONDS",
-                   help="wait this long for a run holding the device (default 600)")
-    p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
-    p.add_argument("folder", help="the debug build (debug.pte, etrecord.bin, debug_inputs.npz, qnn_encodings.json), "
-                   "or the program folder it sits beside")
-    p.set_defaults(func=cmd_localize)
+    _add_localize(sub)
 
     p = sub.add_parser("status", help="what is provisioned on a device, from its manifest")
     p.add_argument("--device", required=True)
@@ -265,6 +246,33 @@ def build_parser() -> argparse.ArgumentParser:
     add_bisect(sub).set_defaults(func=cmd_bisect)
     add_replay(sub).set_defaults(func=cmd_replay)
 
+    _add_lab(sub)
+    return parser
+
+def _add_localize(sub: argparse._SubParsersAction[_Parser]) -> None:
+    p = sub.add_parser("localize", help="run a debug build on a device and name the first op that departs from "
+                       "the CPU reference (exit 0 none, 1 departed, 2 undecidable; docs/localize.md)")
+    p.add_argument("--device", required=True)
+    p.add_argument("--json", action="store_true", help="print one JSON object and nothing else on stdout")
+    p.add_argument("--runtime", metavar="DIR", help="ExecuTorch runtime folder (qnn_llama_runner, qnn_executor_runner, "
+                   "libqnn_executorch_backend.so; a build tree is fine); not needed on an emulated HTP")
+    p.add_argument("--qnn-sdk", metavar="SDK", help="QNN SDK root for the device's QNN libraries (or the host QNN "
+                   "of an emulated HTP)")
+    p.add_argument("--format", help="quantization format (default: the debug build's)")
+    p.add_argument("--threshold", type=float, help="dB SQNR (default: the format's calibrated one)")
+    p.add_argument("--work", metavar="DIR", help="where the run's files are pulled (default "
+                   "localize-out/<device>/<folder>)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="the debug run's limit")
+    _lock_dir_option(p)
+    p.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S, metavar="SECONDS",
+                   help="wait this long for a run holding the device (default 600)")
+    p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
+    p.add_argument("folder", help="the debug build (debug.pte, etrecord.bin, debug_inputs.npz, qnn_encodings.json), "
+                   "or the program folder it sits beside")
+    p.set_defaults(func=cmd_localize)
+
+
+def _add_lab(sub: argparse._SubParsersAction[_Parser]) -> None:
     lab = sub.add_parser("lab", help="nightly lab runs")
     lab_sub = lab.add_subparsers(dest="lab_command", required=True, parser_class=_Parser)
     p = lab_sub.add_parser("run", help="run a plan over every matching device in parallel")
@@ -284,7 +292,6 @@ def build_parser() -> argparse.ArgumentParser:
     _lock_dir_option(p)
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_lab_status)
-    return parser
 
 
 def _raise_interrupt(_signum: int, _frame: object) -> None:

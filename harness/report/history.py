@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import harness.report.op_history as op_history
 from harness.errors import HarnessError
 from harness.evidence import COLUMNS, Cell, Fold
 from harness.outcomes import Status
 from harness.pairs import BackendPair
-from harness.report import op_history
 from harness.report.records import TestRecord
 
 SCHEMA = """

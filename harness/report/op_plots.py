@@ -12,8 +12,8 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+import harness.report.op_history as op_history
 from harness.hostfiles import write_atomic
-from harness.report import op_history
 from harness.report.history import History
 
 _MAX_LABELS = 8  # slower ops named on the plot; the page's regressions list them all

@@ -87,7 +87,7 @@ def test_each_family_says_how_every_report_shows_it() -> None:
     owner: dict[str, type] = {}
     for s in samples:
         kind = type(s)
-        assert all(isinstance(c, Column) and c.sql in ("REAL", "TEXT") for c in kind.COLUMNS), kind  # type: ignore[attr-defined]
+        assert all(isinstance(c, Column) and c.sql in ("REAL", "TEXT") for c in kind.COLUMNS), kind  # type: ignore[attr-defined]  # each sample is an Evidence
         props = s.junit()  # type: ignore[attr-defined]  # each sample is an Evidence
         assert all(isinstance(v, str | None) for v in props.values()), kind
         for prop in props:

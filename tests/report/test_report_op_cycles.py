@@ -10,8 +10,7 @@ from pathlib import Path
 
 from harness.evidence import OpCycle, OpCycles
 from harness.outcomes import FailureClass, Status
-from harness.report import History, TestRecord
-from harness.report.html import write_html
+from harness.report import History, TestRecord, write_html
 from harness.report.op_history import NOISE
 
 LAYER_OPS = (("ln_mlp", "aten.native_layer_norm.default", 60_000.0), ("gate", "aten.linear.default", 400_000.0),

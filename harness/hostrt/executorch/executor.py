@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +58,13 @@ def log(line: int, msg: str) -> None:
     sys.stderr.flush()
 
 
-def _replace(write: Any, final: Path) -> None:
+def _replace(write: Callable[[str], object], final: Path) -> None:
     tmp = final.with_name(f".{final.name}.tmp")
     write(str(tmp))
     os.replace(tmp, final)
 
 
-def _inputs(flags: Mapping[str, Any], meta: Any) -> list[list[Any]]:
+def _inputs(flags: Mapping[str, Any], meta: Any) -> list[list[object]]:
     """One list of input tensors per line of the input list (the runner's own parsing: split on
     single spaces, a trailing \\r dropped, the file's size must be the tensor's)."""
     import torch
@@ -72,14 +72,14 @@ def _inputs(flags: Mapping[str, Any], meta: Any) -> list[list[Any]]:
     path = Path(flags["input_list_path"])
     if not path.is_file():
         return []
-    rows: list[list[Any]] = []
+    rows: list[list[object]] = []
     for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
         files = raw.rstrip("\r").split(" ")
         if files == [""]:
             break
         if len(files) != meta.num_inputs():
             raise RunFailed(f"Number of inputs ({meta.num_inputs()}) mismatch with input files ({len(files)})")
-        row = []
+        row: list[object] = []
         for i, name in enumerate(files):
             info = meta.input_tensor_meta(i)
             data = Path(name).read_bytes() if Path(name).is_file() else b""

@@ -24,7 +24,7 @@ import numpy as np
 
 from harness.errors import HarnessError, TransportError
 from harness.provision import provision_model
-from harness.runners.executorch.catalogue import ArtifactKind, EtArtifact
+from harness.runners.executorch import ArtifactKind, EtArtifact
 from harness.suite.executorch.checks import EtInput
 
 PROFILE_LEVEL = 2  # QNN's detailed level: one event per op
