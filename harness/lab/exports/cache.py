@@ -30,6 +30,7 @@ from typing import Any
 from harness.hostfiles import write_atomic
 from harness.lab.exports.leases import Leases
 from harness.lab.plan import ExportJob
+from harness.lab.plan.export_spec import REFERENCE_MODULE
 from harness.provision import HashCache, default_cache_path, sha256_file
 
 ENTRY_VERSION = 1
@@ -79,6 +80,9 @@ def key_material(job: ExportJob, inputs_sha: str, tools: Mapping[str, str | None
     """What decides the export's bytes. A debug build adds its `debug_args` (its own key); a plain
     build's material never names them, so declaring them rebuilds nothing already cached."""
     b = job.build
+    if job.reference:  # the same for every target and format: the files it reads, the builder, the tools
+        return {"version": ENTRY_VERSION, "reference": REFERENCE_MODULE, "inputs": inputs_sha,
+                "tools": dict(sorted(tools.items()))}
     material = {"version": ENTRY_VERSION, "command": b.key_command(), "shell": b.shell, "kind": b.kind,
                 "env": dict(sorted(b.env.items())), "qnn_host": b.qnn_host, "target": job.target.soc,
                 "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "format": job.format,
