@@ -81,8 +81,9 @@ def key_material(job: ExportJob, inputs_sha: str, tools: Mapping[str, str | None
     build's material never names them, so declaring them rebuilds nothing already cached."""
     b = job.build
     if job.reference:  # the same for every target and format: the files it reads, the builder, the tools
-        return {"version": ENTRY_VERSION, "reference": REFERENCE_MODULE, "inputs": inputs_sha,
-                "tools": dict(sorted(tools.items()))}
+        new_tokens = b.reference.new_tokens if b.reference is not None else None
+        return {"version": ENTRY_VERSION, "reference": REFERENCE_MODULE, "new_tokens": new_tokens,
+                "inputs": inputs_sha, "tools": dict(sorted(tools.items()))}
     material = {"version": ENTRY_VERSION, "command": b.key_command(), "shell": b.shell, "kind": b.kind,
                 "env": dict(sorted(b.env.items())), "qnn_host": b.qnn_host, "target": job.target.soc,
                 "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "format": job.format,

@@ -81,6 +81,7 @@ class ReferenceSpec:
     checkpoint: Path
     params: Path
     tokenizer: Path
+    new_tokens: int = 16  # the float model's greedy tokens per prompt (fewer: a cheaper judgement)
 
     @property
     def files(self) -> tuple[Path, ...]:
@@ -88,7 +89,8 @@ class ReferenceSpec:
 
     def argv(self, out: Path) -> list[str]:
         return [sys.executable, "-m", REFERENCE_MODULE, "--checkpoint", str(self.checkpoint), "--params",
-                str(self.params), "--tokenizer", str(self.tokenizer), "--out", str(out)]
+                str(self.params), "--tokenizer", str(self.tokenizer), "--new-tokens", str(self.new_tokens),
+                "--out", str(out)]
 
 
 @dataclass(frozen=True)
