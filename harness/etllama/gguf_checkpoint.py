@@ -77,8 +77,8 @@ class Checkpoint:
     def tokenizer(self) -> Path:
         return self.folder / TOKENIZER
 
-    def source(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.folder / SOURCE).read_text(encoding="utf-8"))
+    def source(self) -> dict[str, object]:
+        data: dict[str, object] = json.loads((self.folder / SOURCE).read_text(encoding="utf-8"))
         return data
 
 
@@ -108,7 +108,7 @@ def _fields(reader: Any) -> dict[str, Any]:
     return {name: field.contents() for name, field in reader.fields.items() if not name.startswith("GGUF.")}
 
 
-def params_of(fields: Mapping[str, Any], *, layers: int, source: str) -> dict[str, Any]:
+def params_of(fields: Mapping[str, Any], *, layers: int, source: str) -> dict[str, object]:
     """ExecuTorch's ModelArgs (params.json) of a llama-architecture GGUF's metadata."""
     arch = fields.get("general.architecture")
     if arch != "llama":
@@ -147,11 +147,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _weights(reader: Any, gguf: Any, layers: int, source: str) -> dict[str, Any]:
+def _weights(reader: Any, gguf: Any, layers: int, source: str) -> dict[str, object]:
     import numpy as np
     import torch
 
-    state: dict[str, Any] = {}
+    state: dict[str, object] = {}
     for t in reader.tensors:
         target = _target_name(t.name)
         if target is None:

@@ -18,7 +18,7 @@ _CONTROL, _USER_DEFINED = 3, 4
 # GPT-2's split rule (the ByteLevel pre-tokenizer's own regex, use_regex true).
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 # What each `tokenizer.ggml.pre` splits before the byte-level step (HF's pre_tokenizer Sequence).
-_PRE: Mapping[str, Sequence[Mapping[str, Any]]] = {
+_PRE: Mapping[str, Sequence[Mapping[str, object]]] = {
     # SmolLM / StarCoder: every digit alone, then GPT-2's rule
     "smollm": ({"type": "Digits", "individual_digits": True}, _BYTE_LEVEL),
     "starcoder": ({"type": "Digits", "individual_digits": True}, _BYTE_LEVEL),
@@ -27,7 +27,7 @@ _PRE: Mapping[str, Sequence[Mapping[str, Any]]] = {
 }
 
 
-def tokenizer_json(fields: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+def tokenizer_json(fields: Mapping[str, Any], *, source: str) -> dict[str, object]:
     """The tokenizer.json of a GGUF's `tokenizer.ggml.*` fields (their decoded values)."""
     model = fields.get("tokenizer.ggml.model")
     if model != "gpt2":

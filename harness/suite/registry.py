@@ -19,6 +19,7 @@ from harness.suite.executorch import (
     etdump_profile,
     load_failure_is_classified,
     localize_format,
+    program_size,
     quant_format_runs,
 )
 from harness.suite.model import Check, Need, Scope, Suite
@@ -77,7 +78,10 @@ ET_PROFILE = Check("etdump_profile", Scope.DEVICE, EtInput, etdump_profile, grou
 ET_LOCALIZE = Check("localize", Scope.FORMAT, EtInput, localize_format, marks=("qnn",), groups=("localize",),
                     doc="the first op where the format's program departs from the CPU reference (debug program, "
                     "ExecuTorch's Inspector): on a failed cell or when asked")
-EXECUTORCH_QNN = Suite("executorch_qnn", (ET_FORMAT_RUNS, ET_LOCALIZE, ET_CPU_EXPORTS, ET_LOAD_FAILURE, ET_PROFILE),
+ET_PROGRAM_SIZE = Check("program_size", Scope.FORMAT, EtInput, program_size, groups=("static",),
+                        doc="each QNN format's .pte: its bytes and its QNN context binaries' share (JUnit, page, history)")
+EXECUTORCH_QNN = Suite("executorch_qnn", (ET_FORMAT_RUNS, ET_LOCALIZE, ET_CPU_EXPORTS, ET_LOAD_FAILURE, ET_PROFILE,
+                                          ET_PROGRAM_SIZE),
                        visual=False, runner=RunnerKind.EXECUTORCH, formats=(*QUANT_FORMATS, UNRECORDED_QNN),
                        doc="ExecuTorch exports: the quant-format matrix on QNN, CPU exports, an ETDump profile")
 

@@ -1,6 +1,6 @@
 """A build's `reference:` (docs/exports.md#float-references): the harness builds the float reference
 itself from what the export was built from (checkpoint, params, tokenizer) with ExecuTorch's own
-llama model, as an export of its own (test_export[reference]), once per build, cached on those
+llama model, as an export of its own (test_export[<model>-reference]), once per build, cached on those
 files, and lays it beside the format folders where the float-reference check finds it. The
 programs here are the fake exporter's; the reference is real, on a tiny GGUF's checkpoint."""
 
@@ -43,13 +43,14 @@ def test_the_reference_is_one_export_per_build_keyed_on_its_files(tmp_path: Path
     spec = _plan(tmp_path, ck).exports
     assert spec is not None
     jobs = spec.jobs(())
-    assert [j.testcase for j in jobs] == ["test_export[reference]", "test_export[sm8650-16a4w]", "test_export[sm8650-8a8w]",
-                                          "test_export[sa8295-16a4w]", "test_export[sa8295-8a8w]"]
+    assert [j.testcase for j in jobs] == ["test_export[tiny-reference]", "test_export[tiny-sm8650-16a4w]",
+                                          "test_export[tiny-sm8650-8a8w]", "test_export[tiny-sa8295-16a4w]",
+                                          "test_export[tiny-sa8295-8a8w]"]
     argv = jobs[0].argv(tmp_path / "o")
     assert argv[1:3] == ["-m", "harness.etllama.reference"] and argv[-2:] == ["--out", str(tmp_path / "o")]
     material = export_cache.key_material(jobs[0], "files", {"executorch": "1.5.1"})
     assert "target" not in material and "format" not in material and "command" not in material
-    assert [j.testcase for j in spec.jobs((), only_format="8a8w")][0] == "test_export[sm8650-8a8w]"
+    assert [j.testcase for j in spec.jobs((), only_format="8a8w")][0] == "test_export[tiny-sm8650-8a8w]"
 
 
 def test_a_reference_naming_a_missing_file_or_an_unknown_key_is_a_plan_error(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_the_stage_builds_the_reference_and_lays_it_beside_the_programs(tmp_path
     found = read_float_reference(soc / "16a4w")  # the format folder's check finds it beside
     assert found is not None and found.folder == soc / "reference" and len(found.prompts) == 3
     assert all(len(p.tokens) == p.prompt_tokens + 16 for p in found.prompts)
-    assert "test_export[reference]" in {r.name for r in stage.records}
+    assert "test_export[tiny-reference]" in {r.name for r in stage.records}
     assert any(s.startswith("export tiny reference: passed") for s in said)
     again, _ = run_stage(plan, tmp_path, env=fake_env(tmp_path), only_target="SM8650", out="out2")
     assert next(r for r in again.results if r.job.reference).cache is CacheUse.HIT

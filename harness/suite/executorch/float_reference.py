@@ -15,7 +15,7 @@ from harness.checks import judge_float_reference, missing_float_reference, read_
 from harness.errors import ArtifactError, HarnessError, TransportError
 from harness.outcomes import FailureClass
 from harness.provision import provision_model
-from harness.report import TestRecord
+from harness.report import Detail, TestRecord
 from harness.runners.executorch import EtArtifact, ExecutorchRunner
 from harness.transport import Transport
 from harness.verdict import Verdict
@@ -54,7 +54,7 @@ def judge_against_float(transport: Transport, runner: ExecutorchRunner, art: EtA
         cls = FailureClass(run.classification.cls) if not run.classification.ok else FailureClass.RUNTIME_ERROR
         return Verdict.failed(cls, f"{label}: the teacher-forced run over {reference.index}'s tokens failed: "
                               f"{run.failure()}")
-    rec.extras["reference_run_s"] = run.run_s
+    rec.keep(Detail.REFERENCE_RUN_S, run.run_s)
     agreement = judge_float_reference(reference, np.load(run.output), label=label)
     rec.put(agreement)
     said = f"{label} against its float model ({reference.index}): {agreement.verdict}; {agreement.summary()}"
