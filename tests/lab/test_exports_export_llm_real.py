@@ -5,7 +5,7 @@ from the same checkpoint (`reference:`); the program is judged on QAIRT's HTP em
 
 One build a test run, shared (a file lock in the run's temp folder, as tests/localize_kit): the
 checkpoint, the export stage (export_llm + the reference) and nothing else. Cheaper than the
-example: calibration 16 steps, 4 greedy tokens a prompt in the reference. Measured on this 2-core
+example: calibration 16 steps, one prompt and 4 greedy tokens in the reference. Measured on this 2-core
 host: docs/etllama.md#measured."""
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def _plan(folder: Path) -> Path:
     build["formats"] = [FORMAT]
     build["command"] += " quantization.calibration_seq_length=16"
     build["reference"]["new_tokens"] = 4
+    (folder / "prompts.txt").write_text("What is the capital of France? Answer briefly.\n")
+    build["reference"]["prompts"] = "prompts.txt"  # one prompt: ~13 emulated steps of the 49152-token output
     shutil.copy(EXAMPLE / "smollm2_qnn.yaml", folder / "smollm2_qnn.yaml")
     (folder / "nightly.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     return folder / "nightly.yaml"

@@ -82,15 +82,16 @@ class ReferenceSpec:
     params: Path
     tokenizer: Path
     new_tokens: int = 16  # the float model's greedy tokens per prompt (fewer: a cheaper judgement)
+    prompts: Path | None = None  # a file of prompts, one a line; None: the suite's three
 
     @property
     def files(self) -> tuple[Path, ...]:
-        return (self.checkpoint, self.params, self.tokenizer)
+        return (self.checkpoint, self.params, self.tokenizer) + ((self.prompts,) if self.prompts else ())
 
     def argv(self, out: Path) -> list[str]:
         return [sys.executable, "-m", REFERENCE_MODULE, "--checkpoint", str(self.checkpoint), "--params",
                 str(self.params), "--tokenizer", str(self.tokenizer), "--new-tokens", str(self.new_tokens),
-                "--out", str(out)]
+                *(["--prompts", str(self.prompts)] if self.prompts else []), "--out", str(out)]
 
 
 @dataclass(frozen=True)

@@ -144,14 +144,16 @@ class _Parser:
         raw = typed_get(self.ctx, spec, "reference", dict, label=f"{label}.reference")
         if raw is None:
             return None
-        check_keys(self.ctx, f"{label}.reference", raw, {*_REFERENCE_KEYS, "new_tokens"})
+        check_keys(self.ctx, f"{label}.reference", raw, {*_REFERENCE_KEYS, "new_tokens", "prompts"})
         new_tokens = typed_get(self.ctx, raw, "new_tokens", int, label=f"{label}.reference.new_tokens", default=16)
         if new_tokens < 1:
             raise self.fail(f"{label}.reference.new_tokens", f"{new_tokens} must be 1 or more",
                             "give how many greedy tokens of the float model each prompt's reference holds")
         files = []
-        for key in _REFERENCE_KEYS:
+        for key in (*_REFERENCE_KEYS, "prompts"):
             where = f"{label}.reference.{key}"
+            if key == "prompts" and key not in raw:
+                break
             value = typed_get(self.ctx, raw, key, str, label=where, required=True,
                               missing_fix=f"name the {key} file the exporter was built from (docs/exports.md#float-references)")
             path = Path(self.expand(where, value)).expanduser()
@@ -161,7 +163,8 @@ class _Parser:
                                 "point it at the file the exporter read (python -m harness.etllama.gguf_checkpoint "
                                 "writes checkpoint.pth, params.json and tokenizer.json)")
             files.append(path.resolve())
-        return ReferenceSpec(files[0], files[1], files[2], new_tokens=new_tokens)
+        return ReferenceSpec(files[0], files[1], files[2], new_tokens=new_tokens,
+                             prompts=files[3] if len(files) > 3 else None)
 
     def names(self, label: str, spec: Mapping[str, object], key: str) -> tuple[str, ...]:
         raw = typed_get(self.ctx, spec, key, (list, str), label=f"{label}.{key}", required=True)
