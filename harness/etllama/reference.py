@@ -51,7 +51,7 @@ def load_float_model(checkpoint: Path, params: Path, context: int) -> Any:
     config.base.checkpoint = str(checkpoint)
     config.base.params = str(params)
     config.model.use_kv_cache = False
-    config.model.generate_full_logits = True
+    config.debug.generate_full_logits = True  # where Llama2Model reads it (not model.*): logits at every position
     config.export.max_seq_length = context
     config.export.max_context_length = context
     return Llama2Model(llm_config=config).get_eager_model().eval()
@@ -70,6 +70,9 @@ def teacher_forced(model: Any, tokens: Sequence[int]) -> Any:
 
     with torch.no_grad():
         logits = model(torch.tensor([list(tokens)]))
+    if tuple(logits.shape[:2]) != (1, len(tokens)):
+        raise ArtifactError(f"the float model gave logits of shape {list(logits.shape)} for {len(tokens)} tokens, "
+                            "not one row per position")
     return logits[0, :-1].float().numpy()
 
 
