@@ -66,8 +66,7 @@ def _program_sha(folder: Path) -> str:
 
 def run_real(tmp: Path) -> None:
     from harness.bisect.recipe import Exporter, RecipeRepo, build_at
-    from harness.lab.plan import Target
-    from harness.lab.plan.export_spec import ExportBuild
+    from harness.lab.plan import ExportBuild, Target
 
     shas = make_repo(tmp / "repo")
     build = ExportBuild(model="tiny", kind="executorch", targets=("SM8650",), formats=("16a8w",),

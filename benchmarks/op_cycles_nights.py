@@ -6,8 +6,8 @@ stage), each running the ExecuTorch suite's ETDump check (the plain program with
     python benchmarks/op_cycles_nights.py [--out DIR] [--repeats 2] [--layers 2] [--dim 256]
 
 1. `--repeats` nights of the same program (the export cache serves it after the first): the
-   noise, each op's largest over smallest cycles across those nights, printed with the ops'
-   sizes; no op of them may be named slower (harness/report/op_history.py NOISE).
+   noise, each op's largest over smallest cycles across those nights (ops of at least
+   MIN_RISE_CYCLES); no op of them may be named slower (harness/report/op_history.py).
 2. one night with layer 1's MLP 8x wider (`--widen-layer 1`): the night must name ops of
    `layers.1` as slower than the last good night, and no op outside it; its report.html holds
    the per-op plot.

@@ -111,11 +111,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_run(args: argparse.Namespace) -> int:
+    from harness.bisect import night_hook
     from harness.lab import run_from_cli
 
-    return run_from_cli(_inventory(args), Path(args.plan), Path(args.out), lock_dir=args.lock_dir,
+    inventory = _inventory(args)
+    return run_from_cli(inventory, Path(args.plan), Path(args.out), lock_dir=args.lock_dir,
                         fail_on_regression=args.fail_on_regression, rebuild_exports=args.rebuild_exports,
-                        bundle_files=args.bundle_files)
+                        after=night_hook(inventory, bundle_files=args.bundle_files, say=_say))
 
 
 def cmd_export(args: argparse.Namespace) -> int:

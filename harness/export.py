@@ -30,6 +30,9 @@ SIDECAR_PATH = "qnn/export_manifest.json"
 SIDECAR_NAMES = (SIDECAR_PATH, "export_manifest.json")
 SIDECAR_FORMAT = "harness.qnn_export_manifest/1"
 CONFIG_GLOB = "config*.json"  # a runtime config, as llm_demo takes it
+# A plan build's export as the night's export cache keeps it (harness/lab/exports/cache.py writes
+# it): entries/<key>/{out/ the export, export.log the exporter's whole output, entry.json sealed last}.
+CACHED_OUT_DIR, CACHED_LOG_FILE, CACHED_ENTRY_FILE = "out", "export.log", "entry.json"
 
 
 class FileProblem(str, enum.Enum):

@@ -1,7 +1,9 @@
 """Package names that load on first use (PEP 562), so a command imports only the modules it
 touches (a `harness push` neither the runtime resolver nor ctypes). One table per package:
 module -> the names it defines; a module given as `harness.x` is taken whole, others are the
-package's own submodules. Type checkers see the names through the package's TYPE_CHECKING imports."""
+package's own submodules. Type checkers see the names through the package's TYPE_CHECKING imports
+only: a face calls this under `if not TYPE_CHECKING:`, so a misspelled name fails mypy, not passes as
+Any (tests/house/test_types_hold.py)."""
 
 from __future__ import annotations
 

@@ -12,15 +12,17 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "axes": ("AxisKind", "Version"),
     "cli": ("add_parser", "run_from_cli"),
-    "night": ("bisect_new_failures",),
+    "night": ("bisect_new_failures", "night_hook"),
     "points": ("inputs_commit", "points_from_history", "record_night"),
     "report": ("answer", "write_results"),
     "run": ("BisectRequest", "Bisection", "bisect"),
     "search": ("Mark", "Search", "Step", "max_steps", "run_search"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.bisect.axes import AxisKind as AxisKind
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from harness.bisect.cli import add_parser as add_parser
     from harness.bisect.cli import run_from_cli as run_from_cli
     from harness.bisect.night import bisect_new_failures as bisect_new_failures
+    from harness.bisect.night import night_hook as night_hook
     from harness.bisect.points import inputs_commit as inputs_commit
     from harness.bisect.points import points_from_history as points_from_history
     from harness.bisect.points import record_night as record_night

@@ -6,18 +6,24 @@ SoC) or the failing one, until the time budget is spent. Each answer is written 
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.bisect.axes import AxisKind
-from harness.bisect.points import points_from_history
+from harness.bisect.points import night_versions, points_from_history, record_night
 from harness.errors import HarnessError
-from harness.inventory import Inventory
+from harness.inventory import DeviceSpec, Inventory
+from harness.lab import AfterNight
 from harness.lab.plan import Plan
 from harness.replay import slug
 from harness.report import TestRecord
+
+if TYPE_CHECKING:
+    from harness.lab import NightResult
 
 SayFn = Callable[[str], None]
 
@@ -71,3 +77,26 @@ def bisect_new_failures(records: list[TestRecord], plan: Plan, inventory: Invent
         say(f"bisect: {answer(result)}")
         done += 1
     return problems
+
+
+def night_hook(inventory: Inventory, *, bundle_files: bool = False, say: SayFn | None = None) -> AfterNight:
+    """What `harness lab run` runs after a night's reports: the repro bundles and bisection points
+    (harness/replay/night.py), then the plan's bisection of its new failures (`bisect:`)."""
+    from harness.replay import after_night
+
+    tell = say or (lambda message: None)
+
+    def after(result: NightResult, plan: Plan, devices: list[DeviceSpec], history_db: Path,
+              stop: threading.Event) -> list[str]:
+        records = result.records()
+        problems = after_night(records, plan, devices, result.out_dir, copy_files=bundle_files)
+        try:  # each testcase's outcome and the night's versions: a later bisection's points
+            record_night(history_db, result.run_id, result.started_at, records, night_versions(plan, devices))
+        except (HarnessError, OSError, sqlite3.Error) as exc:
+            problems.append(f"bisection points not recorded in {history_db}: {exc}")
+        if plan.bisect is not None and not stop.is_set():
+            problems += bisect_new_failures(records, plan, inventory, result.out_dir, history_db=history_db,
+                                            say=tell, stop=stop)
+        return problems
+
+    return after

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.bisect.axes import AxisKind
-from harness.lab import UsageError
+from harness.inventory import DeviceSpec
+from harness.lab import UsageError, device_path
+from harness.lab.plan import Plan
+from harness.outcomes import Status
 from harness.report import TestRecord
+from harness.verdict import is_bad
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS testcase_nights (
@@ -46,6 +50,22 @@ def inputs_commit(inputs: Iterable[Path]) -> str | None:
     if head.returncode != 0 or dirty.returncode != 0 or dirty.stdout.strip():
         return None  # uncommitted changes: that night's inputs are no commit
     return head.stdout.strip() or None
+
+
+def night_versions(plan: Plan, devices: Sequence[DeviceSpec]) -> dict[tuple[str, str], str]:
+    """(axis, model) -> the night's version: its inputs' commit, runtime folder, SDK root."""
+    out: dict[tuple[str, str], str] = {}
+    for build in plan.exports.builds if plan.exports else ():
+        commit = inputs_commit(build.inputs)
+        if commit:
+            out[("inputs", build.model)] = commit
+    one = devices[0] if devices else None
+    for entry in plan.entries():
+        options = {**plan.options, **entry.model.options, **entry.suite.options}
+        for axis, key in (("runtime", "runtime_dir"), ("qairt", "qnn_sdk")):
+            if options.get(key) and one is not None:
+                out[(axis, entry.model.name)] = str(device_path(str(options[key]), one))
+    return out
 
 
 def record_night(db: Path, night_id: str, started_at: float, records: Iterable[TestRecord],
@@ -88,10 +108,11 @@ def points_from_history(db: Path, device: str, testcase: str, axis: AxisKind) ->
         rows = con.execute("SELECT night_id, status, failure_class FROM testcase_nights WHERE device = ? AND "
                            "testcase = ? ORDER BY started_at", (device, testcase)).fetchall()
         good = bad = None
-        for night, status, cls in rows:
-            if status == "passed":
+        for night, text, cls in rows:
+            status = Status(text)
+            if status is Status.PASSED:
                 good, bad = night, None
-            elif status in ("failed", "error") and good is not None and bad is None:
+            elif is_bad(status) and good is not None and bad is None:
                 bad = (night, cls)
         if good is None or bad is None:
             raise UsageError(f"{db}: no night where {testcase} passed on {device} followed by one where it failed; "

@@ -34,7 +34,7 @@ def _evidence(b: Bisection, index: int) -> str:
     if step is None:
         given = "the good point" if (index == b.search.old) == (not b.fixes) else "the bad point"
         return f"{label}: {given} as given"
-    said = step.status + (f" {step.failure_class}" if step.failure_class else "")
+    said = (step.status.value if step.status else "") + (f" {step.failure_class}" if step.failure_class else "")
     return f"{label}: {said or step.why}" + (f": {step.message}" if step.message else "")
 
 
@@ -78,7 +78,8 @@ def records(b: Bisection, run_id: str) -> list[TestRecord]:
                          duration_s=s.cost_s)
         rec.keep(Detail.BISECT_STEP, s.to_json())
         status = Status.SKIPPED if s.mark is Mark.SKIP else Status.PASSED
-        rec.set_verdict(Verdict(status, None, f"{s.mark.value}: " + (s.why or f"{s.status} {s.failure_class}".strip())))
+        seen = f"{s.status.value if s.status else ''} {s.failure_class}".strip()
+        rec.set_verdict(Verdict(status, None, f"{s.mark.value}: {s.why or seen}"))
         rec.stamp(run_id=run_id)
         out.append(rec)
     summary = TestRecord(name=f"test_bisect[{req.testcase}]", suite=SUITE, device=req.device, soc_model=dev.soc_model,

@@ -17,7 +17,9 @@ from harness.bisect.search import Mark, Search, Step, max_steps, run_search
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab import UsageError
 from harness.lab.plan import ExportBuild, Plan, PlanEntry, Target
+from harness.outcomes import Status
 from harness.replay import Cell, cell_of, run_cell
+from harness.verdict import is_bad
 
 SayFn = Callable[[str], None]
 EXPORT_TESTCASE = "test_export"
@@ -165,10 +167,33 @@ class Driver:
         mark = judge(outcome)
         why = "" if mark is not Mark.SKIP else (outcome.describe() if run.record else run.why_none)
         rec = run.record
-        return Step(index, version.label, mark, status=rec.status.value if rec else "",
+        return Step(index, version.label, mark, status=rec.status if rec else None,
                     failure_class=rec.failure_class.value if rec and rec.failure_class else "",
                     message=rec.message if rec else "", why=why, cost_s=time.monotonic() - started,
                     export_cache=use, evidence={"records": str(run.out_dir / "night" / "records.jsonl")})
+
+
+def _point_states(driver: Driver, versions: list[Version], good: int, bad: int,
+                  search: Search) -> tuple[Outcome, Outcome]:
+    """The old and the new point's states. The bad point is run first (unless its failure class is
+    known), its failure being what the other steps are compared with; the good point too when asked."""
+    req = driver.req
+    bad_state = Outcome(False, req.failure_class, Status.FAILED) if req.failure_class else None
+    if bad_state is None:
+        first = driver.step(versions, bad, lambda o: Mark.NEW if bad == search.new else Mark.OLD)
+        if first.status is None or not is_bad(first.status):
+            raise UsageError(f"harness bisect: {req.testcase} did not fail at the bad point {versions[bad].label} "
+                             f"on {req.device} ({first.status or first.why}); nothing to bisect")
+        bad_state = Outcome(False, first.failure_class or None, first.status)
+        search.steps.append(first)
+    if req.verify_good:
+        checked = driver.step(versions, good, lambda o: Mark.OLD if good == search.old else Mark.NEW)
+        if checked.status is not Status.PASSED:
+            raise UsageError(f"harness bisect: {req.testcase} does not pass at the good point {versions[good].label} "
+                             f"on {req.device} ({checked.status or checked.why}: {checked.message}); nothing to bisect")
+        search.steps.append(checked)
+    good_state = Outcome(True, None, Status.PASSED)
+    return (good_state, bad_state) if good == search.old else (bad_state, good_state)
 
 
 def bisect(req: BisectRequest, *, say: SayFn, stop: threading.Event | None = None) -> Bisection:
@@ -181,23 +206,7 @@ def bisect(req: BisectRequest, *, say: SayFn, stop: threading.Event | None = Non
         raise UsageError("harness bisect: --good and --bad name the same version")
     old, new = min(good, bad), max(good, bad)
     search = Search([v.label for v in versions], old, new)
-    bad_state = Outcome(False, req.failure_class) if req.failure_class else None
-    if bad_state is None:  # the bad point run first: its failure is what the others are compared with
-        first = driver.step(versions, bad, lambda o: Mark.NEW if bad == new else Mark.OLD)
-        seen = Outcome(first.status == "passed", first.failure_class or None, first.status)
-        if seen.passed or first.status not in ("failed", "error"):
-            raise UsageError(f"harness bisect: {req.testcase} did not fail at the bad point {versions[bad].label} "
-                             f"on {req.device} ({first.status or first.why}); nothing to bisect")
-        bad_state = Outcome(False, seen.failure_class)
-        search.steps.append(first)
-    good_state = Outcome(True, None)
-    if req.verify_good:
-        checked = driver.step(versions, good, lambda o: Mark.OLD if good == old else Mark.NEW)
-        if checked.status != "passed":
-            raise UsageError(f"harness bisect: {req.testcase} does not pass at the good point {versions[good].label} "
-                             f"on {req.device} ({checked.status or checked.why}: {checked.message}); nothing to bisect")
-        search.steps.append(checked)
-    old_state, new_state = (good_state, bad_state) if good == old else (bad_state, good_state)
+    old_state, new_state = _point_states(driver, versions, good, bad, search)
     say(f"bisect: {len(versions)} versions on the {req.axis} axis, at most {max_steps(new - old + 1)} steps "
         f"between {versions[old].label} ({'passes' if old_state.passed else 'fails'}) and "
         f"{versions[new].label} ({'passes' if new_state.passed else 'fails'})")

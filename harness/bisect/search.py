@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from harness.outcomes import Status
+
 
 class Mark(StrEnum):
     OLD = "old"  # the old point's state (for a regression: good)
@@ -32,7 +34,7 @@ class Step:
     index: int
     version: str
     mark: Mark
-    status: str = ""  # the testcase's status (passed, failed, error, skipped) or "" when it never ran
+    status: Status | None = None  # the testcase's status; None when it never ran
     failure_class: str = ""
     message: str = ""
     why: str = ""  # why this mark (a skip's reason)
@@ -41,7 +43,7 @@ class Step:
     evidence: dict[str, object] = field(default_factory=dict, hash=False, compare=False)
 
     def to_json(self) -> dict[str, object]:
-        return {"index": self.index, "version": self.version, "mark": self.mark.value, "status": self.status,
+        return {"index": self.index, "version": self.version, "mark": self.mark.value, "status": self.status.value if self.status else "",
                 "failure_class": self.failure_class, "message": self.message, "why": self.why,
                 "cost_s": round(self.cost_s, 3), "export_cache": self.export_cache, "evidence": self.evidence}
 

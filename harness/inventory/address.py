@@ -16,7 +16,7 @@ _SSH_KEYS = {"host", "port", "user", "key", "known_hosts", "trust_new_host_key"}
 _ADB_SERVER_KEYS = {"host", "port", "via_ssh"}
 
 
-def parse_ssh(ctx: Ctx, data: Any, base: Path, *, prefix: str = "ssh", host_from: str | None = None) -> SshSpec:
+def parse_ssh(ctx: Ctx, data: object, base: Path, *, prefix: str = "ssh", host_from: str | None = None) -> SshSpec:
     """`host_from`: where the host comes from instead (a labgrid place); then `host` and
     `port` must not be written here."""
     if not isinstance(data, dict):

@@ -18,10 +18,10 @@ _HOMES = {
     "health": ("HealthPolicy", "check_device", "judge"),
     "jobs": ("suite_job",),
     "locks": ("DeviceBusy", "DeviceLock", "lock_state"),
-    "scheduler": ("run_night", "new_run_id"),
+    "scheduler": ("AfterNight", "run_night", "new_run_id"),
     "status": ("collect_status", "format_status", "lab_status"),
     "worker": ("EntryRun",),
-    "night_reports": ("write_night_reports",),
+    "night_reports": ("NightResult", "write_night_reports"),
 }
 if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
     __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
@@ -45,7 +45,9 @@ if TYPE_CHECKING:
     from harness.lab.locks import DeviceBusy as DeviceBusy
     from harness.lab.locks import DeviceLock as DeviceLock
     from harness.lab.locks import lock_state as lock_state
+    from harness.lab.night_reports import NightResult as NightResult
     from harness.lab.night_reports import write_night_reports as write_night_reports
+    from harness.lab.scheduler import AfterNight as AfterNight
     from harness.lab.scheduler import new_run_id as new_run_id
     from harness.lab.scheduler import run_night as run_night
     from harness.lab.status import collect_status as collect_status

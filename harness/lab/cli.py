@@ -11,7 +11,7 @@ from harness.inventory import DeviceSpec, Inventory
 from harness.lab.context import DeviceContext
 from harness.lab.exitcodes import ExitCode, for_night
 from harness.lab.plan import RUNNERS, Plan, PlanError, load_plan
-from harness.lab.scheduler import run_night
+from harness.lab.scheduler import AfterNight, run_night
 from harness.report import TestRecord
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ plan_job = PlanJob()
 
 def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_dir: str | None = None,
                  fail_on_regression: bool = True, rebuild_exports: bool = False,
-                 bundle_files: bool = False) -> ExitCode:
+                 after: AfterNight | None = None) -> ExitCode:
     """Run a night and print it; the last line is the counts. Returns the exit code
     (harness/lab/exitcodes.py). A plan or inventory error raises before anything runs."""
     plan = load_plan(plan_path)
@@ -49,7 +49,7 @@ def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_d
 
     with night_log(Path(out_dir)) as log:  # other libraries' lines go to the file, not the console
         result = run_night(plan, inventory, out_dir, plan_job, lock_dir=Path(lock_dir) if lock_dir else None,
-                           rebuild_exports=rebuild_exports, bundle_files=bundle_files)
+                           rebuild_exports=rebuild_exports, after=after)
     print(f"night {result.run_id}: {result.wall_s:.1f}s, records in {result.records_path}"
           + (" [interrupted]" if result.interrupted else ""))
     for name, outcome in sorted(result.devices.items()):

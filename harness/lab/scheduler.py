@@ -135,6 +135,10 @@ def new_run_id() -> str:
 
 HISTORY_FILE = "history.sqlite"  # in --out, as `harness lab run --help` says
 
+# What a front door runs after a night's reports (the repro bundles and the plan's bisection,
+# harness/bisect/night.py): (the night, its plan as run, its devices, the history, the stop) -> problems.
+AfterNight = Callable[[NightResult, Plan, list[DeviceSpec], Path, threading.Event], list[str]]
+
 
 def run_night(
     plan: Plan,
@@ -151,7 +155,7 @@ def run_night(
     reports: bool = True,
     grace_s: float = 30.0,
     rebuild_exports: bool = False,
-    bundle_files: bool = False,
+    after: AfterNight | None = None,
 ) -> NightResult:
     """Run the plan on every matching device in parallel; write records and reports.
 
@@ -165,9 +169,7 @@ def run_night(
     Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
     cleanly: device processes killed, claims released, what arrived reported; the result says so.
     A plan's `exports:` run first, on this host, before any claim (harness/lab/exports/stage.py);
-    `rebuild_exports` builds them even when the export cache has them. With reports, each failed
-    cell gets a repro bundle under <out_dir>/bundles/ (its pushed files copied with `bundle_files`)
-    and the history the testcases' outcomes for bisection (harness/replay/night.py).
+    `rebuild_exports` builds them even when the export cache has them.
     """
     devices = plan.select_devices(inventory)
     plan.check_models(devices)
@@ -197,12 +199,7 @@ def run_night(
             night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
             if isinstance(job, ExportChecks) and not stop.is_set():
-                # Checks that need no device: decided once per export, before any device is
-                # claimed; each worker writes its device's copies as it starts an entry.
-                night.export_checks = job.export_checks(plan, devices, run_id)
-                for rec in night.export_checks.failing():
-                    say(f"export check {rec.name} of {rec.model}: {rec.status}, decided once for all its devices: "
-                        f"{rec.message.splitlines()[0] if rec.message else ''}")
+                _decide_export_checks(night, job, devices)
             # A stop during the exports: no device is claimed at all.
             workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
             pool = _start_pool(night, workers, reports=reports)
@@ -211,18 +208,7 @@ def run_night(
             result.devices = {w.device.name: w.outcome for w in workers}
         result.wall_s = time.monotonic() - started
         if reports:
-            _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
-            if not result.interrupted:
-                from harness.replay import after_night
-
-                result.report_problems += after_night(result.records(), plan, devices, out_dir, run_id=run_id,
-                                                      started_at=result.started_at, history_db=history_path,
-                                                      copy_files=bundle_files)
-            if plan.bisect is not None and not stop.is_set():  # the plan's bisection of its new failures
-                from harness.bisect import bisect_new_failures
-
-                result.report_problems += bisect_new_failures(result.records(), plan, inventory, out_dir,
-                                                              history_db=history_path, say=say, stop=stop)
+            _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say, after=after, devices=devices)
         result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
                                    for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
@@ -232,6 +218,15 @@ def run_night(
     except HostWriteError as exc:  # the start's night.json stays; what arrived is in records.jsonl
         result.report_problems.append(f"night.json not updated: {exc}")
     return result
+
+
+def _decide_export_checks(night: Night, job: ExportChecks, devices: list[DeviceSpec]) -> None:
+    """Checks that need no device: decided once per export, before any device is claimed; each
+    worker writes its device's copies as it starts an entry (lab/export_checks.py)."""
+    night.export_checks = job.export_checks(night.plan, devices, night.run_id)
+    for rec in night.export_checks.failing():
+        night.say(f"export check {rec.name} of {rec.model}: {rec.status}, decided once for all its devices: "
+                  f"{rec.message.splitlines()[0] if rec.message else ''}")
 
 
 def default_history(out_dir: Path, say: SayFn) -> Path:
@@ -252,8 +247,9 @@ def default_history(out_dir: Path, say: SayFn) -> Path:
 
 
 def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bool, stop: threading.Event,
-             say: SayFn) -> None:
-    """The night's reports into `result` (paths, regressions, problems)."""
+             say: SayFn, after: AfterNight | None = None, devices: list[DeviceSpec] | None = None) -> None:
+    """The night's reports into `result` (paths, regressions, problems); then `after` (the front
+    door's after-report work: repro bundles, the plan's bisection) unless the night was stopped."""
     if not claimed and stop.is_set():
         # Stopped during the exports, before any claim: their JUnit only (the HTML's plotting
         # alone takes seconds), so Ctrl-C ends the night within 2 s (docs/exports.md).
@@ -266,6 +262,8 @@ def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bo
         nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
         min_nights=plan.history.min_nights, record_history=not result.interrupted,
     )
+    if after is not None and not stop.is_set():
+        result.report_problems += after(result, plan, list(devices or ()), history_path, stop)
 
 
 def _export_stage(plan: Plan, devices: list[DeviceSpec], out_dir: Path, job: JobFn, *, stop: threading.Event, say: SayFn,

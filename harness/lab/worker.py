@@ -23,8 +23,7 @@ from harness.lab.locks import DeviceBusy
 from harness.lab.plan import Plan, PlanEntry
 from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report import Detail, RecordWriter, TestRecord
-from harness.transport import HeldLink, KillsProcesses, Transport
-from harness.transport.retry import NO_RETRY
+from harness.transport import NO_RETRY, HeldLink, KillsProcesses, Transport
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:

@@ -210,8 +210,10 @@ def smoke_load(artifact: ModelArtifact, runtime: RuntimeQairt | None) -> None:
     from harness.hostfiles import FileKey, user_cache_dir, write_atomic
     from harness.qnn import TrialLoadError, auto_host_qnn, qairt_version_of, trial
 
+    if runtime is None:  # nothing to compare the host's release with: no verdict (and no host lookup)
+        return
     host, _why = auto_host_qnn(None)
-    if runtime is None or host is None or qairt_version_of(host.qairt_build) != qairt_version_of(runtime.build):
+    if host is None or qairt_version_of(host.qairt_build) != qairt_version_of(runtime.build):
         return
     memo_path = user_cache_dir() / SMOKE_MEMO
     try:

@@ -103,16 +103,7 @@ def sync_set(
     s = SyncSession(transport, layout, cache, progress, verify)
     items = [Item(f, key) for f, key in zip(files, FileKey.of_many([f.path for f in files]))]
     hashed_before = cache.hashed_bytes
-    checked: list[bool] = []
-
-    def check(blobs: Mapping[str, bytes | None]) -> None:
-        checked.append(True)
-        if preflight is not None:
-            preflight(blobs)
-
-    fast = _unchanged_by_file_protocol(s, items, meta or {}, preflight_reads, check) if maybe_unchanged else None
-    if not checked:  # a first push, or the file protocol failed: read them on their own
-        check(transport.read_small_files(list(preflight_reads)) if preflight_reads else {})
+    fast = _first_look(s, items, meta or {}, maybe_unchanged, preflight_reads, preflight)
     local_writes = [cache.save]  # host files written while the device works
     if fast is not None:
         _host_writes(local_writes, on_manifest, fast.manifest)
@@ -174,6 +165,24 @@ def _host_writes(writes: list[Callable[[], None]], on_manifest: Callable[[Manife
         if errors is None:
             raise
         errors.append(exc)
+
+
+def _first_look(s: SyncSession, items: list[Item], meta: Mapping[str, object], maybe_unchanged: bool,
+                preflight_reads: Sequence[str],
+                preflight: Callable[[Mapping[str, bytes | None]], None] | None) -> SyncResult | None:
+    """The unchanged check over the file protocol (when the set may be unchanged), and the
+    caller's preflight on its reads, from the same round trip, before any byte moves."""
+    checked: list[bool] = []
+
+    def check(blobs: Mapping[str, bytes | None]) -> None:
+        checked.append(True)
+        if preflight is not None:
+            preflight(blobs)
+
+    fast = _unchanged_by_file_protocol(s, items, meta, preflight_reads, check) if maybe_unchanged else None
+    if not checked:  # a first push, or the file protocol failed: read them on their own
+        check(s.t.read_small_files(list(preflight_reads)) if preflight_reads else {})
+    return fast
 
 
 def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: Mapping[str, object], extra_reads: Sequence[str],

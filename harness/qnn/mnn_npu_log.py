@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harness.catalogue import Entry, Scope, load_catalogue
 from harness.evidence import CpuFallback, MnnNpuLog, ModuleSpeed
+from harness.export import CACHED_ENTRY_FILE, CACHED_LOG_FILE, CACHED_OUT_DIR
 
 NOT_REGISTERED, UNSUPPORTED = "mnn-qnn-op-not-registered", "mnn-qnn-op-unsupported"
 MODULE_ERROR, COMPILE_FAILED = "mnn-npu-module-error", "mnn-npu-compile-failed"
@@ -109,16 +110,14 @@ def convert_log_of(export: Path) -> Path | None:
     """compilefornpu's output for an export folder, where one is kept:
     1. a plan build's exporter log: the night's export stage keeps the command's whole output as
        `export.log` beside the export in its cache entry (`entries/<key>/{out/, export.log}`,
-       harness/lab/exports/cache.py), and the night's exports link to `out/`;
+       harness/export.py CACHED_*), and the night's exports link to `out/`;
     2. the user's copy in the export folder, `compilefornpu.log` (generate_llm_qnn.py prints
        compilefornpu's output to its stdout: `... 2>&1 | tee <model>/compilefornpu.log`).
     None: neither is there (the convert-time reasons are then unknown, not absent)."""
-    from harness.lab.exports.cache import ENTRY_FILE, LOG_FILE, OUT_DIR
-
     real = Path(export).resolve()
     entry = real.parent
-    if real.name == OUT_DIR and (entry / ENTRY_FILE).is_file() and (entry / LOG_FILE).is_file():
-        return entry / LOG_FILE
+    if real.name == CACHED_OUT_DIR and (entry / CACHED_ENTRY_FILE).is_file() and (entry / CACHED_LOG_FILE).is_file():
+        return entry / CACHED_LOG_FILE
     mine = Path(export) / USER_CONVERT_LOG
     return mine if mine.is_file() else None
 

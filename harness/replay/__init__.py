@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "bundle": ("slug", "write_bundle", "write_bundles"),
     "cell": ("Cell", "cell_of", "run_cell"),
     "cli": ("add_parser", "run_from_cli"),
     "night": ("after_night",),
     "rerun": ("BundleRefused", "replay"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.replay.bundle import slug as slug

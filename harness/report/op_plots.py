@@ -57,23 +57,30 @@ def _plot(key: op_history.Key, ops: dict[str, tuple[str, str, float, str]],
                label=f"last good night ({base_night})")
     ax.set_yscale("log")
     top = max(v[2] for v in ops.values()) * 3
-    blocks: dict[str, list[int]] = {}
+    runs: list[tuple[str, int, int]] = []  # (block, first, last): consecutive ops of one layer
     for i, n in enumerate(nodes):
-        if block := _block(ops[n][1]):
-            blocks.setdefault(block, []).append(i)
-    for j, (block, idx) in enumerate(blocks.items()):
-        if j % 2 == 0:
-            ax.axvspan(min(idx) - 0.5, max(idx) + 0.5, color="0.93", zorder=0)
-        ax.text((min(idx) + max(idx)) / 2, top, block.replace("layers.", "layer "), ha="center", fontsize=8, color="0.35")
-    for n in sorted(named, key=lambda n: -ops[n][2])[:_MAX_LABELS]:
+        block = _block(ops[n][1])
+        if not block:
+            continue
+        if runs and runs[-1][0] == block:
+            runs[-1] = (block, runs[-1][1], i)
+        else:
+            runs.append((block, i, i))
+    for block, lo, hi in runs:
+        if int(block.split(".")[1]) % 2 == 0:
+            ax.axvspan(lo - 0.5, hi + 0.5, color="0.93", zorder=0)
+        if hi - lo >= 3:
+            ax.text((lo + hi) / 2, top, block.replace("layers.", "layer "), ha="center", fontsize=8, color="0.35")
+    for k, n in enumerate(sorted(named, key=lambda n: nodes.index(n))[:_MAX_LABELS]):
         i = nodes.index(n)
-        ax.annotate(f"{n}\n{ops[n][1] or ops[n][0]}", (i, ops[n][2]), fontsize=7, color="#c62828",
-                    xytext=(3, 3), textcoords="offset points")
+        ax.annotate(ops[n][1] or n, (i, ops[n][2]), fontsize=7, color="#c62828", xytext=(-60, -14 - 11 * k),
+                    textcoords="offset points", ha="right",
+                    arrowprops={"arrowstyle": "-", "color": "#c62828", "lw": 0.5})
     ax.set_ylim(top=top * 2)
     ax.set_xlabel("QNN op (graph order)")
     ax.set_ylabel(unit)
     ax.set_title(f"{key[0]} {key[2]}: per-op cycles; red: slower than the last good night", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, format="png")

@@ -9,9 +9,10 @@ import signal
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from harness.errors import RemoteNoSpaceError, RemotePathError
-from harness.inventory import LOCAL
+from harness.inventory import LOCAL, TransportKind
 from harness.transport.base import ProgressFn, Transport
 from harness.transport.types import RawExec, RemoteStat
 
@@ -19,7 +20,7 @@ _CHUNK = 4 << 20
 
 
 class LocalTransport(Transport):
-    kind = LOCAL
+    kind: ClassVar[TransportKind | None] = LOCAL  # the base's type: a subclass may be a kind of its own
     free_bytes_is_df = False  # free_bytes() asks the host OS, not `df -k`
 
     def _exec(self, command: str, timeout: float | None) -> RawExec:
@@ -78,7 +79,7 @@ class LocalTransport(Transport):
         return shutil.disk_usage(path).free
 
     def facts(self) -> dict[str, str]:
-        return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": self.kind.name}
+        return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": str(self.kind)}
 
 
 def _copy(src: Path, dst: Path, mode: int | None, progress: ProgressFn | None, device: str) -> int:

@@ -44,9 +44,10 @@ def test_bisect_names_the_commit_that_planted_the_fault(vlab, tmp_path, capsys):
     assert "test_bisect[test_generation[qnn-france]]" in (tmp_path / "b1" / "junit.xml").read_text()
     assert (tmp_path / "b1" / "report.html").is_file() and (tmp_path / "history.sqlite").is_file()
 
-    # A narrower bisection later: every version it needs was built before, all from the cache.
-    assert main([*argv, "--good", shas[6], "--bad", shas[9], "--failure-class", "crash",
+    # A narrower bisection later (the bad point's class given): the version it needs was built
+    # by the first one, from the cache.
+    assert main([*argv, "--good", shas[6], "--bad", shas[8], "--failure-class", "crash",
                  "--out", str(tmp_path / "b2")]) == 0
     again = json.loads((tmp_path / "b2" / "bisect.json").read_text())
     assert again["first_new_version"].startswith(shas[8][:10]) and again["exports_built"] == 0, again
-    assert {s["export_cache"] for s in again["steps"]} == {"hit"}
+    assert [(s["version"][:10], s["export_cache"]) for s in again["steps"]] == [(shas[7][:10], "hit")]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from harness.bisect import AxisKind, points_from_history
+from harness.bisect import AxisKind, night_hook, points_from_history
 from harness.lab import jobs, run_night
 from harness.lab.plan import load_plan
 from tests.bisect.recipe_kit import git, make_recipe_repo, write_plan
@@ -26,13 +26,15 @@ def test_the_night_bisects_its_new_failure(vlab, tmp_path, monkeypatch):
     path.write_text(json.dumps(data))
 
     git(repo, "checkout", "-q", shas[1])  # last night's recipe: healthy
-    first = run_night(load_plan(path), vlab.inventory, tmp_path / "n1", jobs.suite_job)
+    after = night_hook(vlab.inventory, say=print)  # what `harness lab run` runs after the reports
+    first = run_night(load_plan(path), vlab.inventory, tmp_path / "n1", jobs.suite_job, after=after)
     assert all(not r.is_bad for r in first.records()), [(r.name, r.message) for r in first.records() if r.is_bad]
     assert not (tmp_path / "n1" / "bisect").exists()
 
     git(repo, "checkout", "-q", "main")  # tonight's: the fault is in
     said: list[str] = []
-    second = run_night(load_plan(path), vlab.inventory, tmp_path / "n2", jobs.suite_job, say=said.append)
+    after = night_hook(vlab.inventory, say=said.append)
+    second = run_night(load_plan(path), vlab.inventory, tmp_path / "n2", jobs.suite_job, say=said.append, after=after)
     bad = [r for r in second.records() if r.is_bad]
     assert bad and all(r.failure_class == "crash" for r in bad)
     assert (tmp_path / "n2" / "bundles" / "oneplus13").is_dir()

@@ -9,6 +9,7 @@ import json
 import pytest
 import yaml
 
+from harness.bisect import night_hook
 from harness.cli import main
 from harness.lab import jobs, run_night
 from harness.lab.plan import load_plan
@@ -35,8 +36,10 @@ def test_bundle_replays_on_another_phone_and_refuses_a_changed_program(vlab_fact
                     "checks": ["generation"]}],
         "options": {"runtime_dir": str(lab.runtime_dir("v79")), "qnn_sdk": str(lab.qnn_sdk_dir),
                     "max_new_tokens": 16, "timeout_s": 120}}))
-    night = run_night(load_plan(plan_path), lab.inventory, tmp_path / "night", jobs.suite_job)
-    crash = next(r for r in night.records() if r.name == CELL)
+    night = run_night(load_plan(plan_path), lab.inventory, tmp_path / "night", jobs.suite_job,
+                      after=night_hook(lab.inventory))
+    crash = next((r for r in night.records() if r.name == CELL), None)
+    assert crash is not None, [(r.name, r.status, r.message) for r in night.records()]
     assert crash.status == "failed" and crash.failure_class == "crash"
     failed = sorted(r.name for r in night.records() if r.is_bad)
     bundles = sorted((tmp_path / "night" / "bundles" / "op13-a").iterdir())

@@ -13,7 +13,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 MOVED = {
     "harness.compiled_io": "harness.qnn.compiled_io",
-    "harness.qnn_probe": "harness.qnn.probe",
     "harness.runners.qnn_log": "harness.qnn.log",
 }
 

@@ -6,7 +6,7 @@ Floors (lowest first), as docs/ARCHITECTURE.md draws them; a room is a package o
 at the top of `harness`, and a package is one room whatever it holds (its sub-packages too):
     errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict/lazy -> export, mnn_graph
     -> qnn -> inventory, checks, report, hostrt -> transport -> provision -> runners -> pipeline -> suite
-    -> lab -> plugin -> cli (and the old `python -m` entries compiled_io, qnn_probe)
+    -> lab -> plugin -> cli (and the old `python -m` entry compiled_io)
 Imports inside a room (harness.lab.* -> harness.lab.*) are free; imports under
 `if TYPE_CHECKING:` count too: a type that must come from above is a sign the code sits low.
 """
@@ -38,8 +38,10 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("pipeline",),
     ("suite",),
     ("lab",),
+    ("replay",),  # a failed cell's bundle and its replay, one cell run again through the lab's door
+    ("bisect",),  # bisection: runs cells (replay) over versions; its night hook is wired by cli
     ("plugin",),
-    ("cli", "compiled_io", "qnn_probe"),
+    ("cli", "compiled_io"),
     ("__main__",),  # `python -m harness`: the console script's entry
 )
 LAYERS: dict[str, int] = {"harness": 1} | {f"harness.{room}": n for n, rooms in enumerate(FLOORS) for room in rooms}

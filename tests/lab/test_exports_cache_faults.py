@@ -122,7 +122,7 @@ def test_an_invalid_export_is_named_as_the_command_wrote_it_not_by_its_gone_temp
 
 
 def test_an_input_file_name_that_is_not_utf8_is_hashed_by_its_bytes(tmp_path):
-    from harness.lab.exports.cache import inputs_digest
+    from harness.lab.exports import inputs_digest
     from harness.provision import HashCache
 
     recipes = tmp_path / "recipes"

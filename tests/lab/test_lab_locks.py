@@ -164,8 +164,7 @@ def test_many_devices_states_read_only_the_files_that_are_there(tmp_path, monkey
 
 def test_an_unwritable_claim_folder_is_a_usage_error_naming_it(tmp_path):
     from harness.errors import OutputPathError
-    from harness.lab import ExitCode
-    from harness.lab.exitcodes import for_error
+    from harness.lab import ExitCode, for_error
 
     (tmp_path / "locks").write_text("a file where the claim folder should be")  # root writes anywhere else
     lock = DeviceLock(tmp_path / "locks" / "sub", "phone", "run")

@@ -170,7 +170,7 @@ def test_a_binary_whose_build_string_cannot_be_read_is_still_smoke_loaded(tmp_pa
 
 
 def test_an_unchanged_reprovision_reads_the_runtimes_qairt_in_its_first_round_trip(tmp_path: Path) -> None:
-    from harness.provision.manifest import Manifest
+    from harness.provision import Manifest
     from tests.provision.conftest import CountingTransport
 
     info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=1)  # QAIRT 2.49.40, SM8750

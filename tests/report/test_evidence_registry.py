@@ -20,10 +20,15 @@ from harness.evidence import (
     Agreement,
     CacheUse,
     Column,
+    CpuFallback,
     ExportBuild,
     FloatReferenceAgreement,
     Localization,
     LocalizeEvidence,
+    MnnNpuLog,
+    ModuleSpeed,
+    OpCycle,
+    OpCycles,
     OpGap,
     Outcome,
     PlacementUnread,
@@ -62,7 +67,11 @@ def _samples() -> list[object]:
             QuantFinding("mlp_mul_inherited", "t", 2, "range inherited"),
             PlacementUnread("the `mnn` extra is not installed"),
             ProgramSize("model.pte", 4096, 3900, 1),
-            ExportBuild("k", CacheUse.HIT, "SM8650", "16a4w", 57, "v75", ("python", "x.py"), "/out", "/log", 103.0)]
+            ExportBuild("k", CacheUse.HIT, "SM8650", "16a4w", 57, "v75", ("python", "x.py"), "/out", "/log", 103.0),
+            OpCycles("model.pte", "cycles, emulator", 2, (OpCycle("aten_linear_default_7", 2.9e6, 20, "aten.linear.default",
+                                                                  "layers.1.gate"),)),
+            MnnNpuLog((CpuFallback("convert", "qnn/graphllm1", "compilefornpu kept it on the CPU", "error = ...",
+                                   "mnn-npu-module-error"),), (ModuleSpeed("qnn/graphllm0", 1.5, 6.25),), 3.5, 11.75)]
     return out
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.export import CACHED_ENTRY_FILE, CACHED_LOG_FILE, CACHED_OUT_DIR
 from harness.hostfiles import write_atomic
 from harness.lab.exports.leases import Leases
 from harness.lab.plan import ExportJob
@@ -34,7 +35,7 @@ from harness.lab.plan.export_spec import REFERENCE_MODULE
 from harness.provision import HashCache, default_cache_path, sha256_file
 
 ENTRY_VERSION = 1
-ENTRY_FILE, LOG_FILE, OUT_DIR, USED_FILE = "entry.json", "export.log", "out", "used"
+ENTRY_FILE, LOG_FILE, OUT_DIR, USED_FILE = CACHED_ENTRY_FILE, CACHED_LOG_FILE, CACHED_OUT_DIR, "used"
 
 
 def default_cache_root() -> Path:

@@ -30,6 +30,7 @@ from harness.runners.signatures import Classification, SignatureSet, load_signat
 from harness.transport import RunsAndMovesFiles
 
 EVAL_MODES = {0: "kv", 1: "hybrid", 2: "lookahead"}
+EXECUTOR_RUNNER = "qnn_executor_runner"  # beside qnn_llama_runner in an ExecuTorch runtime folder
 
 
 def parse_inference_speed(text: str) -> float | None:
@@ -213,7 +214,9 @@ class QnnExecutorRunner(_Base):
             self.transport.makedirs(out_dir)
         except (TransportError, HarnessError) as exc:
             return EtRunResult([], "", "", None, False, 0.0, self.signatures.classify(transport_error=str(exc)))
-        argv = [self.runtime.runner, "--model_path", model_path, "--output_folder_path", out_dir,
+        # The runtime's runner is qnn_llama_runner; qnn_executor_runner is pushed beside it.
+        runner = posixpath.join(posixpath.dirname(self.runtime.runner), EXECUTOR_RUNNER)
+        argv = [runner, "--model_path", model_path, "--output_folder_path", out_dir,
                 "--input_list_path", input_list, "--etdump_path", etdump, "--method_index", "0",
                 "--iteration", str(iterations)] + (["--shared_buffer"] if shared_buffer else []) + list(extra_args)
         result, reached = self._exec(argv, timeout, extra_env, expect_observer=False)

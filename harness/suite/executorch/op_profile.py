@@ -104,16 +104,56 @@ def _profiled_build(inp: EtInput) -> Profiled:
 
 
 def device_run(inp: EtInput) -> Profiled:
-    found = next(iter(inp.catalogue.formats.values()), None)
-    if found is None:
-        raise NoProfile("no export folder with a .pte")
-    model = provision_model(inp.transport, found.folder)
+    """`qnn_executor_runner --profile_level 2 --iteration 20` on the plain program, as ExecuTorch's
+    own scripts run it: raw inputs and an `input_list.txt` naming them pushed beside it (a forward
+    program's sample input; else zeros of each input's size: a KV program's token 0 at position
+    0), the ETDump pulled."""
+    art = plain_program(inp)
+    if art is None or art.pte is None:
+        raise NoProfile(f"no QNN program for {inp.device.soc_model} in {inp.catalogue.source} to profile")
+    model = provision_model(inp.transport, art.folder, name=f"et-{art.name}")
+    input_list = _push_input_list(inp, art)
     result = inp.runner.executor(model.remote_dir).run(
-        next(iter(model.configs.values())), local_dir=inp.work / "etdump", iterations=ITERATIONS,
-        extra_args=("--profile_level", str(PROFILE_LEVEL)))
+        posixpath.join(model.remote_dir, art.pte.name), input_list=input_list, local_dir=inp.work / "etdump",
+        iterations=ITERATIONS, timeout=inp.timeout, extra_args=("--profile_level", str(PROFILE_LEVEL)))
     if not (result.ok and "etdump" in result.files):
-        raise RuntimeError(f"qnn_executor_runner --profile_level {PROFILE_LEVEL} gave no ETDump: {result.to_json()}")
-    return Profiled(result.files["etdump"], found.etrecord, True, 1, None, found.pte, PROFILE_LEVEL)
+        said = "\n".join(result.stderr.strip().splitlines()[-6:])
+        raise RuntimeError(f"qnn_executor_runner --profile_level {PROFILE_LEVEL} gave no ETDump: "
+                           f"{result.classification.cls}, exit {result.exit_code}: {said}")
+    return Profiled(result.files["etdump"], art.etrecord, True, 1, ITERATIONS, art.pte, PROFILE_LEVEL)
+
+
+def _input_bytes(pte: Path) -> list[int]:
+    """The byte size of each input of the program's first method (ExecuTorch reads the meta
+    without loading the method: no delegate is initialised)."""
+    from executorch.extension.pybindings import portable_lib
+
+    program = portable_lib._load_program(str(pte))
+    meta = program.method_meta(program.get_method_name(0))
+    return [int(meta.input_tensor_meta(i).nbytes()) for i in range(meta.num_inputs())]
+
+
+def _push_input_list(inp: EtInput, art: EtArtifact) -> str:
+    local = inp.work / "etdump" / "inputs"
+    local.mkdir(parents=True, exist_ok=True)
+    if art.kind is ArtifactKind.FORWARD and art.inputs:
+        raws = [np.ascontiguousarray(np.load(p)).tobytes() for p in art.inputs]
+    else:  # zeros of each input's size, from the program's own method meta (a KV program: token 0 at position 0)
+        assert art.pte is not None
+        raws = [bytes(n) for n in _input_bytes(art.pte)]
+    there = posixpath.join(inp.runner.workspace, "profile", art.name)
+    names = []
+    try:
+        inp.transport.makedirs(there)
+        for i, raw in enumerate(raws):
+            (local / f"input_{i}.raw").write_bytes(raw)
+            names.append(posixpath.join(there, f"input_{i}.raw"))
+            inp.transport.push(local / f"input_{i}.raw", names[-1])
+        (local / "input_list.txt").write_text(" ".join(names) + "\n", encoding="utf-8")
+        inp.transport.push(local / "input_list.txt", posixpath.join(there, "input_list.txt"))
+    except (TransportError, HarnessError) as exc:
+        raise RuntimeError(f"pushing the profile run's inputs: {exc}") from None
+    return posixpath.join(there, "input_list.txt")
 
 
 __all__ = ["ITERATIONS", "NoProfile", "PROFILE_LEVEL", "Profiled", "device_run", "emulator_run", "plain_program"]

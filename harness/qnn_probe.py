@@ -1,7 +1,0 @@
-"""Old path of `python -m harness.qnn.probe`, kept so scripts that name it still run. It runs the
-new module as `__main__` and defines no names: import from `harness.qnn.probe`."""
-
-if __name__ == "__main__":
-    import runpy
-
-    runpy.run_module("harness.qnn.probe", run_name="__main__", alter_sys=True)
