@@ -33,7 +33,8 @@ def plan_file(work: Path, args: argparse.Namespace) -> Path:
     data = yaml.safe_load((EXAMPLE / "nightly.yaml").read_text())
     build = data["exports"]["builds"][0]
     build.update(formats=[args.format], targets=[args.soc])
-    build["command"] += f" quantization.calibration_seq_length={args.calibration_steps}"
+    # before the command's `&& cp ...`: export_llm's own arguments
+    build["command"] = build["command"].replace(" && ", f" quantization.calibration_seq_length={args.calibration_steps} && ", 1)
     if args.fault_layer is not None:  # the same arguments through the fault-planting wrapper
         build["command"] = build["command"].replace("python -m executorch.extension.llm.export.export_llm",
                                                     f"python export_llm_fault.py --fault-layer {args.fault_layer}")

@@ -48,7 +48,8 @@ def _plan(folder: Path) -> Path:
     data = yaml.safe_load((EXAMPLE / "nightly.yaml").read_text())
     build = data["exports"]["builds"][0]
     build["formats"] = [FORMAT]
-    build["command"] += " quantization.calibration_seq_length=16"
+    # before the command's `&& cp ...`: export_llm's own arguments
+    build["command"] = build["command"].replace(" && ", " quantization.calibration_seq_length=16 && ", 1)
     build["reference"]["new_tokens"] = 4
     (folder / "prompts.txt").write_text("What is the capital of France? Answer briefly.\n")
     build["reference"]["prompts"] = "prompts.txt"  # one prompt: ~13 emulated steps of the 49152-token output
