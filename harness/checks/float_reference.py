@@ -105,10 +105,18 @@ def _prompt(folder: Path, index: Path, i: int, raw: object) -> ReferencePrompt:
                            int(raw.get("prompt_tokens") or 0), tuple(tokens), folder / name)
 
 
+def reference_folder(export: Path) -> Path:
+    """The export's reference/, or the one laid beside it (`<model dir>/reference/`: a plan build's
+    `reference:` that the harness built, shared by every format folder of the model dir)."""
+    own = export / REFERENCE_DIR
+    beside = export.parent / REFERENCE_DIR
+    return beside if not (own / INDEX).is_file() and (beside / INDEX).is_file() else own
+
+
 def read_float_reference(export: Path) -> FloatReference | None:
     """The export's reference/, None when it has none; ArtifactError naming the file and key when
     it is there but unusable."""
-    folder = export / REFERENCE_DIR
+    folder = reference_folder(export)
     index = folder / INDEX
     if not index.is_file():
         return None

@@ -176,6 +176,7 @@ def convert(gguf_path: Path, out: Path, *, layers: int | None = None) -> Checkpo
         raise ArtifactError(f"{gguf_path}: no such GGUF file")
     reader = gguf.GGUFReader(str(gguf_path))
     fields = _fields(reader)
+    params_of(fields, layers=1, source=source)  # a llama GGUF with the metadata needed, or the reason
     total = int(fields.get("llama.block_count", 0))
     keep = total if layers is None else layers
     if not 1 <= keep <= total:

@@ -69,6 +69,20 @@ def validate_debug_build(out: Path, job: ExportJob) -> FailureVerdict | None:
                           "(docs/localize.md#files)")
 
 
+def validate_reference(out: Path) -> FailureVerdict | None:
+    """A float reference is the reference/ the float-reference check reads, readable whole."""
+    from harness.checks.float_reference import read_float_reference
+
+    try:
+        found = read_float_reference(out)
+    except HarnessError as exc:
+        return FailureVerdict(ExportFailure.INVALID.value, f"its float reference is unreadable: {exc}")
+    if found is None:
+        return FailureVerdict(ExportFailure.INVALID.value, "the float reference builder wrote no reference/reference.json "
+                              "to {out}")
+    return None
+
+
 def validate_export(out: Path, job: ExportJob) -> FailureVerdict | None:
     """The folder the command wrote, checked as `harness push` checks an export: a known layout,
     nothing empty, and compiled for this job's target when the export says what it was built for.
@@ -80,6 +94,8 @@ def validate_export(out: Path, job: ExportJob) -> FailureVerdict | None:
                               "the command must write its export into the folder {out} names")
     if job.debug:
         return validate_debug_build(out, job)
+    if job.reference:
+        return validate_reference(out)
     try:
         artifact = load_export(out)
     except HarnessError as exc:

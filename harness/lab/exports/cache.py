@@ -31,6 +31,7 @@ from harness.export import CACHED_ENTRY_FILE, CACHED_LOG_FILE, CACHED_OUT_DIR
 from harness.hostfiles import write_atomic
 from harness.lab.exports.leases import Leases
 from harness.lab.plan import ExportJob
+from harness.lab.plan.export_spec import REFERENCE_MODULE
 from harness.provision import HashCache, default_cache_path, sha256_file
 
 ENTRY_VERSION = 1
@@ -81,6 +82,10 @@ def key_material(job: ExportJob, inputs_sha: str, tools: Mapping[str, str | None
     """What decides the export's bytes. A debug build adds its `debug_args` (its own key); a plain
     build's material never names them, so declaring them rebuilds nothing already cached."""
     b = job.build
+    if job.reference:  # the same for every target and format: the files it reads, the builder, the tools
+        new_tokens = b.reference.new_tokens if b.reference is not None else None
+        return {"version": ENTRY_VERSION, "reference": REFERENCE_MODULE, "new_tokens": new_tokens,
+                "inputs": inputs_sha, "tools": dict(sorted(tools.items()))}
     material = {"version": ENTRY_VERSION, "command": b.key_command(), "shell": b.shell, "kind": b.kind,
                 "env": dict(sorted(b.env.items())), "qnn_host": b.qnn_host, "target": job.target.soc,
                 "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "format": job.format,

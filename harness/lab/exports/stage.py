@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.checks.float_reference import REFERENCE_DIR
 from harness.checks.localize import DEBUG_FOLDER
 from harness.evidence import CacheUse
 from harness.hostfiles import write_atomic
@@ -30,6 +31,8 @@ from harness.provision import HashCache, default_cache_path
 from harness.report import TestRecord
 
 STATUS_FILE = "exports.json"
+# The harness's float-reference builder: its source is part of a reference's cache key.
+REFERENCE_SOURCE = Path(__file__).resolve().parents[2] / "etllama" / "reference.py"
 SayFn = Callable[[str], None]
 
 
@@ -52,7 +55,8 @@ class ExportStage:
     def of(self, model: str, soc_model: str, *, debug: bool = False) -> list[ExportResult]:
         """The model's exports for a SoC: the programs, or (`debug`) their debug builds."""
         return [r for r in self.results
-                if r.job.build.model == model and r.job.target.soc == soc_model and r.job.debug == debug]
+                if r.job.build.model == model and r.job.target.soc == soc_model and r.job.debug == debug
+                and not r.job.reference]
 
     def failed(self) -> list[ExportResult]:
         return [r for r in self.results if not r.ok]
@@ -80,24 +84,37 @@ def soc_folder(root: Path, job: ExportJob) -> Path:
     return folder / DEBUG_FOLDER if job.debug else folder
 
 
+def _link(folder: Path, name: str, target: Path | None) -> None:
+    """`folder/name` -> `target` (replaced atomically), or a stale link removed when there is none."""
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / name
+    if target is not None:
+        tmp = folder / f".{name}.{os.getpid()}.link"
+        if tmp.is_symlink():
+            tmp.unlink()
+        os.symlink(target, tmp)
+        os.replace(tmp, link)
+    elif link.is_symlink():
+        link.unlink()
+
+
 def _lay_out(root: Path, results: list[ExportResult]) -> None:
     """Per (model, SoC), and per its debug builds: a link per built format (replaced atomically, a
-    stale one removed) and exports.json."""
+    stale one removed) and exports.json; a build's float reference (`reference:`) linked as
+    `<model>/<SOC>/reference/`, beside the format folders, where the float-reference check looks."""
     groups: dict[Path, list[ExportResult]] = {}
+    references = {r.job.build.model: r for r in results if r.job.reference}
     for r in results:
-        groups.setdefault(soc_folder(root, r.job), []).append(r)
+        if not r.job.reference:
+            groups.setdefault(soc_folder(root, r.job), []).append(r)
+    for folder, rs in groups.items():
+        ref = references.get(rs[0].job.build.model)
+        if ref is not None and not rs[0].job.debug:
+            _link(folder, REFERENCE_DIR, ref.folder / REFERENCE_DIR if ref.ok and ref.folder is not None else None)
     for folder, rs in groups.items():
         folder.mkdir(parents=True, exist_ok=True)
         for r in rs:
-            link = folder / r.job.format
-            if r.ok and r.folder is not None:
-                tmp = folder / f".{r.job.format}.{os.getpid()}.link"
-                if tmp.is_symlink():
-                    tmp.unlink()
-                os.symlink(r.folder, tmp)
-                os.replace(tmp, link)
-            elif link.is_symlink():
-                link.unlink()
+            _link(folder, r.job.format, r.folder if r.ok else None)
         status = {r.job.format: {"status": r.status.value, "testcase": r.job.testcase, "cache": r.cache.value,
                                  "reason": "" if r.ok else r.reason()} for r in rs}
         write_atomic(folder / STATUS_FILE, json.dumps(status, indent=1, sort_keys=True))
@@ -126,7 +143,10 @@ def run_export_stage(spec: ExportsSpec, devices: Sequence[DeviceSpec], out_dir: 
     cache.sweep_tmp()
     tools = HostTools.find()
     digests = {b.model: inputs_digest(b.inputs, hashes) for b in spec.builds}
-    keys = {j: export_key(key_material(j, digests[j.build.model], tools.versions)) for j in jobs}
+    ref_digests = {b.model: inputs_digest((*b.reference.files, REFERENCE_SOURCE), hashes)
+                   for b in spec.builds if b.reference is not None}
+    keys = {j: export_key(key_material(j, (ref_digests if j.reference else digests)[j.build.model], tools.versions))
+            for j in jobs}
     cache.leases.hold(keys.values())  # held until this process ends: no other run evicts them meanwhile
     parallel = spec.parallel or default_parallel()
     say(f"exports: {len(jobs)} to build ({', '.join(j.testcase for j in jobs)}), {parallel} at once, "

