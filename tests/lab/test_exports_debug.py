@@ -17,7 +17,7 @@ from harness.lab.exports import cache as export_cache
 from harness.lab.plan import PlanError, load_plan
 from harness.pairs import Backend, BackendPair
 from harness.report import TestRecord
-from harness.suite.executorch.localize import debug_files_for
+from harness.suite.executorch.float_reference import debug_files_for
 from harness.verdict import Verdict
 
 LOCALIZE_SUITE = {"name": "executorch_qnn", "models": ["tiny"], "localize": True}

@@ -1,35 +1,99 @@
 """A QNN cell of a user's ExecuTorch export judged against the export's own float model
-(checks/float_reference.py, docs/executorch-reference.md): the program run teacher-forced over
-the reference's tokens through the suite's forward runner (`pte_runner`: on an emulated HTP the
-QNN parts run on QAIRT's emulator), its logits at every step against the float model's. No
-reference: a skip naming what to add, never a pass."""
+(checks/float_reference.py, docs/executorch-reference.md#the-verdict): the program run
+teacher-forced over the reference's tokens through the suite's forward runner (`pte_runner`: on an
+emulated HTP the QNN parts run on QAIRT's emulator), its logits at every step against the float
+model's; and, when the export has its debug build, localized per op (docs/localize.md). Per-op
+evidence decides a fault: an op under its line is `disagree`, named. End-to-end distance with
+every op clean is the quantization's cost: within the format's budget a pass, over it
+`quant-budget`. No reference: a skip naming what to add, tagged `unjudged` (judged.py)."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 from pathlib import Path
 
 import numpy as np
 
-from harness.checks import judge_float_reference, missing_float_reference, read_float_reference
+from harness.checks import QuantBudget, judge_float_reference, missing_float_reference, read_float_reference
+from harness.checks.localize import DebugFiles, debug_build_places, localize
 from harness.errors import ArtifactError, HarnessError, TransportError
+from harness.evidence import FloatReferenceAgreement, Localization, LocalizeEvidence, Outcome
+from harness.hostfiles import child_pythonpath
 from harness.outcomes import FailureClass
 from harness.provision import provision_model
+from harness.qnn import QnnUnavailable, find_host_qnn
 from harness.report import TestRecord
-from harness.runners.executorch import EtArtifact, ExecutorchRunner
+from harness.runners.executorch import UNRECORDED_QNN, EtArtifact, ExecutorchRunner, run_debug_program
 from harness.transport import Transport
 from harness.verdict import Verdict
 
+# A record's extras key: what its QNN cell could not be judged for want of (judged.py reads it).
+UNJUDGED = "unjudged"
+
+
+def debug_files_for(folder: Path) -> DebugFiles:
+    """The export's debug build: beside its program, else in its `debug/` folder, else where the
+    export stage lays it out (`debug_build_places`)."""
+    for where in debug_build_places(folder):
+        if not DebugFiles(where).missing_build():
+            return DebugFiles(where)
+    return DebugFiles(folder)
+
+
+def localize_program(folder: Path, quant: str, *, emulated: bool, device: str, work: Path,
+                     timeout: float) -> Localization | str:
+    """The program of `folder` compared per op from its debug build on the emulated HTP, or why it
+    cannot be (no debug build, a real device, no host QNN). ArtifactError: the debug run failed."""
+    export = debug_files_for(folder)
+    if export.missing_build():
+        try:
+            export.require_build()
+        except ArtifactError as exc:
+            return str(exc)
+    if not emulated:
+        return f"the debug program runs on an emulated HTP (`htp: emulator`) so far, not on {device} (docs/localize.md)"
+    try:
+        env = find_host_qnn().child_env({**os.environ, "PYTHONPATH": child_pythonpath(os.environ.get("PYTHONPATH"))})
+    except QnnUnavailable as exc:
+        return str(exc)
+    return localize(run_debug_program(export, work, env, timeout_s=timeout), quant)
+
+
+def decide(label: str, agreement: FloatReferenceAgreement, per_op: Localization | str) -> Verdict:
+    """The cell's verdict from both: a fault is an op under its line; the rest is the budget's."""
+    said = f"{label} against its float model ({agreement.reference}): {agreement.summary()}"
+    if isinstance(per_op, Localization) and per_op.outcome is Outcome.DEPARTED and per_op.first is not None:
+        f = per_op.first
+        return Verdict.failed(FailureClass.DISAGREE, f"{label}: a fault at {f.node} ({f.target}, {f.layer or 'no layer'}): "
+                              f"{f.sqnr_db:.1f} dB SQNR, under {per_op.threshold_db:g} dB; {per_op.summary()}; {said}")
+    if agreement.verdict == "error":
+        return Verdict.failed(FailureClass.CHECK_FAILED, f"{said} ({'; '.join(agreement.reasons)})")
+    if agreement.verdict == "disagree":
+        return Verdict.failed(FailureClass.DISAGREE, f"{said} ({'; '.join(agreement.reasons)})")
+    if isinstance(per_op, Localization) and per_op.outcome is Outcome.NONE:
+        ops = f"every op clean per op: {per_op.summary()}"
+    else:
+        why = per_op.summary() if isinstance(per_op, Localization) else per_op
+        ops = f"not localized ({why}): a fault is not told apart from the quantization's cost"
+    if agreement.verdict == "agree":
+        return Verdict.passed(f"{said}; within its budget; {ops}")
+    return Verdict.failed(FailureClass.QUANT_BUDGET, f"{said}: over its quality budget ({'; '.join(agreement.reasons)}); "
+                          f"{ops}; the quantization's cost on this model: a budget of its own (a plan's "
+                          "`quant_budget`, --quant-budget) or a finer format (docs/executorch-reference.md#the-verdict)")
+
 
 def judge_against_float(transport: Transport, runner: ExecutorchRunner, art: EtArtifact, rec: TestRecord, *,
-                        label: str, local: Path, timeout: float) -> Verdict:
-    """`art` (an export folder the LLM runner has run) against its reference/; `local` is the
-    host folder for the tokens and the pulled logits."""
+                        label: str, local: Path, timeout: float, budget: QuantBudget | None, emulated: bool,
+                        device: str) -> Verdict:
+    """`art` (an export folder the LLM runner has run) against its reference/ and, with its debug
+    build, per op; `local` is the host folder for the tokens, the pulled logits and the debug run."""
     try:
         reference = read_float_reference(art.folder)
     except ArtifactError as exc:
         return Verdict.failed(FailureClass.CHECK_FAILED, f"{label}: {exc}")
     if reference is None:
+        rec.extras[UNJUDGED] = "no float reference"
         return Verdict.skipped(f"{label} ran, but {missing_float_reference(art.folder)}")
     if art.pte is None:
         return Verdict.skipped(f"{label}: {art.folder} holds no .pte to judge against {reference.index}")
@@ -55,13 +119,22 @@ def judge_against_float(transport: Transport, runner: ExecutorchRunner, art: EtA
         return Verdict.failed(cls, f"{label}: the teacher-forced run over {reference.index}'s tokens failed: "
                               f"{run.failure()}")
     rec.extras["reference_run_s"] = run.run_s
-    agreement = judge_float_reference(reference, np.load(run.output), label=label)
+    agreement = judge_float_reference(reference, np.load(run.output), label=label, budget=budget)
     rec.put(agreement)
-    said = f"{label} against its float model ({reference.index}): {agreement.verdict}; {agreement.summary()}"
-    if agreement.passed:
-        return Verdict.passed(said)
-    reasons = "; ".join(agreement.reasons)
-    return Verdict.failed(FailureClass.DISAGREE, f"{said}" + (f" ({reasons})" if reasons else ""))
+    try:  # a debug build's run failing is the localize check's failure, said there; here: not localized
+        per_op = localize_program(art.folder, label, emulated=emulated, device=device, work=local / "localize",
+                                  timeout=timeout)
+    except ArtifactError as exc:
+        per_op = f"its debug run failed: {exc}"
+    if isinstance(per_op, Localization):
+        rec.put(LocalizeEvidence(per_op, cell=rec.name.rsplit("::", 1)[-1]))
+    verdict = decide(label, agreement, per_op)
+    if label == UNRECORDED_QNN and verdict.failure_class is not FailureClass.DISAGREE:
+        rec.extras[UNJUDGED] = "no quant format"  # no budget to judge the figures on
+        return Verdict.skipped(f"{label}: its records name no quant format, so its budget is not known "
+                               f"({agreement.summary()}); declare it: --export-format FORMAT or the export's "
+                               "export_args.json `quant_format` (docs/executorch-reference.md#a-foreign-exports-format)")
+    return verdict
 
 
-__all__ = ["judge_against_float"]
+__all__ = ["UNJUDGED", "debug_files_for", "decide", "judge_against_float", "localize_program"]

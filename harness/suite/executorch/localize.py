@@ -7,19 +7,16 @@ QNN's comparator (harness.checks.localize) and records the verdict as typed evid
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
-from harness.checks.localize import ETRECORD, DebugFiles, debug_build_places, localize
+from harness.checks.localize import ETRECORD
 from harness.errors import ArtifactError
-from harness.evidence import LocalizeEvidence, Outcome
+from harness.evidence import Localization, LocalizeEvidence, Outcome
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
-from harness.qnn import QnnUnavailable, find_host_qnn
 from harness.report import TestRecord
-from harness.runners.executorch import run_debug_program
-from harness.suite.executorch.checks import EtInput, host_python_env
+from harness.suite.executorch.checks import EtInput
+from harness.suite.executorch.float_reference import UNJUDGED, debug_files_for, localize_program
 from harness.suite.model import CheckCall
 from harness.verdict import Verdict
 
@@ -36,15 +33,6 @@ def format_cell(records: Sequence[TestRecord], quant: str) -> TestRecord | None:
     return found[-1] if found else None
 
 
-def debug_files_for(folder: Path) -> DebugFiles:
-    """The export's debug build: beside its program, else in its `debug/` folder, else where the
-    export stage lays it out (`debug_build_places`)."""
-    for where in debug_build_places(folder):
-        if not DebugFiles(where).missing_build():
-            return DebugFiles(where)
-    return DebugFiles(folder)
-
-
 def _why_not(inp: EtInput, quant: str) -> tuple[str, str] | str:
     """(the cell it explains, "" when asked; the reason to run) or the reason it is skipped."""
     cell = format_cell(inp.siblings(), quant)
@@ -57,40 +45,40 @@ def _why_not(inp: EtInput, quant: str) -> tuple[str, str] | str:
             "(pytest --localize, a plan's suite entry `localize: true`)")
 
 
-def localize_format(c: CheckCall[EtInput]) -> Verdict:
-    """The first op where the format's program departs from the CPU reference, on the emulated HTP."""
-    inp, rec, quant = c.inp, c.rec, c.instance.quant or ""
-    rec.backend_pair = BackendPair(Backend.QNN, variant=quant)
-    why = _why_not(inp, quant)
-    if isinstance(why, str):
-        return Verdict.skipped(why)
-    cell, _ = why
-    art = inp.catalogue.qnn(quant)
-    if art is None:
-        return Verdict.skipped(inp.catalogue.missing_reason(quant))
-    export = debug_files_for(art.folder)
-    if export.missing_build():
-        own = f"; {_OWN_SCRIPTS}" if (art.folder / "debug.etrecord").is_file() and not export.path(ETRECORD).is_file() else ""
-        try:
-            export.require_build()
-        except ArtifactError as exc:
-            return Verdict.skipped(f"{quant}: {exc}{own}")
-    if not inp.device.emulated:
-        return Verdict.skipped(f"{quant}: the debug program runs on an emulated HTP (`htp: emulator`) so far, "
-                               f"not on {inp.device.name} (docs/localize.md)")
-    try:
-        env = find_host_qnn().child_env({**os.environ, **host_python_env()})
-    except QnnUnavailable as exc:
-        return Verdict.skipped(f"{quant}: {exc}")
-    inp.stamp(rec, art)
-    try:
-        files = run_debug_program(export, inp.work / f"localize-{quant}", env, timeout_s=inp.timeout)
-    except ArtifactError as exc:
-        return Verdict.failed(FailureClass.RUNTIME_ERROR, str(exc))
-    result = localize(files, quant)
-    rec.put(LocalizeEvidence(result, cell=cell))
+def _verdict(quant: str, result: Localization) -> Verdict:
     if result.outcome is Outcome.UNDECIDABLE:
         return Verdict.failed(FailureClass.CHECK_FAILED, f"{quant}: {result.summary()}")
     if result.outcome is Outcome.DEPARTED:
         return Verdict.failed(FailureClass.DISAGREE, f"{quant} against the CPU reference per op: {result.summary()}")
     return Verdict.passed(f"{quant} against the CPU reference per op: {result.summary()}")
+
+
+def localize_format(c: CheckCall[EtInput]) -> Verdict:
+    """The first op where the format's program departs from the CPU reference, on the emulated HTP."""
+    inp, rec, quant = c.inp, c.rec, c.instance.quant or ""
+    rec.backend_pair = BackendPair(Backend.QNN, variant=quant)
+    cell = format_cell(inp.siblings(), quant)
+    done = cell.evidence.get(LocalizeEvidence) if cell is not None else None
+    if cell is not None and done is not None:  # the cell localized already (it has a debug build): its result
+        rec.put(LocalizeEvidence(done.result, cell=cell.name.rsplit("::", 1)[-1]))
+        return _verdict(quant, done.result)
+    why = _why_not(inp, quant)
+    if isinstance(why, str):
+        return Verdict.skipped(why)
+    name, _ = why
+    art = inp.catalogue.qnn(quant)
+    if art is None:
+        return Verdict.skipped(inp.catalogue.missing_reason(quant))
+    own = f"; {_OWN_SCRIPTS}" if (art.folder / "debug.etrecord").is_file() and not (art.folder / ETRECORD).is_file() else ""
+    inp.stamp(rec, art)
+    try:
+        result = localize_program(art.folder, quant, emulated=inp.device.emulated, device=inp.device.name,
+                                  work=inp.work / f"localize-{quant}", timeout=inp.timeout)
+    except ArtifactError as exc:
+        return Verdict.failed(FailureClass.RUNTIME_ERROR, str(exc))
+    if isinstance(result, str):
+        if inp.localize:  # asked for and not done: the run says so (judged.py)
+            rec.extras[UNJUDGED] = "no debug build" if debug_files_for(art.folder).missing_build() else "not localized"
+        return Verdict.skipped(f"{quant}: {result}{own}")
+    rec.put(LocalizeEvidence(result, cell=name))
+    return _verdict(quant, result)
