@@ -90,9 +90,10 @@ def pytest_configure(config: pytest.Config) -> None:
     budgets = config.getoption("--quant-budget", default=None)
     if budgets:
         from harness.checks import parse_budget_option
+        from harness.runners import QUANT_FORMATS
 
         try:
-            config.stash[QUANT_BUDGETS] = parse_budget_option(budgets)
+            config.stash[QUANT_BUDGETS] = parse_budget_option(budgets, QUANT_FORMATS)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
 

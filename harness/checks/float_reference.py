@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,6 @@ import numpy as np
 from harness.checks.teacher_forced import ExportFigures, PromptFigures, Thresholds, judge_prompt
 from harness.errors import ArtifactError
 from harness.evidence import FloatReferenceAgreement, PromptAgreement
-from harness.runners.quant_matrix import QUANT_FORMATS
 
 REFERENCE_DIR = "reference"
 INDEX = "reference.json"
@@ -71,15 +70,16 @@ def quant_budget(fmt: str, budgets: Mapping[str, QuantBudget] | None = None) -> 
     return given.get(fmt) or DEFAULT_BUDGETS.get(fmt) or DEFAULT_BUDGETS[LOOSEST_FORMAT]
 
 
-def parse_budgets(raw: object, where: str) -> dict[str, QuantBudget]:
+def parse_budgets(raw: object, where: str, formats: Collection[str]) -> dict[str, QuantBudget]:
     """{format: {kl: x, nll_gap: y}} (a plan's mapping or the option's), a key left out keeping the
-    format's default. ValueError naming `where`.format.key and what to write."""
+    format's default; `formats`: the quant formats there are (harness.runners.QUANT_FORMATS).
+    ValueError naming `where`.format.key and what to write."""
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where}: expected a mapping of format -> {{kl: ..., nll_gap: ...}}")
     out = {}
     for fmt, figures in raw.items():
-        if fmt not in QUANT_FORMATS:
-            raise ValueError(f"{where}.{fmt}: not a quantization format ({', '.join(QUANT_FORMATS)})")
+        if fmt not in formats:
+            raise ValueError(f"{where}.{fmt}: not a quantization format ({', '.join(formats)})")
         if not isinstance(figures, Mapping) or not figures:
             raise ValueError(f"{where}.{fmt}: expected {{kl: ..., nll_gap: ...}}")
         base = quant_budget(str(fmt))
@@ -94,7 +94,8 @@ def parse_budgets(raw: object, where: str) -> dict[str, QuantBudget]:
     return out
 
 
-def parse_budget_option(texts: Sequence[str], option: str = "--quant-budget") -> dict[str, QuantBudget]:
+def parse_budget_option(texts: Sequence[str], formats: Collection[str],
+                        option: str = "--quant-budget") -> dict[str, QuantBudget]:
     """`FORMAT:kl=X,nll_gap=Y` (repeatable) as parse_budgets reads a plan's mapping."""
     raw: dict[str, dict[str, object]] = {}
     for text in texts:
@@ -107,7 +108,7 @@ def parse_budget_option(texts: Sequence[str], option: str = "--quant-budget") ->
                 raw.setdefault(fmt.strip(), {})[key.strip()] = float(value) if eq else None
             except ValueError:
                 raise ValueError(f"{option} {text!r}: {key.strip()}={value!r} is not a number") from None
-    return parse_budgets(raw, option)
+    return parse_budgets(raw, option, formats)
 
 
 @dataclass(frozen=True)

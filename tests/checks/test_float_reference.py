@@ -23,6 +23,7 @@ from harness.checks import (
 from harness.checks.float_reference import compare_prompt
 from harness.errors import ArtifactError
 from harness.evidence import FloatReferenceAgreement
+from harness.runners import QUANT_FORMATS
 
 
 def _reference(export: Path, prompts: int = 3, steps: int = 6, vocab: int = 8) -> np.ndarray:
@@ -140,9 +141,9 @@ def test_each_format_is_judged_on_its_budget(tmp_path: Path, fmt: str, budget: Q
 
 
 def test_budgets_from_a_plan_and_the_option_keep_the_defaults_they_do_not_set() -> None:
-    got = parse_budgets({"16a4w": {"kl": 0.2}, "8a8w": {"nll_gap": 0.4, "kl": 1}}, "suites.x.quant_budget")
+    got = parse_budgets({"16a4w": {"kl": 0.2}, "8a8w": {"nll_gap": 0.4, "kl": 1}}, "suites.x.quant_budget", QUANT_FORMATS)
     assert got["16a4w"] == QuantBudget(0.2, DEFAULT_BUDGETS["16a4w"].nll_gap) and got["8a8w"] == QuantBudget(1.0, 0.4)
-    assert parse_budget_option(["16a4w:kl=0.2", "8a8w:nll_gap=0.4,kl=1"]) == got
+    assert parse_budget_option(["16a4w:kl=0.2", "8a8w:nll_gap=0.4,kl=1"], QUANT_FORMATS) == got
     assert quant_budget("16a4w", got).kl == 0.2 and quant_budget("16a8w", got) == DEFAULT_BUDGETS["16a8w"]
 
 
@@ -156,12 +157,12 @@ def test_budgets_from_a_plan_and_the_option_keep_the_defaults_they_do_not_set() 
 ])
 def test_a_bad_budget_is_refused_naming_the_key(raw: object, named: str) -> None:
     with pytest.raises(ValueError, match="^" + named.replace(".", r"\.").replace("(", r"\(")):
-        parse_budgets(raw, "Q")
+        parse_budgets(raw, "Q", QUANT_FORMATS)
 
 
 @pytest.mark.parametrize("text, named", [("16a4w", "write it as FORMAT:kl=X"), ("16a4w:kl=abc", "kl='abc' is not a number"),
                                          ("16a4w:kl", "--quant-budget.16a4w.kl: None is not a positive number")])
 def test_a_bad_budget_option_is_refused_saying_how_to_write_it(text: str, named: str) -> None:
     with pytest.raises(ValueError) as err:
-        parse_budget_option([text])
+        parse_budget_option([text], QUANT_FORMATS)
     assert named in str(err.value)

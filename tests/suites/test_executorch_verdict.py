@@ -18,7 +18,7 @@ from harness.outcomes import FailureClass, Status
 from harness.report import TestRecord
 from harness.suite import EXECUTORCH_QNN, Instance, run_check
 from harness.suite.executorch import build_et_input
-from harness.suite.executorch.float_reference import UNJUDGED, decide
+from harness.suite.executorch.float_reference import decide
 from harness.transport import LocalTransport
 from harness.verdict import Verdict
 
@@ -65,11 +65,9 @@ def test_without_per_op_evidence_the_budget_decides_and_says_it_could_not_tell()
     assert decide("16a4w", _agreement("disagree"), "x").failure_class is FailureClass.DISAGREE  # not finite
 
 
-def _rec(name: str, verdict: Verdict, want: str = "") -> TestRecord:
+def _rec(name: str, verdict: Verdict) -> TestRecord:
     rec = TestRecord(name=f"suites/executorch_qnn/test_executorch_qnn.py::{name}", suite="executorch_qnn", device="emu")
     rec.set_verdict(verdict)
-    if want:
-        rec.extras[UNJUDGED] = want
     return rec
 
 
@@ -85,29 +83,29 @@ def _judged(tmp_path: Path, siblings: list[TestRecord], *, allow: bool = False) 
     return rec
 
 
-NO_REF = Verdict.skipped("16a8w ran, but /m: no float reference (reference/reference.json)")
+NO_REF = Verdict.skipped("16a8w ran, but /m: no float reference (reference/reference.json)", FailureClass.UNJUDGED)
 
 
 def test_all_cells_skipped_for_want_of_a_reference_is_unjudged(tmp_path: Path) -> None:
-    cells = [_rec("test_quant_format_runs[16a8w]", NO_REF, "no float reference"),
+    cells = [_rec("test_quant_format_runs[16a8w]", NO_REF),
              _rec("test_quant_format_runs[8a8w]", Verdict.skipped("no 8a8w program in /m (have: 16a8w)"))]
     rec = _judged(tmp_path, cells)
     assert rec.status == "failed" and rec.failure_class == "unjudged", rec.message
-    assert "test_quant_format_runs[16a8w]: no float reference" in rec.message and "8a8w]" not in rec.message
+    assert "test_quant_format_runs[16a8w]: 16a8w ran, but /m: no float reference" in rec.message and "8a8w]" not in rec.message
     allowed = _judged(tmp_path, cells, allow=True)
-    assert allowed.status == "skipped" and "test_quant_format_runs[16a8w]: no float reference" in allowed.message
+    assert allowed.status == "skipped" and "test_quant_format_runs[16a8w]: 16a8w ran" in allowed.message
     assert "allowed: --allow-unjudged" in allowed.message
 
 
 def test_an_asked_localization_left_undone_is_unjudged_though_the_cells_passed(tmp_path: Path) -> None:
     cells = [_rec("test_quant_format_runs[16a8w]", Verdict.passed()),
-             _rec("test_localize[16a8w]", Verdict.skipped("16a8w: no debug build"), "no debug build")]
+             _rec("test_localize[16a8w]", Verdict.skipped("16a8w: no debug build", FailureClass.UNJUDGED))]
     rec = _judged(tmp_path, cells)
-    assert rec.failure_class == "unjudged" and "test_localize[16a8w]: no debug build" in rec.message
+    assert rec.failure_class == "unjudged" and "test_localize[16a8w]: 16a8w: no debug build" in rec.message
 
 
 def test_one_judged_cell_is_enough_and_no_qnn_cell_is_a_skip(tmp_path: Path) -> None:
-    cells = [_rec("test_quant_format_runs[16a8w]", NO_REF, "no float reference"),
+    cells = [_rec("test_quant_format_runs[16a8w]", NO_REF),
              _rec("test_quant_format_runs[16a4w]", Verdict.failed(FailureClass.QUANT_BUDGET, "over"))]
     assert _judged(tmp_path, cells).status == "passed"
     assert _judged(tmp_path, [_rec("test_cpu_export_runs", Verdict.passed())]).status == "skipped"

@@ -14,7 +14,7 @@ from harness.lab.plan.fields import PlanCtx, check_positive, get_value, read_nam
 from harness.lab.plan.paths import parse_options, plan_path
 from harness.lab.plan.specs import ModelSpec, SuiteSpec
 from harness.pairs import ALL_NAMES, BackendPair
-from harness.runners import RunnerKind
+from harness.runners import QUANT_FORMATS, RunnerKind
 from harness.suite import suite_for
 from harness.validation import check_keys, type_name
 
@@ -140,8 +140,8 @@ def _quant_budget(ctx: PlanCtx, spec: dict[str, Any], label: str,
     if not isinstance(raw, dict):
         raise ctx.fail(label, f"is {type_name(raw)}, not a mapping", advice)
     try:
-        out = {"": parse_budgets({k: v for k, v in raw.items() if k not in models}, label)}
-        out.update({m: parse_budgets(raw[m], f"{label}.{m}") for m in models if m in raw})
+        out = {"": parse_budgets({k: v for k, v in raw.items() if k not in models}, label, QUANT_FORMATS)}
+        out.update({m: parse_budgets(raw[m], f"{label}.{m}", QUANT_FORMATS) for m in models if m in raw})
     except ValueError as exc:
         key, _, problem = str(exc).partition(": ")
         raise ctx.fail(key, problem, advice) from None

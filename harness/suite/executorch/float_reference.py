@@ -5,7 +5,7 @@ emulated HTP the QNN parts run on QAIRT's emulator), its logits at every step ag
 model's; and, when the export has its debug build, localized per op (docs/localize.md). Per-op
 evidence decides a fault: an op under its line is `disagree`, named. End-to-end distance with
 every op clean is the quantization's cost: within the format's budget a pass, over it
-`quant-budget`. No reference: a skip naming what to add, tagged `unjudged` (judged.py)."""
+`quant-budget`. No reference: a skip naming what to add, of class `unjudged` (judged.py reads it)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,6 @@ from harness.report import TestRecord
 from harness.runners.executorch import UNRECORDED_QNN, EtArtifact, ExecutorchRunner, run_debug_program
 from harness.transport import Transport
 from harness.verdict import Verdict
-
-# A record's extras key: what its QNN cell could not be judged for want of (judged.py reads it).
-UNJUDGED = "unjudged"
 
 
 def debug_files_for(folder: Path) -> DebugFiles:
@@ -93,8 +90,7 @@ def judge_against_float(transport: Transport, runner: ExecutorchRunner, art: EtA
     except ArtifactError as exc:
         return Verdict.failed(FailureClass.CHECK_FAILED, f"{label}: {exc}")
     if reference is None:
-        rec.extras[UNJUDGED] = "no float reference"
-        return Verdict.skipped(f"{label} ran, but {missing_float_reference(art.folder)}")
+        return Verdict.skipped(f"{label} ran, but {missing_float_reference(art.folder)}", FailureClass.UNJUDGED)
     if art.pte is None:
         return Verdict.skipped(f"{label}: {art.folder} holds no .pte to judge against {reference.index}")
     if not runner.has_forward:
@@ -130,11 +126,11 @@ def judge_against_float(transport: Transport, runner: ExecutorchRunner, art: EtA
         rec.put(LocalizeEvidence(per_op, cell=rec.name.rsplit("::", 1)[-1]))
     verdict = decide(label, agreement, per_op)
     if label == UNRECORDED_QNN and verdict.failure_class is not FailureClass.DISAGREE:
-        rec.extras[UNJUDGED] = "no quant format"  # no budget to judge the figures on
         return Verdict.skipped(f"{label}: its records name no quant format, so its budget is not known "
                                f"({agreement.summary()}); declare it: --export-format FORMAT or the export's "
-                               "export_args.json `quant_format` (docs/executorch-reference.md#a-foreign-exports-format)")
+                               "export_args.json `quant_format` (docs/executorch-reference.md#a-foreign-exports-format)",
+                               FailureClass.UNJUDGED)
     return verdict
 
 
-__all__ = ["UNJUDGED", "debug_files_for", "decide", "judge_against_float", "localize_program"]
+__all__ = ["debug_files_for", "decide", "judge_against_float", "localize_program"]

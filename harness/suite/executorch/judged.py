@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from harness.outcomes import FailureClass, Status
 from harness.report import TestRecord
 from harness.suite.executorch.checks import EtInput
-from harness.suite.executorch.float_reference import UNJUDGED
 from harness.suite.model import CheckCall
 from harness.verdict import Verdict
 
@@ -24,15 +23,14 @@ def _group(records: Sequence[TestRecord], prefix: str) -> list[TestRecord]:
 
 
 def unjudged(records: Sequence[TestRecord]) -> list[str]:
-    """Per judging check: when none of its cells was judged and some skipped for a want, each of
-    those ("test_quant_format_runs[16a8w]: no float reference"); [] when something was judged."""
+    """Per judging check: when none of its cells was judged and some skipped for a want (a skip of
+    class `unjudged`), each of those with its reason; [] when something was judged."""
     out = []
     for prefix in JUDGING:
         cells = _group(records, prefix)
         if any(r.status is not Status.SKIPPED for r in cells):
             continue
-        out += [f"{r.name.rsplit('::', 1)[-1]}: {r.extras[UNJUDGED]} ({r.message})" for r in cells
-                if r.extras.get(UNJUDGED)]
+        out += [f"{r.name.rsplit('::', 1)[-1]}: {r.message}" for r in cells if r.failure_class is FailureClass.UNJUDGED]
     return out
 
 

@@ -16,7 +16,7 @@ from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
 from harness.report import TestRecord
 from harness.suite.executorch.checks import EtInput
-from harness.suite.executorch.float_reference import UNJUDGED, debug_files_for, localize_program
+from harness.suite.executorch.float_reference import localize_program
 from harness.suite.model import CheckCall
 from harness.verdict import Verdict
 
@@ -76,9 +76,7 @@ def localize_format(c: CheckCall[EtInput]) -> Verdict:
                                   work=inp.work / f"localize-{quant}", timeout=inp.timeout)
     except ArtifactError as exc:
         return Verdict.failed(FailureClass.RUNTIME_ERROR, str(exc))
-    if isinstance(result, str):
-        if inp.localize:  # asked for and not done: the run says so (judged.py)
-            rec.extras[UNJUDGED] = "no debug build" if debug_files_for(art.folder).missing_build() else "not localized"
-        return Verdict.skipped(f"{quant}: {result}{own}")
+    if isinstance(result, str):  # asked for and not done: of class `unjudged` (judged.py)
+        return Verdict.skipped(f"{quant}: {result}{own}", FailureClass.UNJUDGED if inp.localize else None)
     rec.put(LocalizeEvidence(result, cell=name))
     return _verdict(quant, result)
