@@ -52,13 +52,13 @@ class QuantBudget:
         return tuple(said)
 
 
-# Per quantization format (docs/executorch-reference.md#calibration): the healthy band measured on
-# SmolLM2-135M's trained weights and on random-weight decoders of 2-12 layers, with headroom; a
-# format not measured takes 16a4w's, the loosest.
+# Per quantization format (docs/executorch-reference.md#calibration): above the healthy figures of
+# SmolLM2-135M's trained weights (2 layers: KL 0.26 at 16a4w, 0.14 at 16a8w) and far above random-weight
+# decoders of 2-6 layers (<= 0.034); a format not measured takes 16a4w's, the loosest.
 DEFAULT_BUDGETS: Mapping[str, QuantBudget] = {
-    "16a4w": QuantBudget(kl=0.08, nll_gap=0.25),
-    "16a8w": QuantBudget(kl=0.05, nll_gap=0.2),
-    "8a8w": QuantBudget(kl=0.05, nll_gap=0.2),
+    "16a4w": QuantBudget(kl=0.4, nll_gap=0.25),
+    "16a8w": QuantBudget(kl=0.25, nll_gap=0.2),
+    "8a8w": QuantBudget(kl=0.25, nll_gap=0.2),
 }
 LOOSEST_FORMAT = "16a4w"
 BUDGET_KEYS = ("kl", "nll_gap")
