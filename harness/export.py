@@ -93,7 +93,7 @@ class ExportConfig:
 
     name: str  # relative to the export root, as llm_demo is given it
     path: Path
-    data: dict[str, Any]
+    data: dict[str, object]
     pair: BackendPair
 
 
@@ -101,7 +101,7 @@ class ExportConfig:
 class Sidecar:
     rel: str  # one of SIDECAR_NAMES
     path: Path
-    data: dict[str, Any]
+    data: dict[str, object]
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
 
 
 class Severity(StrEnum):
@@ -60,7 +59,7 @@ class Where:
             parts.append(self.tensor)
         return ": ".join(parts)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) not in (None, "")}
 
 
@@ -70,8 +69,8 @@ class Finding:
     message: str = ""  # what was seen, in words ("" : the expected/found pair says it)
     severity: Severity = Severity.ERROR
     where: Where = field(default_factory=Where)
-    expected: Any = None  # a shape, a position, a count: the evidence as its domain holds it
-    found: Any = None
+    expected: object = None  # a shape, a position, a count: the evidence as its domain holds it
+    found: object = None
     hint: str = ""  # what to do
     source: str = ""  # where the evidence came from (stub, libQnnSystem, qnn-context-binary-utility, sidecar, ...)
 
@@ -92,8 +91,8 @@ class Finding:
             text += f"\n    what to do: {self.hint}"
         return text
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind.value, "severity": self.severity.value, **self.where.to_json()}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"kind": self.kind.value, "severity": self.severity.value, **self.where.to_json()}
         for key in ("message", "hint", "source"):
             if getattr(self, key):
                 out[key] = getattr(self, key)

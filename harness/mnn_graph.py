@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -63,7 +64,7 @@ def _convert(path: Path, args: list[str], what: str) -> subprocess.CompletedProc
     return proc
 
 
-def dump_mnn(path: Path) -> dict[str, Any]:
+def dump_mnn(path: Path) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="quant-json-") as tmp:
         out = Path(tmp) / "llm.mnn.json"
         proc = _convert(path, ["-f", "MNN", "--modelFile", str(path), "--JsonFile", str(out)],
@@ -100,7 +101,7 @@ def build_mnn(graph_json: Path, out: Path) -> Path:
     return out
 
 
-def write_graph_mnn(graph: dict[str, Any], dst: Path) -> Path:
+def write_graph_mnn(graph: Mapping[str, object], dst: Path) -> Path:
     """A graph JSON held in memory (e.g. with its quantization metadata rewritten) to an
     `.mnn` file at `dst`, through build_mnn."""
     graph = {k: v for k, v in graph.items() if not k.startswith("_harness")}
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _validate(graph: Any, path: Path) -> None:
+def _validate(graph: object, path: Path) -> None:
     if not isinstance(graph, dict) or not isinstance(graph.get("oplists"), list) \
             or not isinstance(graph.get("tensorName"), list):
         raise ArtifactError(f"{path}: JSON has no `oplists`/`tensorName`: not an MNN graph dump")

@@ -24,7 +24,6 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
 
 from harness.errors import HarnessError
 
@@ -94,7 +93,7 @@ class BackendPair:
             return None
 
     @classmethod
-    def of_config(cls, config: Mapping[str, Any], *, visual: bool) -> BackendPair:
+    def of_config(cls, config: Mapping[str, object], *, visual: bool) -> BackendPair:
         """The pair a runtime config runs, from its content (llm_model, visual_model)."""
         llm = Backend.QNN if path_on_qnn(str(config.get("llm_model", "llm.mnn"))) else Backend.CPU
         if not visual:

@@ -24,14 +24,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.checks import Agreement, ExportVerdict, compare, mrope, verdict_of_records
-from harness.checks.coherence import CoherenceKind, judge
-from harness.checks.coherence import Verdict as TextVerdict
+from harness.checks.coherence import CoherenceKind, TextVerdict, judge
 from harness.checks.shapes import scan_log_for_shape_errors
 from harness.evidence import ExportVerdictEvidence, TextAgreement
 from harness.findings import Finding, errors
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair, reference_of
-from harness.report import TestRecord
+from harness.report import Detail, TestRecord
 from harness.runners import POSDBG_ENV, Overlay, Prompt, PromptCase, image_grids, shows_b_images
 from harness.runners.llm_demo import LlmDemoResult, LlmDemoRunner
 from harness.runners.logits_diff import DiffResult, LogitsDiffRunner
@@ -328,7 +327,7 @@ def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool
     if j.teacher_forced is not None:
         rec.put(j.teacher_forced.evidence())
     elif j.case.id in run.teacher_forced_unchecked:
-        rec.extras["teacher_forced_not_checkable"] = run.teacher_forced_unchecked[j.case.id]
+        rec.keep(Detail.TEACHER_FORCED_NOT_CHECKABLE, run.teacher_forced_unchecked[j.case.id])
     if j.verdict is not None:
         rec.verdict = j.verdict.verdict
     ag = j.agreement
@@ -337,6 +336,8 @@ def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool
                                        "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}))
     if failed:
         rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
+        if proc is not None:  # what ran on the device, for the cell's repro bundle (harness/replay)
+            rec.keep(Detail.DEVICE_COMMAND, {"argv": list(proc.argv), "cwd": proc.run_dir, "env": dict(proc.env or {})})
     if link_fault:  # the lab reconnects on a transport-error verdict (lab/worker.py): the fault itself
         rec.link_fault = (proc.fault if proc is not None else None) or (tf.fault if (tf := j.teacher_forced) else None)
 

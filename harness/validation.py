@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import re
 import reprlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -30,7 +30,7 @@ class YamlBoundError(ValueError):
     """A YAML file whose aliases expand beyond MAX_ALIAS_VALUES, or nested too deep to read."""
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """`value` as a message shows it: cut (at most a few items a level, 60 characters a string)."""
     text = _repr_cut().repr(value)
     return text if len(text) <= _SHOWN_MAX else text[:_SHOWN_MAX - 3] + "..."
@@ -104,20 +104,20 @@ class FailFn(Protocol):
     def fail(self, key: str | None, problem: str, fix: str) -> Exception: ...
 
 
-def type_name(value: Any) -> str:
+def type_name(value: object) -> str:
     return {dict: "mapping", list: "list", str: "string", int: "integer", float: "number",
             bool: "boolean", type(None): "empty value"}.get(type(value), type(value).__name__)
 
 
-def check_keys(ctx: FailFn, prefix: str, data: dict[str, Any], allowed: set[str]) -> None:
+def check_keys(ctx: FailFn, prefix: str, data: Mapping[str, object], allowed: set[str]) -> None:
     unknown = sorted(set(data) - allowed)
     if unknown:
         key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
         raise ctx.fail(key, "is not a known key", f"use only {', '.join(sorted(allowed))}")
 
 
-def typed_get(ctx: FailFn, data: dict[str, Any], key: str, kind: type | tuple[type, ...], *, label: str | None = None,
-              default: Any = None, required: bool = False, missing_fix: str | None = None) -> Any:
+def typed_get(ctx: FailFn, data: Mapping[str, object], key: str, kind: type | tuple[type, ...], *, label: str | None = None,
+              default: object = None, required: bool = False, missing_fix: str | None = None) -> Any:
     """data[key] checked against `kind`; YAML booleans are ints in Python, never accepted as one."""
     label = label or key
     if key not in data or data[key] is None:
@@ -128,8 +128,9 @@ def typed_get(ctx: FailFn, data: dict[str, Any], key: str, kind: type | tuple[ty
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         expected = " or ".join(type_name(k()) for k in kinds)
-        raise ctx.fail(label, f"must be a {expected}, got {type_name(value)} {shown(value)}",
-                       f"write it as a {expected}")
+        article = "an" if expected[0] in "aeiou" else "a"  # "an integer", "a mapping"
+        raise ctx.fail(label, f"must be {article} {expected}, got {type_name(value)} {shown(value)}",
+                       f"write it as {article} {expected}")
     return value
 
 
@@ -142,7 +143,7 @@ def parse_host_port(ctx: FailFn, key: str, text: str, default_port: int) -> tupl
     return host, int(port)
 
 
-def check_env_var(ctx: FailFn, label: str, name: Any, value: Any) -> None:
+def check_env_var(ctx: FailFn, label: str, name: object, value: object) -> None:
     """One entry of an `env:` mapping (`label` is the mapping's key): a shell variable name
     and a string or number value."""
     if not isinstance(name, str) or not _ENV_NAME_RE.match(name):

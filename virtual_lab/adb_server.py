@@ -108,10 +108,20 @@ class AdbServer:
         return (res.stdout + res.stderr).strip()
 
     def reconnect(self, serial: str, state: str = "device", timeout: float = 15) -> AdbDeviceEntry:
-        """The recovery a TCP-attached device needs after it went offline."""
+        """The recovery a TCP-attached device needs after it went offline. The server does not
+        try a disconnected TCP device again by itself: a connect that came to nothing (refused
+        while the device's listener came back, on a loaded host) is tried again, every few
+        seconds, until `timeout` (one try left it "not listed" for the whole wait)."""
         self.disconnect(serial)
-        self.connect(serial)
-        return self.wait_for_state(serial, state, timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.connect(serial)
+                return self.wait_for_state(serial, state, max(0.1, min(3.0, deadline - time.monotonic())))
+            except AdbServerError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
 
     def devices(self) -> dict[str, AdbDeviceEntry]:
         res = self.run("devices", "-l", timeout=15, check=True)

@@ -64,6 +64,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # The suites' prompt is ~50 characters (one token each) and runs with seq_len 128.
     ap.add_argument("--context", type=int, default=128, help="KV-cache length (max_seq_len)")
     ap.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu", help="the layers' MLP")
+    ap.add_argument("--widen-layer", type=int, metavar="LAYER", default=None,
+                    help="LAYER's MLP WIDEN times wider than the others' (one layer made heavier: its ops' "
+                    "cycles rise, docs/executorch-runner.md#per-op-cycles-night-to-night)")
+    ap.add_argument("--widen", type=int, default=8, help="how much wider --widen-layer's MLP is")
+    ap.add_argument("--etrecord", action="store_true",
+                    help="also write model.etrecord: names each QNN op's node, op and module in a profile")
     ap.add_argument("--debug-program", action="store_true",
                     help="write the debug program instead (debug.pte, etrecord.bin, qnn_encodings.json, "
                     "debug_inputs.npz): per-op intermediate outputs for harness.checks.localize")
@@ -93,14 +99,14 @@ def build_model(args: argparse.Namespace):
     from torch import nn
 
     class Layer(nn.Module):
-        def __init__(self) -> None:
+        def __init__(self, index: int) -> None:
             super().__init__()
             d, h = args.dim, args.heads
+            hidden = (args.hidden or 2 * d) * (getattr(args, "widen", 8) if getattr(args, "widen_layer", None) == index else 1)
             self.heads, self.head_dim = h, d // h
             self.ln_attn, self.ln_mlp = nn.LayerNorm(d), nn.LayerNorm(d)
             self.qkv = nn.Linear(d, 3 * d)
             self.proj = nn.Linear(d, d)
-            hidden = args.hidden or 2 * d
             self.up, self.down = nn.Linear(d, hidden), nn.Linear(hidden, d)
             self.gate = nn.Linear(d, hidden) if args.mlp == "swiglu" else None
             self.register_buffer("keys", torch.zeros(1, h, args.context, d // h))
@@ -125,7 +131,7 @@ def build_model(args: argparse.Namespace):
             super().__init__()
             self.tokens = nn.Embedding(VOCAB, args.dim)
             self.positions = nn.Embedding(args.context, args.dim)
-            self.layers = nn.ModuleList(Layer() for _ in range(args.layers))
+            self.layers = nn.ModuleList(Layer(i) for i in range(args.layers))
             self.ln_out = nn.LayerNorm(args.dim)
             self.head = nn.Linear(args.dim, VOCAB)
             # row p masks the slots after position p with -255 (ExecuTorch's QNN llama,
@@ -300,18 +306,22 @@ def main(argv: list[str] | None = None, before_convert=None) -> int:
                                                  backend_options=generate_htp_compiler_spec(use_fp16=False))
     methods = {"get_max_seq_len": args.context, "get_max_context_len": args.context, "get_vocab_size": VOCAB,
                "use_kv_cache": True, "enable_dynamic_shape": False, "get_bos_id": BOS, "get_eos_ids": [EOS]}
-    edge = to_edge_transform_and_lower_to_qnn(quantized, sample, spec, constant_methods=methods)
+    edge = to_edge_transform_and_lower_to_qnn(quantized, sample, spec, constant_methods=methods,
+                                              generate_etrecord=args.etrecord)
     graph = edge.exported_program().graph_module.graph
     delegated = sum(1 for n in graph.nodes if n.op == "call_function" and "call_delegate" in str(n.target))
     program = edge.to_executorch()
     (args.out / "model.pte").write_bytes(program.buffer)
+    if args.etrecord:
+        program.get_etrecord().save(str(args.out / "model.etrecord"))
     write_tokenizer(args.out / "tokenizer.json")
     (args.out / "export_args.json").write_text(json.dumps(
         {"soc": args.soc, "soc_id": soc_id, "dsp_arch": dsp_arch, "format": args.format}, indent=1))
     reference = write_reference(build_model(args), args.out, reference_prompts(args), args.reference_new_tokens)
     build = {"soc": args.soc, "format": args.format, "delegate_calls": delegated, "prompt": PROMPT,
              "eager_greedy": greedy(build_model(args), encode(PROMPT), 8),
-             "quantized_greedy": quantized_greedy, "constant_methods": methods, "mlp": args.mlp, "reference": reference,
+             "quantized_greedy": quantized_greedy, "constant_methods": methods, "mlp": args.mlp,
+             "widen_layer": args.widen_layer, "reference": reference,
              "t_quantize_s": round(t_quant, 2), "t_total_s": round(time.monotonic() - started, 2),
              "executorch": importlib.metadata.version("executorch")}
     (args.out / "build.json").write_text(json.dumps(build, indent=1))

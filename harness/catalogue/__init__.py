@@ -11,6 +11,7 @@ exits.py reads how a process ended (its signal) for all of them. Second floor: i
 errors and outcomes; the views check the kinds of their own rooms.
 """
 
+from harness.catalogue.bounded import MAX_LINE_CHARS, capped
 from harness.catalogue.exits import signal_name, signal_of
 from harness.catalogue.load import (
     DEFAULT_PATH,
@@ -22,5 +23,5 @@ from harness.catalogue.load import (
     load_catalogue,
 )
 
-__all__ = ["DEFAULT_PATH", "RUNNER_SCOPES", "SHAPE_SCOPES", "Catalogue", "Entry", "Scope", "load_catalogue",
-           "signal_name", "signal_of"]
+__all__ = ["DEFAULT_PATH", "MAX_LINE_CHARS", "RUNNER_SCOPES", "SHAPE_SCOPES", "Catalogue", "Entry", "Scope", "capped",
+           "load_catalogue", "signal_name", "signal_of"]

@@ -4,14 +4,15 @@ harness/outcomes.py FailureClass, each entry's scopes, shape and QNN facets)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from harness.catalogue.bounded import unbounded_problem
 from harness.errors import HarnessError
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
 
@@ -28,6 +29,7 @@ class Scope(StrEnum):
     # Only the shape check's scan of a runtime log: a line the runner's classifier leaves to its
     # generic signatures (so its records keep their signature ids and classes).
     SHAPE_SCAN = "shape-scan"
+    NPU_CONVERT = "npu-convert"  # MNN's compilefornpu output, read for placement (harness/qnn/mnn_npu_log.py)
 
 
 RUNNER_SCOPES = frozenset({Scope.RUNNER_OUTPUT, Scope.LOGCAT})
@@ -67,6 +69,13 @@ class Catalogue:
 
     def in_scope(self, *scopes: Scope) -> tuple[Entry, ...]:
         return tuple(e for e in self.entries if e.in_scope(*scopes))
+
+    def entry(self, id: str) -> Entry:
+        """The entry of `id`: a reader that needs one line's groups reads them from its entry."""
+        for e in self.entries:
+            if e.id == id:
+                return e
+        raise HarnessError(f"{self.source}: no entry {id!r}; restore it (a reader of the catalogue needs it)")
 
     def where(self, entry: Entry) -> str:
         return f"{self.source}: entry {entry.id!r}"
@@ -108,7 +117,7 @@ def _load(path: Path) -> Catalogue:
 _REQUIRED = ("id", "class", "regex", "description", "hint")
 
 
-def _scopes(raw: dict[str, Any], where: str) -> frozenset[Scope]:
+def _scopes(raw: Mapping[str, object], where: str) -> frozenset[Scope]:
     given = raw.get("scopes")
     if given is None:
         return RUNNER_SCOPES  # a runner-only signature file of older releases
@@ -118,7 +127,7 @@ def _scopes(raw: dict[str, Any], where: str) -> frozenset[Scope]:
     return frozenset(Scope(s) for s in given)
 
 
-def _shape(raw: dict[str, Any], where: str) -> tuple[str | None, str | None]:
+def _shape(raw: Mapping[str, object], where: str) -> tuple[str | None, str | None]:
     shape = raw.get("shape")
     if shape is None:
         return None, None
@@ -151,6 +160,9 @@ def _entry(raw: object, where: str, classes: tuple[str, ...]) -> Entry:
         rx = re.compile(str(raw["regex"]), re.IGNORECASE if raw.get("ignore_case") else 0)
     except re.error as exc:
         raise HarnessError(f"{where}: key 'regex' does not compile ({exc}); fix the pattern") from None
+    slow = unbounded_problem(rx.pattern)
+    if slow is not None:
+        raise HarnessError(f"{where}: key 'regex' {slow}; write it with fewer repeats (a literal between them)")
     codes = raw.get("exit_codes")
     if codes is not None and (not isinstance(codes, list) or not all(isinstance(c, int) for c in codes)):
         raise HarnessError(f"{where}: key 'exit_codes' must be a list of integers")

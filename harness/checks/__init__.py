@@ -10,18 +10,20 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "agreement": ("Agreement", "DriftWarning", "assert_agrees", "compare"),
     "et_reference": ("GreedyReference", "compare_outputs", "generated_after", "match_tokens", "vocab_pieces"),
     "float_reference": ("DEFAULT_BUDGETS", "FloatReference", "QuantBudget", "judge_float_reference",
                         "missing_float_reference", "parse_budget_option", "parse_budgets", "quant_budget",
                         "read_float_reference"),
-    "export_verdict": ("ExportVerdict", "Instrument", "LineVerdict", "static_quant_line",
+    "export_verdict": ("ExportVerdict", "Instrument", "static_quant_line",
                        "teacher_forced_line", "text_coherence_line", "verdict_of_records"),
     "surprise": ("ReferenceUnavailable", "Scorer", "Surprise"),
     "teacher_forced": ("DEFAULT_THRESHOLDS", "PromptFigures", "PromptJudgement", "Thresholds", "judge_export",
                        "judge_prompt"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.checks.agreement import Agreement as Agreement
@@ -35,7 +37,6 @@ if TYPE_CHECKING:
     from harness.checks.et_reference import vocab_pieces as vocab_pieces
     from harness.checks.export_verdict import ExportVerdict as ExportVerdict
     from harness.checks.export_verdict import Instrument as Instrument
-    from harness.checks.export_verdict import LineVerdict as LineVerdict
     from harness.checks.export_verdict import static_quant_line as static_quant_line
     from harness.checks.export_verdict import teacher_forced_line as teacher_forced_line
     from harness.checks.export_verdict import text_coherence_line as text_coherence_line

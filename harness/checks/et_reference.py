@@ -17,7 +17,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,7 @@ class OutputMatch:
         return (f"cos {self.cosine:.7f}, argmax {self.argmax_share:.1%} agree, max |diff| {self.max_abs:.4g} "
                 f"over {list(self.shape)}") + (f": {self.problem}" if self.problem else "")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"cosine": round(self.cosine, 7), "argmax_share": round(self.argmax_share, 4),
                 "max_abs": round(self.max_abs, 6), "shape": list(self.shape), "passed": self.passed}
 
@@ -102,7 +101,7 @@ class TokenMatch:
         where = "" if self.first_difference is None else f", first difference at token {self.first_difference}"
         return f"greedy tokens {self.agreed}/{self.total} equal to the {self.reference} reference{where}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"reference": self.reference, "agreed": self.agreed, "total": self.total,
                 "first_difference": self.first_difference, "passed": self.passed}
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 from harness.checks.teacher_forced import ExportTeacherForced, PromptFigures, judge_export
-from harness.evidence import EvidenceSet, ExportVerdictEvidence, TeacherForced
+from harness.evidence import EvidenceSet, ExportVerdictEvidence, LineVerdict, TeacherForced
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
 from harness.verdict import Verdict
@@ -26,13 +26,6 @@ class Instrument(StrEnum):
     STATIC_QUANT = "static-quant"
     TEACHER_FORCED = "teacher-forced"
     TEXT_COHERENCE = "text-coherence"
-
-
-class LineVerdict(StrEnum):
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-    NOT_RUN = "not-run"
 
 
 _RANK = {LineVerdict.NOT_RUN: 0, LineVerdict.PASS: 1, LineVerdict.WARN: 2, LineVerdict.FAIL: 3}
@@ -46,13 +39,13 @@ class InstrumentLine:
     summary: str
     pair: str = ""  # the backend pair a teacher-forced line judges
     failure_class: FailureClass | None = None
-    figures: Mapping[str, Any] = field(default_factory=dict)
+    figures: Mapping[str, object] = field(default_factory=dict)
 
     def describe(self) -> str:
         who = self.instrument.value + (f" {self.pair}" if self.pair else "")
         return f"{who}: {self.verdict.value}: {self.summary}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"instrument": self.instrument.value, "verdict": self.verdict.value, "summary": self.summary,
                 "pair": self.pair or None,
                 "failure_class": None if self.failure_class is None else self.failure_class.value,
@@ -96,7 +89,7 @@ class ExportVerdict:
         """What the export's record carries, typed (harness.evidence)."""
         return ExportVerdictEvidence.of_json(self.to_json())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"verdict": self.verdict.value,
                 "failure_class": None if self.failure_class is None else self.failure_class.value,
                 "lines": [ln.to_json() for ln in self.lines]}

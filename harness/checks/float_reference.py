@@ -18,7 +18,7 @@ import numpy as np
 
 from harness.checks.teacher_forced import ExportFigures, PromptFigures, Thresholds, judge_prompt
 from harness.errors import ArtifactError
-from harness.evidence import FloatReferenceAgreement, PromptAgreement
+from harness.evidence import Agreement, FloatReferenceAgreement, PromptAgreement
 
 REFERENCE_DIR = "reference"
 INDEX = "reference.json"
@@ -227,7 +227,7 @@ def judge_float_reference(reference: FloatReference, program: np.ndarray, *, lab
         verdict, reasons = ("over-budget" if over else "agree"), (*over, *notes)
     # Rounded as the record's JSON keeps them: the evidence reads back equal.
     return FloatReferenceAgreement(
-        str(reference.index), verdict, _r(fig.median_kl), _r(fig.worst_kl), _r(fig.median_flip_share),
+        str(reference.index), Agreement(verdict), _r(fig.median_kl), _r(fig.worst_kl), _r(fig.median_flip_share),
         _r(fig.worst_flip_share), _r(fig.median_nll_gap), _r(fig.worst_nll_gap), reasons,
         tuple(PromptAgreement(p.prompt, p.verdict, _r(p.mean_kl), _r(p.nll_gap), p.flips, p.counted) for p in figures),
         budget_kl=budget.kl, budget_nll_gap=budget.nll_gap)

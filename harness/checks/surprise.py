@@ -40,10 +40,10 @@ class Surprise:
         """(position, token, gap) of every token whose gap reaches `at` nats."""
         return [(i, t, g) for i, (t, g) in enumerate(zip(self.tokens, self.gap)) if g >= at]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"tokens": self.tokens, "nll": self.nll, "gap": self.gap}
 
-    def to_sparse(self, at: float = 2.0) -> dict[str, Any]:
+    def to_sparse(self, at: float = 2.0) -> dict[str, object]:
         """Compact form for fixtures: the token count and only the tokens with gap >= `at`."""
         return {"n": len(self.tokens), "over": [[i, t, round(g, 1)] for i, t, g in self.surprising(at)]}
 

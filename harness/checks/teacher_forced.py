@@ -18,7 +18,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from harness.evidence import TeacherForced
 
@@ -48,7 +48,7 @@ class Thresholds:
 DEFAULT_THRESHOLDS = Thresholds()
 
 
-def _finite(x: Any) -> float | None:
+def _finite(x: object) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
@@ -106,7 +106,7 @@ class ExportFigures:
                    _median(kls), max(kls, default=None), _median(shares), max(shares, default=None),
                    _median(gaps), max(gaps, default=None))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 6)
 
@@ -142,7 +142,7 @@ class ExportTeacherForced:
             lines.append(f"  odd prompt(s), not a shift: {', '.join(self.odd_prompts)}")
         return "\n".join(lines)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"verdict": self.verdict, "pair": self.pair, "reasons": list(self.reasons),
                 "odd_prompts": list(self.odd_prompts), **self.figures.to_json()}
 

@@ -1,19 +1,24 @@
 """Typed evidence beside a record's verdict (base.py): one frozen type per check family, its
-JSON only at the byte boundary. `KINDS` maps every key of a record's extras that a family is
+JSON only at the byte boundary, and how each report shows it (its JUnit properties, HTML rows and
+history columns: base.py `Evidence`). `KINDS` maps every key of a record's extras that a family is
 written under to that family (a spread family: each of its KEYS); a family's module is listed
-here when it lands."""
+here when it lands (FAMILIES: the one list the records and every reporter read;
+tests/report/test_evidence_registry.py fails on a family module left out)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from harness.evidence.agreement import TextAgreement
-from harness.evidence.base import Evidence, EvidenceSet, JsonObject, Spread
+from harness.evidence.base import Cell, Column, Evidence, EvidenceSet, Fold, JsonObject, Row, Spread, Tone, fmt3, fmt6
 from harness.evidence.etdump import EtdumpSummary
-from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdictLine
+from harness.evidence.export_build import CacheUse, ExportBuild
+from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdictLine, LineVerdict
 from harness.evidence.float_reference import FloatReferenceAgreement, PromptAgreement
 from harness.evidence.lab_run import LabRun
 from harness.evidence.localize import Localization, LocalizeEvidence, OpGap, Outcome
+from harness.evidence.mnn_npu_log import CpuFallback, MnnNpuLog, ModuleSpeed
+from harness.evidence.op_cycles import OpCycle, OpCycles
 from harness.evidence.placement import (
     MNN_QNN_PLUGIN,
     NPU_BACKEND,
@@ -21,26 +26,47 @@ from harness.evidence.placement import (
     MethodPlacement,
     Placement,
     PlacementEvidence,
+    PlacementUnread,
     count_pairs,
     counted,
     parse_expected_cpu_ops,
     with_expected,
 )
+from harness.evidence.program_size import ProgramSize
 from harness.evidence.provenance import Provenance, Tier
 from harness.evidence.qnn_profile import QnnOpCycles, QnnProfile
 from harness.evidence.quant_finding import QuantFinding
-from harness.evidence.teacher_forced import TeacherForced
+from harness.evidence.teacher_forced import Agreement, StepContext, TeacherForced
 from harness.evidence.timing import Clock, Timing
 
-FAMILIES: tuple[type[Evidence], ...] = (TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement, PlacementEvidence,
-                                        Provenance, LocalizeEvidence, QuantFinding, EtdumpSummary, QnnProfile,
-                                        TextAgreement, Timing)
+FAMILIES: tuple[type[Evidence], ...] = (
+    TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement, PlacementEvidence, Provenance, LocalizeEvidence,
+    QuantFinding, EtdumpSummary, QnnProfile, TextAgreement, Timing, OpCycles, MnnNpuLog, ExportBuild, PlacementUnread,
+    ProgramSize,
+)
 SPREAD: tuple[type[Spread], ...] = (LabRun,)
 KINDS: Mapping[str, type[Evidence]] = {kind.KEY: kind for kind in FAMILIES} | \
     {key: kind for kind in SPREAD for key in kind.KEYS}
 
-__all__ = ["Clock", "EtdumpSummary", "Evidence", "EvidenceSet", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES",
-           "FloatReferenceAgreement", "JsonObject", "KINDS", "LabRun", "Localization", "LocalizeEvidence", "MethodPlacement",
-           "MNN_QNN_PLUGIN", "NPU_BACKEND", "NPU_DELEGATES", "OpGap", "Outcome", "Placement", "PlacementEvidence",
-           "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "SPREAD", "Spread", "TeacherForced",
-           "TextAgreement", "Timing", "Tier", "count_pairs", "counted", "parse_expected_cpu_ops", "with_expected"]
+
+def _columns(kinds: tuple[type[Evidence], ...]) -> tuple[Column, ...]:
+    """Every family's history columns, once each; two families filling one column must agree on it."""
+    seen: dict[str, Column] = {}
+    for kind in kinds:
+        for col in kind.COLUMNS:
+            if seen.setdefault(col.name, col) != col:
+                raise TypeError(f"history column {col.name!r}: {kind.__name__} declares it as {col}, "
+                                f"another family as {seen[col.name]}")
+    return tuple(seen.values())
+
+
+COLUMNS: tuple[Column, ...] = _columns((*FAMILIES, *SPREAD))
+
+__all__ = ["Agreement", "CacheUse", "Cell", "Clock", "Column", "COLUMNS", "count_pairs", "counted", "CpuFallback",
+           "EtdumpSummary", "Evidence", "EvidenceSet", "ExportBuild", "ExportVerdictEvidence", "ExportVerdictLine",
+           "FAMILIES", "FloatReferenceAgreement", "fmt3", "fmt6", "Fold", "JsonObject", "KINDS", "LabRun",
+           "LineVerdict", "Localization", "LocalizeEvidence", "MethodPlacement", "MNN_QNN_PLUGIN", "MnnNpuLog",
+           "ModuleSpeed", "NPU_BACKEND", "NPU_DELEGATES", "OpCycle", "OpCycles", "OpGap", "Outcome",
+           "parse_expected_cpu_ops", "Placement", "PlacementEvidence", "PlacementUnread", "ProgramSize",
+           "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "Row", "Spread", "SPREAD",
+           "StepContext", "TeacherForced", "TextAgreement", "Tier", "Timing", "Tone", "with_expected"]

@@ -8,6 +8,11 @@ was always written as several top-level keys of `extras` (the lab's bookkeeping:
 `plan_entry`, ...) names them in `KEYS` (a `Spread` family): its JSON object's items sit there,
 side by side, and its `KEY` only names it in memory.
 A record holds them in an `EvidenceSet` keyed by family; `extras` keeps only free-form detail.
+
+A family also says, in its own module, how the reports show it (the reporters loop over a
+record's evidence and name no family): `junit()` its JUnit properties, `rows()` its lines on the
+HTML page, `COLUMNS` and `columns()` its history columns (how a night's group of records folds
+them into one value: `Fold`). tests/report/test_evidence_registry.py keeps every family complete.
 """
 
 from __future__ import annotations
@@ -15,21 +20,91 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 # What json.loads returns for an object: the byte boundary's own type.
 JsonObject = dict[str, Any]
 
 
+# A history column's value as SQLite holds it.
+Cell = float | str | None
+
+
+class Fold(StrEnum):
+    """How the history folds one column over a night's records of one (device, model, pair)."""
+
+    MEDIAN = "median"  # of the numbers given
+    MAX = "max"  # the worst (largest) number
+    FIRST = "first"  # the first record's value that is not None
+    DISTINCT = "distinct"  # each distinct text, sorted, comma-joined
+
+
+@dataclass(frozen=True)
+class Column:
+    """One history column a family fills (several families may fill the same one alike)."""
+
+    name: str
+    sql: str  # REAL | TEXT
+    fold: Fold = Fold.FIRST
+
+
+class Tone(StrEnum):
+    """A page line's colour: its CSS class."""
+
+    PLAIN = "plain"
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line a family shows on the HTML page, under the cell or test it belongs to."""
+
+    label: str  # what it is ("float reference", "built")
+    text: str
+    tone: Tone = Tone.PLAIN
+    first: bool = False  # a failure's reason: shown before anything else in its cell
+
+
 class Evidence(Protocol):
-    """One check family's evidence: frozen, with its JSON at the byte boundary only."""
+    """One check family's evidence: frozen, with its JSON at the byte boundary only, and how each
+    report shows it."""
 
     KEY: ClassVar[str]
+    COLUMNS: ClassVar[tuple[Column, ...]]  # the history columns it fills (may be none)
 
     def to_json(self) -> Any: ...
 
     @classmethod
     def of_json(cls, raw: Any) -> Self: ...
+
+    def junit(self) -> dict[str, str | None]:
+        """Its JUnit properties (a None value is left out)."""
+        ...
+
+    def rows(self) -> tuple[Row, ...]:
+        """Its lines on the HTML page (none: shown by a section of its own, or nothing to read)."""
+        ...
+
+    def columns(self) -> dict[str, Cell]:
+        """Its history values, by the names in COLUMNS."""
+        ...
+
+
+def fmt3(value: float | None) -> str | None:
+    """A figure for JUnit: 3 decimals, trailing zeros cut."""
+    return None if value is None else f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def fmt6(value: float | None) -> str | None:
+    """A small figure (KL, NLL) for JUnit: 6 decimals, trailing zeros cut."""
+    return None if value is None else f"{value:.6f}".rstrip("0").rstrip(".") or "0"
+
+
+def text_of(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 class Spread(Evidence, Protocol):

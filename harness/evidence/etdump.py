@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import JsonObject, json_int, json_object
+from harness.evidence.base import Cell, Column, JsonObject, Row, json_int, json_object, text_of
 
 
 @dataclass(frozen=True)
 class EtdumpSummary:
     KEY: ClassVar[str] = "etdump"
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()
 
     unit: str  # the Inspector's time unit ("ms")
     calls: int | None
@@ -25,6 +26,19 @@ class EtdumpSummary:
     @property
     def slowest_not_delegated(self) -> str:
         return self.not_delegated[0] if self.not_delegated else ""
+
+    def junit(self) -> dict[str, str | None]:
+        return {"etdump_calls": text_of(self.calls), "etdump_ops": text_of(self.ops),
+                "etdump_delegated": text_of(self.delegated), "etdump_unit": self.unit,
+                "etdump_backends": ",".join(self.backends), "etdump_top_not_delegated": self.slowest_not_delegated}
+
+    def rows(self) -> tuple[Row, ...]:
+        cpu = f"; slowest on the CPU: {self.slowest_not_delegated}" if self.slowest_not_delegated else ""
+        return (Row("ETDump", f"{self.delegated} of {self.ops} ops delegated ({', '.join(self.backends) or 'none'})"
+                    f" in {self.calls} calls{cpu}"),)
+
+    def columns(self) -> dict[str, Cell]:
+        return {}
 
     def to_json(self) -> JsonObject:
         return dict(self.detail)

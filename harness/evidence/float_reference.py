@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
-from harness.evidence.base import JsonObject, json_number
+from harness.evidence.base import Cell, Column, Fold, JsonObject, Row, Tone, fmt3, fmt6, json_number
+from harness.evidence.teacher_forced import Agreement
 
 FIGURES = ("median_kl", "worst_kl", "median_flip_share", "worst_flip_share", "median_nll_gap", "worst_nll_gap")
 
@@ -39,9 +40,10 @@ def _round(x: float | None) -> float | None:
 @dataclass(frozen=True)
 class FloatReferenceAgreement:
     KEY: ClassVar[str] = "float_reference"
+    COLUMNS: ClassVar[tuple[Column, ...]] = (Column("float_reference_median_kl", "REAL", Fold.MEDIAN),)
 
     reference: str  # the reference.json judged against
-    verdict: str  # agree (within the budget) | over-budget | disagree (not finite) | error
+    verdict: Agreement  # agree (within the budget) | over-budget | disagree (not finite) | error
     median_kl: float | None
     worst_kl: float | None
     median_flip_share: float | None
@@ -56,6 +58,29 @@ class FloatReferenceAgreement:
     @property
     def passed(self) -> bool:
         return self.verdict == "agree"
+
+    def junit(self) -> dict[str, str | None]:
+        return {"float_reference": self.verdict.value, "float_reference_file": self.reference,
+                "float_reference_prompts": str(len(self.prompts)),
+                "float_reference_median_kl": fmt6(self.median_kl), "float_reference_worst_kl": fmt6(self.worst_kl),
+                "float_reference_median_flip_share": fmt3(self.median_flip_share),
+                "float_reference_worst_flip_share": fmt3(self.worst_flip_share),
+                "float_reference_median_nll_gap": fmt6(self.median_nll_gap),
+                "float_reference_worst_nll_gap": fmt6(self.worst_nll_gap),
+                "float_reference_budget_kl": fmt6(self.budget_kl),
+                "float_reference_budget_nll_gap": fmt6(self.budget_nll_gap)}
+
+    def rows(self) -> tuple[Row, ...]:
+        bad = self.verdict is not Agreement.AGREE
+        why = "; ".join(self.reasons)
+        text = f"{self.verdict.value}: " + (why if bad and why else self.summary())
+        # over the budget is the quantization's cost (or, localized, a fault the ops name): a warning here
+        warn = self.verdict in (Agreement.DRIFT, Agreement.OVER_BUDGET)
+        return (Row("against its float model", text, Tone.PASS if not bad else Tone.WARN if warn else Tone.FAIL,
+                    first=bad),)
+
+    def columns(self) -> dict[str, Cell]:
+        return {"float_reference_median_kl": self.median_kl}
 
     def summary(self) -> str:
         def f(x: float | None, fmt: str = ".4f") -> str:
@@ -78,7 +103,7 @@ class FloatReferenceAgreement:
         if not isinstance(verdict, str) or not verdict or not isinstance(reference, str):
             raise ValueError("a float-reference agreement without its verdict or reference")
         n = {k: json_number(raw.get(k)) for k in FIGURES}
-        return cls(reference, verdict, n["median_kl"], n["worst_kl"], n["median_flip_share"], n["worst_flip_share"],
+        return cls(reference, Agreement(verdict), n["median_kl"], n["worst_kl"], n["median_flip_share"], n["worst_flip_share"],
                    n["median_nll_gap"], n["worst_nll_gap"], tuple(str(r) for r in raw.get("reasons") or []),
                    tuple(PromptAgreement.of_json(p) for p in raw.get("prompts") or [] if isinstance(p, dict)),
                    json_number(raw.get("budget_kl")), json_number(raw.get("budget_nll_gap")))

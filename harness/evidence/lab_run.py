@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import JsonObject, json_object
+from harness.evidence.base import Cell, Column, JsonObject, Row, Tone, json_object, text_of
 
 _TYPES: dict[str, type] = {"run_id": str, "transport": str, "plan_entry": str, "repeat": int, "attempt": int,
                            "retried_after": str}
@@ -18,6 +18,7 @@ _TYPES: dict[str, type] = {"run_id": str, "transport": str, "plan_entry": str, "
 class LabRun:
     KEY: ClassVar[str] = "lab_run"  # in memory only: its JSON is its KEYS
     KEYS: ClassVar[tuple[str, ...]] = tuple(_TYPES)
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()
 
     run_id: str | None = None  # the night (or pytest session) that wrote the record
     transport: str | None = None  # the link kind (adb, ssh, local; "host" for an export)
@@ -29,6 +30,16 @@ class LabRun:
     def filled(self, **values: Any) -> LabRun:
         """These values where this has none (a value already stamped stays)."""
         return replace(self, **{k: v for k, v in values.items() if getattr(self, k) is None and v is not None})
+
+    def junit(self) -> dict[str, str | None]:
+        # The run and its link are the device's suite properties (report/junit.py suite_properties).
+        return {"repeat": text_of(self.repeat), "attempt": text_of(self.attempt), "retried_after": self.retried_after}
+
+    def rows(self) -> tuple[Row, ...]:
+        return (Row("retried", f"after {self.retried_after}", Tone.WARN),) if self.retried_after else ()
+
+    def columns(self) -> dict[str, Cell]:
+        return {}
 
     def to_json(self) -> JsonObject:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

@@ -9,7 +9,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import JsonObject
+from harness.evidence.base import Cell, Column, JsonObject, Row, Tone, fmt3
 
 
 class Outcome(str, enum.Enum):
@@ -86,9 +86,41 @@ class LocalizeEvidence:
     """A record's localization: the format cell it explains (its test name) and the verdict."""
 
     KEY: ClassVar[str] = "localize"
+    # The first departing op ("none": none departed) and its SQNR; the healthy floor: the lowest
+    # judged op's SQNR, however it ended (how close a passing program runs to the line).
+    COLUMNS: ClassVar[tuple[Column, ...]] = (Column("localize_first_op", "TEXT"), Column("localize_sqnr_db", "REAL"),
+                                             Column("localize_floor_db", "REAL"))
 
     result: Localization
     cell: str = ""  # the failed cell it was run for ("" when asked for with --localize / a plan key)
+
+    def junit(self) -> dict[str, str | None]:
+        """The verdict (harness.checks.localize): the first op under the threshold and the ops after
+        it; only the outcome (and why) when none departed; the lowest judged op either way."""
+        r, f, low = self.result, self.result.first, self.result.worst
+        props: dict[str, str | None] = {"localize": r.outcome.value, "localize_threshold_db": fmt3(r.threshold_db),
+                                        "localize_format": r.format, "localize_cell": self.cell,
+                                        "localize_reason": r.reason}
+        if low is not None:
+            props.update({"localize_floor_op": low.node, "localize_floor_db": f"{low.sqnr_db:.2f}"})
+        if f is not None:
+            props.update({"localize_first_op": f.node, "localize_target": f.target, "localize_layer": f.layer,
+                          "localize_sqnr_db": f"{f.sqnr_db:.2f}", "localize_cosine": f"{f.cosine:.4f}",
+                          "localize_saturation": f"{f.saturation:.4f}",
+                          "localize_follows": ", ".join(f"{o.node} {o.sqnr_db:.1f} dB" for o in r.following)})
+        return props
+
+    def rows(self) -> tuple[Row, ...]:
+        r = self.result
+        tone = Tone.FAIL if r.first is not None else Tone.WARN if r.outcome is Outcome.UNDECIDABLE else Tone.PASS
+        return (Row("per op against the CPU reference", r.summary(), tone, first=r.first is not None),)
+
+    def columns(self) -> dict[str, Cell]:
+        if self.result.outcome is Outcome.UNDECIDABLE:
+            return {}
+        first, low = self.result.first, self.result.worst
+        return {"localize_first_op": first.node if first else "none", "localize_sqnr_db": first.sqnr_db if first else None,
+                "localize_floor_db": low.sqnr_db if low else None}
 
     def to_json(self) -> JsonObject:
         return {**self.result.as_dict(), "cell": self.cell}

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
 
-from harness.evidence.base import JsonObject
+from harness.evidence.base import Cell, Column, JsonObject, Row, Tone
 
 NPU_BACKEND = "QnnBackend"  # ExecuTorch's QNN delegate id
 MNN_QNN_PLUGIN = "QNN"  # the type of an MNN stub's Plugin op that runs a QNN context binary
@@ -132,6 +132,7 @@ def _counts(raw: object) -> dict[str, int]:
 @dataclass(frozen=True)
 class PlacementEvidence:
     KEY: ClassVar[str] = "placement"
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()
 
     program: str  # the .pte's file name, or the MNN config's graphs ("qnn/llm.mnn")
     placement: Placement
@@ -143,6 +144,20 @@ class PlacementEvidence:
     @property
     def summary(self) -> str:
         return self.placement.describe()
+
+    def junit(self) -> dict[str, str | None]:
+        props: dict[str, str | None] = {"placement": self.summary, "placement_unexpected_cpu_ops": counted(self.unexpected)}
+        if self.time_share:
+            props["placement_time_share"] = ", ".join(f"{k} {v:.3f}" for k, v in sorted(self.time_share.items()))
+        if self.runtime_qnn_inits is not None:  # llm_demo's own word on its QNN plugin kernels
+            props["placement_runtime_qnn_inits"] = str(self.runtime_qnn_inits)
+        return props
+
+    def rows(self) -> tuple[Row, ...]:
+        return ()  # the cell's placement and cpu-fallback lines (report/where_ran.py)
+
+    def columns(self) -> dict[str, Cell]:
+        return {}
 
     def to_json(self) -> JsonObject:
         out: JsonObject = {"program": self.program, "summary": self.summary, "methods": self.placement.to_json(),
@@ -163,3 +178,32 @@ class PlacementEvidence:
                    _counts(raw.get("unexpected")),
                    {str(k): float(v) for k, v in share.items()} if isinstance(share, dict) else None,
                    inits if isinstance(inits, int) and not isinstance(inits, bool) else None)
+
+
+@dataclass(frozen=True)
+class PlacementUnread:
+    """Why a QNN cell's placement was not read (the optional `mnn` extra is missing, ...): the cell
+    keeps its verdict and the reports say what was not checked. Its JSON is the reason's text."""
+
+    KEY: ClassVar[str] = "placement_unread"
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()
+
+    why: str
+
+    def junit(self) -> dict[str, str | None]:
+        return {"placement_unread": self.why}
+
+    def rows(self) -> tuple[Row, ...]:
+        return (Row("placement not read", self.why, Tone.WARN),)
+
+    def columns(self) -> dict[str, Cell]:
+        return {}
+
+    def to_json(self) -> str:
+        return self.why
+
+    @classmethod
+    def of_json(cls, raw: object) -> Self:
+        if not isinstance(raw, str):
+            raise TypeError("placement_unread is its reason's text")
+        return cls(raw)

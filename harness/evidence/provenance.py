@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Self
 
-from harness.evidence.base import JsonObject
+from harness.evidence.base import Cell, Column, Fold, JsonObject, Row
 
 
 class Tier(StrEnum):
@@ -21,11 +21,23 @@ class Tier(StrEnum):
 @dataclass(frozen=True)
 class Provenance:
     KEY: ClassVar[str] = "provenance"
+    COLUMNS: ClassVar[tuple[Column, ...]] = (Column("tier", "TEXT", Fold.DISTINCT), Column("qairt", "TEXT", Fold.DISTINCT),
+                                             Column("program_sha256", "TEXT", Fold.DISTINCT))
 
     tier: Tier
     qairt: str | None = None  # the runtime's QAIRT build id, when it has one and it was read
     program_sha256: str | None = None
     binaries_sha256: tuple[str, ...] = ()  # each context binary the program or export carries
+
+    def junit(self) -> dict[str, str | None]:
+        return {"tier": self.tier.value, "qairt": self.qairt, "program_sha256": self.program_sha256,
+                "binaries_sha256": ",".join(self.binaries_sha256)}
+
+    def rows(self) -> tuple[Row, ...]:
+        return ()  # the cell's tier badges and QAIRT (report/where_ran.py)
+
+    def columns(self) -> dict[str, Cell]:
+        return {"tier": self.tier.value, "qairt": self.qairt, "program_sha256": self.program_sha256}
 
     def to_json(self) -> JsonObject:
         return {"tier": self.tier.value, "qairt": self.qairt, "program_sha256": self.program_sha256,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import JsonObject, json_number, json_object
+from harness.evidence.base import Cell, Column, JsonObject, Row, fmt3, json_number, json_object
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class QnnOpCycles:
 @dataclass(frozen=True)
 class QnnProfile:
     KEY: ClassVar[str] = "qnn_etdump"
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()
 
     profiled: bool  # QNN's per-op events are there (the PTE was lowered with profile_level=2)
     qnn_ops: int
@@ -31,6 +32,18 @@ class QnnProfile:
     cpu_ops: tuple[str, ...]
     note: str
     detail: JsonObject = field(default_factory=dict, compare=False)  # the view as written
+
+    def junit(self) -> dict[str, str | None]:
+        if not self.profiled:
+            return {}
+        return {"etdump_qnn_ops": str(self.qnn_ops), "etdump_qnn_unit": self.unit_label,
+                "etdump_qnn_accelerator_cycles": fmt3(self.accelerator_cycles)}
+
+    def rows(self) -> tuple[Row, ...]:
+        return ()  # the page's own "QNN profiles" table (report/qnn_profile.py): top ops, cycles with their unit
+
+    def columns(self) -> dict[str, Cell]:
+        return {}
 
     def to_json(self) -> JsonObject:
         return dict(self.detail)

@@ -7,18 +7,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
-from harness.evidence.base import JsonObject, json_int
+from harness.evidence.base import Cell, Column, JsonObject, Row, json_int, text_of
 
 
 @dataclass(frozen=True)
 class QuantFinding:
     KEY: ClassVar[str] = "quant_finding"
+    COLUMNS: ClassVar[tuple[Column, ...]] = ()
 
     kind: str  # the finding's kind, e.g. mlp_mul_inherited
     tensor: str  # "" when the finding names no one tensor
     layer: int | None
     message: str
     errors: int = 1  # how many error findings the check made (this is the first in the graph's order)
+
+    def junit(self) -> dict[str, str | None]:
+        return {"quant_finding": self.kind, "quant_finding_tensor": self.tensor or None,
+                "quant_finding_layer": text_of(self.layer), "quant_finding_errors": str(self.errors)}
+
+    def rows(self) -> tuple[Row, ...]:
+        return ()  # the MNN lane of "where it departs" (report/departs.py)
+
+    def columns(self) -> dict[str, Cell]:
+        return {}
 
     def to_json(self) -> JsonObject:
         return {"kind": self.kind, "tensor": self.tensor, "layer": self.layer, "message": self.message,

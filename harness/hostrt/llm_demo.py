@@ -267,7 +267,7 @@ class HostEngine:
     """
 
     config_path: str
-    overrides: Mapping[str, Any] = field(default_factory=dict)
+    overrides: Mapping[str, object] = field(default_factory=dict)
     tmp_path: str = "tmp"   # llm_demo 3.6.1: relative to the cwd
     out: _Out | None = None
 
@@ -284,7 +284,7 @@ class HostEngine:
         self._use_template = True
 
     # -- configuration
-    def set_config(self, cfg: Mapping[str, Any]) -> None:
+    def set_config(self, cfg: Mapping[str, object]) -> None:
         self._c.set_config(json.dumps(dict(cfg)))
 
     def load(self) -> bool:
@@ -300,7 +300,7 @@ class HostEngine:
                 self._use_template = True
         return self._loaded
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, object]:
         """The engine's merged config (config.json + llm_config.json + set_config)."""
         return cast(dict[str, Any], json.loads(self._c.dump_config()))
 
@@ -351,7 +351,7 @@ class HostEngine:
 # ----------------------------------------------------------------------------- library entry
 
 def run_prompts_detailed(config_path: str | Path, prompts: Sequence[str], max_tokens: int = -1,
-                         overrides: Mapping[str, Any] | None = None) -> list[PromptResult]:
+                         overrides: Mapping[str, object] | None = None) -> list[PromptResult]:
     """Load the export once and run each prompt (greedy or not, as the config says)."""
     engine = HostEngine(str(config_path), dict(overrides or {}))
     if not engine.load():

@@ -1,6 +1,6 @@
-"""A device's address in devices.yaml, for its transport (harness/inventory/load.py): an adb serial
-and server, or an ssh target; the other transports' keys are refused. With a labgrid place
-(harness/inventory/labgrid.py) the place publishes the address, so it is not written here."""
+"""The parts of a device's address in devices.yaml that its kinds read (harness/inventory/kinds/):
+an adb server, an ssh target. With a labgrid place (harness/inventory/labgrid.py) the place
+publishes the address, so it is not written here."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.inventory.context import Ctx, want
-from harness.inventory.labgrid import LabgridSpec
+from harness.inventory.context import Ctx
 from harness.inventory.model import DEFAULT_ADB_SERVER_PORT, AdbServer, SshSpec
 from harness.validation import check_keys, parse_host_port, type_name, typed_get
 
@@ -56,7 +55,7 @@ def parse_ssh(ctx: Ctx, data: Any, base: Path, *, prefix: str = "ssh", host_from
     )
 
 
-def parse_adb_server(ctx: Ctx, raw: Any, base: Path, *, from_place: bool) -> AdbServer | None:
+def parse_adb_server(ctx: Ctx, raw: object, base: Path, *, from_place: bool) -> AdbServer | None:
     """`adb_server: "HOST:PORT"` or `{host, port, via_ssh: {...}}`. With a labgrid place the
     address comes from the place, so only `via_ssh` may be written here."""
     if raw is None:
@@ -83,39 +82,3 @@ def parse_adb_server(ctx: Ctx, raw: Any, base: Path, *, from_place: bool) -> Adb
     if raw.get("via_ssh") is not None:
         via = parse_ssh(ctx, raw["via_ssh"], base, prefix="adb_server.via_ssh")
     return AdbServer(host=host, port=port, via_ssh=via)
-
-
-# A device's address for its transport (serial + adb server, or ssh); the other transports' keys are refused.
-Link = tuple[str | None, AdbServer | None, SshSpec | None]
-
-
-def adb_link(ctx: Ctx, raw: dict[str, Any], base: Path, labgrid: LabgridSpec | None) -> Link:
-    given = want(ctx, raw, "serial", (str, int))
-    serial = None if given is None else str(given)
-    if not serial:
-        raise ctx.fail("serial", "is missing for an adb device",
-                       "add `serial:` (see `adb devices`; HOST:PORT for a TCP-attached device)")
-    adb_server = parse_adb_server(ctx, raw.get("adb_server"), base, from_place=labgrid is not None)
-    if "ssh" in raw:
-        raise ctx.fail("ssh", "is set on an adb device", "remove it or set `transport: ssh`")
-    return serial, adb_server, None
-
-
-def ssh_link(ctx: Ctx, raw: dict[str, Any], base: Path, labgrid: LabgridSpec | None) -> Link:
-    want(ctx, raw, "serial", (str, int))  # a wrong type is named before the key is refused
-    if "ssh" not in raw:
-        raise ctx.fail("ssh", "is missing for an ssh device", "add `ssh: {host: ..., user: ..., key: ...}`")
-    ssh_spec = parse_ssh(ctx, raw["ssh"], base, host_from=None if labgrid is None else labgrid.describe())
-    for k in ("serial", "adb_server"):
-        if k in raw:
-            raise ctx.fail(k, "is set on an ssh device", "remove it or set `transport: adb`")
-    return None, None, ssh_spec
-
-
-def local_link(ctx: Ctx, raw: dict[str, Any], base: Path, labgrid: LabgridSpec | None) -> Link:
-    want(ctx, raw, "serial", (str, int))
-    for k in ("serial", "adb_server", "ssh"):
-        if k in raw:
-            raise ctx.fail(k, "is set on a local device", "remove it; a local device is this host")
-    return None, None, None
-

@@ -3,6 +3,7 @@ InventoryError that always names the file, the device and the key, and says what
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ class Ctx:
         return InventoryError(f"{where}: {problem}; {fix}")
 
 
-def want(ctx: Ctx, data: dict[str, Any], key: str, kind: type | tuple[type, ...], *, required: bool = False,
-         default: Any = None) -> Any:
+def want(ctx: Ctx, data: Mapping[str, object], key: str, kind: type | tuple[type, ...], *, required: bool = False,
+         default: object = None) -> Any:
     return typed_get(ctx, data, key, kind, default=default, required=required,
                      missing_fix=f"add `{key}:` to this device")

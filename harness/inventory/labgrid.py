@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from harness.kinds import TransportKind, by_kind
 from harness.validation import FailFn, check_keys, parse_host_port, type_name, typed_get
 
 _LABGRID_TOP_KEYS = {"coordinator"}
@@ -16,10 +14,6 @@ _LABGRID_DEVICE_KEYS = {"place", "tags", "prio", "resource"}
 # labgrid's own rules for place tags (labgrid.remote.common.TAG_KEY/TAG_VAL), checked whole.
 _LG_TAG_KEY = re.compile(r"^[a-z][a-z0-9_]+$")
 _LG_TAG_VAL = re.compile(r"^[a-z0-9_]+$")
-# The NetworkService resource a place publishes for each transport (see docs/labgrid.md);
-# None: labgrid places hold no such device.
-LABGRID_DEFAULT_RESOURCE = by_kind("LABGRID_DEFAULT_RESOURCE", {
-    TransportKind.ADB: "ADBServer", TransportKind.SSH: "NetworkService", TransportKind.LOCAL: None})
 
 
 @dataclass(frozen=True)
@@ -39,8 +33,10 @@ class LabgridSpec:
         return f"labgrid {what} @ {self.coordinator}"
 
 
-def parse_labgrid(ctx: FailFn, raw: Any, transport: TransportKind, coordinator: str | None) -> LabgridSpec:
-    default_resource = LABGRID_DEFAULT_RESOURCE[transport]
+def parse_labgrid(ctx: FailFn, raw: object, transport: str, default_resource: str | None,
+                  coordinator: str | None) -> LabgridSpec:
+    """`default_resource`: the resource a place publishes a `transport` device's address with
+    (its kind's labgrid_resource); None: labgrid places hold no such device."""
     if default_resource is None:
         raise ctx.fail("labgrid", f"is set on a {transport} device", "labgrid places hold adb and ssh devices only")
     if coordinator is None:
@@ -75,7 +71,7 @@ def parse_labgrid(ctx: FailFn, raw: Any, transport: TransportKind, coordinator: 
                        prio=float(prio))
 
 
-def parse_top_labgrid(top: FailFn, raw: Any) -> str | None:
+def parse_top_labgrid(top: FailFn, raw: object) -> str | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -88,4 +84,4 @@ def parse_top_labgrid(top: FailFn, raw: Any) -> str | None:
     return f"{host}:{port}"
 
 
-__all__ = ["LABGRID_DEFAULT_RESOURCE", "LabgridSpec", "parse_labgrid", "parse_top_labgrid"]
+__all__ = ["LabgridSpec", "parse_labgrid", "parse_top_labgrid"]

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -21,42 +20,38 @@ import yaml
 
 from harness import soc
 from harness.errors import InventoryError
-from harness.inventory.address import Link, adb_link, local_link, ssh_link
 from harness.inventory.context import Ctx, want
-from harness.inventory.labgrid import LabgridSpec, parse_labgrid, parse_top_labgrid
-from harness.inventory.model import (
-    TRANSPORTS,
-    DeviceSpec,
-    Inventory,
-)
+from harness.inventory.kinds import KINDS
+from harness.inventory.labgrid import parse_labgrid, parse_top_labgrid
+from harness.inventory.model import DeviceSpec, Inventory, Link, TransportKind
 from harness.inventory.soc import parse_htp, soc_facts
-from harness.kinds import TransportKind, by_kind
 from harness.validation import YamlBoundError, check_keys, load_yaml, no_gc_pauses, type_name, typed_get
 
-_DEVICE_KEYS = {
-    "name", "transport", "serial", "adb_server", "ssh", "soc", "soc_id", "htp_arch",
-    "vtcm_mb", "work_dir", "tags", "description", "labgrid", "htp",
-}
+# Every device's keys; each transport kind adds its own (TransportKind.keys).
+_COMMON_KEYS = {"name", "transport", "soc", "soc_id", "htp_arch", "vtcm_mb", "work_dir", "tags", "description",
+                "labgrid", "htp"}
 _TOP_KEYS = {"version", "devices", "labgrid", "locks"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def _parse_device(ctx: Ctx, name: str, raw: dict[str, Any], base: Path, coordinator: str | None = None) -> DeviceSpec:
-    check_keys(ctx, "", raw, _DEVICE_KEYS)
+    check_keys(ctx, "", raw, _COMMON_KEYS | KINDS.device_keys())
     text = want(ctx, raw, "transport", str, required=True)
-    if text not in TRANSPORTS:
-        raise ctx.fail("transport", f"{text!r} is not a transport", f"use one of {', '.join(TRANSPORTS)}")
-    transport = TransportKind(text)
-    rules = _RULES[transport]
-    labgrid = None if raw.get("labgrid") is None else parse_labgrid(ctx, raw["labgrid"], transport, coordinator)
+    rules = KINDS.named(text)
+    if rules is None:
+        raise ctx.fail("transport", f"{text!r} is not a transport", f"use one of {', '.join(KINDS.names())}")
+    transport = rules
+    labgrid = None if raw.get("labgrid") is None else parse_labgrid(ctx, raw["labgrid"], transport.name,
+                                                                transport.labgrid_resource, coordinator)
     serial, adb_server, ssh_spec = rules.link(ctx, raw, base, labgrid)
+    _refuse_others_keys(ctx, raw, rules)
 
     soc_model = want(ctx, raw, "soc", str, required=rules.needs_soc)
     if soc.is_host(soc_model):
         if "htp" in raw:
             raise ctx.fail("htp", "is set on the host (soc: host has no HTP to emulate)",
                            "give the SoC to emulate, e.g. `soc: SM8650` with `htp: emulator`, or remove `htp:`")
-        return _host_device(ctx, raw, base, transport)
+        return _host_device(ctx, raw, base, transport, (serial, adb_server, ssh_spec))
     htp = parse_htp(ctx, raw, transport, on_host=rules.on_host)
     soc_model, soc_id, arch, vtcm = soc_facts(ctx, raw, soc_model)
 
@@ -77,24 +72,14 @@ def _parse_device(ctx: Ctx, name: str, raw: dict[str, Any], base: Path, coordina
     )
 
 
-@dataclass(frozen=True)
-class _KindRules:
-    """What devices.yaml asks of a device of one transport kind."""
-
-    link: Callable[[Ctx, dict[str, Any], Path, LabgridSpec | None], Link]
-    needs_soc: bool  # False: the host itself, which may leave `soc:` out (soc: host)
-    default_work_dir: str | None  # None: `work_dir:` is required
-    on_host: bool  # work_dir is a host folder (relative to the file), not an absolute device path
+def _refuse_others_keys(ctx: Ctx, raw: Mapping[str, object], kind: TransportKind) -> None:
+    """A key only other kinds read is refused (the built-in kinds word their own first)."""
+    for key in sorted(set(raw) - _COMMON_KEYS - kind.keys):
+        owners = " or ".join(f"`transport: {k.name}`" for k in KINDS.owners(key))
+        raise ctx.fail(key, f"is set on a `transport: {kind.name}` device", f"remove it or set {owners}")
 
 
-_RULES = by_kind("inventory._RULES", {
-    TransportKind.ADB: _KindRules(adb_link, True, "/data/local/tmp/harness", False),
-    TransportKind.SSH: _KindRules(ssh_link, True, None, False),
-    TransportKind.LOCAL: _KindRules(local_link, False, None, True),
-})
-
-
-def _tags(ctx: Ctx, raw: dict[str, Any]) -> tuple[str, ...]:
+def _tags(ctx: Ctx, raw: Mapping[str, object]) -> tuple[str, ...]:
     tags = want(ctx, raw, "tags", list, default=[])
     for t in tags:
         if not isinstance(t, str) or not t:
@@ -102,9 +87,9 @@ def _tags(ctx: Ctx, raw: dict[str, Any]) -> tuple[str, ...]:
     return tuple(tags)
 
 
-def _host_device(ctx: Ctx, raw: dict[str, Any], base: Path, transport: TransportKind) -> DeviceSpec:
+def _host_device(ctx: Ctx, raw: Mapping[str, object], base: Path, transport: TransportKind, link: Link) -> DeviceSpec:
     """A local device that is the host: no SoC facts (QNN cells skip there)."""
-    if not _RULES[transport].on_host:
+    if not transport.on_host:
         raise ctx.fail("soc", "`host` is only for `transport: local`",
                        "give the device's Qualcomm SoC model, e.g. SM8750")
     for k in ("soc_id", "htp_arch", "vtcm_mb"):
@@ -114,11 +99,11 @@ def _host_device(ctx: Ctx, raw: dict[str, Any], base: Path, transport: Transport
     if not os.path.isabs(work_dir):
         work_dir = str((base / work_dir).resolve())
     return DeviceSpec(name=ctx.device or "", transport=transport, soc_model=soc.HOST, soc_id=0, htp_arch="",
-                      vtcm_mb=0, work_dir=work_dir, tags=_tags(ctx, raw),
+                      vtcm_mb=0, work_dir=work_dir, serial=link[0], adb_server=link[1], ssh=link[2], tags=_tags(ctx, raw),
                       description=want(ctx, raw, "description", str, default=""), source=ctx.path)
 
 
-def _parse_top_locks(top: Ctx, raw: Any, base: Path) -> Path | None:
+def _parse_top_locks(top: Ctx, raw: object, base: Path) -> Path | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -130,7 +115,7 @@ def _parse_top_locks(top: Ctx, raw: Any, base: Path) -> Path | None:
     return (base / Path(text).expanduser()).resolve()
 
 
-def parse_inventory(data: Any, path: Path) -> Inventory:
+def parse_inventory(data: object, path: Path) -> Inventory:
     """Validate already-parsed YAML data (as loaded from `path`)."""
     top = Ctx(path)
     if not isinstance(data, dict):

@@ -1,19 +1,21 @@
 """The inventory's model: what devices.yaml describes once it is validated (harness/inventory/load.py
 parses it): an Inventory of DeviceSpecs, each reached over adb (AdbServer), ssh (SshSpec) or
-on this host, with its SoC and HTP facts."""
+on this host, with its SoC and HTP facts; and TransportKind, the contract of a kind of device
+link (its kinds: harness/inventory/kinds/, one file each, registered once)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from harness.errors import InventoryError
 from harness.evidence import Clock, Tier
+from harness.inventory.context import Ctx
 from harness.inventory.labgrid import LabgridSpec
-from harness.kinds import TransportKind, by_kind
 
-TRANSPORTS = tuple(k.value for k in TransportKind)
 DEFAULT_ADB_SERVER_PORT = 5037
 # `htp: emulator`: a local device whose QNN cells run on the host's x86 HTP emulator for its SoC
 # (QAIRT's libQnnHtp.so from the `qnn` extra; docs/executorch-runner.md#the-htp-emulator).
@@ -93,28 +95,70 @@ class DeviceSpec:
         return bool(self.htp_arch)
 
     def describe(self) -> str:
-        where = WHERE[self.transport](self)
+        where = self.transport.where(self)
         if not self.has_htp:
             return f"{self.name}: {where}, host (no HTP)"
         htp = "HTP emulator" if self.emulated else "HTP"  # emulator timings are not device speed
         return f"{self.name}: {where}, {self.soc_model} (soc_id {self.soc_id}, {htp} {self.htp_arch}, VTCM {self.vtcm_mb} MB)"
 
 
-def _adb_where(d: DeviceSpec) -> str:
-    if d.labgrid is not None and d.adb_server is None:
-        return f"adb {d.serial} via the adb server of {d.labgrid.describe()}"
-    return f"adb {d.serial} via {d.adb_server or AdbServer()}"
+# A device's address for its transport (serial + adb server, or ssh); the other kinds' keys are refused.
+Link = tuple[str | None, AdbServer | None, SshSpec | None]
+YamlMap = dict[str, object]
 
 
-def _ssh_where(d: DeviceSpec) -> str:
-    if d.labgrid is not None and d.ssh is not None and not d.ssh.host:
-        return f"ssh via {d.labgrid.describe()}"
-    return f"ssh {d.ssh}" if d.ssh else "ssh"
+class TransportKind(ABC):
+    """One kind of device link: everything the harness knows of one way of reaching a device,
+    on one object (the keys it owns and their validation, its descriptions, its labgrid resource,
+    its driver). Subclasses set the class facts and write the four methods; an instance
+    registers once (harness/inventory/kinds/registry.py), which checks it against this contract."""
 
+    name: ClassVar[str]  # devices.yaml's `transport:` value; a record's transport
+    keys: ClassVar[frozenset[str]] = frozenset()  # device keys this kind reads (others' keys are refused)
+    needs_soc: ClassVar[bool] = True  # False: the host itself, which may leave `soc:` out (soc: host)
+    default_work_dir: ClassVar[str | None] = None  # None: `work_dir:` is required
+    on_host: ClassVar[bool] = False  # work_dir is a host folder (relative to the file), not an absolute device path
+    # The labgrid resource a place publishes this kind's address with (docs/labgrid.md), and what
+    # it is in words; None: labgrid places hold no device of this kind.
+    labgrid_resource: ClassVar[str | None] = None
+    labgrid_service: ClassVar[str] = ""
+    needs_login: ClassVar[bool] = False  # its place must publish a login (`username:`) too
+    # The driver that opens a device of this kind: "module:callable" taking (DeviceSpec,
+    # RetryPolicy | None) and returning a Transport. Named, not imported: the drivers sit a floor
+    # above the inventory (harness/transport opens it, tests/transport checks every kind's).
+    opener: ClassVar[str]
 
-# Where a device is reached, in words (DeviceSpec.describe).
-WHERE: Mapping[TransportKind, Callable[[DeviceSpec], str]] = by_kind("inventory.WHERE", {
-    TransportKind.ADB: _adb_where, TransportKind.SSH: _ssh_where, TransportKind.LOCAL: lambda d: "local host"})
+    @abstractmethod
+    def link(self, ctx: Ctx, raw: YamlMap, base: Path, labgrid: LabgridSpec | None) -> Link:
+        """The device's address from its devices.yaml entry; a key of another kind is refused."""
+
+    @abstractmethod
+    def where(self, d: DeviceSpec) -> str:
+        """How the device is reached, in words (DeviceSpec.describe)."""
+
+    @abstractmethod
+    def status_where(self, d: DeviceSpec) -> str:
+        """The TRANSPORT column of `harness lab status` (short; a labgrid place names its resource)."""
+
+    @abstractmethod
+    def address(self, d: DeviceSpec) -> str:
+        """The ADDRESS column of `harness devices`."""
+
+    def from_place(self, d: DeviceSpec, host: str, port: int, user: str) -> DeviceSpec:
+        """The device with the address its labgrid place publishes (kinds with a labgrid_resource)."""
+        raise TypeError(f"transport kind {self.name} has no labgrid address")
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __copy__(self) -> TransportKind:
+        return self  # one object per kind: DeviceSpecs compare kinds with `is`
+
+    def __deepcopy__(self, memo: dict[int, object]) -> TransportKind:
+        return self
+
+    def __repr__(self) -> str:
+        return f"<transport kind {self.name}>"
 
 
 @dataclass(frozen=True)

@@ -4,15 +4,14 @@ local device whose QNN cells run on the host's QAIRT HTP emulator."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from harness import soc
 from harness.inventory.context import Ctx, want
-from harness.inventory.model import HTP_EMULATOR, HTP_MODES
-from harness.kinds import TransportKind
+from harness.inventory.model import HTP_EMULATOR, HTP_MODES, TransportKind
 
 
-def parse_htp(ctx: Ctx, raw: dict[str, Any], transport: TransportKind, *, on_host: bool) -> str:
+def parse_htp(ctx: Ctx, raw: Mapping[str, object], transport: TransportKind, *, on_host: bool) -> str:
     """`htp: emulator` only on a device that is this host; such a device with an HTP SoC needs
     it (this host has no Hexagon DSP: its QNN cells can only run on QAIRT's x86 emulator)."""
     htp = want(ctx, raw, "htp", str)
@@ -30,7 +29,7 @@ def parse_htp(ctx: Ctx, raw: dict[str, Any], transport: TransportKind, *, on_hos
     return str(htp)
 
 
-def soc_facts(ctx: Ctx, raw: dict[str, Any], soc_model: str) -> tuple[str, int, str, int]:
+def soc_facts(ctx: Ctx, raw: Mapping[str, object], soc_model: str) -> tuple[str, int, str, int]:
     """(model, soc_id, HTP arch, VTCM MB): from the SoC table, where a written fact must agree
     with it, or all written out for an SoC the table lacks."""
     info = soc.lookup(soc_model)

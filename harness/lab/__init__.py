@@ -9,19 +9,22 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "claims": ("claim_dir", "open_claim"),
     "cli": ("plan_job", "run_from_cli"),
     "context": ("DeviceContext",),
     "exitcodes": ("ExitCode", "UsageError", "for_error", "for_night"),
-    "export_checks": ("export_check_records",),
+    "export_checks": ("export_check_records", "device_path"),
     "health": ("HealthPolicy", "check_device", "judge"),
     "jobs": ("suite_job",),
     "locks": ("DeviceBusy", "DeviceLock", "lock_state"),
-    "scheduler": ("run_night",),
+    "scheduler": ("AfterNight", "run_night", "new_run_id"),
     "status": ("collect_status", "format_status", "lab_status"),
     "worker": ("EntryRun",),
-})
+    "night_reports": ("NightResult", "write_night_reports"),
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.lab.claims import claim_dir as claim_dir
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from harness.lab.exitcodes import UsageError as UsageError
     from harness.lab.exitcodes import for_error as for_error
     from harness.lab.exitcodes import for_night as for_night
+    from harness.lab.export_checks import device_path as device_path
     from harness.lab.export_checks import export_check_records as export_check_records
     from harness.lab.health import HealthPolicy as HealthPolicy
     from harness.lab.health import check_device as check_device
@@ -41,6 +45,10 @@ if TYPE_CHECKING:
     from harness.lab.locks import DeviceBusy as DeviceBusy
     from harness.lab.locks import DeviceLock as DeviceLock
     from harness.lab.locks import lock_state as lock_state
+    from harness.lab.night_reports import NightResult as NightResult
+    from harness.lab.night_reports import write_night_reports as write_night_reports
+    from harness.lab.scheduler import AfterNight as AfterNight
+    from harness.lab.scheduler import new_run_id as new_run_id
     from harness.lab.scheduler import run_night as run_night
     from harness.lab.status import collect_status as collect_status
     from harness.lab.status import format_status as format_status

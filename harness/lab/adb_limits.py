@@ -14,8 +14,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from harness.inventory import DEFAULT_ADB_SERVER_PORT, DeviceSpec
-from harness.kinds import TransportKind
+from harness.inventory import ADB, DEFAULT_ADB_SERVER_PORT, DeviceSpec
 from harness.transport import is_tcp_serial
 
 _SERVER_OWN = 10  # the descriptors an idle adb server holds itself (measured: 74 with 64 devices)
@@ -68,7 +67,7 @@ def adb_server_warnings(devices: list[DeviceSpec], workers: int) -> list[str]:
     """One line per local adb server whose open-file limit the night would exhaust."""
     tcp_per_port: Counter[int] = Counter()
     for d in devices:
-        if d.transport is not TransportKind.ADB or not d.serial or not is_tcp_serial(d.serial):
+        if d.transport is not ADB or not d.serial or not is_tcp_serial(d.serial):
             continue
         server = d.adb_server
         if server is not None and server.host not in ("127.0.0.1", "localhost", "::1"):

@@ -21,15 +21,11 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.inventory import DeviceSpec, Inventory
-from harness.lab.locks import DeviceBusy, DeviceLock, lock_state, lock_states
+from harness.lab.locks import LOCK_DIR_ENV, DeviceLock, lock_state, lock_states
 
-__all__ = ["DeviceBusy", "DeviceClaim", "FileClaim", "LOCK_DIR_ENV", "claim_dir", "claim_states", "open_claim",
-           "unclaimed_address"]
+__all__ = ["DeviceClaim", "FileClaim", "claim_dir", "claim_states", "open_claim", "unclaimed_address"]
 
 SayFn = Callable[[str], None]
-
-# Set it to move every run's claims (e.g. a folder shared by lab hosts); --lock-dir wins over it.
-LOCK_DIR_ENV = "HARNESS_LOCK_DIR"
 
 
 class DeviceClaim(Protocol):

@@ -5,13 +5,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.context import DeviceContext
 from harness.lab.exitcodes import ExitCode, for_night
 from harness.lab.plan import RUNNERS, Plan, PlanError, load_plan
-from harness.lab.scheduler import run_night
+from harness.lab.scheduler import AfterNight, run_night
 from harness.report import TestRecord
+
+if TYPE_CHECKING:
+    from harness.lab.export_checks import ExportCheckSet
 
 
 class PlanJob:
@@ -26,22 +30,26 @@ class PlanJob:
         raise PlanError(f"{ctx.plan.path}: suite {ctx.entry.suite.name!r}: runner {ctx.entry.suite.runner!r} has no "
                         f"lab job yet (lab jobs exist for: {', '.join(RUNNERS)}); run it with pytest suites/")
 
-    def export_records(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> list[TestRecord]:
-        from harness.lab.export_checks import export_check_records
+    def export_checks(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> ExportCheckSet:
+        from harness.lab.export_checks import decide_export_checks
 
-        return export_check_records(plan, devices, run_id=run_id)
+        return decide_export_checks(plan, devices, run_id=run_id)
 
 
 plan_job = PlanJob()
 
 
 def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_dir: str | None = None,
-                 fail_on_regression: bool = True, rebuild_exports: bool = False) -> ExitCode:
+                 fail_on_regression: bool = True, rebuild_exports: bool = False,
+                 after: AfterNight | None = None) -> ExitCode:
     """Run a night and print it; the last line is the counts. Returns the exit code
     (harness/lab/exitcodes.py). A plan or inventory error raises before anything runs."""
     plan = load_plan(plan_path)
-    result = run_night(plan, inventory, out_dir, plan_job, lock_dir=Path(lock_dir) if lock_dir else None,
-                       rebuild_exports=rebuild_exports)
+    from harness.lab.night_log import night_log
+
+    with night_log(Path(out_dir)) as log:  # other libraries' lines go to the file, not the console
+        result = run_night(plan, inventory, out_dir, plan_job, lock_dir=Path(lock_dir) if lock_dir else None,
+                           rebuild_exports=rebuild_exports, after=after)
     print(f"night {result.run_id}: {result.wall_s:.1f}s, records in {result.records_path}"
           + (" [interrupted]" if result.interrupted else ""))
     for name, outcome in sorted(result.devices.items()):
@@ -50,6 +58,7 @@ def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_d
     for kind, path in sorted(result.reports.items()):
         if ":" not in kind:  # per-device JUnit files sit beside the merged one
             print(f"  report {kind}: {path}")
+    print(f"  log (other libraries' lines): {log}")
     if plan.exports is not None:
         from harness.lab.exports import failed_export_lines
 
@@ -59,5 +68,9 @@ def run_from_cli(inventory: Inventory, plan_path: Path, out_dir: Path, *, lock_d
         print(f"  regression: {reg.describe()}")
     for problem in result.report_problems:
         print(f"harness: {problem}", file=sys.stderr, flush=True)
+    from harness.report.console import failed_lines
+
+    for line in failed_lines(result.records()):  # the night ends with why, then its counts
+        print(line)
     print(result.counts.line(), flush=True)
     return for_night(result, fail_on_regression=fail_on_regression)

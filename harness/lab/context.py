@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from harness.inventory import DeviceSpec
 from harness.lab.plan import Plan, PlanEntry
@@ -17,9 +17,11 @@ from harness.outcomes import NightOutcome
 from harness.report import TestRecord
 from harness.transport import Transport
 
+if TYPE_CHECKING:  # the suites' registry (numpy) is imported only by the nights that decide checks
+    from harness.lab.export_checks import ExportCheckSet
+
 TransportFactory = Callable[[DeviceSpec], Transport]
 SayFn = Callable[[str], None]
-
 
 
 @dataclass
@@ -58,10 +60,11 @@ JobFn = Callable[[DeviceContext], Iterable[TestRecord]]
 
 @runtime_checkable
 class ExportChecks(Protocol):
-    """A job that also has checks needing no device: the night asks it for their records once,
-    before any device is claimed (harness/lab/jobs.py SuiteJob)."""
+    """A job that also has checks needing no device: the night asks it to decide them once,
+    before any device is claimed; each worker writes its device's copies as it starts an entry
+    (harness/lab/jobs.py SuiteJob, harness/lab/export_checks.py)."""
 
-    def export_records(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> list[TestRecord]: ...
+    def export_checks(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> ExportCheckSet: ...
 
 
 @dataclass

@@ -3,7 +3,7 @@ device, each testcase decided by `harness.suite.run_check`, the call the pytest 
 so both doors give the same testcase names, records and verdicts.
 
 The checks that need no device (Scope.EXPORT) are not run here: the night runs them once per
-export before any device is claimed (`SuiteJob.export_records`, lab/export_checks.py). Here:
+export before any device is claimed (`SuiteJob.export_checks`, lab/export_checks.py). Here:
 provision the entry's model and runtime, run the backend matrix pair by pair through the
 shared pipeline (harness/pipeline.py) with the per-cell and per-pair checks, then the
 per-device checks (chunked prefill).
@@ -20,7 +20,7 @@ from harness.evidence import Provenance, Timing
 from harness.inventory import DeviceSpec
 from harness.lab.context import DeviceContext
 from harness.lab.et_job import executorch_job
-from harness.lab.export_checks import device_path, export_check_records
+from harness.lab.export_checks import ExportCheckSet, decide_export_checks, device_path
 from harness.lab.plan import Plan
 from harness.pairs import BackendPair, cpu_first
 from harness.pipeline import PairRun, judge_matrix, run_matrix
@@ -194,7 +194,7 @@ def _pairs(ctx: DeviceContext, suite: Suite, checks: Sequence[Check[Any]], model
 class SuiteJob:
     """The night's job over a plan's suites: `__call__` on a claimed device (llm_matrix_job, or
     executorch_job for a suite that drives ExecuTorch),
-    `export_records` once per night before any claim (lab/scheduler.py calls it)."""
+    `export_checks` once per night before any claim (lab/scheduler.py calls it)."""
 
     def __call__(self, ctx: DeviceContext) -> Iterator[TestRecord]:
         """The job of the runner the entry's suite drives (runners/base.py RunnerKind)."""
@@ -202,8 +202,8 @@ class SuiteJob:
             return executorch_job(ctx)
         return llm_matrix_job(ctx)
 
-    def export_records(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> list[TestRecord]:
-        return export_check_records(plan, devices, run_id=run_id)
+    def export_checks(self, plan: Plan, devices: Sequence[DeviceSpec], run_id: str) -> ExportCheckSet:
+        return decide_export_checks(plan, devices, run_id=run_id)
 
 
 suite_job = SuiteJob()

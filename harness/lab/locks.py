@@ -20,7 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, OutputPathError
+
+# Set it to move every run's claims (e.g. a folder shared by lab hosts); --lock-dir wins over it.
+LOCK_DIR_ENV = "HARNESS_LOCK_DIR"
 
 
 class DeviceBusy(HarnessError):
@@ -160,7 +163,18 @@ class DeviceLock:
 
     def acquire(self, wait_s: float, *, say: Callable[[str], None] | None = None,
                 cancel: threading.Event | None = None) -> LockHolder:
-        """Take the device, waiting up to wait_s (saying who holds it). Raises DeviceBusy."""
+        """Take the device, waiting up to wait_s (saying who holds it). Raises DeviceBusy, or
+        OutputPathError when the claim folder cannot be written (a usage error, not a bug)."""
+        try:
+            return self._acquire(wait_s, say, cancel)
+        except OSError as exc:
+            self._lock.release()
+            raise OutputPathError(f"{self.device}: cannot claim it in the claim folder {self.lock_dir}: "
+                                  f"{exc.strerror or exc}; pass --lock-dir (or set {LOCK_DIR_ENV}) to a folder "
+                                  "every run on this lab can write") from None
+
+    def _acquire(self, wait_s: float, say: Callable[[str], None] | None,
+                 cancel: threading.Event | None) -> LockHolder:
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + wait_s
         first = True

@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 from collections import Counter
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -143,7 +144,8 @@ def _history_and_html(records: list[TestRecord], out_dir: Path, *, run_id: str, 
     try:
         title = f"{plan_name} - {run_id}"
         try:
-            paths["html"] = write_html(records, out_dir, title=title, history=hist, regressions=regressions)
+            paths["html"] = write_html(records, out_dir, title=title, history=hist, regressions=regressions,
+                                       night_id=run_id if record_history else None)
         except sqlite3.Error as exc:  # the history broke while plotting: the page without trends
             problems.append(f"trend plots not drawn: {_said(exc, history_db)}")
             paths["html"] = write_html(records, out_dir, title=title, regressions=regressions)
@@ -182,7 +184,7 @@ def write_meta(out_dir: Path, result: NightResult, plan: Plan, devices: list[Dev
     write_atomic(out_dir / "night.json", night_json(meta))
 
 
-def night_json(meta: dict[str, Any]) -> str:
+def night_json(meta: Mapping[str, object]) -> str:
     """night.json's text: a key a line, each device's outcome a line of its own. Not
     `json.dumps(indent=2)`: any indent makes json use its pure-Python encoder, 0.15-0.25 s of
     a 10 000-device night's end (night.json is written twice); this is json's C encoder a line."""

@@ -23,6 +23,8 @@ This module runs the night (threads, signals, waiting); the per-device worker is
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import sys
 import threading
@@ -31,7 +33,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.errors import HostWriteError
+from harness.errors import HarnessError, HostWriteError
 from harness.hostfiles import prepare_output_dir
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.adb_limits import adb_server_warnings
@@ -131,6 +133,13 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
+HISTORY_FILE = "history.sqlite"  # in --out, as `harness lab run --help` says
+
+# What a front door runs after a night's reports (the repro bundles and the plan's bisection,
+# harness/bisect/night.py): (the night, its plan as run, its devices, the history, the stop) -> problems.
+AfterNight = Callable[[NightResult, Plan, list[DeviceSpec], Path, threading.Event], list[str]]
+
+
 def run_night(
     plan: Plan,
     inventory: Inventory,
@@ -146,6 +155,7 @@ def run_night(
     reports: bool = True,
     grace_s: float = 30.0,
     rebuild_exports: bool = False,
+    after: AfterNight | None = None,
 ) -> NightResult:
     """Run the plan on every matching device in parallel; write records and reports.
 
@@ -153,7 +163,9 @@ def run_night(
     artifacts), and with `reports`: junit.xml, junit/<device>.xml, report.html, plots/.
     Claim folder: `claims.claim_dir` (`lock_dir`, $HARNESS_LOCK_DIR, the plan's `locks.dir`,
     locks/ next to devices.yaml).
-    History: `history_db`, else the plan's `history.db`, else <out_dir>/../history.sqlite.
+    History: `history_db`, else the plan's `history.db`, else <out_dir>/history.sqlite (as `lab run
+    --help` says; a history an older harness wrote beside it, <out_dir>/../history.sqlite, is copied
+    in once, with a message).
     Ctrl-C / SIGTERM (handled while this runs in the main thread) or `stop.set()` end the night
     cleanly: device processes killed, claims released, what arrived reported; the result says so.
     A plan's `exports:` run first, on this host, before any claim (harness/lab/exports/stage.py);
@@ -163,11 +175,11 @@ def run_night(
     plan.check_models(devices)
     # Faults on the host's side are found here, before any device is claimed.
     out_dir = prepare_output_dir(out_dir, "output folder (--out)")
-    history_path = Path(history_db or plan.history.db or out_dir.parent / "history.sqlite")
+    say = say or _default_say
+    history_path = Path(history_db or plan.history.db or default_history(out_dir, say))
     if reports:
         check_history(history_path, plan, history_db)
     stop = stop or threading.Event()
-    say = say or _default_say
     freeze_at_exit()  # the process's exit after a stop is part of the stop's 2 s (process_end.py)
     for warning in adb_server_warnings(devices, pool_size(plan.concurrency.workers, len(devices))):
         say(warning)  # a full adb server takes connections and never answers (docs/lab-scale.md)
@@ -187,10 +199,12 @@ def run_night(
             night = Night(plan=plan, run_id=run_id, out_dir=out_dir, job=job, writer=writer, stop=stop,
                            factory=transport_factory, lock_dir=lock_dir, say=say, entries=plan.entries())
             if isinstance(job, ExportChecks) and not stop.is_set():
-                # Checks that need no device: once per export, before any device is claimed.
-                for rec in job.export_records(plan, devices, run_id):
-                    writer.write(rec)
-                    night.export_records.append(rec)
+                # Checks that need no device: decided once per export, before any device is
+                # claimed; each worker writes its device's copies as it starts an entry.
+                night.export_checks = job.export_checks(plan, devices, run_id)
+                for rec in night.export_checks.failing():
+                    say(f"export check {rec.name} of {rec.model}: {rec.status}, decided once for all its devices: "
+                        f"{rec.message.splitlines()[0] if rec.message else ''}")
             # A stop during the exports: no device is claimed at all.
             workers = [DeviceWorker(night, d) for d in devices] if not stop.is_set() else []
             pool = _start_pool(night, workers, reports=reports)
@@ -199,7 +213,7 @@ def run_night(
             result.devices = {w.device.name: w.outcome for w in workers}
         result.wall_s = time.monotonic() - started
         if reports:
-            _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say)
+            _reports(result, plan, history_path, claimed=bool(workers), stop=stop, say=say, after=after, devices=devices)
         result.report_problems += [f"{name}: results not kept, the rest of its tests not run: {o.reason}"
                                    for name, o in result.devices.items() if o.status is NightOutcome.HOST_FAULT]
         result.counts = NightCounts.of(result.records(), result.devices, len(result.regressions))
@@ -211,9 +225,27 @@ def run_night(
     return result
 
 
+def default_history(out_dir: Path, say: SayFn) -> Path:
+    """<out_dir>/history.sqlite; the first time, an older harness's <out_dir>/../history.sqlite is
+    copied in (a temp name, then renamed; the old file is left as it was), so trends go on."""
+    path, old = out_dir / HISTORY_FILE, out_dir.parent / HISTORY_FILE
+    if not path.exists() and old.is_file():
+        tmp = path.with_name(f".{HISTORY_FILE}.tmp")
+        try:
+            shutil.copy2(old, tmp)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise HarnessError(f"{old}: cannot copy the history into {path} ({exc.strerror}); copy it by hand "
+                               "or point the plan's history.db at it") from None
+        say(f"history: {old} (where an older harness kept it, beside --out) copied to {path}, where it is kept "
+            "from now on; the old file is no longer written")
+    return path
+
+
 def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bool, stop: threading.Event,
-             say: SayFn) -> None:
-    """The night's reports into `result` (paths, regressions, problems)."""
+             say: SayFn, after: AfterNight | None = None, devices: list[DeviceSpec] | None = None) -> None:
+    """The night's reports into `result` (paths, regressions, problems); then `after` (the front
+    door's after-report work: repro bundles, the plan's bisection) unless the night was stopped."""
     if not claimed and stop.is_set():
         # Stopped during the exports, before any claim: their JUnit only (the HTML's plotting
         # alone takes seconds), so Ctrl-C ends the night within 2 s (docs/exports.md).
@@ -226,6 +258,8 @@ def _reports(result: NightResult, plan: Plan, history_path: Path, *, claimed: bo
         nights=plan.history.nights, perf_drop_pct=plan.history.perf_drop_pct,
         min_nights=plan.history.min_nights, record_history=not result.interrupted,
     )
+    if after is not None and not stop.is_set():
+        result.report_problems += after(result, plan, list(devices or ()), history_path, stop)
 
 
 def _export_stage(plan: Plan, devices: list[DeviceSpec], out_dir: Path, job: JobFn, *, stop: threading.Event, say: SayFn,
@@ -251,13 +285,16 @@ def _junit_only(records: list[TestRecord], out_dir: Path) -> tuple[dict[str, Pat
 
 def check_history(path: Path, plan: Plan, history_db: Path | None = None) -> None:
     """The history database opens, is whole and takes writes: a usage error (exit 4) naming
-    the file before the night runs, not a lost report after it."""
+    the file before the night runs, not a lost report after it; busy (another process's lock
+    past the wait) is HistoryBusy, exit 1, and the history is left as it was."""
     from harness.lab.exitcodes import UsageError
-    from harness.report import History, HistoryError
+    from harness.report import History, HistoryBusy, HistoryError
 
     try:
         with History(path) as hist:
             hist.check()
+    except HistoryBusy:
+        raise  # another process's lock: the command's work could not be done now (exit 1), not a usage error
     except HistoryError as exc:
         if history_db is None and plan.history.db:
             raise PlanError(f"{plan.path}: key 'history.db': {exc}") from None

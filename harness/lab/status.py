@@ -5,14 +5,12 @@ holder, or for a device with a labgrid place, the coordinator's (a person's
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory
-from harness.kinds import TransportKind, by_kind
 from harness.lab.claims import claim_states, unclaimed_address
 from harness.lab.context import TransportFactory
 from harness.lab.health import HealthPolicy, HealthVerdict, check_device
@@ -88,30 +86,13 @@ def _unchecked_note(checkable: bool, probed: bool, timeout_s: float) -> str:
     return f"not checked: the {timeout_s:.0f} s for the whole lab ran out first"
 
 
-def _adb_where(d: DeviceSpec) -> str:
-    if d.labgrid is not None:  # the address is the place's: name the resource that gives it
-        return f"adb {d.serial} @ {d.labgrid.resource}"
-    return f"adb {d.serial}" + (f" @ {d.adb_server}" if d.adb_server else "")
-
-
-def _ssh_where(d: DeviceSpec) -> str:
-    if d.labgrid is not None:
-        return f"ssh @ {d.labgrid.resource}"
-    return f"ssh {d.ssh.host}:{d.ssh.port}" if d.ssh else "ssh"
-
-
-# The TRANSPORT column: how each kind of device is reached.
-WHERE: Mapping[TransportKind, Callable[[DeviceSpec], str]] = by_kind("lab.status.WHERE", {
-    TransportKind.ADB: _adb_where, TransportKind.SSH: _ssh_where, TransportKind.LOCAL: lambda d: "local"})
-
-
 def format_status(statuses: list[DeviceStatus]) -> str:
     rows = [("DEVICE", "TRANSPORT", "SOC", "HEALTH", "LOCK")]
     for s in statuses:
         d = s.device
         health = ("ok: " if s.health is not None and s.health.ok else "FAIL: " if s.health is not None else "") \
             + s.health_text()
-        rows.append((d.name, WHERE[d.transport](d), f"{d.soc_model} {d.htp_arch}", health, s.claim))
+        rows.append((d.name, d.transport.status_where(d), f"{d.soc_model} {d.htp_arch}", health, s.claim))
     return text_table(rows)
 
 

@@ -9,8 +9,9 @@ import logging
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import ConnectionDropped, HarnessError, HostWriteError, StopRequested, TransportError
 from harness.evidence import Provenance
@@ -21,9 +22,13 @@ from harness.lab.health import HealthVerdict, check_device
 from harness.lab.locks import DeviceBusy
 from harness.lab.plan import Plan, PlanEntry
 from harness.outcomes import FailureClass, NightOutcome, Status
-from harness.report import RecordWriter, TestRecord
+from harness.report import Detail, RecordWriter, TestRecord
 from harness.transport import HeldLink, KillsProcesses, Transport
+from harness.transport.retry import NO_RETRY
 from harness.verdict import Verdict
+
+if TYPE_CHECKING:
+    from harness.lab.export_checks import ExportCheckSet
 
 log = logging.getLogger("harness.lab")
 
@@ -40,8 +45,9 @@ class Night:
     lock_dir: Path
     say: SayFn
     entries: list[PlanEntry]
-    # The export checks' records, decided before any claim: a job's summary checks read them.
-    export_records: list[TestRecord] = field(default_factory=list)
+    # The export checks, decided before any claim: a device's copies are written as its worker
+    # starts each entry, and the job's summary checks read them.
+    export_checks: ExportCheckSet | None = None
 
 
 class EntryRun:
@@ -107,15 +113,16 @@ class DeviceWorker:
                 rec.name = f"{rec.name}#{entry.repeat}"  # repeats stay distinct test cases
                 rec.stamp(repeat=entry.repeat)
             rec.stamp(plan_entry=entry.id)
-        rec.stamp(run_id=self.night.run_id, transport=d.transport)
+        rec.stamp(run_id=self.night.run_id, transport=d.transport.name)
         self.night.writer.write(rec)
         self.outcome.records += 1
 
     def _lab_record(self, name: str, verdict: Verdict, entry: PlanEntry | None, signature: str = "",
-                    log_excerpt: str = "", extras: dict[str, object] | None = None, attempt: int | None = None) -> None:
+                    log_excerpt: str = "", facts: dict[str, str] | None = None, attempt: int | None = None) -> None:
         rec = TestRecord(name=name, suite=entry.suite.name if entry else "lab", device=self.device.name,
-                         signature=signature, log_excerpt=log_excerpt, model=entry.model.name if entry else "",
-                         extras=dict(extras or {}))
+                         signature=signature, log_excerpt=log_excerpt, model=entry.model.name if entry else "")
+        if facts is not None:
+            rec.keep(Detail.FACTS, facts)
         rec.put(Provenance(self.device.tier))
         rec.stamp(attempt=attempt)
         rec.set_verdict(verdict)
@@ -123,6 +130,7 @@ class DeviceWorker:
 
     def _skip_rest(self, entries: list[PlanEntry], cls: FailureClass, why: str) -> None:
         for e in entries:
+            self._decided(e.id)  # needing no device, they stand for a device the night reached
             self._lab_record(e.id, Verdict.skipped(f"not run: {why}", cls), e)
 
     def _quarantine(self, reason: str, remaining: list[PlanEntry]) -> None:
@@ -184,6 +192,15 @@ class DeviceWorker:
             self.outcome.wall_s = time.monotonic() - started
             self.finished.set()
 
+    def _decided(self, entry_id: str | None = None) -> list[TestRecord]:
+        """This device's copies of the device-less checks (of one entry), written now: a device
+        the night never reached gets none (lab/export_checks.py)."""
+        checks = self.night.export_checks
+        records = checks.records_for(self.device, entry_id) if checks is not None else []
+        for rec in records:
+            self.night.writer.write(rec)
+        return records
+
     def _close(self) -> None:
         if self.transport is not None:
             _release(self.transport)
@@ -217,7 +234,7 @@ class DeviceWorker:
                 reason = f"health check {when} failed: {reasons}"
                 self._lab_record("lab::health", Verdict.error(FailureClass.QUARANTINED, reason), None,
                                  signature="lab:health",
-                                 extras={"facts": verdict.facts if verdict else {}})
+                                 facts=verdict.facts if verdict else {})
                 self._quarantine(reason, entries[i:])
                 return
             if not self._run_entry(entry):
@@ -230,13 +247,13 @@ class DeviceWorker:
         """Run one entry with at most one retry after a transport fault. False: stop this device."""
         night = self.night
         run = EntryRun(self, entry)
+        decided = self._decided(entry.id)
         while True:
             ctx = DeviceContext(
                 device=self.device, transport=self._open(), entry=entry.for_device(self.device), plan=night.plan,
                 run_id=night.run_id,
                 out_dir=self.dir, stop=night.stop, attempt=run.attempt, done=frozenset(run.delivered),
-                prior=(*(r for r in night.export_records
-                         if r.device == self.device.name and r.plan_entry == entry.id), *run.records),
+                prior=(*decided, *run.records),
             )
             try:
                 records = iter(night.job(ctx))
@@ -339,6 +356,10 @@ class DeviceWorker:
             link = self.night.factory(self.device)
         except HarnessError:
             return False
+        # One try: the second caller sweeps again if this one failed, and a stop that waited
+        # out the full transport policy (4 tries, up to a minute) per unhealthy device held up
+        # every report behind it.
+        link.retry = NO_RETRY
         try:
             return _kill_leftovers(link)
         finally:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "artifact_types": ("ExportTarget", "ModelArtifact"),
     "artifacts": ("load_export",),
     "elf": ("abi_of", "device_abis", "is_elf", "read_elf", "read_machine"),
@@ -21,14 +21,16 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "preflight": ("LoadAxis", "PreflightError", "RuntimeQairt", "check_qairt", "device_qairt", "emulator_qairt",
                   "pushed_runtime", "runner_qairt", "smoke_load"),
     "progress": ("LogProgress", "NullProgress", "Progress", "TerminalProgress", "make_progress"),
-    "runtime": ("RUNNERS", "RuntimeBundle", "provision_runtime", "resolve_runtime"),
+    "runtime": ("RUNNERS", "RuntimeBundle", "provision_runtime", "resolve_runtime", "default_runtime_name"),
     "scripts": ("parse_stat_lines", "split_sections"),
     "setfiles": ("ArtifactFile", "list_files"),
     "status": ("SetStatus", "StatusReport", "device_status", "remove_set"),
     "sync": ("SyncResult", "sync_set"),
     "target": ("check_target", "preflight_program"),
     "types": ("ProvisionedModel", "ProvisionedRuntime"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.provision.artifact_types import ExportTarget as ExportTarget
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from harness.provision.progress import make_progress as make_progress
     from harness.provision.runtime import RUNNERS as RUNNERS
     from harness.provision.runtime import RuntimeBundle as RuntimeBundle
+    from harness.provision.runtime import default_runtime_name as default_runtime_name
     from harness.provision.runtime import provision_runtime as provision_runtime
     from harness.provision.runtime import resolve_runtime as resolve_runtime
     from harness.provision.scripts import parse_stat_lines as parse_stat_lines

@@ -36,11 +36,9 @@ from pathlib import Path
 
 from harness.errors import ArtifactError
 from harness.export import LLM_CONFIG, ExportFolder
-from harness.provision.artifact_types import ExportTarget, ModelArtifact
-from harness.provision.loaders import TOKENIZER_NAMES, load_executorch, load_mnn
-from harness.provision.preflight import check_qairt
-from harness.provision.setfiles import ArtifactFile, list_files
-from harness.provision.target import check_target, read_target
+from harness.provision.artifact_types import ModelArtifact
+from harness.provision.loaders import load_executorch, load_mnn
+from harness.provision.setfiles import list_files
 
 
 def load_export(model_dir: Path | str, *, qnn_sdk: Path | str | None = None,
@@ -66,7 +64,4 @@ def load_export(model_dir: Path | str, *, qnn_sdk: Path | str | None = None,
                         "ExecuTorch export (*.pte); pass the export's output folder")
 
 
-__all__ = [
-    "TOKENIZER_NAMES", "ArtifactFile", "ExportTarget", "ModelArtifact", "check_qairt", "check_target", "list_files",
-    "load_export", "read_target",
-]
+__all__ = ["load_export"]

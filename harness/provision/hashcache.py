@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
 _LOCK_TIMEOUT_S = 60
+_log = logging.getLogger(__name__)
 
 _CHUNK = 8 << 20  # large reads: hashlib releases the GIL, so a hashing thread runs beside a push
 _VERSION = 1
@@ -99,21 +101,32 @@ class HashCache:
         return sha
 
     def save(self) -> None:
+        """Merge this run's hashes into the file. A cache that cannot be written (a folder in its
+        place, a full disk, a read-only home) costs only re-hashing next time: said, never fatal."""
         if self.path is None or not self._dirty:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(Path(str(self.path) + ".lock")):
-            merged = self._read(self.path)
-            with self._lock:
-                for p in self._dirty:
-                    merged[p] = self._entries[p]
-                self._dirty.clear()
-            # Forget files that no longer exist, so the cache does not grow forever.
-            merged = {p: v for p, v in merged.items() if os.path.exists(p)}
-            tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps({"version": _VERSION, "files": {p: list(v) for p, v in merged.items()}}),
-                           encoding="utf-8")
-            os.replace(tmp, self.path)
+        tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with _locked(Path(str(self.path) + ".lock")):
+                self._merge_into(tmp)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            _log.warning("harness: the hash cache %s was not saved (%s); unchanged files will be hashed again "
+                         "next time (set HARNESS_CACHE_DIR to a writable folder)", self.path, exc.strerror or exc)
+
+    def _merge_into(self, tmp: Path) -> None:
+        merged = self._read(self.path) if self.path is not None else {}
+        with self._lock:
+            for p in self._dirty:
+                merged[p] = self._entries[p]
+            self._dirty.clear()
+        # Forget files that no longer exist, so the cache does not grow forever.
+        merged = {p: v for p, v in merged.items() if os.path.exists(p)}
+        tmp.write_text(json.dumps({"version": _VERSION, "files": {p: list(v) for p, v in merged.items()}}),
+                       encoding="utf-8")
+        os.replace(tmp, str(self.path))
 
 
 class BackgroundHasher:
@@ -164,4 +177,4 @@ def default_cache() -> HashCache:
     return HashCache(default_cache_path())
 
 
-__all__ = ["BackgroundHasher", "FileKey", "HashCache", "default_cache", "default_cache_path", "sha256_file"]
+__all__ = ["BackgroundHasher", "HashCache", "default_cache", "default_cache_path", "sha256_file"]

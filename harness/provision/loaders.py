@@ -8,7 +8,6 @@ import os
 import posixpath
 import re
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from harness.errors import ArtifactError
 from harness.export import SIDECAR_NAMES, ExportFolder
@@ -26,7 +25,7 @@ _SCAN_LIMIT = 64 << 20  # plugin wrappers (qnn/llm.mnn) are small; never scan a 
 
 # ---- MNN ------------------------------------------------------------------------------------
 
-def _resolve(root: Path, base: PurePosixPath, name: Any, config: Path, key: str) -> str:
+def _resolve(root: Path, base: PurePosixPath, name: object, config: Path, key: str) -> str:
     if not isinstance(name, str) or not name:
         raise ArtifactError(f"{config}: key {key!r} must be a file name, got {name!r}; fix the config")
     rel = PurePosixPath(os.path.normpath((base / name).as_posix()))
@@ -151,7 +150,7 @@ def load_executorch(export: ExportFolder, files: list[ArtifactFile]) -> ModelArt
         raise ArtifactError(f"{root}: ExecuTorch export without a tokenizer (one of {', '.join(TOKENIZER_NAMES)}); "
                             "copy the runtime tokenizer next to the .pte")
     found = export.sidecar
-    sidecar: dict[str, Any] = found.data if found is not None else {}
+    sidecar: dict[str, object] = found.data if found is not None else {}
     model_type = export.program_model_type
     pte = str(sidecar.get("model_path") or ptes[0].rel)
     if pte not in {f.rel for f in ptes}:

@@ -16,7 +16,6 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.errors import HostWriteError, ProvisionError
 from harness.hostfiles import user_cache_dir, write_atomic
@@ -48,7 +47,7 @@ class Manifest:
     name: str
     files: dict[str, FileEntry] = field(default_factory=dict)
     remote_dir: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
     device: dict[str, DeviceStamp] = field(default_factory=dict)  # empty in local manifests
 
     @property

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from harness.provision.artifact_types import ModelArtifact
 from harness.provision.artifacts import load_export
 from harness.provision.hashcache import HashCache, default_cache
+from harness.provision.loadcheck import LoadCheck
 from harness.provision.manifest import Manifest, read_local_manifest, write_local_manifest
-from harness.provision.preflight import check_qairt, device_qairt, runner_qairt, smoke_load
 from harness.provision.progress import Progress, make_progress
 from harness.provision.sync import sync_set
 from harness.provision.target import check_target
@@ -40,16 +39,16 @@ def provision_model(
     (docs/qnn-export-artifacts.md), where no sidecar records it. `runtime_qairt_build`: the QAIRT
     build of the QNN libraries pushed with the runtime (ProvisionedRuntime.qairt_build); without it,
     the QAIRT the device's runtime manifests record, or on an emulated HTP the host's
-    (provision/preflight.py). Context binaries from a newer QAIRT are refused before a byte moves."""
+    (provision/preflight.py). Context binaries from a newer QAIRT are refused before a byte moves
+    (provision/loadcheck.py)."""
     if artifact is None:
         artifact = load_export(model_dir, qnn_sdk=qnn_sdk, follow_external_links=follow_external_links)
     check_target(artifact, transport.device, allow_unknown_target=allow_unknown_target)
-    if artifact.uses_qnn and artifact.target is not None and artifact.target.qairt_build:
-        runtime = runner_qairt(transport.device, runtime_qairt_build) or device_qairt(transport, str(qnn_sdk) if qnn_sdk else None)
-        check_qairt(artifact, runtime)
-        smoke_load(artifact, runtime)
+    # The load preflight (loadcheck.py): its device read joins the sync's first round trip,
+    # and it decides before a byte moves.
+    load = LoadCheck(artifact, transport, runtime_qairt_build, qnn_sdk)
     target = artifact.target
-    meta: dict[str, Any] = {"kind": artifact.kind, "model_type": artifact.model_type,
+    meta: dict[str, object] = {"kind": artifact.kind, "model_type": artifact.model_type,
                             "configs": {p.name: c for p, c in artifact.configs.items()}, "source": str(artifact.root)}
     if target is not None:
         meta.update({k: v for k, v in (("soc_id", target.soc_id), ("htp_arch", target.htp_arch)) if v is not None})
@@ -65,7 +64,8 @@ def provision_model(
 
     result = sync_set(transport, artifact.files, kind="model", name=name or artifact.root.name, meta=meta,
                       cache=cache if cache is not None else default_cache(), progress=progress or make_progress(),
-                      verify=verify, maybe_unchanged=maybe_unchanged, on_manifest=record)
+                      verify=verify, maybe_unchanged=maybe_unchanged, on_manifest=record,
+                      preflight_reads=load.reads, preflight=load.run)
     return ProvisionedModel(device=transport.device.name, remote_dir=result.remote_dir, kind=artifact.kind,
                             model_type=artifact.model_type, configs=dict(artifact.configs),
                             bytes_sent=result.bytes_sent, files_sent=result.files_sent,

@@ -12,10 +12,12 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ArtifactError, ProvisionError
 from harness.inventory import DeviceSpec
 from harness.provision.artifact_types import ModelArtifact
+from harness.provision.manifest import Manifest
 from harness.transport import Transport
 
 
@@ -74,14 +76,68 @@ def emulator_qairt(qnn_sdk: str | None = None) -> RuntimeQairt | None:
 def manifest_qairt(transport: Transport) -> RuntimeQairt | None:
     """The newest QAIRT among the QNN runtimes the device's manifests record (harness push wrote
     `qairt_build` into them); None when none records one. The newest: if even it is too old, no
-    runtime on the device loads the binary."""
+    runtime on the device loads the binary. The manifests' paths are remembered for the next
+    provision to read in its first round trip (loadcheck.py)."""
     from harness.provision.scripts import RUNTIME_MANIFESTS_SCRIPT, parse_manifest_lines, script_argv
-    from harness.qnn import qairt_tuple
 
     device = transport.device
     res = transport.shell(script_argv(RUNTIME_MANIFESTS_SCRIPT, [device.work_dir]))
+    found = parse_manifest_lines(res.stdout.splitlines(), device.name)
+    remember_runtime_manifests(device, [path for path, _m in found])
+    return newest_qairt(found, device)
+
+
+RUNTIMES_MEMO = "qnn-runtime-manifests.json"  # in user_cache_dir(): {"device|work_dir": [manifest paths]}
+
+
+def _memo_key(device: DeviceSpec) -> str:
+    return f"{device.name}|{device.work_dir}"
+
+
+def _read_memo() -> dict[str, Any]:
+    from harness.hostfiles import user_cache_dir
+
+    try:
+        memo = json.loads((user_cache_dir() / RUNTIMES_MEMO).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return memo if isinstance(memo, dict) else {}  # a damaged memo costs one device listing, nothing else
+
+
+def remembered_runtime_manifests(device: DeviceSpec) -> list[str] | None:
+    """Where the device's runtime manifests were when last listed from this host (and where this
+    host pushed one since); None: never listed from here."""
+    paths = _read_memo().get(_memo_key(device))
+    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else None
+
+
+def remember_runtime_manifests(device: DeviceSpec, paths: list[str], *, add: bool = False) -> None:
+    """Record the listing (`add`: one more manifest, a runtime this host just pushed)."""
+    from harness.errors import HostWriteError
+    from harness.hostfiles import user_cache_dir, write_atomic
+
+    memo = _read_memo()
+    known = memo.get(_memo_key(device))
+    if add:
+        if not isinstance(known, list):
+            return  # never listed: the next provision lists the device anyway
+        paths = sorted({*(p for p in known if isinstance(p, str)), *paths})
+    if known == paths:
+        return
+    memo[_memo_key(device)] = paths
+    try:
+        user_cache_dir().mkdir(parents=True, exist_ok=True)
+        write_atomic(user_cache_dir() / RUNTIMES_MEMO, json.dumps(memo, indent=1))
+    except (OSError, HostWriteError):
+        pass  # only a shortcut: the next provision lists the device again
+
+
+def newest_qairt(found: list[tuple[str, Manifest | ProvisionError]], device: DeviceSpec) -> RuntimeQairt | None:
+    """The newest QAIRT the runtime manifests `found` record (None: none records one)."""
+    from harness.qnn import qairt_tuple
+
     known: list[tuple[tuple[int, int, int], str, str]] = []
-    for _path, m in parse_manifest_lines(res.stdout.splitlines(), device.name):
+    for _path, m in found:
         if isinstance(m, ProvisionError):  # a damaged manifest says nothing; `harness status` names it
             continue
         build = m.meta.get("qairt_build")
@@ -187,5 +243,6 @@ def smoke_load(artifact: ModelArtifact, runtime: RuntimeQairt | None) -> None:
 
 
 __all__ = ["EMULATOR_UPDATE", "PUSHED_UPDATE", "LoadAxis", "PreflightError", "RuntimeQairt", "check_qairt",
-           "device_qairt", "emulator_qairt", "manifest_qairt", "pushed_runtime", "rebuild_fix", "retarget_fix",
+           "device_qairt", "emulator_qairt", "manifest_qairt", "newest_qairt", "remember_runtime_manifests",
+           "remembered_runtime_manifests", "pushed_runtime", "rebuild_fix", "retarget_fix",
            "runner_qairt", "smoke_load"]

@@ -25,7 +25,8 @@ from harness.errors import ArtifactError, ProvisionError
 from harness.inventory import DeviceSpec
 from harness.provision.elf import OFF_CPU_MACHINES, abi_of, device_abis, is_elf, read_elf, read_machine, system_lib_dirs
 from harness.provision.hashcache import HashCache, default_cache
-from harness.provision.layout import safe_name
+from harness.provision.layout import DeviceLayout, safe_name
+from harness.provision.preflight import remember_runtime_manifests
 from harness.provision.progress import Progress, make_progress
 from harness.provision.setfiles import ArtifactFile, list_files
 from harness.provision.sync import SyncResult, sync_set
@@ -392,12 +393,16 @@ def provision_runtime(
     bundle = resolve_runtime(runtime_source, device.htp_arch or None, runner=runner, qnn_sdk=qnn_sdk,
                              online_prepare=online_prepare, need_qnn=need_qnn, qnn_sdk_option=qnn_sdk_option)
     check_device_fit(transport, bundle)
+    set_name = name or default_runtime_name(bundle.runner, bundle.htp_arch)
     result: SyncResult = sync_set(
-        transport, bundle.files, kind="runtime", name=name or default_runtime_name(bundle.runner, bundle.htp_arch),
+        transport, bundle.files, kind="runtime", name=set_name,
         meta=_runtime_meta(bundle, device, emulated_qairt),
         cache=cache if cache is not None else default_cache(), progress=progress or make_progress(),
         verify=verify)
     remote = result.remote_dir
+    if bundle.qairt_build:  # the next model provision reads its QAIRT in its first round trip
+        remember_runtime_manifests(device, [DeviceLayout(device.work_dir, "runtime", safe_name(set_name)).manifest],
+                                   add=True)
     return ProvisionedRuntime(
         device=device.name, remote_dir=remote, runner=f"{remote}/{bundle.runner}", lib_dirs=(remote,),
         adsp_dirs=(remote, *SYSTEM_ADSP_DIRS) if bundle.qnn else (), htp_arch=bundle.htp_arch,

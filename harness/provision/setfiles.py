@@ -4,6 +4,7 @@ inside the folder unless the caller opts in (the rule in harness.provision.artif
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat as stat_mod
@@ -14,6 +15,7 @@ from harness.errors import ArtifactError
 from harness.provision.manifest import LOCAL_MANIFEST_NAME
 
 _BAD_NAME = re.compile(r"[\x00-\x1f\x7f]")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,22 @@ def _check_link(p: Path, real_root: str, what: str) -> None:
         raise ArtifactError(
             f"{p}: symlink to {target}, outside the {what} {real_root}; files from outside are not pushed. "
             "Copy the file into the folder, or pass follow_external_links=True to follow such links")
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # os.walk's surrogate escapes of bytes that are not UTF-8
+        return False
+    return True
+
+
+def _kind(mode: int) -> str:
+    if stat_mod.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat_mod.S_ISSOCK(mode):
+        return "a socket"
+    return "a device node" if stat_mod.S_ISCHR(mode) or stat_mod.S_ISBLK(mode) else "a special file"
 
 
 def list_files(root: Path, *, exclude_hidden_harness: bool = True,
@@ -60,11 +78,15 @@ def list_files(root: Path, *, exclude_hidden_harness: bool = True,
             rel = name if rel_dir == "." else f"{rel_dir}/{name}"
             if _BAD_NAME.search(rel):
                 raise ArtifactError(f"{p}: the file name holds a control character (e.g. a newline); rename it")
+            if not _utf8(rel):  # a device path and every device command are UTF-8 text
+                raise ArtifactError(f"{os.fsencode(p)!r}: the file name is not UTF-8; rename it")
             try:
                 st = os.stat(p)
             except OSError as exc:
                 raise ArtifactError(f"{p}: cannot read ({exc}); a dangling symlink? fix or remove it") from None
             if not stat_mod.S_ISREG(st.st_mode):
+                if not stat_mod.S_ISDIR(st.st_mode):  # a FIFO, a socket, a device node: not data to push
+                    _log.warning("harness: %s is %s, not a regular file: left out of the push", p, _kind(st.st_mode))
                 continue
             if not follow_external_links and os.path.islink(p):
                 _check_link(Path(p), real_root, "export")

@@ -4,8 +4,8 @@ without re-hashing, and removing a set."""
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.errors import ProvisionError, TransportError
 from harness.provision.layout import DeviceLayout, safe_name
@@ -21,7 +21,7 @@ class SetStatus:
     remote_dir: str
     files: int
     bytes: int
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -65,7 +65,7 @@ class StatusReport:
         return "\n".join(lines)
 
 
-def _qairt(meta: dict[str, Any]) -> str:
+def _qairt(meta: Mapping[str, object]) -> str:
     """A runtime's QAIRT as its manifest records it (provision/runtime.py), for the status line."""
     from harness.qnn import qairt_version_of
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any
@@ -79,19 +79,22 @@ def sync_set(
     *,
     kind: str,
     name: str,
-    meta: dict[str, Any] | None = None,
+    meta: Mapping[str, object] | None = None,
     cache: HashCache | None = None,
     progress: Progress | None = None,
     verify: str = "size",
     maybe_unchanged: bool = True,
     on_manifest: Callable[[Manifest], None] | None = None,
+    preflight_reads: Sequence[str] = (),
+    preflight: Callable[[Mapping[str, bytes | None]], None] | None = None,
 ) -> SyncResult:
     """Make `<work_dir>/<kind>s/<name>` on the device hold exactly `files`; push only what
     the device does not already hold (in this set or any other). `maybe_unchanged=False`
     (nothing says the device holds this set: a first push) skips the check over the file
     protocol, so the device is asked one round trip, the probe, before the first byte.
     `on_manifest(manifest)` (files and hashes; e.g. the host's record of the folder) runs
-    while the device commits."""
+    while the device commits. `preflight(contents of preflight_reads)` runs before a byte
+    moves (it may refuse), those files read in the sync's first round trip."""
     if kind not in KIND_DIRS:
         raise ValueError(f"kind must be one of {sorted(KIND_DIRS)}, not {kind!r}")
     cache = cache if cache is not None else HashCache()
@@ -100,7 +103,16 @@ def sync_set(
     s = SyncSession(transport, layout, cache, progress, verify)
     items = [Item(f, key) for f, key in zip(files, FileKey.of_many([f.path for f in files]))]
     hashed_before = cache.hashed_bytes
-    fast = _unchanged_by_file_protocol(s, items, meta or {}) if maybe_unchanged else None
+    checked: list[bool] = []
+
+    def check(blobs: Mapping[str, bytes | None]) -> None:
+        checked.append(True)
+        if preflight is not None:
+            preflight(blobs)
+
+    fast = _unchanged_by_file_protocol(s, items, meta or {}, preflight_reads, check) if maybe_unchanged else None
+    if not checked:  # a first push, or the file protocol failed: read them on their own
+        check(transport.read_small_files(list(preflight_reads)) if preflight_reads else {})
     local_writes = [cache.save]  # host files written while the device works
     if fast is not None:
         _host_writes(local_writes, on_manifest, fast.manifest)
@@ -164,7 +176,8 @@ def _host_writes(writes: list[Callable[[], None]], on_manifest: Callable[[Manife
         errors.append(exc)
 
 
-def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: dict[str, Any]) -> SyncResult | None:
+def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: Mapping[str, object], extra_reads: Sequence[str],
+                                on_read: Callable[[Mapping[str, bytes | None]], None]) -> SyncResult | None:
     """The nightly common case without any device process: the set's manifest (read over the
     transport's file protocol) names exactly these contents, and every device file still has
     the inode, size and mtime recorded when it was placed and at least the local mode bits.
@@ -176,9 +189,10 @@ def _unchanged_by_file_protocol(s: SyncSession, items: list[Item], meta: dict[st
     try:
         # The set's files are stat'ed in the same round trip as the manifest is found: most
         # nights nothing changed and every one of those stats is needed.
-        blobs, stats = s.t.read_and_stat([L.manifest, L.journal], list(remote.values()))
+        blobs, stats = s.t.read_and_stat([L.manifest, L.journal, *extra_reads], list(remote.values()))
     except TransportError:
         return None
+    on_read(blobs)  # the caller's files, read in the same round trip (the load preflight)
     raw = blobs.get(L.manifest)
     if raw is None or blobs.get(L.journal) is not None:
         return None
@@ -441,4 +455,4 @@ def _place(s: SyncSession, items: list[Item], discard: str = "") -> None:
             s.placed_stamps[it.file.rel] = DeviceStamp(int(parts[0]), int(parts[1]))
 
 
-__all__ = ["FLUSH_BYTES", "MAX_COMMAND", "SyncResult", "sync_set"]
+__all__ = ["FLUSH_BYTES", "SyncResult", "sync_set"]

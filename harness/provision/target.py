@@ -6,8 +6,8 @@ then compared with the device's and with the QNN runtime being pushed (before an
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from harness import soc
 from harness.errors import ArtifactError
@@ -20,7 +20,7 @@ from harness.provision.setfiles import ArtifactFile
 _NAME_TARGET_RE = re.compile(r"_(\d+)_v(\d+)\.(?:mnn|bin)$")
 
 
-def _int_or_none(v: Any) -> int | None:
+def _int_or_none(v: object) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
@@ -30,7 +30,7 @@ def _int_or_none(v: Any) -> int | None:
     return None
 
 
-def _target_from_mapping(data: dict[str, Any], source: str) -> ExportTarget | None:
+def _target_from_mapping(data: Mapping[str, object], source: str) -> ExportTarget | None:
     """soc_id / dsp_arch (or htp_arch) / vtcm_mb / chunk_size, top level or under qnn/npu."""
     for scope in (data, data.get("qnn"), data.get("npu")):
         if not isinstance(scope, dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # The pair -> config file table lives with the pair type; named here for older imports.
-from harness.pairs import TEXT_CONFIGS, VL_CONFIGS, BackendPair
+from harness.pairs import BackendPair
 
 
 @dataclass(frozen=True)
@@ -49,4 +49,4 @@ class ProvisionedRuntime:
         return env
 
 
-__all__ = ["TEXT_CONFIGS", "VL_CONFIGS", "ProvisionedModel", "ProvisionedRuntime"]
+__all__ = ["ProvisionedModel", "ProvisionedRuntime"]

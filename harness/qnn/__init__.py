@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "arch_limits": ("DEFAULT_PATH", "SCHEMA_VERSION", "ArchCell", "ArchTable", "load_arch_limits", "load_cells",
                     "op_kind", "packaged_table", "probe_of"),
     "compat": ("COMPAT_TABLE_PATH", "CompatCell", "CompatTable", "loads_on"),
@@ -26,9 +26,12 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
              "auto_host_qnn", "check_executorch_pairing", "find_host_qnn", "qairt_tuple", "qairt_version_of",
              "scan_qairt_build"),
     "placement": ("qnn_plugin_inits", "read_placement", "read_stub_placement"),
+    "mnn_npu_log": ("convert_log_of", "read_npu_log"),
     "trial_load": ("TrialLoadError", "trial"),
     "pte": ("PteError", "QnnDelegate", "check_program", "context_binaries", "is_pte", "qnn_delegates"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.qnn.arch_limits import DEFAULT_PATH as DEFAULT_PATH
@@ -66,6 +69,8 @@ if TYPE_CHECKING:
     from harness.qnn.log import QnnLogVerdict as QnnLogVerdict
     from harness.qnn.log import classify_qnn_log as classify_qnn_log
     from harness.qnn.log import exit_status as exit_status
+    from harness.qnn.mnn_npu_log import convert_log_of as convert_log_of
+    from harness.qnn.mnn_npu_log import read_npu_log as read_npu_log
     from harness.qnn.placement import qnn_plugin_inits as qnn_plugin_inits
     from harness.qnn.placement import read_placement as read_placement
     from harness.qnn.placement import read_stub_placement as read_stub_placement

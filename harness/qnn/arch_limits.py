@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from harness.errors import HarnessError
 from harness.soc import normalize_arch
@@ -54,7 +54,7 @@ class ArchCell:
     needed_arch: str | None = None
     message: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"op": self.op, "format": self.fmt, "arch": self.arch, "soc": self.soc, "built": self.built,
                 "failure": self.failure, "needed_arch": self.needed_arch, "message": self.message}
 
@@ -84,7 +84,7 @@ class ArchTable:
         return f"QAIRT {self.qairt}, ExecuTorch {self.executorch}"
 
 
-def _cell(raw: Any, where: str) -> ArchCell:
+def _cell(raw: object, where: str) -> ArchCell:
     if not isinstance(raw, dict):
         raise HarnessError(f"{where} is not an object; {REGENERATE}")
     try:
@@ -120,7 +120,7 @@ def _load(path: Path) -> ArchTable:
     return ArchTable(str(data["qairt"]), str(data["executorch"]), tuple(load_cells(data, path)), path)
 
 
-def load_cells(data: dict[str, Any], path: Path) -> list[ArchCell]:
+def load_cells(data: Mapping[str, object], path: Path) -> list[ArchCell]:
     """The cells of a table's JSON (HarnessError naming `path` and the cell when one is bad)."""
     cells = data.get("cells")
     if not isinstance(cells, list):

@@ -55,7 +55,7 @@ class CompatTable:
     runtimes: tuple[str, ...]  # the QAIRT builds it was measured on
     provenance: str  # where and how it was measured
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"rule": "a context binary loads iff its QAIRT is not newer than the runtime's",
                 "runtimes": list(self.runtimes), "provenance": self.provenance,
                 "cells": [asdict(c) for c in self.cells]}

@@ -44,8 +44,8 @@ class QuantEncoding:
     axis: int | None = None
     bitwidth: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"kind": self.kind}
         if self.scale_offset:
             out["scale_offset"] = [{"scale": s, "offset": o} for s, o in self.scale_offset]
         if self.axis is not None:
@@ -63,7 +63,7 @@ class TensorInfo:
     encoding: QuantEncoding
     tensor_type: str = ""  # "APP_WRITE" (an input), "APP_READ" (an output), ...
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "dims": list(self.dims), "dtype": self.dtype, "encoding": self.encoding.to_json(),
                 "type": self.tensor_type}
 
@@ -74,7 +74,7 @@ class GraphInfo:
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "inputs": [t.to_json() for t in self.inputs],
                 "outputs": [t.to_json() for t in self.outputs]}
 
@@ -110,7 +110,7 @@ class BinaryInfo:
         info = self.soc
         return info.htp_arch if info is not None else self.dsp_arch
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         info = self.soc
         return {"soc_model": self.soc_model, "soc": info.model if info else None, "htp_arch": self.htp_arch,
                 "dsp_arch": self.dsp_arch, "qairt_build": self.qairt_build, "qairt_version": self.qairt_version,

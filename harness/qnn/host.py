@@ -205,13 +205,18 @@ def _wheel_layout(pkg: Path, dist_version: str, cache: Path) -> Path:
     final = cache / "qnn-sdk" / f"{WHEEL_DIST}-{dist_version}-{key.hexdigest()[:12]}"
     if _layout_ok(final, real):
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / LIB_SUBDIR).mkdir(parents=True)
-    for p in real:
-        (tmp / LIB_SUBDIR / p.name).symlink_to(p)
-    (tmp / "harness-layout.json").write_text(json.dumps({"from": str(pkg), "files": [str(p) for p in real]}))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / LIB_SUBDIR).mkdir(parents=True)
+        for p in real:
+            (tmp / LIB_SUBDIR / p.name).symlink_to(p)
+        (tmp / "harness-layout.json").write_text(json.dumps({"from": str(pkg), "files": [str(p) for p in real]}))
+    except OSError as exc:  # a read-only or full home: the layout has nowhere to go
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise QnnUnavailable(f"could not lay out the {WHEEL_DIST} libraries under {cache} ({exc.strerror or exc}); "
+                             "set HARNESS_CACHE_DIR to a writable folder") from None
     try:
         tmp.rename(final)
     except OSError:  # a folder is there: another process's complete copy, or a broken one

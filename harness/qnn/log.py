@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from harness.catalogue import Catalogue, Scope, load_catalogue, signal_name, signal_of
+from harness.catalogue import Catalogue, Scope, capped, load_catalogue, signal_name, signal_of
 from harness.errors import HarnessError
 from harness.outcomes import FailureClass
 from harness.qnn.arch_limits import ArchTable, op_kind, packaged_table, probe_of
@@ -65,7 +65,7 @@ _EXIT_TRAILER = re.compile(r"^\[exit code: (-?\d+)\]\s*$", re.M)
 # read the details around them (the arch QNN names, its reason, the op it could not create) and
 # tell a QNN log from another.
 _ARCH_VALUE = re.compile(r"<E> \[\d+\] has incorrect Value (\d+), expected >= (\d+)\.")
-_VALIDATE_REASON = re.compile(r"<E> (?!QnnBackend_validateOpConfig|Failed to validate op)(.+?)\s*$")
+_E_LINE = re.compile(r"<E> (.+?)\s*$")  # a reason: an <E> line that is no failure line of its own
 _CREATE_OP = re.compile(r'<E> "(\S+)" generated: could not create op')
 # QNN's own lines (its logger through ExecuTorch, its compiler stages, ExecuTorch's QNN C++ files).
 _QNN_LINE = re.compile(r"\[Qnn ExecuTorch\]|<E>|<W>|^(?:Starting|Completed) stage: |graph_prepare|"
@@ -94,7 +94,7 @@ class QnnLogVerdict:
     def failure_class(self) -> FailureClass | None:
         return FAILURE_CLASS[self.failure] if self.failure else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         cls = self.failure_class
         return {"class": cls.value if cls else (FailureClass.OK.value if self.decidable else None),
                 "failure": self.failure.value if self.failure else None, "decidable": self.decidable,
@@ -138,7 +138,7 @@ def _qnn_view(cat: Catalogue) -> _QnnLines:
 
 
 def _lines(text: str) -> list[str]:
-    return [ln.rstrip("\r") for ln in text.splitlines() if ln.strip()]
+    return [capped(ln.rstrip("\r")) for ln in text.splitlines() if ln.strip()]
 
 
 def _exit_code(text: str, given: int | None) -> int | None:
@@ -172,6 +172,15 @@ def _builds_instead(ops: tuple[str, ...], arch: str | None, table: ArchTable | N
     return ", ".join(common) if common else None
 
 
+def _reason(line: str, view: _QnnLines) -> str | None:
+    """QNN's reason for refusing an op: an <E> line before the catalogue's validation line that is
+    neither that line nor the backend's own wrapper of it."""
+    r = _E_LINE.search(line)
+    if r is None or r.group(1).startswith("QnnBackend_validateOpConfig") or view.match(QnnFailure.OP_VALIDATION, line):
+        return None
+    return r.group(1)
+
+
 def _validation(lines: list[str], table: ArchTable | None, view: _QnnLines) -> QnnLogVerdict | None:
     nodes: list[str] = []
     reasons: list[str] = []
@@ -184,8 +193,8 @@ def _validation(lines: list[str], table: ArchTable | None, view: _QnnLines) -> Q
         for prev in reversed(lines[max(0, i - 4):i]):
             if a := _ARCH_VALUE.search(prev):
                 arch, need = _arch(a.group(1)), _arch(a.group(2))
-            elif (r := _VALIDATE_REASON.search(prev)) and r.group(1) not in reasons:
-                reasons.append(r.group(1))
+            elif (r := _reason(prev, view)) and r not in reasons:
+                reasons.append(r)
     if not nodes:
         return None
     ops = _unique([op_kind(n) for n in nodes])
@@ -340,7 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {args.log}: cannot read the log ({exc.strerror or exc}); pass the captured output file",
               file=sys.stderr)
         return 2
-    verdict = classify_qnn_log(text, args.exit_code)
+    try:
+        verdict = classify_qnn_log(text, args.exit_code)
+    except HarnessError as exc:  # the failure catalogue itself is unreadable: nothing can be decided
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(verdict.to_json()))
     else:

@@ -101,5 +101,4 @@ def qnn_plugin_inits(output: str) -> int:
     return len(_PLUGIN_INIT.findall(output))
 
 
-__all__ = ["BOOKKEEPING_NAMESPACE", "MNN_FEED_OPS", "MethodPlacement", "Placement", "qnn_plugin_inits", "read_placement",
-           "read_stub_placement"]
+__all__ = ["BOOKKEEPING_NAMESPACE", "MNN_FEED_OPS", "qnn_plugin_inits", "read_placement", "read_stub_placement"]

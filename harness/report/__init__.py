@@ -9,17 +9,22 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
-    "history": ("History", "HistoryError", "Regression", "aggregate", "disk_full_message", "is_disk_full"),
+_HOMES = {
+    "details": ("Detail",),
+    "history": ("History", "HistoryBusy", "HistoryError", "Regression", "aggregate", "disk_full_message", "is_disk_full"),
     "html": ("group_failures", "render_html", "write_html"),
     "junit": ("extra_properties", "junit_document", "write_junit"),
     "qnn_profile": ("qnn_profiles",),
     "records": ("RecordWriter", "TestRecord", "read_records"),
     "table": ("text_table",),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
+    from harness.report.details import Detail as Detail
     from harness.report.history import History as History
+    from harness.report.history import HistoryBusy as HistoryBusy
     from harness.report.history import HistoryError as HistoryError
     from harness.report.history import Regression as Regression
     from harness.report.history import aggregate as aggregate

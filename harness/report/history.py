@@ -24,15 +24,16 @@ import sqlite3
 import statistics
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.evidence import LocalizeEvidence, Outcome, Provenance
+from harness.evidence import COLUMNS, Cell, Fold
 from harness.outcomes import Status
 from harness.pairs import BackendPair
-from harness.report.records import TestRecord, export_verdict_of, teacher_forced_metrics
+from harness.report import op_history
+from harness.report.records import TestRecord
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS nights (
@@ -58,16 +59,7 @@ CREATE TABLE IF NOT EXISTS results (
     prefill_tps REAL,
     decode_tps REAL,
     load_s REAL,
-    tf_mean_kl REAL,                   -- teacher-forced comparison with the CPU reference (medians)
-    tf_nll_gap REAL,
-    tf_disagree_rate REAL,
-    tf_worst_kl REAL,                  -- the worst prompt's mean KL
-    export_verdict TEXT,               -- an export's record: pass | warn | fail | not-run
-    tier TEXT,                         -- npu | emulator | cpu (docs/placement.md#provenance)
-    qairt TEXT,                        -- the runtime's QAIRT build
-    program_sha256 TEXT,               -- the programs' sha256, comma-separated when several
-    localize_first_op TEXT,            -- the localization's first departing op ("none": none departed)
-    localize_sqnr_db REAL,             -- that op's SQNR against the CPU reference
+    -- then each evidence family's columns (harness.evidence COLUMNS), added when absent
     PRIMARY KEY (night_id, device, model, backend_pair)
 );
 CREATE INDEX IF NOT EXISTS results_key ON results (device, model, backend_pair);
@@ -84,16 +76,16 @@ PERF_METRICS = {"decode_tps": True, "prefill_tps": True, "load_s": False}
 AGREEMENT_METRICS: dict[str, tuple[float, float]] = {
     "tf_mean_kl": (0.01, 0.5), "tf_nll_gap": (0.04, 0.5), "tf_disagree_rate": (0.05, 0.5),
     "tf_worst_kl": (0.03, 0.5)}
-ADDED_COLUMNS = {"tf_mean_kl": "REAL", "tf_nll_gap": "REAL", "tf_disagree_rate": "REAL", "tf_worst_kl": "REAL",
-                 "export_verdict": "TEXT", "tier": "TEXT", "qairt": "TEXT", "program_sha256": "TEXT",
-                 "localize_first_op": "TEXT", "localize_sqnr_db": "REAL"}
+# The evidence families' columns (each family declares its own: harness/evidence/), added to a
+# history written before a column existed (NULL for the old nights).
+ADDED_COLUMNS = {col.name: col.sql for col in COLUMNS}
 # An export's verdict worse than in every past night is a regression (a warning first seen too).
 EXPORT_VERDICT_RANK = {"not-run": 0, "pass": 1, "warn": 2, "fail": 3}
 
 
 @dataclass(frozen=True)
 class Regression:
-    kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict" | "localize"
+    kind: str  # "perf" | "new-failure" | "agreement" | "export-verdict" | "localize" | "op-cycles"
     device: str
     model: str
     backend_pair: BackendPair | None
@@ -120,6 +112,9 @@ class Regression:
             return (f"{where}: the first op departing from the CPU reference is now {self.metric}"
                     + (f" at {self.tonight:.1f} dB SQNR" if self.tonight is not None else "")
                     + f" (not in the last {self.nights} nights)")
+        if self.kind == "op-cycles":
+            return (f"{where}: op {self.metric} slower: {self.tonight:,.0f} vs {self.baseline:,.0f} cycles on the "
+                    f"last good night ({self.change_pct:+.0f}%)")
         if self.kind == "export-verdict":
             return (f"{where}: the export's verdict went {self.metric} (worse than in each of the last "
                     f"{self.nights} nights)")
@@ -145,17 +140,19 @@ class ResultRow:
     prefill_tps: float | None
     decode_tps: float | None
     load_s: float | None
-    tf_mean_kl: float | None = None
-    tf_nll_gap: float | None = None
-    tf_disagree_rate: float | None = None
-    tf_worst_kl: float | None = None
-    export_verdict: str | None = None
-    localize_first_op: str | None = None
-    localize_sqnr_db: float | None = None
+    evidence: dict[str, Cell] = field(default_factory=dict)  # the families' columns by name
 
     @property
     def key(self) -> tuple[str, str, BackendPair | None]:
         return (self.device, self.model, self.backend_pair)
+
+    def number(self, column: str) -> float | None:
+        value = self.evidence.get(column)
+        return float(value) if isinstance(value, int | float) else None
+
+    def text(self, column: str) -> str | None:
+        value = self.evidence.get(column)
+        return value if isinstance(value, str) else None
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -163,8 +160,26 @@ def _median(values: Iterable[float | None]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def _max(values: Iterable[float | None]) -> float | None:
-    return max((v for v in values if v is not None), default=None)
+def _fold(fold: Fold, values: list[Cell]) -> Cell:
+    given = [v for v in values if v is not None]
+    numbers = [float(v) for v in given if isinstance(v, int | float)]
+    if fold is Fold.MEDIAN:
+        return statistics.median(numbers) if numbers else None
+    if fold is Fold.MAX:
+        return max(numbers, default=None)
+    if fold is Fold.DISTINCT:
+        return ",".join(sorted({str(v) for v in given if v != ""})) or None
+    return given[0] if given else None
+
+
+def evidence_columns(recs: list[TestRecord]) -> dict[str, Cell]:
+    """Every family's history columns over a group's records, each folded its own way."""
+    values: dict[str, list[Cell]] = {col.name: [] for col in COLUMNS}
+    for r in recs:
+        for ev in r.evidence:
+            for name, value in ev.columns().items():
+                values[name].append(value)
+    return {col.name: _fold(col.fold, values[col.name]) for col in COLUMNS}
 
 
 def aggregate(records: Iterable[TestRecord]) -> list[dict[str, Any]]:
@@ -186,40 +201,36 @@ def aggregate(records: Iterable[TestRecord]) -> list[dict[str, Any]]:
             "failure_classes": json.dumps(sorted({r.cause for r in bad})),
             "prefill_tps": _median(r.prefill_tps for r in recs), "decode_tps": _median(r.decode_tps for r in recs),
             "load_s": _median(r.load_s for r in recs),
-            **{k: _median(teacher_forced_metrics(r)[k] for r in recs) for k in AGREEMENT_METRICS if k != "tf_worst_kl"},
-            "tf_worst_kl": _max(teacher_forced_metrics(r)["tf_worst_kl"] for r in recs),
-            "export_verdict": next((ev["verdict"] for r in recs if (ev := export_verdict_of(r))), None),
-            **_provenance(recs),
-            **_localized(recs),
+            **evidence_columns(recs),
         })
     return rows
 
 
-def _provenance(recs: list[TestRecord]) -> dict[str, str | None]:
-    """The group's tier, QAIRT build and programs, each its distinct values comma-joined (None: unknown)."""
-    found = [p for r in recs if (p := r.evidence.get(Provenance)) is not None]
-
-    def distinct(values: Iterable[str | None]) -> str | None:
-        kept = sorted({v for v in values if v})
-        return ",".join(kept) or None
-
-    return {"tier": distinct(p.tier.value for p in found), "qairt": distinct(p.qairt for p in found),
-            "program_sha256": distinct(p.program_sha256 for p in found)}
-
-
-def _localized(recs: list[TestRecord]) -> dict[str, Any]:
-    """The first decided localization's first departing op and its SQNR ("none" when none departed)."""
-    for r in recs:
-        ev = r.evidence.get(LocalizeEvidence)
-        if ev is not None and ev.result.outcome is not Outcome.UNDECIDABLE:
-            first = ev.result.first
-            return {"localize_first_op": first.node if first else "none",
-                    "localize_sqnr_db": first.sqnr_db if first else None}
-    return {"localize_first_op": None, "localize_sqnr_db": None}
+_FIXED = 17  # results' own columns in ResultRow's order (night_id .. load_s)
 
 
 class HistoryError(HarnessError):
     """The history database cannot be opened, read or written (the message names the file)."""
+
+
+class HistoryBusy(HistoryError):
+    """Another process held the history's lock past the wait: busy, not damaged (exit 1)."""
+
+
+BUSY_WAIT_S = 30.0  # SQLite's own busy wait: a night writing its results holds the lock for seconds
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLite's SQLITE_BUSY / SQLITE_LOCKED (any extended code): another connection holds a lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "database is locked" in str(exc)
+
+
+def _busy(path: Path, wait_s: float) -> HistoryBusy:
+    return HistoryBusy(f"{path}: busy: another process (a night or a report) held the history's lock for "
+                       f"{wait_s:g} s; run again when it has finished (the history itself is not damaged)")
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -244,17 +255,19 @@ def _fix(path: Path) -> str:
 class History:
     """The history database. `History(path)` creates the file and tables when absent."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, *, busy_wait_s: float = BUSY_WAIT_S):
         self.path = Path(path)
+        self.busy_wait_s = busy_wait_s
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise HistoryError(f"{self.path}: cannot create the history's folder ({exc.strerror}); "
                                "point history.db at a writable folder") from None
         try:
-            self.db = sqlite3.connect(str(self.path), timeout=30)
+            self.db = sqlite3.connect(str(self.path), timeout=busy_wait_s)
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.executescript(SCHEMA)
+            op_history.create(self.db)
             # A history written before a column existed gets it (NULL for the old nights).
             have = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
             for column, kind in ADDED_COLUMNS.items():
@@ -264,6 +277,8 @@ class History:
         except sqlite3.DatabaseError as exc:
             if is_disk_full(exc):
                 raise HistoryError(disk_full_message(self.path, exc)) from None
+            if is_busy(exc):
+                raise _busy(self.path, busy_wait_s) from None
             raise HistoryError(f"{self.path}: not a usable history database ({exc}); {_fix(self.path)}") from None
 
     def check(self) -> None:
@@ -278,6 +293,8 @@ class History:
         except sqlite3.DatabaseError as exc:
             if is_disk_full(exc):
                 raise HistoryError(disk_full_message(self.path, exc)) from None
+            if is_busy(exc):
+                raise _busy(self.path, self.busy_wait_s) from None
             raise HistoryError(f"{self.path}: the history database is damaged or read-only ({exc}); "
                                f"{_fix(self.path)}") from None
 
@@ -305,6 +322,7 @@ class History:
             for row in rows:
                 self.db.execute(f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                                 (night_id, *row.values()))
+            op_history.store(self.db, night_id, records)
         return len(rows)
 
     def nights(self, limit: int | None = None, before: float | None = None) -> list[tuple[str, float]]:
@@ -323,8 +341,7 @@ class History:
     def results(self, night_ids: Iterable[str] | None = None, device: str | None = None) -> list[ResultRow]:
         sql = ("SELECT r.night_id, n.started_at, device, soc, arch, model, backend_pair, status, tests, passed, "
                "failed, skipped, flaky, failure_classes, prefill_tps, decode_tps, load_s, "
-               "tf_mean_kl, tf_nll_gap, tf_disagree_rate, tf_worst_kl, export_verdict, localize_first_op, localize_sqnr_db "
-               "FROM results r JOIN nights n USING (night_id)")
+               + ", ".join(ADDED_COLUMNS) + " FROM results r JOIN nights n USING (night_id)")
         where, args = [], []
         if night_ids is not None:
             ids = list(night_ids)
@@ -340,12 +357,12 @@ class History:
         sql += " ORDER BY n.started_at, device, model, backend_pair"
         out = []
         for row in self.db.execute(sql, args):
-            vals = list(row)
+            (night, started, device, soc, arch, model, pair, status, tests, passed, failed, skipped, flaky, classes,
+             prefill, decode, load) = row[:_FIXED]
             # The text the database holds, typed again (harness/report/records.py).
-            vals[6] = BackendPair.try_parse(vals[6]) if vals[6] else None
-            vals[7] = Status(vals[7])
-            vals[13] = tuple(json.loads(vals[13]))
-            out.append(ResultRow(*vals))
+            out.append(ResultRow(night, started, device, soc, arch, model, BackendPair.try_parse(pair) if pair else None,
+                                 Status(status), tests, passed, failed, skipped, flaky, tuple(json.loads(classes)),
+                                 prefill, decode, load, dict(zip(ADDED_COLUMNS, row[_FIXED:]))))
         return out
 
     def started_at(self, night_id: str) -> float:
@@ -385,25 +402,26 @@ class History:
                 if (higher_better and change < -perf_drop_pct) or (not higher_better and change > perf_drop_pct):
                     found.append(Regression("perf", *row.key, metric, now, base, len(values)))
             for metric, (floor, share) in AGREEMENT_METRICS.items():
-                now = getattr(row, metric)
-                values = [getattr(h, metric) for h in long_by_key.get(row.key, []) if getattr(h, metric) is not None]
+                now = row.number(metric)
+                values = [v for h in long_by_key.get(row.key, []) if (v := h.number(metric)) is not None]
                 if now is None or len(values) < min_nights:
                     continue
                 base = statistics.median(values[:min_nights])
                 if now - base > max(floor, share * abs(base)):
                     found.append(Regression("agreement", *row.key, metric, now, base, len(values)))
-            past_verdicts = [h.export_verdict for h in history if h.export_verdict]
-            if row.export_verdict and past_verdicts:
+            past_verdicts = [word for h in history if (word := h.text("export_verdict"))]
+            verdict_now = row.text("export_verdict")
+            if verdict_now and past_verdicts:
                 worst = max(past_verdicts, key=lambda v: EXPORT_VERDICT_RANK.get(v, 0))
-                if EXPORT_VERDICT_RANK.get(row.export_verdict, 0) > EXPORT_VERDICT_RANK.get(worst, 0):
-                    found.append(Regression("export-verdict", *row.key, f"{worst} -> {row.export_verdict}",
+                if EXPORT_VERDICT_RANK.get(verdict_now, 0) > EXPORT_VERDICT_RANK.get(worst, 0):
+                    found.append(Regression("export-verdict", *row.key, f"{worst} -> {verdict_now}",
                                             nights=len(past_verdicts)))
             found += _localize_moved(row, history)
             seen = {c for h in history for c in h.failure_classes}
             for cls in row.failure_classes:
                 if cls not in seen:
                     found.append(Regression("new-failure", *row.key, cls, nights=len(history)))
-        return found
+        return found + [_op_regression(c) for c in op_history.slower_ops(self.db, night_id)]
 
     def trend(self, device: str, metric: str = "decode_tps",
               nights: int = 30) -> dict[tuple[str, str], list[tuple[str, float, float]]]:
@@ -423,11 +441,19 @@ class History:
         return [d for (d,) in self.db.execute("SELECT DISTINCT device FROM results ORDER BY device")]
 
 
+def _op_regression(change: op_history.OpChange) -> Regression:
+    what = " ".join(p for p in (change.op, f"in {change.module}" if change.module else "") if p)
+    return Regression("op-cycles", change.device, change.model, None,
+                      f"{change.node}{f' ({what})' if what else ''} of {change.program}", change.tonight,
+                      change.baseline, 1)
+
+
 def _localize_moved(row: ResultRow, history: list[ResultRow]) -> list[Regression]:
     """A first departing op tonight that no past night with a localization had (an op departs where
     none did, or an earlier op departs now)."""
-    past = [h.localize_first_op for h in history if h.localize_first_op]
-    if not row.localize_first_op or row.localize_first_op == "none" or not past or row.localize_first_op in past:
+    past = [op for h in history if (op := h.text("localize_first_op"))]
+    now = row.text("localize_first_op")
+    if not now or now == "none" or not past or now in past:
         return []
-    return [Regression("localize", *row.key, f"{row.localize_first_op} (was {past[-1]})", row.localize_sqnr_db,
+    return [Regression("localize", *row.key, f"{now} (was {past[-1]})", row.number("localize_sqnr_db"),
                        nights=len(past))]

@@ -23,20 +23,23 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from harness.evidence import Row, Tone
 from harness.hostfiles import write_atomic
 from harness.outcomes import FailureClass, NightOutcome, Status
 from harness.report.departs import where_it_departs
+from harness.report.exports import export_verdicts, is_export_verdict
 from harness.report.history import History, Regression
-from harness.report.junit import timing_label, xml_safe
+from harness.report.junit import xml_safe
+from harness.report.op_plots import plot_night_ops
 from harness.report.plots import plot_trends
 from harness.report.qnn_profile import qnn_profiles
-from harness.report.records import TestRecord, by_device, export_verdict_of, teacher_forced_of
-from harness.report.where_ran import TierBadge, WhereRan, where_ran
+from harness.report.records import TestRecord, by_device
+from harness.report.teacher_forced import TeacherForcedCell, any_teacher_forced, departures, teacher_forced_cell
+from harness.report.where_ran import TierBadge, WhereRan, timing_label, where_ran
 
 _CSS = Path(__file__).with_name("style.css")
 TEXT_EXCERPT = 240
@@ -89,14 +92,6 @@ def summarize_devices(records: Sequence[TestRecord]) -> list[DeviceSummary]:
 
 
 @dataclass
-class TeacherForcedCell:
-    worst: str  # agree | drift | disagree | error: the worst verdict of the cell's prompts
-    flips: int  # steps whose argmax differs, over all prompts
-    steps: int
-    kl: str  # ", KL 0.123" (median mean KL) or ""
-
-
-@dataclass
 class Cell:
     """One (suite, model, backend pair) cell of a device's matrix."""
 
@@ -105,9 +100,25 @@ class Cell:
     speed: str = ""
     verdicts: str = ""
     teacher_forced: TeacherForcedCell | None = None
-    text: str = ""  # an excerpt of the generated text, or of the failure message
-    text_title: str | None = None  # the longer text on hover; None for a message
+    text: str = ""  # an excerpt of the generated text (a text the checks judged)
+    text_title: str | None = None  # the longer text on hover
     where: WhereRan | None = None  # tier, QAIRT and placement (report/where_ran.py)
+    reasons: list[Row] = field(default_factory=list)  # why it failed, first: class and message, first departure
+    rows: list[Row] = field(default_factory=list)  # what its records' evidence says (harness.evidence rows())
+    output: str = ""  # the tail of what its program printed (collapsed): never the reason
+
+
+def reason_rows(recs: Sequence[TestRecord]) -> list[Row]:
+    """A failed cell's reasons: each failed record's class and message (once each), then each family's
+    line that explains a failure (the figures against their line, the first departure)."""
+    out = [Row(r.cause, _clip(r.message, TEXT_EXCERPT * 2), Tone.FAIL, first=True) for r in recs if r.is_bad]
+    out += [row for r in recs for ev in r.evidence for row in ev.rows() if row.first]
+    return list(dict.fromkeys(out))
+
+
+def evidence_rows(recs: Sequence[TestRecord]) -> list[Row]:
+    """Every family's lines over a cell's records (harness.evidence: each family says its own), once each."""
+    return list(dict.fromkeys(row for r in recs for ev in r.evidence for row in ev.rows() if not row.first))
 
 
 def _cell(recs: list[TestRecord]) -> Cell:
@@ -135,19 +146,17 @@ def _cell(recs: list[TestRecord]) -> Cell:
     cell.speed = " | ".join(speeds)
     cell.where = where_ran([r for r in recs if r.status is not Status.SKIPPED])  # a skip ran nowhere
     cell.verdicts = ", ".join(sorted({r.verdict for r in recs if r.verdict}))
-    tfs = [tf for r in recs if (tf := teacher_forced_of(r)) is not None]
-    if tfs:
-        kl = _median(tf["mean_kl"] for tf in tfs if tf.get("mean_kl") is not None and tf.get("kl_used"))
-        cell.teacher_forced = TeacherForcedCell(
-            worst=max((tf["verdict"] for tf in tfs), key=("agree", "drift", "disagree", "error").index),
-            flips=sum(int(tf.get("disagreements") or 0) for tf in tfs),
-            steps=sum(int(tf.get("counted_steps") or 0) for tf in tfs),
-            kl=f", KL {kl:.3f}" if kl is not None else "")
-    sample = next((r for r in bad if r.text), None) or next((r for r in recs if r.text), None)
-    if sample is not None:
-        cell.text, cell.text_title = _clip(sample.text, TEXT_EXCERPT), _clip(sample.text, 2000)
-    elif bad and bad[0].message:
-        cell.text = _clip(bad[0].message, TEXT_EXCERPT)
+    cell.teacher_forced = teacher_forced_cell(recs)
+    cell.reasons = reason_rows(recs) if bad else []
+    cell.rows = evidence_rows(recs)
+    # A text the checks judged (a coherence verdict) is the cell's to show; anything else a program
+    # printed (a runner's stderr, a lowering's log) is its output, collapsed under the reasons.
+    judged = next((r for r in bad if r.text and r.verdict), None) or next((r for r in recs if r.text and r.verdict), None)
+    if judged is not None:
+        cell.text, cell.text_title = _clip(judged.text, TEXT_EXCERPT), _clip(judged.text, 2000)
+    else:
+        printed = next((r for r in bad if r.text), None) or next((r for r in recs if r.text), None)
+        cell.output = _clip(printed.text[-2000:], 2000) if printed is not None else ""
     return cell
 
 
@@ -167,6 +176,7 @@ class OtherResult:
     status: str
     failure_class: str | None
     message: str
+    rows: list[Row] = field(default_factory=list)
 
 
 # A record's status as the page's CSS class.
@@ -179,87 +189,49 @@ class DeviceMatrix:
     pairs: list[str]
     rows: list[MatrixRow]
     other: list[OtherResult]
+    not_shown: str = ""  # the pairs nothing ran on anywhere tonight, and why (a skip's reason)
 
 
-def _matrix(device: str, recs: list[TestRecord]) -> DeviceMatrix:
+def ran_pairs(records: Sequence[TestRecord]) -> set[str]:
+    """The pairs (an ExecuTorch export's formats) something ran on or failed at tonight, on any
+    device: a column where every record everywhere was skipped is a format no export had."""
+    return {r.backend_pair.name for r in records if r.backend_pair is not None and r.status is not Status.SKIPPED}
+
+
+def _matrix(device: str, recs: list[TestRecord], shown: set[str]) -> DeviceMatrix:
     cells = [r for r in recs if r.backend_pair is not None]
-    pairs = sorted({r.backend_pair for r in cells if r.backend_pair is not None}, key=str)
+    every = sorted({r.backend_pair for r in cells if r.backend_pair is not None}, key=str)
+    pairs = [p for p in every if p.name in shown]
+    hidden = [p for p in every if p.name not in shown]
     rows = []
-    for suite, model in dict.fromkeys((r.suite, r.model) for r in cells):
+    for suite, model in dict.fromkeys((r.suite, r.model) for r in cells if r.backend_pair in pairs):
         groups = [[r for r in cells if (r.suite, r.model, r.backend_pair) == (suite, model, p)] for p in pairs]
         rows.append(MatrixRow(suite, model, [_cell(g) if g else None for g in groups]))
     other = [OtherResult(r.name, _KIND.get(r.status, "fail"), r.status.value,
-                         r.failure_class.value if r.failure_class else None, _clip(r.message, 600))
-             for r in recs if not r.backend_pair and export_verdict_of(r) is None]
-    return DeviceMatrix(device, [p.name for p in pairs], rows, other)
+                         r.failure_class.value if r.failure_class else None, _clip(r.message, 600), evidence_rows([r]))
+             for r in recs if not r.backend_pair and not is_export_verdict(r)]
+    why = next((r.message for r in cells if r.backend_pair in hidden and r.message), "")
+    not_shown = (f"not shown: {', '.join(p.name for p in hidden)}, nothing ran there tonight"
+                 + (f" (e.g. {_clip(why, 200)})" if why else "")) if hidden else ""
+    return DeviceMatrix(device, [p.name for p in pairs], rows, other, not_shown)
 
 
-@dataclass
-class ExportLine:
-    instrument: str
-    pair: str
-    verdict: str  # pass | warn | fail | not-run: the CSS class
-    summary: str
-
-
-@dataclass
-class ExportRow:
-    """One export's verdict on one device, a line per instrument."""
-
-    device: str
-    suite: str
-    model: str
-    verdict: str
-    lines: list[ExportLine]
-
-
-def _exports(records: Sequence[TestRecord]) -> list[ExportRow]:
-    out = []
-    for r in records:
-        ev = export_verdict_of(r)
-        if ev is None:
-            continue
-        lines = [ExportLine(str(ln.get("instrument", "")), str(ln.get("pair") or ""), str(ln.get("verdict", "")),
-                            _clip(str(ln.get("summary", "")), 800)) for ln in ev.get("lines") or []]
-        out.append(ExportRow(r.device, r.suite, r.model, str(ev["verdict"]), lines))
-    return out
-
-
-@dataclass
-class Departure:
-    """Where B departs from A: one teacher-forced comparison that found a disagreement."""
-
-    device: str
-    name: str
-    verdict: str
-    step: object
-    before: str
-    token: str
-    after: str
-    note: str
-    rows_near: list[dict[str, Any]]
-
-
-def _departures(records: Sequence[TestRecord]) -> list[Departure]:
-    out = []
-    for r in records:
-        tf = teacher_forced_of(r)
-        if tf is None or tf.get("first_disagreement") is None:
-            continue
-        ctx = tf.get("context") or {}
-        out.append(Departure(r.device, r.name, tf["verdict"], tf["first_disagreement"], ctx.get("before", ""),
-                             ctx.get("token", ""), ctx.get("after", ""), tf.get("exclusion_note") or "",
-                             list(tf.get("rows_near") or [])))
-    return out
+def _test_of(rec: TestRecord) -> str:
+    """The check a testcase name is of: `test_localize` of `emu::test_localize[16a8w]`."""
+    return rec.name.split("[", 1)[0].rsplit("::", 1)[-1]
 
 
 def group_failures(records: Iterable[TestRecord]) -> dict[str, list[TestRecord]]:
-    """Failures by signature (the failure class when no signature matched), biggest group first."""
-    groups: dict[str, list[TestRecord]] = {}
+    """Failures by signature (the failure class when no signature matched) and check, biggest group
+    first: a fault's disagreement, a healthy program's drift and a localization stay apart (a
+    signature met in several checks is named with its check: `class:disagree (test_localize)`)."""
+    groups: dict[tuple[str, str], list[TestRecord]] = {}
     for r in records:
         if r.is_bad:
-            groups.setdefault(r.signature or f"class:{r.cause}", []).append(r)
-    return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+            groups.setdefault((r.signature or f"class:{r.cause}", _test_of(r)), []).append(r)
+    shared = {sig for sig, _ in groups if sum(s == sig for s, _ in groups) > 1}
+    named = {(f"{sig} ({test})" if sig in shared else sig): recs for (sig, test), recs in groups.items()}
+    return dict(sorted(named.items(), key=lambda kv: (-len(kv[1]), kv[0])))
 
 
 @dataclass
@@ -272,6 +244,7 @@ class FailureGroup:
     more: int  # how many tests are not listed
     message: str
     log_excerpt: str
+    reasons: list[Row] = field(default_factory=list)  # the first record's explaining lines (figures, departure)
 
 
 def _failures(records: Sequence[TestRecord]) -> list[FailureGroup]:
@@ -282,13 +255,16 @@ def _failures(records: Sequence[TestRecord]) -> list[FailureGroup]:
         out.append(FailureGroup(sig, first.cause, len(recs),
                                 ", ".join(sorted({r.device for r in recs})), tests[:FAILURE_TESTS_SHOWN],
                                 max(0, len(tests) - FAILURE_TESTS_SHOWN), _clip(first.message, 800),
-                                _clip(first.log_excerpt, 8000) if first.log_excerpt else ""))
+                                _clip(first.log_excerpt, 8000) if first.log_excerpt else "",
+                                [row for row in reason_rows([first]) if row.label != first.cause]))
     return out
 
 
 def render_html(records: Sequence[TestRecord], *, title: str, regressions: Sequence[Regression] = (),
-                plots: dict[str, str] | None = None, generated_at: float | None = None) -> str:
-    """The report page. `plots`: device -> image path relative to the page."""
+                plots: dict[str, str] | None = None, generated_at: float | None = None,
+                op_plots: dict[str, str] | None = None) -> str:
+    """The report page. `plots`: device -> image path relative to the page; `op_plots`: "device:
+    program" -> its per-op cycles plot against the last good night (report/op_plots.py)."""
     records = list(records)
     counts = Counter(r.status for r in records)
     template = _environment().get_template("report.html.j2")
@@ -300,29 +276,35 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
         statuses=[s.value for s in Status],
         devices=[replace(s, reason=_clip(s.reason, 600)) for s in summarize_devices(records)],
         regressions=[r.describe() for r in regressions],
-        matrices=[_matrix(device, recs) for device, recs in by_device(records).items()],
-        exports=_exports(records),
-        teacher_forced=any(teacher_forced_of(r) is not None for r in records),
-        departures=_departures(records),
+        matrices=[_matrix(device, recs, ran_pairs(records)) for device, recs in by_device(records).items()],
+        exports=export_verdicts(records),
+        teacher_forced=any_teacher_forced(records),
+        departures=departures(records),
         where_it_departs=where_it_departs(records),
         failures=_failures(records),
         qnn_profiles=qnn_profiles(records),
         plots=sorted((plots or {}).items()),
+        op_plots=sorted((op_plots or {}).items()),
         # Our own stylesheet, shipped with the package: trusted markup, not escaped.
         css=Markup(_CSS.read_text(encoding="utf-8") if _CSS.is_file() else ""),
     )
 
 
 def write_html(records: Sequence[TestRecord], out_dir: Path, *, title: str, history: History | None = None,
-               regressions: Sequence[Regression] = (), nights: int = 30) -> Path:
-    """out_dir/report.html, with trend PNGs in out_dir/plots/ when a history is given."""
+               regressions: Sequence[Regression] = (), nights: int = 30, night_id: str | None = None) -> Path:
+    """out_dir/report.html, with trend PNGs in out_dir/plots/ when a history is given, and the
+    per-op cycles of `night_id` (stored in it) against the last good night."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
+    op_plots: dict[str, str] = {}
     if history is not None:
         devices = list(by_device(records))
         for device, path in plot_trends(history, out_dir / "plots", devices, nights=nights).items():
             plots[device] = path.relative_to(out_dir).as_posix()
-    page = render_html(records, title=title, regressions=regressions, plots=plots)
+        if night_id is not None:
+            op_plots = {k: p.relative_to(out_dir).as_posix()
+                        for k, p in plot_night_ops(history, night_id, out_dir / "plots").items()}
+    page = render_html(records, title=title, regressions=regressions, plots=plots, op_plots=op_plots)
     path = out_dir / "report.html"
     return write_atomic(path, page)

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import TransportError
-from harness.evidence import KINDS, Evidence, EvidenceSet, ExportVerdictEvidence, LabRun, TeacherForced
+from harness.evidence import KINDS, Evidence, EvidenceSet, LabRun
 from harness.hostfiles import append_whole, write_error
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
+from harness.report.details import Detail
 from harness.verdict import Verdict, cause, is_bad
 
 # Fields that are typed in memory and text in a JSON line.
@@ -102,16 +103,27 @@ class TestRecord:
         object.__setattr__(self, "failure_class", verdict.failure_class)
         object.__setattr__(self, "message", verdict.message)
         if verdict.warning is not None:
-            self.extras["warning"] = verdict.warning.value
+            self.keep(Detail.WARNING, verdict.warning.value)
         else:
-            self.extras.pop("warning", None)
+            self.extras.pop(Detail.WARNING, None)
         if verdict.deferred is not None:
-            self.extras["checked_elsewhere"] = verdict.deferred.value
+            self.keep(Detail.CHECKED_ELSEWHERE, verdict.deferred.value)
+
+    def keep(self, detail: Detail, value: Any) -> None:
+        """Keeps one free-form detail in the record's JSON line (report/details.py lists each key and
+        why it is not a typed family: no report shows it)."""
+        if not isinstance(detail, Detail):
+            raise TypeError(f"{detail!r} is not a Detail: what a report shows is a typed family (harness.evidence)")
+        self.extras[detail.value] = value
+
+    def detail(self, detail: Detail) -> Any:
+        """A kept detail's value (None when not kept)."""
+        return self.extras.get(detail.value)
 
     @property
     def instrument(self) -> str | None:
         """Which export instrument this record is (the static quant check's record: "static-quant")."""
-        raw = self.extras.get("instrument")
+        raw = self.extras.get(Detail.INSTRUMENT)
         return raw if isinstance(raw, str) else None
 
     @property
@@ -138,7 +150,7 @@ class TestRecord:
 
     @property
     def warning(self) -> RecordWarning | None:
-        raw = self.extras.get("warning")
+        raw = self.extras.get(Detail.WARNING)
         return RecordWarning(raw) if raw else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -239,49 +251,6 @@ def iter_records(path: Path) -> Iterator[TestRecord]:
             line = line.strip()
             if line:
                 yield TestRecord.from_dict(json.loads(line))
-
-
-def teacher_forced_of(rec: TestRecord) -> dict[str, Any] | None:
-    """The JSON of the teacher-forced comparison a matrix record carries (harness.runners.logits_diff
-    DiffResult.evidence), for the reporters' byte boundary; None without one."""
-    tf = rec.evidence.get(TeacherForced)
-    return None if tf is None else tf.to_json()
-
-
-def export_verdict_of(rec: TestRecord) -> dict[str, Any] | None:
-    """The JSON of the export's verdict an export record carries (harness.suite.checks.export_verdict:
-    `verdict` and one line per instrument), for the reporters; None without one."""
-    ev = rec.evidence.get(ExportVerdictEvidence)
-    return None if ev is None else ev.to_json()
-
-
-def _export_teacher_forced(ev: dict[str, Any]) -> dict[str, Any] | None:
-    """The export's teacher-forced line that tells most (the largest median KL among its pairs)."""
-    lines = [ln for ln in ev.get("lines") or [] if isinstance(ln, dict) and ln.get("instrument") == "teacher-forced"
-             and isinstance(ln.get("figures"), dict) and ln["figures"].get("compared")]
-    return max((ln["figures"] for ln in lines), key=lambda f: f.get("median_kl") or 0.0, default=None)
-
-
-def teacher_forced_metrics(rec: TestRecord) -> dict[str, float | None]:
-    """Numbers the history tracks per night: mean KL (None when it was not usable: it
-    included an uncounted step), NLL gap B-A (same), and the share of counted steps whose
-    argmax differs. All None without a comparison or when it compared nothing. An export's
-    record gives its medians over all prompts, and its worst mean KL."""
-    none: dict[str, float | None] = {"tf_mean_kl": None, "tf_nll_gap": None, "tf_disagree_rate": None,
-                                     "tf_worst_kl": None}
-    ev = export_verdict_of(rec)
-    if ev is not None:
-        fig = _export_teacher_forced(ev)
-        return none if fig is None else {"tf_mean_kl": fig.get("median_kl"), "tf_nll_gap": fig.get("median_nll_gap"),
-                                         "tf_disagree_rate": fig.get("median_flip_share"),
-                                         "tf_worst_kl": fig.get("worst_kl")}
-    tf = teacher_forced_of(rec)
-    if tf is None or tf.get("verdict") == "error" or not tf.get("counted_steps"):
-        return none
-    usable = bool(tf.get("kl_used"))
-    return {"tf_mean_kl": tf.get("mean_kl") if usable else None, "tf_nll_gap": tf.get("nll_gap") if usable else None,
-            "tf_disagree_rate": tf["disagreements"] / tf["counted_steps"],
-            "tf_worst_kl": tf.get("mean_kl") if usable else None}
 
 
 def by_device(records: Iterable[TestRecord]) -> dict[str, list[TestRecord]]:

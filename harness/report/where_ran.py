@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.evidence import PlacementEvidence, Provenance, Tier, counted
+from harness.evidence import PlacementEvidence, Provenance, Tier, Timing, counted
 from harness.report.records import TestRecord
 
 # What each tier is called on the page, strongest claim first (a cell of mixed tiers shows each).
@@ -36,6 +36,12 @@ class WhereRan:
         return not (self.tiers or self.qairt or self.placement)
 
 
+def timing_label(rec: TestRecord) -> str:
+    """" (emulator)" after a time measured on an emulated HTP (not device speed), else ""."""
+    timing = rec.evidence.get(Timing)
+    return " (emulator)" if timing is not None and timing.emulated else ""
+
+
 def where_ran(recs: Sequence[TestRecord]) -> WhereRan:
     """The tiers, QAIRT builds and placement of a cell's records (the first record that carries
     a placement speaks for it; its program is the cell's)."""
@@ -55,4 +61,4 @@ def where_ran(recs: Sequence[TestRecord]) -> WhereRan:
     return WhereRan(tiers, qairt, f"{placed.program}: {placed.summary}", share, fallback, runtime)
 
 
-__all__ = ["TIER_LABEL", "TierBadge", "WhereRan", "where_ran"]
+__all__ = ["TIER_LABEL", "TierBadge", "WhereRan", "timing_label", "where_ran"]

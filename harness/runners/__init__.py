@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "base": ("RunnerKind",),
     "cases": ("PromptCase", "chunked_image_cases", "default_cases", "write_test_image"),
     "diff_tools": ("TOOL", "TOOL_VL", "pick_tool", "shows_b_images", "without_engine_text"),
@@ -21,7 +21,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "summary": ("find_summary", "parse_number"),
     "vl_chunks": ("POSDBG_ENV", "ROLES", "ChunkedRun", "Chunking", "RoleVerdict", "chunkings", "image_grids", "pads",
                   "positions_verdict", "run_chunkings", "shapes_verdict"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.runners.base import RunnerKind as RunnerKind

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import posixpath
-import re
+from functools import lru_cache
 
+from harness.catalogue import SHAPE_SCOPES, Entry, load_catalogue
 from harness.errors import TransportError
 from harness.transport import MovesFiles
 
@@ -15,8 +16,21 @@ TOOL = "llm_logits_diff"
 TOOL_VL = "llm_logits_diff_vl"
 TOOLS = (TOOL_VL, TOOL)
 
-# The engine's own lines between the tool's rows ([POSDBG] dumps, shape errors): never token text.
-_ENGINE_LINE = re.compile(r"\[POSDBG\]|^(?:Broad cast error, |Compute Shape Error for |code=\d+ in \w+, \d+)")
+# The engine's own lines between the tool's rows: [POSDBG] dumps and the catalogue's shape lines
+# (harness/catalogue/lines.yaml, the entries with a shape kind): never token text.
+_POSDBG = "[POSDBG]"
+
+
+def _engine_line_at(line: str) -> int | None:
+    """Where an engine line starts in `line` (None: none does)."""
+    found = [line.find(_POSDBG)] if _POSDBG in line else []
+    found += [m.start() for e in _shape_lines() if (m := e.regex.search(line))]
+    return min(found, default=None)
+
+
+@lru_cache(maxsize=1)
+def _shape_lines() -> tuple[Entry, ...]:
+    return tuple(e for e in load_catalogue().in_scope(*SHAPE_SCOPES) if e.shape_kind)
 
 
 def shows_b_images(tool_name: str) -> bool:
@@ -38,7 +52,7 @@ def pick_tool(transport: MovesFiles, runtime_dir: str) -> str | None:
 def without_engine_text(line: str) -> str | None:
     """`line` without an engine line glued to it (a token before a [POSDBG] tag stays);
     None when nothing of the tool's own output is left."""
-    m = _ENGINE_LINE.search(line)
-    if m is None:
+    at = _engine_line_at(line)
+    if at is None:
         return line
-    return line[:m.start()] or None
+    return line[:at] or None

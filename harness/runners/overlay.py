@@ -12,6 +12,7 @@ import json
 import posixpath
 import tempfile
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ class Overlay:
     max_new_tokens: int | None = None
     chunk_limits: tuple[int, ...] | None = None
     thread_num: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # any other top-level keys
+    extra: dict[str, object] = field(default_factory=dict)  # any other top-level keys
 
     def __post_init__(self) -> None:
         if self.max_new_tokens is not None and (not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1):
@@ -43,8 +44,8 @@ class Overlay:
                     or not all(isinstance(x, int) and x > 0 for x in cl)):
                 raise HarnessError(f"overlay chunk_limits must list at least two positive sizes like [128, 1], got {cl!r}")
 
-    def changes(self, config: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def changes(self, config: dict[str, Any]) -> dict[str, object]:
+        out: dict[str, object] = {}
         if self.greedy:
             out["sampler_type"] = "greedy"
         if self.max_new_tokens is not None:
@@ -58,18 +59,18 @@ class Overlay:
         out.update(self.extra)
         return out
 
-    def apply(self, config: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, config: dict[str, Any]) -> dict[str, object]:
         return {**config, **self.changes(config)}
 
 
-def derived_name(config_name: str, changes: dict[str, Any]) -> str:
+def derived_name(config_name: str, changes: Mapping[str, object]) -> str:
     stem = config_name[:-5] if config_name.endswith(".json") else config_name
     digest = hashlib.sha256(json.dumps(changes, sort_keys=True).encode()).hexdigest()[:10]
     # Must end in .json: llm_demo picks the config reader by extension.
     return f"{stem}.harness-{digest}.json"
 
 
-def read_remote_config(transport: MovesFiles, remote_path: str) -> dict[str, Any]:
+def read_remote_config(transport: MovesFiles, remote_path: str) -> dict[str, object]:
     raw = transport.read_small_files([remote_path])[remote_path]
     if raw is None:
         raise HarnessError(f"{transport.device.name}: config {remote_path} does not exist; "
@@ -77,7 +78,7 @@ def read_remote_config(transport: MovesFiles, remote_path: str) -> dict[str, Any
     return _parse_config(transport, remote_path, raw)
 
 
-def _parse_config(transport: MovesFiles, remote_path: str, raw: bytes) -> dict[str, Any]:
+def _parse_config(transport: MovesFiles, remote_path: str, raw: bytes) -> dict[str, object]:
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:

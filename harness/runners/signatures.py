@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
-from harness.catalogue import RUNNER_SCOPES, Catalogue, Entry, Scope, load_catalogue, signal_name, signal_of
+from harness.catalogue import RUNNER_SCOPES, Catalogue, Entry, Scope, capped, load_catalogue, signal_name, signal_of
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
 
 WARNING = SIGNATURE_WARNING
@@ -80,7 +79,7 @@ class Classification:
         p = self.primary
         return p.hint if p else ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         p = self.primary
         return {
             "class": self.cls,
@@ -103,6 +102,7 @@ class SignatureSet:
     def match_line(self, line: str, source: str, exit_code: int | None = None) -> SignatureMatch | None:
         """First signature (file order) matching the line."""
         scope = Scope.LOGCAT if source == "logcat" else Scope.RUNNER_OUTPUT
+        line = capped(line)
         for sig in self.signatures:
             m = sig.regex.search(line) if sig.applies(exit_code) and scope in sig.scopes else None
             if m:

@@ -15,12 +15,12 @@ from harness.checks import DriftWarning, Instrument, mrope
 from harness.checks.quant import check_export_quant
 from harness.checks.shapes import ERROR, assert_shapes_ok, check_export_shapes
 from harness.errors import ArtifactError
-from harness.evidence import QuantFinding
+from harness.evidence import PlacementUnread, QuantFinding
 from harness.export import open_export
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
 from harness.provision import ProvisionedModel
-from harness.report import TestRecord
+from harness.report import Detail, TestRecord
 from harness.runners import (
     ROLES,
     ChunkedRun,
@@ -121,7 +121,7 @@ def export_shapes(c: CheckCall[ExportInput]) -> Verdict:
     inp, rec = c.inp, c.rec
     rec.model = rec.model or inp.path.name
     findings = check_export_shapes(inp.path, soc_id=None, qnn_sdk=inp.qnn_sdk)
-    rec.extras["shape_findings"] = sum(f.severity == ERROR for f in findings)
+    rec.keep(Detail.SHAPE_FINDINGS, sum(f.severity == ERROR for f in findings))
     try:
         assert_shapes_ok(findings)
     except AssertionError as exc:
@@ -137,11 +137,11 @@ def quant_metadata(c: CheckCall[ExportInput]) -> Verdict:
     found = check_export_quant(inp.path)
     if found.skip_reason:
         return Verdict.skipped(found.skip_reason)
-    rec.extras["instrument"] = Instrument.STATIC_QUANT.value  # the export's verdict reads its line
+    rec.keep(Detail.INSTRUMENT, Instrument.STATIC_QUANT.value)  # the export's verdict reads its line
     if found.report is not None:
-        rec.extras["quantized_tensors"] = found.report.quantized_tensors
-        rec.extras["mlp_mul_inherited"] = found.report.mlp_mul_inherited
-        rec.extras["integer_tensors_quantized"] = found.report.integer_tensors_quantized
+        rec.keep(Detail.QUANTIZED_TENSORS, found.report.quantized_tensors)
+        rec.keep(Detail.MLP_MUL_INHERITED, found.report.mlp_mul_inherited)
+        rec.keep(Detail.INTEGER_TENSORS_QUANTIZED, found.report.integer_tensors_quantized)
         bad = [f for f in found.report.findings if f.is_error]
         if bad:  # the first wrong range, for the cell's "where it departs" (report/departs.py)
             rec.put(QuantFinding(bad[0].kind.value, bad[0].where.tensor or "", bad[0].where.layer, bad[0].message,
@@ -179,7 +179,7 @@ def _placed(inp: MatrixInput, pair: BackendPair, j: pipeline.Judgement, rec: Tes
         stamp_mnn_provenance(rec, inp.export, config, inp.qairt)
         unread = converter_missing()
         if unread:  # the mnn extra is optional: the cell keeps its verdict and says what it could not read
-            rec.extras["placement_unread"] = unread
+            rec.put(PlacementUnread(unread))
             return verdict
         misplaced = judge_mnn_placement(inp.export, pair, config, rec, output, inp.expected_cpu_ops)
     except ArtifactError:
@@ -269,11 +269,11 @@ def chunked_prefill(c: CheckCall[DeviceInput]) -> Verdict:
         prompts += [c.prompt for c in chunked_image_cases(inp.image)]
     results = pipeline.chunked_prefill_check(inp.runner, prompts, backend=pair, timeout=inp.timeout,
                                              extra_env=inp.extra_env)
-    rec.extras["chunked_method"] = results[0].method
+    rec.keep(Detail.CHUNKED_METHOD, results[0].method)
     # An image prompt the tool cannot show B: "not checkable" with the reason, never a verdict.
-    rec.extras["not_checkable"] = [r.explain() for r in results if not r.checkable]
+    rec.keep(Detail.NOT_CHECKABLE, [r.explain() for r in results if not r.checkable])
     results = [r for r in results if r.checkable]
-    rec.extras["chunked_equivalent"] = all(r.equal for r in results)
+    rec.keep(Detail.CHUNKED_EQUIVALENT, all(r.equal for r in results))
     diffs = [r.diff.evidence() for r in results if r.diff is not None]
     if len(diffs) == 1:
         rec.put(diffs[0])

@@ -17,7 +17,7 @@ from harness.export import open_export
 from harness.outcomes import FailureClass
 from harness.pairs import BackendPair, path_on_qnn
 from harness.provision import default_cache
-from harness.qnn import qnn_plugin_inits, read_stub_placement
+from harness.qnn import convert_log_of, qnn_plugin_inits, read_npu_log, read_stub_placement
 from harness.report import TestRecord
 from harness.verdict import Verdict
 
@@ -55,6 +55,8 @@ def judge_mnn_placement(export: Path, pair: BackendPair, config_name: str, rec: 
     inits = qnn_plugin_inits(output)
     rec.put(PlacementEvidence(", ".join(graphs) or config_name, placement, allowed, over,
                               runtime_qnn_inits=inits))
+    npu_log = read_npu_log(output, convert_log_of(export))  # MNN's own words: what it left to the CPU, why
+    rec.put(npu_log)
     said = (f"llm_demo printed {inits} QNN plugin init lines" if inits
             else "llm_demo printed no QNN plugin init line")
     bare = [m.method for m in placement.methods if not dict(m.delegates)]
@@ -63,10 +65,14 @@ def judge_mnn_placement(export: Path, pair: BackendPair, config_name: str, rec: 
         return Verdict.failed(FailureClass.CPU_FALLBACK, f"{pair}: {what}: no QNN Plugin op, everything runs on "
                               f"the CPU ({placement.describe()}; {said}); compile it for the NPU with MNN's "
                               "npu/generate_llm_qnn.py")
+    mnn_said = f"; MNN says: {npu_log.describe_fallbacks()}" if npu_log.fallbacks else ""
     if over:
         return Verdict.failed(FailureClass.CPU_FALLBACK, f"{pair}: ops on the CPU beyond those expected: {counted(over)} "
-                              f"({placement.describe()}; {said}); leave them out of compilefornpu's `skips`, or "
-                              "list them as expected (--expect-cpu-ops, a plan suite's expected_cpu_ops)")
+                              f"({placement.describe()}; {said}){mnn_said}; leave them out of compilefornpu's `skips`, "
+                              "or list them as expected (--expect-cpu-ops, a plan suite's expected_cpu_ops)")
+    if npu_log.fallbacks:
+        return Verdict.failed(FailureClass.CPU_FALLBACK, f"{pair}: MNN left work on the CPU: "
+                              f"{npu_log.describe_fallbacks()} ({placement.describe()}; {said})")
     return None
 
 

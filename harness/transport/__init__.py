@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "adb": ("AdbConnection", "AdbError", "AdbFault", "AdbTransport", "SEND_PAYLOAD", "SyncClient", "is_tcp_serial",
             "link_state"),
     "base": ("Transport",),
     "command": ("build_shell_command", "check_wire_text", "env_prefix", "quote_argv"),
-    "factory": ("OPENERS", "AdbOverSsh", "open_transport"),
+    "factory": ("AdbOverSsh", "open_adb", "open_local", "open_ssh", "open_transport"),
     "facts": ("SYSFS_BATTERY", "DeviceFacts", "ProbeUnreadable", "parse_df_free", "parse_dumpsys_battery",
               "parse_probe", "parse_sysfs_battery"),
     "local": ("LocalTransport",),
@@ -26,7 +26,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
               "RunsCommands", "SyncsSets"),
     "ssh": ("SshTransport",),
     "types": ("CommandResult", "HealthReport", "LinkState", "RawExec", "RemoteStat", "link_state_of"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.transport.adb import SEND_PAYLOAD as SEND_PAYLOAD
@@ -42,8 +44,10 @@ if TYPE_CHECKING:
     from harness.transport.command import check_wire_text as check_wire_text
     from harness.transport.command import env_prefix as env_prefix
     from harness.transport.command import quote_argv as quote_argv
-    from harness.transport.factory import OPENERS as OPENERS
     from harness.transport.factory import AdbOverSsh as AdbOverSsh
+    from harness.transport.factory import open_adb as open_adb
+    from harness.transport.factory import open_local as open_local
+    from harness.transport.factory import open_ssh as open_ssh
     from harness.transport.factory import open_transport as open_transport
     from harness.transport.facts import SYSFS_BATTERY as SYSFS_BATTERY
     from harness.transport.facts import DeviceFacts as DeviceFacts

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.errors import CommandFailed, CommandTimeout, HarnessError, TransportError
-from harness.inventory import DeviceSpec
-from harness.kinds import TransportKind
+from harness.inventory import DeviceSpec, TransportKind
 from harness.transport.command import build_shell_command, quote_argv
 from harness.transport.facts import PROBE_SCRIPT, DeviceFacts, ProbeUnreadable, parse_df_free, parse_probe
 from harness.transport.pidfiles import PID_PREFIX, PROVEN_KILL_SCRIPT, DeviceProcess, parse_killed, parse_stat_line
@@ -49,6 +48,9 @@ class Transport(ABC):
         """Once `event` is set, timed commands are not started and running ones are killed on
         the device, pushes stop between chunks: StopRequested (harness/transport/stop.py)."""
         self.stop_event = event
+
+    def _stop_set(self) -> bool:
+        return self.stop_event is not None and self.stop_event.is_set()
 
     # ---- primitives each transport implements -------------------------------------------
     @abstractmethod
@@ -127,7 +129,8 @@ class Transport(ABC):
         """`_exec` under the retry policy; a link fault gets the device and argv the driver
         had only as a shell string."""
         try:
-            return self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout))
+            return self.retry.run(f"{self.device.name}: {args[0]}", lambda: self._exec(command, timeout),
+                                  stopped=self._stop_set)
         except TransportError as exc:
             exc.fill(device=self.device.name, argv=args)
             raise
@@ -235,7 +238,8 @@ class Transport(ABC):
         file_mode = mode if mode is not None else stat_mod.S_IMODE(local.stat().st_mode)
         check_stop(self, f"pushing {local.name}")
         progress = stoppable(self, progress, f"push of {local.name}")
-        return self.retry.run(f"push {local.name}", lambda: self._push_file(local, remote, file_mode, progress))
+        return self.retry.run(f"push {local.name}", lambda: self._push_file(local, remote, file_mode, progress),
+                              stopped=self._stop_set)
 
     def push_many(self, jobs: Sequence[tuple[Path, str, int]], *, progress: ProgressFn | None = None,
                   on_done: Callable[[str], None] | None = None,
@@ -263,7 +267,8 @@ class Transport(ABC):
     def pull(self, remote: str, local: Path, *, progress: ProgressFn | None = None) -> int:
         local = Path(local)
         local.parent.mkdir(parents=True, exist_ok=True)
-        return self.retry.run(f"pull {remote}", lambda: self._pull_file(remote, local, progress))
+        return self.retry.run(f"pull {remote}", lambda: self._pull_file(remote, local, progress),
+                              stopped=self._stop_set)
 
     def push_tree(self, local_dir: Path, remote_dir: str, progress: ProgressFn | None = None) -> int:
         local_dir = Path(local_dir)
@@ -410,7 +415,4 @@ def remote_join(*parts: str) -> str:
     return posixpath.join(*parts)
 
 
-__all__ = [
-    "CommandResult", "DeviceFacts", "HealthReport", "LinkState", "ProgressFn", "RawExec", "RemoteStat", "Transport",
-    "remote_join",
-]
+__all__ = ["ProgressFn", "Transport", "remote_join"]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import RemoteNoSpaceError, RemotePathError
-from harness.kinds import TransportKind
+from harness.inventory import LOCAL
 from harness.transport.base import ProgressFn, Transport
 from harness.transport.types import RawExec, RemoteStat
 
@@ -19,7 +19,7 @@ _CHUNK = 4 << 20
 
 
 class LocalTransport(Transport):
-    kind = TransportKind.LOCAL
+    kind = LOCAL
     free_bytes_is_df = False  # free_bytes() asks the host OS, not `df -k`
 
     def _exec(self, command: str, timeout: float | None) -> RawExec:
@@ -78,7 +78,7 @@ class LocalTransport(Transport):
         return shutil.disk_usage(path).free
 
     def facts(self) -> dict[str, str]:
-        return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": self.kind.value}
+        return {"soc_model": self.device.soc_model, "model": os.uname().nodename, "transport": self.kind.name}
 
 
 def _copy(src: Path, dst: Path, mode: int | None, progress: ProgressFn | None, device: str) -> int:

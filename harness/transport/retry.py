@@ -26,14 +26,17 @@ class RetryPolicy:
     wait_initial: float = 0.5
     wait_max: float = 8.0
 
-    def run(self, what: str, fn: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None) -> T:
+    def run(self, what: str, fn: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None,
+            *, stopped: Callable[[], bool] | None = None) -> T:
+        """`fn`, tried again on a retryable transport fault, never once `stopped()` says a stop
+        came (a night's stop starts no new push or command through a retry)."""
         # The first attempt runs bare: tenacity and logging (~15 ms of a `harness push`
         # start-up) are imported only once a transport fault happened. That fault is then
         # replayed as tenacity's first attempt, so the policy below decides every retry.
         try:
             return fn()
         except BaseException as exc:
-            if self.attempts <= 1 or not is_retryable(exc):
+            if self.attempts <= 1 or not is_retryable(exc) or (stopped is not None and stopped()):
                 raise
             first: list[BaseException] = [exc]
 
@@ -42,9 +45,10 @@ class RetryPolicy:
                 raise first.pop()
             return fn()
 
-        return self._retrying(what, on_retry)(attempt)
+        return self._retrying(what, on_retry, stopped)(attempt)
 
-    def _retrying(self, what: str, on_retry: Callable[[BaseException], None] | None) -> Callable[[Callable[[], T]], T]:
+    def _retrying(self, what: str, on_retry: Callable[[BaseException], None] | None,
+                  stopped: Callable[[], bool] | None) -> Callable[[Callable[[], T]], T]:
         import logging
 
         from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
@@ -59,7 +63,7 @@ class RetryPolicy:
                 on_retry(exc)
 
         retrying = Retrying(
-            retry=retry_if_exception(is_retryable),
+            retry=retry_if_exception(lambda e: is_retryable(e) and not (stopped is not None and stopped())),
             stop=stop_after_attempt(self.attempts) | stop_after_delay(self.max_seconds),
             wait=wait_exponential(multiplier=self.wait_initial, max=self.wait_max),
             before_sleep=before_sleep,

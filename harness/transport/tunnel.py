@@ -2,7 +2,7 @@
 
 Used to reach a lab host's adb server that listens on that host's own loopback: nothing on
 the lab network can talk to it, and the controller reaches it only as an ssh user whose host
-key was checked (the same check as ssh boards, `harness.transport.ssh_connect.connect_client`).
+key was checked (the same check as ssh boards, `harness.transport.ssh.connect_client`).
 The local end binds 127.0.0.1 on a free port and takes any number of connections (the adb
 client opens one per request); each becomes one ssh channel. A dropped ssh link is reopened
 by the next connection; a connection that cannot be forwarded is closed at once, which the
@@ -20,7 +20,7 @@ import paramiko
 
 from harness.errors import DeviceOfflineError
 from harness.inventory import SshSpec
-from harness.transport.ssh_connect import connect_client
+from harness.transport.ssh import connect_client
 
 _BUF = 1 << 16
 

@@ -14,11 +14,10 @@ import pytest
 from harness.inventory import DeviceSpec
 from harness.plugin import QUANT_BUDGETS, session_records
 from harness.suite.executorch import EtInput, build_et_input
+from tests.shared import SHARED
 
-_REPO = Path(__file__).resolve().parents[2]
-# ../shared beside the checkout (a worktree one level deeper finds it beside its parent)
-SHARED_MODELS = next((p / "shared" / "models" for p in (_REPO.parent, _REPO.parent.parent)
-                      if (p / "shared" / "models").is_dir()), _REPO.parent / "shared" / "models")
+# $HARNESS_SHARED_DIR, else ../shared beside the checkout (tests/shared.py decides it for every door)
+SHARED_MODELS = SHARED / "models"
 SHARED_CPU_EXPORT = SHARED_MODELS / "et-tiny-llama-xnnpack"
 SHARED_QNN_HOST = SHARED_MODELS / "et-qnn-host"
 

@@ -17,6 +17,12 @@ from harness.outcomes import SIGNATURE_WARNING, FailureClass
 from harness.qnn import FAILURE_CLASS, QnnFailure, classify_qnn_log
 from harness.runners import load_signatures
 
+
+def printf(fmt: str, *args: object) -> str:
+    """MNN's printf format strings rendered as printf renders them (%d, %s, %f)."""
+    return fmt % args  # noqa: UP031
+
+
 CAT = load_catalogue()
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "qnn_logs"
@@ -30,6 +36,7 @@ LINE: dict[str, str] = {
     "glibc-library-missing": "./llm_demo: error while loading shared libraries: libMNN.so: cannot open shared "
                              "object file: No such file or directory",
     "android-library-missing": 'CANNOT LINK EXECUTABLE "./llm_demo": library "libc++_shared.so" not found',
+    "runner-not-found": "/system/bin/sh: ./llm_demo: not found",
     "qnn-libs-missing": "MNN_QNN: Failed to open QNN libs. Ensure that the libs related to the QNN HTP backend is "
                         "available in your environment.",
     "et-qnn-libs-missing": "[ERROR] [Qnn ExecuTorch]: Cannot Open QNN library libQnnHtp.so, with error: "
@@ -103,6 +110,13 @@ LINE: dict[str, str] = {
     "export-sdk-missing": "QNN_SDK_ROOT is not set",
     "seq-exceeds-max-pos": "[MNN:LLM] Warning: sequence length 5000 exceeds max_position_embeddings (4096), x",
     "module-clone": "Warning: module need new clone",
+    # MNN's printf formats (QNNBackend.cpp, compilefornpu.cpp; docs/placement.md#mnns-own-words) rendered.
+    "mnn-qnn-op-not-registered": printf("MNN_QNN: Not registered type %d, %s.", 128, "/layers.0/self_attn/Foo"),
+    "mnn-qnn-op-unsupported": printf("MNN_QNN: Don't support type %d, %s.", 16, "/layers.3/mlp/act/Gelu"),
+    "mnn-npu-module-error": printf("error = %f, max = %f for %s", 0.8125, 2.375, "qnn/graphllm3"),
+    "mnn-npu-compile-failed": printf("Failed to compile: %s", "qnn/graphllm5"),
+    "mnn-npu-speed": printf("%s, Speed Compare: NPU: %f ms : CPU: %f ms", "qnn/graphllm0", 1.25, 4.5),
+    "mnn-npu-total-speed": printf("Total Speed Compare: NPU: %f ms : CPU: %f ms", 21.5, 80.25),
 }
 
 
@@ -191,6 +205,8 @@ def test_one_new_entry_is_seen_by_every_reader(tmp_path: Path) -> None:
     (NEW_ENTRY.replace("    qnn: newer-context-binary\n", ""), "if and only if"),
     (NEW_ENTRY.replace("[runner-output, logcat, qnn-log]", "[runner-output, stdout, qnn-log]"), "key 'scopes'"),
     (NEW_ENTRY.replace("class: binary-mismatch", "class: export-crash"), "is not one of"),
+    (NEW_ENTRY.replace("'<E> Context", "'(\\w+\\s?)*<E> Context"), "nests a repeat inside a repeat"),
+    (NEW_ENTRY.replace("'<E> Context", "'.*a.*b.*<E> Context"), "more than 2 unbounded wildcards in a row"),
 ])
 def test_a_bad_entry_is_a_clear_error(tmp_path: Path, entry: str, error: str) -> None:
     """A wrong entry names the file and the entry, whichever reader loads it first."""
@@ -200,3 +216,42 @@ def test_a_bad_entry_is_a_clear_error(tmp_path: Path, entry: str, error: str) ->
         scan_log_for_shape_errors("x\n", catalogue=cat)
         classify_qnn_log("x\n", 1, table=None, catalogue=cat)
     assert str(path) in str(exc.value)
+
+
+def test_a_line_is_read_up_to_the_cap_so_the_readers_stay_finite() -> None:
+    from harness.catalogue import MAX_LINE_CHARS
+
+    # A runner printing megabytes without a newline: the packaged `crash-abort-text` alone is
+    # quadratic in a line of "<E> " (hours on 2 MB, milliseconds on the capped line).
+    line = "<E> " * 500_000
+    assert load_signatures().classify(stdout=line + "\n", exit_code=0).primary is None
+    assert classify_qnn_log(line, 0, table=None).failure is None
+    known = "QNN: Failed to validate binary: -1"
+    assert len(scan_log_for_shape_errors(known)) == 1
+    assert scan_log_for_shape_errors("x" * MAX_LINE_CHARS + known) == [], "past the cap: not read"
+
+
+@pytest.mark.parametrize("module", ["harness.qnn.log", "harness.runners.llm_demo"])
+def test_a_damaged_catalogue_is_a_clear_error_of_the_readers_clis(tmp_path: Path, module: str, monkeypatch,
+                                                                  capsys) -> None:
+    import importlib
+
+    from harness.catalogue import load as catalogue_load
+
+    damaged = tmp_path / "lines.yaml"
+    damaged.write_text("classes: [a\nsignatures: {", encoding="utf-8")
+    monkeypatch.setattr(catalogue_load, "DEFAULT_PATH", damaged)
+    log = tmp_path / "run.log"
+    log.write_text("[ERROR] something\n")
+    main = importlib.import_module(module if module.endswith(".log") else f"{module}.cli").main
+    assert main([str(log)]) == 2  # undecidable, never 1 ("found") with a traceback
+    assert f"{damaged}: YAML syntax error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line", ["/system/bin/sh: ./llm_demo: not found", "sh: 1: llm_demo: not found",
+                                  "env: '/venv/bin/python3': No such file or directory",
+                                  "./run.sh: /usr/bin/python3: bad interpreter: No such file or directory"])
+def test_an_exit_127_is_named_as_the_runner_or_its_interpreter_not_found(line: str) -> None:
+    found = load_signatures().classify(stderr=line + "\n", exit_code=127)
+    assert found.primary is not None and found.primary.signature.id == "runner-not-found", found.message
+    assert load_signatures().classify(stderr=line + "\n", exit_code=1).primary is None, "only with exit 127"

@@ -11,7 +11,6 @@ import pytest
 from harness import pipeline
 from harness.checks import (
     Instrument,
-    LineVerdict,
     PromptFigures,
     judge_export,
     static_quant_line,
@@ -19,7 +18,7 @@ from harness.checks import (
     verdict_of_records,
 )
 from harness.checks.export_verdict import export_verdict  # not on the face: a submodule has its name
-from harness.evidence import TeacherForced
+from harness.evidence import LineVerdict, TeacherForced
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
 from harness.report import TestRecord

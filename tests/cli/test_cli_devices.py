@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -35,3 +36,24 @@ def test_devices_bad_file_exits_4_with_message(tmp_path: Path) -> None:
     assert res.stdout == ""
     assert "Traceback" not in res.stderr
     assert f"{bad}: device 'phone', key 'serial'" in res.stderr
+
+
+def _devices_into(stdout: int) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("harness")
+    cmd = [exe] if exe else [sys.executable, "-m", "harness.cli"]
+    return subprocess.run([*cmd, "devices", "--file", str(REPO / "devices.yaml")], cwd=REPO, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+
+
+def test_a_full_disk_or_a_closed_pipe_on_stdout_is_exit_1_not_a_traceback() -> None:
+    with open("/dev/full", "w") as full:
+        res = _devices_into(full.fileno())
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "output (stdout) could not be written: No space left on device" in res.stderr
+    read, write = os.pipe()
+    os.close(read)  # `| head -1` after its line: nobody reads the rest
+    try:
+        res = _devices_into(write)
+    finally:
+        os.close(write)
+    assert res.returncode == 1 and res.stderr == "", res.stderr

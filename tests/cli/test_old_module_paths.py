@@ -14,10 +14,6 @@ REPO = Path(__file__).resolve().parents[2]
 MOVED = {
     "harness.compiled_io": "harness.qnn.compiled_io",
     "harness.qnn_probe": "harness.qnn.probe",
-    "harness.runners.etdump": "harness.runners.executorch.etdump",
-    "harness.runners.etdump_qnn": "harness.runners.executorch.qnn_profile",
-    "harness.hostrt.executorch_forward": "harness.hostrt.executorch.forward",
-    "harness.hostrt.executorch_etdump": "harness.hostrt.executorch.etdump",
     "harness.runners.qnn_log": "harness.qnn.log",
 }
 

@@ -1,6 +1,8 @@
-"""A record's `extras` is read in harness/report/ alone (issue 35): what the checks, runners and
-the lab measured or stamped is read through its typed family (harness.evidence) everywhere
-else; code elsewhere may write free-form detail into `extras`, never read it back."""
+"""A record's `extras` is touched in harness/report/ alone (issues 35 and 43): what the checks,
+runners and the lab measured or stamped is a typed family (harness.evidence, `rec.put`); what is
+left is a closed list of free-form details, each with its reason (harness/report/details.py),
+written through `rec.keep(Detail.X, value)`. Outside harness/report/ no code reads or writes
+`x.extras`, nor hands a record `extras=`."""
 
 from __future__ import annotations
 
@@ -10,46 +12,36 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = ("harness", "suites", "tools", "virtual_lab")
 REPORT = REPO / "harness" / "report"
-READS = {"get", "items", "keys", "values", "copy", "__getitem__", "__contains__"}
 
 
-def _is_extras(node: ast.AST) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr == "extras" and isinstance(node.ctx, ast.Load)
-
-
-def _reads(tree: ast.AST) -> list[int]:
-    """Lines where an `x.extras` is read: subscripted for a value, asked for a key, iterated,
-    copied or passed on whole (writes: item assignment, update, setdefault, pop)."""
-    found = []
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Attribute) or not _is_extras(node):
-            continue
-        up = parents.get(node)
-        if isinstance(up, ast.Subscript) and up.value is node:
-            if isinstance(up.ctx, ast.Load):
-                found.append(node.lineno)
-        elif isinstance(up, ast.Attribute) and up.value is node:
-            if up.attr in READS:
-                found.append(node.lineno)
-        elif isinstance(up, (ast.Compare, ast.Call, ast.For, ast.comprehension, ast.Starred, ast.keyword, ast.Dict,
-                             ast.Return, ast.Assign)):
-            found.append(node.lineno)
+def _touches(tree: ast.AST) -> list[int]:
+    """Lines where `x.extras` is read or written, or a call is given `extras=`."""
+    found = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "extras"]
+    found += [node.value.lineno for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg == "extras"]
     return sorted(found)
 
 
-def test_no_extras_read_outside_the_report() -> None:
+def test_no_extras_outside_the_report() -> None:
     found = [f"{p.relative_to(REPO)}:{line}" for folder in FOLDERS for p in sorted((REPO / folder).rglob("*.py"))
-             if REPORT not in p.parents for line in _reads(ast.parse(p.read_text(encoding="utf-8")))]
-    assert not found, "read a record's evidence through its family (harness.evidence), not its extras:\n" + \
-        "\n".join(found)
+             if REPORT not in p.parents for line in _touches(ast.parse(p.read_text(encoding="utf-8")))]
+    assert not found, ("a report shows a typed family (harness.evidence, rec.put); anything else is "
+                       "rec.keep(Detail.X, ...) (harness/report/details.py, with its reason):\n" + "\n".join(found))
 
 
-def test_the_finder_sees_reads_and_passes_writes() -> None:
-    """Not vacuous: the reads this house forbids are found, the writes it allows are not."""
-    reads = ('a = rec.extras.get("timing")\nb = rec.extras["etdump"]\nc = "x" in rec.extras\n'
-             'd = dict(rec.extras)\nfor k in rec.extras: pass\ne = {**rec.extras}\n')
-    assert _reads(ast.parse(reads)) == [1, 2, 3, 4, 5, 6]
-    writes = ('rec.extras["k"] = 1\nrec.extras.update(a=1)\nrec.extras.setdefault("k", 1)\nrec.extras.pop("k", None)\n'
-              'rec = TestRecord(extras={"k": 1})\n')
-    assert _reads(ast.parse(writes)) == []
+def test_the_finder_sees_reads_and_writes() -> None:
+    """Not vacuous: every kind of touch is found; a record's own method (`keep`) is not."""
+    touches = ('a = rec.extras.get("timing")\nrec.extras["k"] = 1\nrec.extras.update(a=1)\n'
+               'rec = TestRecord(extras={"k": 1})\nfor k in rec.extras: pass\n')
+    assert _touches(ast.parse(touches)) == [1, 2, 3, 4, 5]
+    assert _touches(ast.parse('rec.keep(Detail.FACTS, {})\nrec.put(ev)\n')) == []
+
+
+def test_the_details_left_are_closed_and_give_their_reason() -> None:
+    from harness.evidence import KINDS
+    from harness.report import Detail
+
+    text = (REPORT / "details.py").read_text(encoding="utf-8")
+    assert not set(Detail) & set(KINDS), "a typed family's key is no free-form detail"
+    for member in Detail:
+        line = next(ln for ln in text.splitlines() if f'= "{member.value}"' in ln)
+        assert "#" in line, f"{member.name}: say why it is free-form"

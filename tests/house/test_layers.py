@@ -4,7 +4,7 @@ imports a higher one, no two modules import each other in a circle (in `harness`
 
 Floors (lowest first), as docs/ARCHITECTURE.md draws them; a room is a package or a loose module
 at the top of `harness`, and a package is one room whatever it holds (its sub-packages too):
-    errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict/kinds/lazy -> export, mnn_graph
+    errors, outcomes, findings -> hostfiles/soc/validation/pairs/verdict/lazy -> export, mnn_graph
     -> qnn -> inventory, checks, report, hostrt -> transport -> provision -> runners -> pipeline -> suite
     -> lab -> plugin -> cli (and the old `python -m` entries compiled_io, qnn_probe)
 Imports inside a room (harness.lab.* -> harness.lab.*) are free; imports under
@@ -28,7 +28,7 @@ assert VIRTUAL_LAB.is_dir(), VIRTUAL_LAB
 # The floors of `harness`, lowest first; a module may import only rooms on lower floors (or its own room).
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("errors", "outcomes", "findings"),
-    ("hostfiles", "soc", "validation", "pairs", "verdict", "kinds", "lazy", "evidence", "catalogue"),
+    ("hostfiles", "soc", "validation", "pairs", "verdict", "lazy", "evidence", "catalogue"),
     ("export", "mnn_graph"),
     ("qnn",),
     ("inventory", "checks", "report", "hostrt"),
@@ -38,6 +38,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("pipeline",),
     ("suite",),
     ("lab",),
+    ("replay",),  # a failed cell's bundle and its replay, one cell run again through the lab's door
+    ("bisect",),  # bisection: runs cells (replay) over versions; its night hook is wired by cli
     ("plugin",),
     ("cli", "compiled_io", "qnn_probe"),
     ("__main__",),  # `python -m harness`: the console script's entry

@@ -39,3 +39,11 @@ def test_no_other_file_reads_the_names() -> None:
                                                      "virtual_lab") for p in sorted((REPO / folder).rglob("*.py"))
              if p not in own and pattern.search(p.read_text(encoding="utf-8"))]
     assert not found, f"read ../shared's place through tests/shared.py: {found}"
+
+
+def test_the_suites_find_shared_through_the_one_place() -> None:
+    """The suites' doors honour $HARNESS_SHARED_DIR: none builds ../shared's path itself."""
+    spelled = re.compile(r"""["']shared["']\s*/|/\s*["']shared["']""")
+    found = [str(p.relative_to(REPO)) for p in sorted((REPO / "suites").rglob("*.py"))
+             if spelled.search(p.read_text(encoding="utf-8"))]
+    assert found == [], f"{found} build ../shared's path themselves; import tests.shared's SHARED"

@@ -28,7 +28,7 @@ def test_shipped_inventory_resolves_soc_facts() -> None:
     assert (board.soc_id, board.htp_arch) == (57, "v75")
     assert str(board.adb_server) == "10.20.0.12:5037"
     car = inv.get("sa8295-car")
-    assert car.transport == "ssh" and (car.soc_id, car.htp_arch) == (39, "v68")
+    assert car.transport.name == "ssh" and (car.soc_id, car.htp_arch) == (39, "v68")
     assert car.ssh is not None and car.ssh.trust_new_host_key is False
 
 
@@ -90,7 +90,7 @@ MALFORMED = [
      ["key 'adb_server'", "not HOST:PORT"]),
     ("boolean where integer",
      "devices:\n  - name: phone\n    transport: adb\n    serial: abc\n    soc: SM8750\n    vtcm_mb: true\n",
-     ["key 'vtcm_mb'", "must be a integer"]),
+     ["key 'vtcm_mb'", "must be an integer"]),
     ("empty devices", "devices: []\n", ["key 'devices'", "non-empty list"]),
     ("top level list", "- name: phone\n", ["top level must be a mapping"]),
     ("device not a mapping", "devices:\n  - phone\n", ["device '#1'", "not a mapping"]),

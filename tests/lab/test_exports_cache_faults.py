@@ -119,3 +119,33 @@ def test_an_invalid_export_is_named_as_the_command_wrote_it_not_by_its_gone_temp
     assert (rec.status, rec.failure_class) == ("failed", "export-invalid"), rec.message
     assert "{out}/model.pte: not an ExecuTorch program" in rec.message, rec.message
     assert str(tmp_path / "cache") not in rec.message
+
+
+def test_an_input_file_name_that_is_not_utf8_is_hashed_by_its_bytes(tmp_path):
+    from harness.lab.exports import inputs_digest
+    from harness.provision import HashCache
+
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    with open(os.path.join(os.fsencode(recipes), b"caf\xe9.txt"), "w") as f:  # Latin-1, not UTF-8
+        f.write("12 layers\n")
+    first = inputs_digest([recipes], HashCache(None))
+    os.rename(os.path.join(os.fsencode(recipes), b"caf\xe9.txt"), os.path.join(os.fsencode(recipes), b"caf\xe8.txt"))
+    assert inputs_digest([recipes], HashCache(None)) != first, "a renamed input changes the key"
+
+
+def test_concurrent_runs_of_one_key_build_it_once(tmp_path):
+    plan = _plan(tmp_path)
+    env = fake_env(tmp_path, "sm8650-8a8w=slow", FAKE_EXPORT_TIMES=str(tmp_path / "times.txt"))
+    got = {}
+
+    def night(out):
+        got[out] = run_stage(plan, tmp_path, env=env, out=out)[0].results[0]
+
+    threads = [threading.Thread(target=night, args=(f"o{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(runs(tmp_path)) == 1, "the second run waited for the first one's build"
+    assert all(r.ok for r in got.values()) and {r.cache.value for r in got.values()} == {"miss", "hit"}

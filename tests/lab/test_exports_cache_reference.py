@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.lab.exports.cache import ExportCache
+from harness.lab.exports import ExportCache
 from harness.provision import HashCache
 
 

@@ -68,3 +68,15 @@ def test_a_segfault_while_qnn_builds_is_qnns_with_the_last_lines():
 def test_timeout_wins_and_is_not_cached():
     v = classify_failure("<E> anything\n", -9, timed_out=30.0)
     assert v.failure_class == "export-timeout" and "30 s" in v.message and not v.cacheable
+
+
+@pytest.mark.parametrize("text", [
+    "Traceback (most recent call last):\n  File \"llama.py\", line 9\n"
+    "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>\n",
+    "Traceback (most recent call last):\n  File \"x.py\", line 2\nOSError: [Errno 5] Input/output error: 'w.bin'\n",
+    "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co'): Connection reset by peer\n",
+])
+def test_network_and_io_failures_are_the_hosts_and_not_kept(text):
+    v = classify_failure(text, 1)
+    assert v.failure_class == ExportFailure.HOST_FAULT.value and not v.cacheable, (v.failure_class, v.message)
+    assert "not kept in the cache" in v.message

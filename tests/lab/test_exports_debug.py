@@ -37,11 +37,11 @@ def _plan(tmp_path: Path, *, localize: bool = True, **over):
 
 def test_a_localized_model_gets_its_debug_build_as_its_own_export(tmp_path: Path) -> None:
     plain = _plan(tmp_path, localize=False).exports
-    assert plain is not None and [j.testcase for j in plain.jobs(())] == ["test_export[sm8650-16a4w]"]
+    assert plain is not None and [j.testcase for j in plain.jobs(())] == ["test_export[tiny-sm8650-16a4w]"]
     spec = _plan(tmp_path).exports
     assert spec is not None
     jobs = spec.jobs(())
-    assert [j.testcase for j in jobs] == ["test_export[sm8650-16a4w]", "test_export[sm8650-16a4w-debug]"]
+    assert [j.testcase for j in jobs] == ["test_export[tiny-sm8650-16a4w]", "test_export[tiny-sm8650-16a4w-debug]"]
     assert jobs[1].argv(tmp_path / "o")[-2:] == [str(tmp_path / "o"), "--debug-program"]
     assert "--debug-program" not in jobs[0].argv(tmp_path / "o")
     material = [export_cache.key_material(j, "inputs", {"qairt": "2.49"}) for j in jobs]
@@ -129,9 +129,9 @@ def test_a_failed_debug_build_skips_only_its_formats_localization(tmp_path: Path
     result = run_night(_plan(tmp_path), inv, tmp_path / "night", _cells, lock_dir=tmp_path / "locks",
                        say=lambda _m: None)
     by = {r.name: r for r in result.records()}
-    failed = by["test_export[sm8650-16a4w-debug]"]
+    failed = by["test_export[tiny-sm8650-16a4w-debug]"]
     assert failed.status == "failed" and failed.message.startswith("SM8650 16a4w debug build: "), failed.message
     assert by["test_quant_format_runs[16a4w]"].status == "passed"
     loc = by["test_localize[16a4w]"]
-    assert loc.status == "skipped" and loc.message.startswith("export failed: test_export[sm8650-16a4w-debug] "), \
+    assert loc.status == "skipped" and loc.message.startswith("export failed: test_export[tiny-sm8650-16a4w-debug] "), \
         loc.message

@@ -41,7 +41,7 @@ def test_the_stage_builds_each_export_and_its_debug_build(night) -> None:
     result, work = night
     exports = {(r.model, r.name): r for r in result.records() if r.suite == "exports"}
     for model in (HEALTHY, FAULT_PLAN):
-        for name in (f"test_export[sm8650-{FORMAT}]", f"test_export[sm8650-{FORMAT}-debug]"):
+        for name in (f"test_export[{model}-sm8650-{FORMAT}]", f"test_export[{model}-sm8650-{FORMAT}-debug]"):
             assert exports[(model, name)].status == "passed", exports[(model, name)].message
     debug = work / "out" / "exports" / FAULT_PLAN / "SM8650" / "debug" / FORMAT
     assert (debug / "debug.pte").is_file() and (debug / "qnn_encodings.json").is_file()

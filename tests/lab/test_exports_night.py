@@ -45,19 +45,19 @@ def test_night_exports_first_then_skips_what_failed(tmp_path, monkeypatch):
     exports = [r for r in recs if r.suite == "exports"]
     assert [r.name for r in recs[:4]] == [r.name for r in exports], "the exports are the night's first testcases"
     failed = next(r for r in exports if r.status == "failed")
-    assert failed.name == "test_export[sa8295-16a4w]" and failed.device == "lab-host"
+    assert failed.name == "test_export[tiny-sa8295-16a4w]" and failed.device == "lab-host"
     by = {(r.device, r.name): r for r in recs if r.suite != "exports"}
     assert by[("emu-sm8650", "test_quant_format_runs[16a4w]")].status == "passed"
     assert by[("emu-sa8295", "test_quant_format_runs[8a8w]")].status == "passed"
     skipped = by[("emu-sa8295", "test_quant_format_runs[16a4w]")]
-    assert skipped.status == "skipped" and skipped.message.startswith("export failed: test_export[sa8295-16a4w] ")
+    assert skipped.status == "skipped" and skipped.message.startswith("export failed: test_export[tiny-sa8295-16a4w] ")
     other = by[("emu-sm8750", "executorch_qnn/tiny#1")]
     assert other.status == "skipped" and "not exported for SM8750" in other.message
     assert for_night(result) is ExitCode.TESTS_FAILED
     lines = failed_export_lines(recs)
-    assert len(lines) == 1 and lines[0].startswith("export failed: test_export[sa8295-16a4w] tiny [")
+    assert len(lines) == 1 and lines[0].startswith("export failed: test_export[tiny-sa8295-16a4w] tiny [")
     junit = (tmp_path / "night" / "junit.xml").read_text()
-    assert "test_export[sa8295-16a4w]" in junit and 'name="export_cache"' in junit
+    assert "test_export[tiny-sa8295-16a4w]" in junit and 'name="export_cache"' in junit
     assert any(s.startswith("exports: 4 to build") for s in said)
 
 
@@ -71,7 +71,7 @@ def test_harness_export_runs_only_the_stage(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["export", "--plan", str(plan), "--target", "SA8295", "--out", str(tmp_path / "e1")]) == 1
     out = capsys.readouterr().out
-    assert "export failed: test_export[sa8295-16a4w]" in out and "1 built, 1 failed" in out
+    assert "export failed: test_export[tiny-sa8295-16a4w]" in out and "1 built, 1 failed" in out
     assert "sm8650" not in out and (tmp_path / "e1" / "junit.xml").is_file()
     assert main(["export", "--plan", str(plan), "--format", "8a8w", "--out", str(tmp_path / "e2")]) == 0
     assert "2 built, 0 failed" in capsys.readouterr().out

@@ -20,8 +20,8 @@ def test_exports_define_the_models_the_suites_use(tmp_path):
     assert plan.exports is not None and plan.exports.models == ("tiny",)
     assert plan.models["tiny"].kind == "executorch" and plan.models["tiny"].per_device
     jobs = plan.exports.jobs(())
-    assert [j.testcase for j in jobs] == ["test_export[sm8650-16a4w]", "test_export[sm8650-8a8w]",
-                                          "test_export[sa8295-16a4w]", "test_export[sa8295-8a8w]"]
+    assert [j.testcase for j in jobs] == ["test_export[tiny-sm8650-16a4w]", "test_export[tiny-sm8650-8a8w]",
+                                          "test_export[tiny-sa8295-16a4w]", "test_export[tiny-sa8295-8a8w]"]
     argv = jobs[2].build.argv(jobs[2].target, "16a4w", tmp_path / "o")
     assert "39" in argv and "v68" in argv and str(tmp_path / "o") in argv
     assert plan.exports.builds[0].inputs == ((tmp_path / "recipe.txt").resolve(),)
@@ -39,6 +39,11 @@ def test_lab_targets_come_from_the_devices(tmp_path):
     ({"command": "python x.py --out {out}"}, "exports.builds[0].command", "without a shell"),
     ({"command": "python x.py --out '{out}'", "shell": True}, "exports.builds[0].command", "inside quotes"),
     ({"command": ["python", "{out"]}, "exports.builds[0].command[1]", "broken braces"),
+    ({"command": ["x.py", "--out", "{out}", "--id", "{soc:x}"]}, "exports.builds[0].command[4]",
+     "{soc:x} has a format spec"),
+    ({"command": ["x.py", "--out", "{out}", "{soc!z}"]}, "exports.builds[0].command[3]", "{soc!z} has a conversion"),
+    ({"command": "x.py --out {out} {soc:>10000000000}", "shell": True}, "exports.builds[0].command",
+     "{soc:>10000000000} has a format spec"),
     ({"targets": ["SM9999"]}, "exports.builds[0].targets", "'SM9999' is not a SoC"),
     ({"targets": []}, "exports.builds[0].targets", "is empty"),
     ({"inputs": ["missing/recipe.json"]}, "exports.builds[0].inputs[0]", "does not exist"),
@@ -79,3 +84,18 @@ def test_default_parallel_from_cores_and_memory():
     assert default_parallel(8, 9 << 30) == 2
     assert default_parallel(2, 1 << 30) == 1
     assert Target.of("sa8295p") == Target("SA8295", 39, "v68")
+
+
+def test_the_example_plans_inputs_name_every_file_its_exporter_imports_from_beside_it():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    folder = Path(__file__).resolve().parents[2] / "examples" / "et_qnn"
+    build = yaml.safe_load((folder / "nightly.yaml").read_text())["exports"]["builds"][0]
+    exporter = folder / build["command"][1]
+    beside = {m for m in re.findall(r"^\s*(?:from|import) (\w+)", exporter.read_text(), re.MULTILINE)
+              if (folder / f"{m}.py").is_file()}
+    assert beside and {f"{m}.py" for m in beside} | {exporter.name} <= set(build["inputs"]), \
+        "an edit to an imported file must rebuild the export, not serve a stale one"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.evidence import ExportBuild
 from harness.inventory import load_inventory
 from harness.lab import ExitCode, for_night, run_night
 from harness.lab.plan import load_plan
@@ -51,20 +52,20 @@ def _plan_job():
 
 
 def test_sa8295_16a4w_fails_with_qnn_op_names_and_arches(night):
-    rec = next(r for r in night.records() if r.name == "test_export[sa8295-16a4w]")
+    rec = next(r for r in night.records() if r.name == "test_export[tiny-decoder-sa8295-16a4w]")
     assert rec.status == "failed" and rec.failure_class.startswith("qnn-"), (rec.failure_class, rec.message)
     assert "layer_norm" in rec.message and "v68" in rec.message and "v73" in rec.message, rec.message
-    assert rec.extras["export"]["facts"], "the QNN facts (ops, arch, needed arch) are recorded"
+    assert rec.evidence.get(ExportBuild).facts, "the QNN facts (ops, arch, needed arch) are recorded"
 
 
 def test_sa8295_8a8w_builds_and_its_suite_testcase_passes_on_the_emulator(night):
     recs = night.records()
-    built = next(r for r in recs if r.name == "test_export[sa8295-8a8w]")
+    built = next(r for r in recs if r.name == "test_export[tiny-decoder-sa8295-8a8w]")
     assert built.status == "passed", built.message
     ran = next(r for r in recs if r.device == "emu-sa8295" and r.name == "test_quant_format_runs[8a8w]")
     assert ran.status == "passed", ran.message
     skipped = next(r for r in recs if r.device == "emu-sa8295" and r.name == "test_quant_format_runs[16a4w]")
-    assert skipped.status == "skipped" and skipped.message.startswith("export failed: test_export[sa8295-16a4w] qnn-")
+    assert skipped.status == "skipped" and skipped.message.startswith("export failed: test_export[tiny-decoder-sa8295-16a4w] qnn-")
 
 
 def test_the_night_exits_1(night):

@@ -25,16 +25,16 @@ def test_each_target_and_format_is_a_testcase_laid_out_for_the_suites(tmp_path):
     plan = _plan(tmp_path)
     stage, said = run_stage(plan, tmp_path, env=fake_env(tmp_path, "sa8295-16a4w=traceback"))
     by = {r.name: r for r in stage.records}
-    assert sorted(by) == ["test_export[sa8295-16a4w]", "test_export[sa8295-8a8w]", "test_export[sm8650-16a4w]",
-                          "test_export[sm8650-8a8w]"]
-    failed = by["test_export[sa8295-16a4w]"]
+    assert sorted(by) == ["test_export[tiny-sa8295-16a4w]", "test_export[tiny-sa8295-8a8w]", "test_export[tiny-sm8650-16a4w]",
+                          "test_export[tiny-sm8650-8a8w]"]
+    failed = by["test_export[tiny-sa8295-16a4w]"]
     assert failed.status == "failed" and failed.failure_class == "export-python-error"
     assert "ValueError: the recipe names a layer" in failed.message and failed.device == "lab-host"
     assert "fake exporter: sa8295-16a4w" in failed.text and failed.log_excerpt
-    assert by["test_export[sm8650-8a8w]"].status == "passed"
+    assert by["test_export[tiny-sm8650-8a8w]"].status == "passed"
     sa = tmp_path / "out" / "exports" / "tiny" / "SA8295"
     assert (sa / "8a8w" / "model.pte").is_file() and not (sa / "16a4w").exists()
-    assert export_status(sa)["16a4w"]["reason"].startswith("test_export[sa8295-16a4w] export-python-error")
+    assert export_status(sa)["16a4w"]["reason"].startswith("test_export[tiny-sa8295-16a4w] export-python-error")
     assert stage.plan_for(plan).models["tiny"].path_for(_dev("SA8295")) == sa
     xml = junit_document(stage.records)
     assert 'name="export_cache" value="miss"' in xml and 'classname="lab-host.exports.tiny"' in xml
@@ -42,9 +42,9 @@ def test_each_target_and_format_is_a_testcase_laid_out_for_the_suites(tmp_path):
 
 
 def _dev(soc):
-    from harness.inventory import DeviceSpec
+    from harness.inventory import LOCAL, DeviceSpec
 
-    return DeviceSpec(name="d", transport="local", soc_model=soc, soc_id=0, htp_arch="", vtcm_mb=0, work_dir="/tmp")
+    return DeviceSpec(name="d", transport=LOCAL, soc_model=soc, soc_id=0, htp_arch="", vtcm_mb=0, work_dir="/tmp")
 
 
 def test_second_run_is_all_cache_hits_and_rebuild_forces(tmp_path):
@@ -54,11 +54,11 @@ def test_second_run_is_all_cache_hits_and_rebuild_forces(tmp_path):
     assert len(runs(tmp_path)) == 4
     stage, _ = run_stage(plan, tmp_path, env=env, out="out2")
     assert len(runs(tmp_path)) == 4, "an unchanged export is never built twice (a failed one neither)"
-    assert {r.extras["junit_properties"]["export_cache"] for r in stage.records} == {"hit"}
+    assert {_build(r).cache.value for r in stage.records} == {"hit"}
     assert [r.status for r in stage.records].count("failed") == 1
     assert 'name="export_cache" value="hit"' in junit_document(stage.records)
     stage, _ = run_stage(plan, tmp_path, env=env, out="out3", rebuild=True)
-    assert len(runs(tmp_path)) == 8 and {r.extras["export"]["cache"] for r in stage.records} == {"rebuilt"}
+    assert len(runs(tmp_path)) == 8 and {_build(r).cache.value for r in stage.records} == {"rebuilt"}
 
 
 def test_changed_input_or_env_rebuilds_only_what_changed(tmp_path):
@@ -150,3 +150,11 @@ def test_parallel_bounds_how_many_run_at_once(tmp_path):
     assert most_at_once(spans(1, "p1")) == 1
     assert most_at_once(spans(2, "p2")) == 2
     shutil.rmtree(tmp_path / "cache")
+
+
+def _build(rec):
+    from harness.evidence import ExportBuild
+
+    build = rec.evidence.get(ExportBuild)
+    assert build is not None, rec.name
+    return build

@@ -43,7 +43,8 @@ def test_a_failing_export_check_runs_once_and_fails_the_export_on_every_device(t
     for r in quant:
         assert r.status == "failed" and r.failure_class == "quant-metadata"
         assert "inherited from an operand in 28 of 28 blocks (blocks 0-27)" in r.message and "fix:" in r.message
-        assert f"fails this export on every device it would run on: {', '.join(d.name for d in devices)}" in r.message
+        assert "fails this export on every device it would run on (3)" in r.message
+        assert not any(d.name in r.message for d in devices), "no device listed in another's record"
         assert r.run_id == "r1" and r.suite == "qwen3_vl" and r.model == "vl (qwen3_vl)"
         first = r.evidence.get(QuantFinding)  # the MNN lane's "where it departs": the first wrong range
         assert first is not None and (first.kind, first.layer, first.errors) == ("mlp_mul_inherited", 0, 28)

@@ -160,3 +160,15 @@ def test_many_devices_states_read_only_the_files_that_are_there(tmp_path, monkey
     assert states["dev2"] == "free" and states["dev3"].startswith("free (stale record:")
     assert {states[f"dev{i}"] for i in range(4, 300)} == {"free"} and len(states) == 300
     assert sorted(set(looked)) == ["dev1.holder.json", "dev2.holder.json", "dev3.holder.json"]
+
+
+def test_an_unwritable_claim_folder_is_a_usage_error_naming_it(tmp_path):
+    from harness.errors import OutputPathError
+    from harness.lab import ExitCode
+    from harness.lab.exitcodes import for_error
+
+    (tmp_path / "locks").write_text("a file where the claim folder should be")  # root writes anywhere else
+    lock = DeviceLock(tmp_path / "locks" / "sub", "phone", "run")
+    with pytest.raises(OutputPathError, match=r"claim folder .*locks/sub.*--lock-dir") as err:
+        lock.acquire(0)
+    assert for_error(err.value) is ExitCode.USAGE_ERROR and not lock.held

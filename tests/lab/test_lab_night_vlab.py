@@ -61,7 +61,7 @@ class Unplug:
                 return real(args, **kw)
 
             t.shell = shell
-        elif device.transport == "ssh":
+        elif device.transport.name == "ssh":
             real_ssh = t.shell
 
             def board_shell(args, **kw):
@@ -89,7 +89,7 @@ def _exports(root, lab, inventory):
 def test_night_on_a_virtual_lab(vlab_factory, tmp_path):
     lab = vlab_factory(devices=_devices())
     inv = lab.inventory
-    servers = {str(d.adb_server) for d in inv.devices.values() if d.transport == "adb"}
+    servers = {str(d.adb_server) for d in inv.devices.values() if d.transport.name == "adb"}
     assert len(servers) == 2  # two lab hosts' adb servers, one controller
     _exports(tmp_path, lab, inv)
     plan_path = tmp_path / "nightly.yaml"

@@ -34,10 +34,10 @@ def test_plan_selects_devices_by_tags_and_names(tmp_path):
     ({"suites": [{"name": "m", "models": ["ghost"]}]}, "suites.m.models", "'ghost' which is not under"),
     ({"suites": [{"name": "m", "timeout": 3}]}, "suites[0].timeout", "not a known key"),
     ({"models": {"tiny": {"path": "missing/dir"}}}, "models.tiny.path", "is not a folder"),
-    ({"repeats": "twice"}, "repeats", "must be a integer"),
+    ({"repeats": "twice"}, "repeats", "must be an integer"),
     ({"repeats": 0}, "repeats", "must be positive"),
     ({"health": {"min_battery": 3}}, "health.min_battery", "not a known key"),
-    ({"locks": {"wait_s": True}}, "locks.wait_s", "must be a integer or number"),
+    ({"locks": {"wait_s": True}}, "locks.wait_s", "must be an integer or number"),
     ({"colour": "blue"}, "colour", "not a known key"),
     ({"suites": []}, "suites", "non-empty list"),
 ])

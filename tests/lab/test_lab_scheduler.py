@@ -235,3 +235,40 @@ def test_a_reused_out_folder_reports_only_this_nights_records(lab4, make_plan):
     assert second.counts.passed == len(second.records()) == len(first.records())
     suites = ET.parse(root / "out" / "junit.xml").getroot()
     assert sum(int(s.get("tests")) for s in suites.iter("testsuite")) == len(second.records())
+
+
+class _CheckedJob(ShellJob):
+    """A job with one failing device-less check (decided by hand: the suites' are slow to load)."""
+
+    def export_checks(self, plan, devices, run_id):
+        from pathlib import Path
+
+        from harness.lab.export_checks import ExportCheckSet
+        from harness.report import TestRecord
+
+        checks = ExportCheckSet(run_id, plan.repeats)
+        key = ("matrix:quant_metadata", Path("exports/tiny"), None)
+        rec = TestRecord(name="test_quant_metadata", suite="matrix", device="", model="tiny")
+        verdict = Verdict.failed(FailureClass.QUANT_METADATA, "Mul ranges inherited")
+        rec.set_verdict(verdict)
+        checks.decided[key] = rec, verdict, len(devices)
+        for d in devices:
+            checks.jobs[d.name] = [(e, key) for e in plan.entries()]
+        return checks
+
+
+def test_a_stop_writes_no_device_less_check_for_a_device_it_came_before(lab4, make_plan):
+    inv, root = lab4
+    stop = threading.Event()
+    pids = root / "pids"
+    job = _CheckedJob(scripts={(f"dev{i}", "cpu"): f"echo $$ >> {pids}; exec sleep 300" for i in range(4)})
+    threading.Thread(target=lambda: (_wait_for_lines(pids, 1), stop.set()), daemon=True).start()
+    night = run_night(make_plan(concurrency={"workers": 1}), inv, root / "out", job,
+                      transport_factory=faulty_factory(Switch()), stop=stop, say=lambda m: None)
+    assert night.interrupted
+    checks = [r for r in night.records() if r.name == "test_quant_metadata"]
+    assert [r.device for r in checks] == ["dev0"], "only the device that started its entry has a copy"
+    assert checks[0].status == "failed" and "on every device it would run on (4)" in checks[0].message
+    assert not any(f"dev{i}" in checks[0].message for i in range(4))
+    assert {night.devices[f"dev{i}"].reason for i in (1, 2, 3)} == {"not started: the night was stopped first"}
+    assert not {r.device for r in night.records()} & {"dev1", "dev2", "dev3"}

@@ -110,11 +110,11 @@ def test_saturation_is_failed_by_teacher_forced_agreement_and_a_healthy_export_p
     # SQLite: per-key teacher-forced metrics for the trend check.
     with History(night.reports["history"]) as h:
         rows = {(r.device, r.backend_pair): r for r in h.results([night.run_id])}
-    assert rows[(SATURATED, "qnn")].tf_mean_kl > 1 and rows[(SATURATED, "qnn")].failure_classes == ("drift",)
-    assert "quant-metadata" in rows[(SATURATED, None)].failure_classes and rows[(SATURATED, None)].tf_mean_kl > 1
+    assert rows[(SATURATED, "qnn")].number("tf_mean_kl") > 1 and rows[(SATURATED, "qnn")].failure_classes == ("drift",)
+    assert "quant-metadata" in rows[(SATURATED, None)].failure_classes and rows[(SATURATED, None)].number("tf_mean_kl") > 1
     assert rows[(SATURATED, None)].tf_worst_kl > 1 and rows[(HEALTHY, None)].tf_worst_kl < 0.05
     assert rows[(SATURATED, None)].export_verdict == "fail" and rows[(HEALTHY, None)].export_verdict == "pass"
-    assert 0 < rows[(HEALTHY, "qnn")].tf_mean_kl < 0.05 and rows[(HEALTHY, "cpu")].tf_mean_kl is None
+    assert 0 < rows[(HEALTHY, "qnn")].number("tf_mean_kl") < 0.05 and rows[(HEALTHY, "cpu")].number("tf_mean_kl") is None
 
     # HTML: where B departs from A.
     page = night.reports["html"].read_text()

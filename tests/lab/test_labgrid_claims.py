@@ -70,7 +70,7 @@ def test_claim_reads_the_address_from_the_place_and_releases_it(lg, coordinators
         spec = claim.acquire(5, say=said.append)
         try:
             real = next(e for e in lg.vlab.inventory_entries() if e["name"] == name)
-            if device.transport == "adb":
+            if device.transport.name == "adb":
                 assert f"{spec.adb_server.host}:{spec.adb_server.port}" == real["adb_server"]
             else:
                 assert (spec.ssh.host, spec.ssh.port, spec.ssh.user) == (

@@ -9,7 +9,7 @@ import errno
 import pytest
 
 import harness.report
-from harness.lab.night_reports import write_night_reports
+from harness.lab import write_night_reports
 from harness.report import TestRecord
 
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConnectionDropped
-from harness.inventory import DeviceSpec
-from harness.kinds import TransportKind
+from harness.inventory import LOCAL, DeviceSpec
 from harness.provision import HashCache
 from harness.transport import NO_RETRY, LocalTransport, RawExec
 from virtual_lab.userland import find_userland
 
-# The load preflight asks the device which QAIRT its runtimes are (their manifests) on every push
-# of an export whose context binaries name the QAIRT that built them, as the virtual lab's real
-# binaries do: one device process a push (harness/provision/preflight.py manifest_qairt).
+# The load preflight lists the device's runtime manifests (which QAIRT its runtimes are) the
+# first time this host pushes a QNN export there, as the virtual lab's real binaries are: one
+# device process; later pushes read the listed manifests in the sync's first round trip
+# (harness/provision/loadcheck.py).
 PREFLIGHT_SHELLS = 1
 
 
@@ -81,7 +81,7 @@ class CountingTransport(LocalTransport):
 
 
 def local_device(work_dir: Path, soc_model="SM8750", soc_id=69, htp_arch="v79", name="bench") -> DeviceSpec:
-    return DeviceSpec(name=name, transport=TransportKind.LOCAL, soc_model=soc_model, soc_id=soc_id, htp_arch=htp_arch,
+    return DeviceSpec(name=name, transport=LOCAL, soc_model=soc_model, soc_id=soc_id, htp_arch=htp_arch,
                       vtcm_mb=8, work_dir=str(work_dir))
 
 

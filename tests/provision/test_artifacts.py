@@ -296,3 +296,20 @@ def test_a_random_or_cut_program_is_refused_on_load(tmp_path: Path, data: bytes,
     (tmp_path / "tokenizer.json").write_text("{}")
     with pytest.raises(ArtifactError, match=rf"model\.pte: {words}"):
         load_export(tmp_path)
+
+
+def test_a_name_that_is_not_utf8_is_refused_and_special_files_are_named(tmp_path: Path, caplog):
+    import os
+    import socket
+
+    from harness.provision import list_files
+
+    (tmp_path / "model.pte").write_bytes(b"x")
+    os.mkfifo(tmp_path / "pipe")  # opening it would block the push forever
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "sock"))
+        assert [f.rel for f in list_files(tmp_path)] == ["model.pte"]
+    assert "pipe is a FIFO" in caplog.text and "sock is a socket" in caplog.text and "left out" in caplog.text
+    (tmp_path.joinpath(os.fsdecode(b"caf\xe9.bin"))).write_bytes(b"x")  # Latin-1, not UTF-8
+    with pytest.raises(ArtifactError, match=r"caf\\xe9.bin'?: the file name is not UTF-8; rename it"):
+        list_files(tmp_path)

@@ -153,3 +153,42 @@ def test_the_hosts_same_qairt_smoke_loads_a_binary_its_header_reader_accepts(tmp
             assert "the host's QAIRT 2.49.40" in str(err.value) and "err 5005" in str(err.value)
             assert "graphllm1.bin" in str(err.value) and not t.exists(f"{device.work_dir}/models")
     assert str((info.path / "qnn" / "graphllm1.bin").resolve()) in (user_cache_dir() / SMOKE_MEMO).read_text()
+
+
+def test_a_binary_whose_build_string_cannot_be_read_is_still_smoke_loaded(tmp_path: Path) -> None:
+    from harness.inventory import load_inventory
+
+    damaged = NEWER_CTX.read_bytes().replace(b"v2.51.0.260929181845", b"v?.??.?.????????????")
+    info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=1, sidecar=False, soc_id=57, dsp_arch="v75")
+    (info.path / "qnn" / "graphllm0.bin").write_bytes(damaged)
+    device = load_inventory(_emulator_inventory(tmp_path)).get("emu")
+    with LocalTransport(device) as t:
+        with pytest.raises(PreflightError) as err:
+            provision_model(t, info.path)
+        assert err.value.axis is LoadAxis.CORRUPT and "err 5000" in str(err.value)
+        assert not t.exists(f"{device.work_dir}/models")
+
+
+def test_an_unchanged_reprovision_reads_the_runtimes_qairt_in_its_first_round_trip(tmp_path: Path) -> None:
+    from harness.provision.manifest import Manifest
+    from tests.provision.conftest import CountingTransport
+
+    info = make_qwen3_export(tmp_path / "m", size_mb=0.5, n_llm_graphs=1)  # QAIRT 2.49.40, SM8750
+    device = local_device(tmp_path / "dev")
+    runtimes = tmp_path / "dev" / "manifests" / "runtimes"
+    runtimes.mkdir(parents=True)
+
+    def runtime(build: str) -> None:
+        (runtimes / "rt.json").write_text(Manifest("runtime", "rt", remote_dir=f"{device.work_dir}/runtimes/rt",
+                                                   meta={"qairt_build": build}).to_json())
+
+    runtime("v2.49.40.260810104044")
+    t = CountingTransport(device)
+    provision_model(t, info.path)  # the first time from this host: the runtimes are listed
+    t.shells = 0
+    assert provision_model(t, info.path).bytes_sent == 0
+    assert t.shells == 0, "no device command beyond the sync's first read"
+    runtime("v2.45.0.250101000000")  # replaced by an older QAIRT: read from the same round trip
+    with pytest.raises(PreflightError) as err:
+        provision_model(t, info.path)
+    assert err.value.axis is LoadAxis.QAIRT_TOO_NEW and "the runtime rt on bench (its manifest)" in str(err.value)

@@ -50,7 +50,7 @@ def test_first_push_then_unchanged_costs_one_round_trip(transport: CountingTrans
     again = provision_model(transport, qwen3_export, cache=fresh_cache, progress=Q)
     assert (again.bytes_sent, again.files_sent) == (0, 0)
     assert transport.pushed_bytes == 0 and transport.pushed_files == []
-    assert transport.shells == PREFLIGHT_SHELLS  # manifest and stats over the file protocol: no other process
+    assert transport.shells == 0  # manifests (the set's, the runtimes') and stats over the file protocol: no process
     assert fresh_cache.hashed_bytes == 0  # nothing re-hashed
 
 

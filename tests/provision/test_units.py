@@ -55,6 +55,22 @@ def test_hash_cache_survives_corruption_and_merges_writers(tmp_path: Path):
     assert c3.hashed_bytes == 0
 
 
+@pytest.mark.parametrize("where", ["a folder", "under a file"])
+def test_a_hash_cache_that_cannot_be_saved_costs_only_rehashing(tmp_path: Path, where: str, caplog):
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"a" * 10)
+    if where == "a folder":
+        (path := tmp_path / "hashes.json").mkdir()
+    else:
+        (tmp_path / "home").write_text("a file where the cache folder would be")
+        path = tmp_path / "home" / "hashes.json"
+    c = HashCache(path)
+    c.digest(f)
+    c.save()  # said, never raised: the push it served has already succeeded
+    assert "was not saved" in caplog.text and "HARNESS_CACHE_DIR" in caplog.text
+    assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
+
+
 def test_manifest_round_trip_and_digest():
     m = Manifest(kind="model", name="q", remote_dir="/w/models/q", meta={"model_type": "qwen3"},
                  files={"a": FileEntry("a", "0" * 64, 3, 0o644), "b/c": FileEntry("b/c", "1" * 64, 5, 0o755)},

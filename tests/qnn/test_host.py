@@ -226,3 +226,10 @@ def test_the_build_id_is_read_in_a_bare_environment(tmp_path: Path, monkeypatch)
             monkeypatch.delenv(name)
     build, read_by = qnn_host._read_in_child(str(h.lib_dir / "libQnnHtp.so"))
     assert BUILD_RE.match(build) and read_by == "QnnInterface backendGetBuildId", (build, read_by)
+
+
+def test_an_unwritable_cache_folder_is_a_clear_unavailable_not_a_traceback(tmp_path: Path) -> None:
+    wheel_or_skip()
+    (tmp_path / "home").write_text("a file where the cache's folder would be, as a read-only home refuses it")
+    with pytest.raises(QnnUnavailable, match="HARNESS_CACHE_DIR"):
+        find_host_qnn(environ={}, cache_dir=tmp_path / "home" / "cache")

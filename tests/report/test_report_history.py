@@ -83,7 +83,7 @@ def test_teacher_forced_metrics_are_stored_per_key(tmp_path):
     with History(tmp_path / "h.sqlite") as h:
         h.add_night("a", _tf_night(0.015), started_at=1.0)
         row = next(r for r in h.results(["a"]) if (r.device, r.backend_pair) == ("oneplus13", "qnn"))
-        assert row.tf_mean_kl == 0.015 and row.tf_nll_gap == 0.03
+        assert row.number("tf_mean_kl") == 0.015 and row.number("tf_nll_gap") == 0.03
 
 
 def test_a_slow_teacher_forced_drift_across_nights_is_a_regression(tmp_path):
@@ -128,4 +128,26 @@ def test_an_old_history_file_gets_the_new_columns(tmp_path):
     with History(db) as h:
         h.add_night("new", _tf_night(0.02), started_at=2.0)
         rows = {r.night_id: r for r in h.results() if r.backend_pair == "qnn" and r.device == "oneplus13"}
-        assert rows["old"].tf_mean_kl is None and rows["new"].tf_mean_kl == 0.02
+        assert rows["old"].number("tf_mean_kl") is None and rows["new"].number("tf_mean_kl") == 0.02
+
+
+def test_a_history_locked_by_another_process_is_busy_not_damaged(tmp_path):
+    import sqlite3
+
+    import pytest
+
+    from harness.report import HistoryBusy
+
+    path = tmp_path / "history.db"
+    History(path).close()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # another night writing its results
+    try:
+        with pytest.raises(HistoryBusy, match="busy: another process") as err:
+            History(path, busy_wait_s=0.2).check()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert "mv " not in str(err.value) and "not damaged" in str(err.value)
+    with History(path) as hist:
+        hist.check()  # whole once the other lets go

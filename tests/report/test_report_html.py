@@ -27,7 +27,7 @@ def test_hostile_text_is_escaped_in_departures_failures_and_plots():
     recs = night_records()
     tf = recs[0]
     tf.put(TeacherForced.of_json({
-        "verdict": "disagree", "disagreements": 1, "counted_steps": 9, "first_disagreement": HOSTILE,
+        "verdict": "disagree", "disagreements": 1, "counted_steps": 9, "first_disagreement": 3,
         "context": {"before": HOSTILE, "token": HOSTILE, "after": HOSTILE}, "exclusion_note": HOSTILE,
         "rows_near": [{"step": HOSTILE, "tok_a": HOSTILE, "tok_b": 2, "agree": False, "max_abs_diff": HOSTILE,
                        "text": HOSTILE}]}))

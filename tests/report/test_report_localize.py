@@ -117,8 +117,8 @@ def test_the_history_keeps_the_first_op_and_flags_a_new_departure(tmp_path: Path
             h.add_night(f"n{i}", [_et_record(localization(None))], started_at=float(i))
         h.add_night("n3", [_et_record(localization(27))], started_at=3.0)
         rows = {r.night_id: r for r in h.results()}
-        assert (rows["n0"].localize_first_op, rows["n0"].localize_sqnr_db) == ("none", None)
-        assert (rows["n3"].localize_first_op, rows["n3"].localize_sqnr_db) == ("aten_op_27", 6.0)
+        assert (rows["n0"].text("localize_first_op"), rows["n0"].number("localize_sqnr_db")) == ("none", None)
+        assert (rows["n3"].text("localize_first_op"), rows["n3"].number("localize_sqnr_db")) == ("aten_op_27", 6.0)
         found = [r for r in h.regressions("n3") if r.kind == "localize"]
         assert [r.describe() for r in found] == [
             "emu/tiny: the first op departing from the CPU reference is now aten_op_27 (was none) at 6.0 dB SQNR "

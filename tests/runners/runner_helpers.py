@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from harness import pairs
-from harness.inventory import DeviceSpec
-from harness.kinds import TransportKind
+from harness.inventory import LOCAL, DeviceSpec
 from harness.pairs import BackendPair
 from harness.provision import ProvisionedModel, ProvisionedRuntime
 from harness.runners.llm_demo import LlmDemoRunner
@@ -42,7 +41,7 @@ def local_device(work_dir: Path, soc: str = "SM8750") -> LocalTransport:
 
     info = soc_table.lookup(soc)
     assert info is not None, f"{soc} is not in the SoC table"
-    spec = DeviceSpec(name="local", transport=TransportKind.LOCAL, soc_model=info.model, soc_id=info.soc_id,
+    spec = DeviceSpec(name="local", transport=LOCAL, soc_model=info.model, soc_id=info.soc_id,
                       htp_arch=info.htp_arch, vtcm_mb=info.vtcm_mb, work_dir=str(work_dir))
     return LocalTransport(spec)
 

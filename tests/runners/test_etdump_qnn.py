@@ -98,3 +98,24 @@ def test_shared_etrecord_gives_the_fixture_node_map(graph_nodes: dict[str, str])
     assert graph_nodes_of(etrecord) == graph_nodes
     view = analyse_qnn_etdump(SHARED / "qwen3-16a4w-sm8650-prof2.etdp", etrecord, clock="emulator")
     assert len(view.ops) + len(view.summary) == 140
+
+
+RT2 = FIX / "qwen3-16a4w-sm8650-rt2-x20.etdp"
+
+
+@needs_et
+def test_the_plain_program_profiled_at_run_time_has_every_op_per_call(graph_nodes: dict[str, str]) -> None:
+    """`pte_runner --profile_level 2 --iterations 20` on the plain program (no profiled lowering):
+    131 op events, 20 values each; the ops add up to the accelerator over the calls, and each op's
+    kept cycles are its least call."""
+    view = qnn_view(load_rows(RT2, None, qnn=True), graph_nodes, clock="emulator")
+    ops = [e for e in view.ops if e.io is None]
+    assert len(ops) == 131 and all(len(e.cycles) == 20 for e in ops)
+    acc = view.summary_value("Accelerator (execute) time", "cycles")
+    assert acc is not None and abs(sum(e.total for e in ops) - acc) / acc < 0.01
+    kept = view.op_cycles("qwen3-16a4w-sm8650.pte", 2)
+    assert (kept.program, kept.unit_label, kept.profile_level, len(kept.ops)) == (
+        "qwen3-16a4w-sm8650.pte", "cycles, emulator", 2, 131)
+    rms = next(e for e in ops if e.node == "aten_rms_norm_default_1")
+    one = kept.by_node()["aten_rms_norm_default_1"]
+    assert one.cycles == min(rms.cycles) < max(rms.cycles) and one.calls == 20 and one.op == "aten.rms_norm.default"

@@ -507,7 +507,7 @@ def test_a_port_that_answers_without_an_ssh_session_is_named_so(tmp_path, banner
 
     from harness.errors import DeviceOfflineError
     from harness.inventory import SshSpec
-    from harness.transport.ssh_connect import connect_client
+    from harness.transport.ssh import connect_client
 
     server = socket.create_server(("127.0.0.1", 0))
     held: list[socket.socket] = []

@@ -296,3 +296,25 @@ def test_throttle_accounts_bytes_and_sleep():
     assert snap["bytes_throttled"] == 100_000
     # The first 50 kB wait exactly 0.05 s; the second about as long, minus the scheduler's slop.
     assert 0.05 <= snap["slept_s"] <= 0.2
+
+
+def test_reconnect_tries_a_connect_that_came_to_nothing_again(monkeypatch):
+    """The flake of test_drop_mid_push_... under load: one `adb connect` refused while the
+    device's listener came back left it "not listed" for the whole wait."""
+    from virtual_lab.adb_server import AdbDeviceEntry, AdbServerError
+
+    if shutil.which("adb") is None:
+        pytest.skip("no adb on PATH")
+    server = AdbServer()
+    connects: list[str] = []
+    monkeypatch.setattr(server, "disconnect", lambda serial: "")
+
+    def connect(serial, timeout=10):
+        connects.append(serial)
+        if len(connects) == 1:
+            raise AdbServerError(f"connect {serial}: failed to connect (Connection refused)")
+        return f"connected to {serial}"
+
+    monkeypatch.setattr(server, "connect", connect)
+    monkeypatch.setattr(server, "wait_for_state", lambda serial, state, timeout: AdbDeviceEntry(serial, state, {}))
+    assert server.reconnect("127.0.0.1:5555").state == "device" and len(connects) == 2

@@ -21,7 +21,7 @@ from harness.checks.coherence.cli import main
 from harness.checks.coherence.measure import Measurements, measure
 from harness.checks.coherence.rows import Row, RowsError, Tally, load_rows
 from harness.checks.coherence.rules import assert_coherent, decide, judge
-from harness.checks.coherence.verdict import CoherenceKind, Thresholds, Verdict, VerdictLabel
+from harness.checks.coherence.verdict import CoherenceKind, TextVerdict, Thresholds, VerdictLabel
 
-__all__ = ["CoherenceKind", "Measurements", "Row", "RowsError", "Tally", "Thresholds", "Verdict", "VerdictLabel", "assert_coherent",
+__all__ = ["CoherenceKind", "Measurements", "Row", "RowsError", "Tally", "TextVerdict", "Thresholds", "VerdictLabel", "assert_coherent",
            "decide", "judge", "load_rows", "main", "measure"]

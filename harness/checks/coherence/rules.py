@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from harness.checks import textstats as ts
 from harness.checks.coherence.measure import Measurements, measure
-from harness.checks.coherence.verdict import CoherenceKind, Thresholds, Verdict
+from harness.checks.coherence.verdict import CoherenceKind, TextVerdict, Thresholds
 from harness.checks.surprise import Surprise
 from harness.findings import Finding, Severity
 
@@ -36,8 +36,8 @@ def _expect_found(text: str, expect_any: Sequence[str]) -> bool:
 
 def judge(text: str, prompt: str | None = None, reference: str | None = None,
           expect_any: Sequence[str] = (), thresholds: Thresholds | None = None,
-          surprise: Surprise | None = None, system: str | None = None) -> Verdict:
-    """Verdict on one generated text; its findings name every rule that fired.
+          surprise: Surprise | None = None, system: str | None = None) -> TextVerdict:
+    """The verdict on one generated text; its findings name every rule that fired.
 
     `surprise`: the reference model's per-token scores of `text` (surprise.Scorer), optional.
     `system`: the export's system prompt (its chat template's default), optional: an answer
@@ -78,7 +78,7 @@ class _Fired:
                                 for w, kind, why in self.suspicious]
 
 
-def decide(m: Measurements, th: Thresholds) -> Verdict:
+def decide(m: Measurements, th: Thresholds) -> TextVerdict:
     """Apply the rules to measurements from `measure` (split out so calibration re-runs only this)."""
     fired = _Fired()
     for rules in (_surface_rules, _soup_rules, _repetition_rules, _line_rules, _relevance_rules, _word_rules,
@@ -91,7 +91,7 @@ def decide(m: Measurements, th: Thresholds) -> Verdict:
         "loop_span": float(m.repetition.loop.span if m.repetition.loop else 0), "suspicion": fired.weight,
     }
     garbled = bool(fired.decisive) or fired.weight >= th.garbled_at
-    return Verdict("garbled" if garbled else "coherent", fired.findings(), scores)
+    return TextVerdict("garbled" if garbled else "coherent", fired.findings(), scores)
 
 
 def _surface_rules(m: Measurements, fired: _Fired, th: Thresholds) -> None:
@@ -263,7 +263,7 @@ def _answer_rules(m: Measurements, fired: _Fired, th: Thresholds) -> None:
 
 
 def assert_coherent(text: str, prompt: str | None = None, reference: str | None = None,
-                    expect_any: Sequence[str] = (), thresholds: Thresholds | None = None) -> Verdict:
+                    expect_any: Sequence[str] = (), thresholds: Thresholds | None = None) -> TextVerdict:
     """pytest-facing check: AssertionError naming the rules that fired and quoting the text."""
     v = judge(text, prompt=prompt, reference=reference, expect_any=expect_any, thresholds=thresholds)
     if not v.coherent:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Literal
 
 from harness.findings import Finding
 
@@ -110,7 +110,7 @@ class Thresholds:
 
 
 @dataclass
-class Verdict:
+class TextVerdict:
     verdict: VerdictLabel
     findings: list[Finding] = field(default_factory=list)  # every rule that fired, decisive first
     scores: dict[str, float] = field(default_factory=dict)
@@ -128,6 +128,6 @@ class Verdict:
         """Every finding is of `kind` (and there is one)."""
         return bool(self.findings) and all(f.kind is kind for f in self.findings)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"verdict": self.verdict, "reasons": list(self.reasons),
                 "scores": {k: round(v, 4) for k, v in self.scores.items()}}

@@ -7,14 +7,14 @@ The positions checker (`positions.py`) compares values; this module only counts 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.catalogue import load_catalogue
 from harness.checks.mrope.posdbg import PosDump
 
-# MNN's shape error for a binary op, printed to stdout (docs/llm-demo-output.md#error-strings).
-_BROADCAST_RE = re.compile(r"Broad cast error, dim1 = (\d+), dim2 = (\d+)")
+# MNN's shape error for a binary op, printed to stdout: the catalogue's line (its two dims as groups).
+_BROADCAST = "broadcast-error"
 
 
 def is_warmup(d: PosDump) -> bool:
@@ -113,7 +113,7 @@ def account_rows(run: Sequence[PosDump], prompt_len: int, log: str = "") -> RunR
     inflated_rows = inflated_call = None
     if first_decode is None and prefill:
         last = prefill[-1]
-        for m in _BROADCAST_RE.finditer(log):
+        for m in load_catalogue().entry(_BROADCAST).regex.finditer(log):
             rows, call_rows = int(m.group(1)), int(m.group(2))
             if call_rows == last.dump.seq_len and rows > call_rows:
                 inflated_rows, inflated_call = rows, last.chunk

@@ -4,7 +4,6 @@ chunk covering the whole prompt (docs/posdbg.md#chunked-prefill)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -16,7 +15,7 @@ class EquivalenceResult:
     chunked_excerpt: str = ""
     single_excerpt: str = ""
     compared_chars: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     def explain(self) -> str:
         name = f" ({self.label})" if self.label else ""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.checks.mrope.anchor import reference_from_first_chunk
 from harness.checks.mrope.calls import split_runs, warmup_count
@@ -34,7 +33,7 @@ class PositionVerdict:
     warmup_lines: int = 0  # start-up tuning lines before the first prompt (not a prompt)
     reference: str = ""  # where the reference came from
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "verdict": self.verdict,
             "runs": self.runs,
@@ -49,9 +48,9 @@ class PositionVerdict:
         return "\n".join([head] + ["  " + f.explain() for f in self.findings])
 
 
-def _finding_dict(f: Finding) -> dict[str, Any]:
+def _finding_dict(f: Finding) -> dict[str, object]:
     """A finding as the CLI's JSON has held it: kind, message, explain, where, expected/got, hint."""
-    out: dict[str, Any] = {"kind": f.kind.value, "message": f.message, "explain": f.explain(with_hint=False)}
+    out: dict[str, object] = {"kind": f.kind.value, "message": f.message, "explain": f.explain(with_hint=False)}
     where = f.where.to_json()
     out.update({k: where[k] for k in ("run", "chunk", "decode_step", "all_seq_len", "seq_len", "axis", "index",
                                       "line_no") if k in where})

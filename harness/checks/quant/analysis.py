@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ def _index(graph: dict[str, Any]) -> _Graph:
     return _Graph(names, ops, params, producer, consumers)
 
 
-def _op_kind(op: dict[str, Any]) -> str:
+def _op_kind(op: Mapping[str, object]) -> str:
     main = op.get("main")
     return str(main.get("opType", "")) if isinstance(main, dict) else ""
 
@@ -93,7 +94,7 @@ def _integer_tensors_indexed(g: _Graph) -> dict[str, set[int]]:
         ins = list(op.get("inputIndexes") or [])
         outs = list(op.get("outputIndexes") or [])
         raw_main = op.get("main")
-        main: dict[str, Any] = raw_main if isinstance(raw_main, dict) else {}
+        main: dict[str, object] = raw_main if isinstance(raw_main, dict) else {}
         if t in ("Shape", "Rank", "Size"):
             kinds[f"{t.lower()}_output"].update(outs)
             is_int.update(outs)
@@ -144,7 +145,7 @@ def _walk_to_down_proj(g: _Graph, start: int) -> tuple[str | None, list[int]]:
     return None, chain
 
 
-def _is_mul(op: dict[str, Any]) -> bool:
+def _is_mul(op: Mapping[str, object]) -> bool:
     return op.get("type") == "BinaryOp" and _op_kind(op) == "MUL"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from harness.findings import Finding, Severity, Where
 
@@ -98,7 +97,7 @@ def quant_finding(kind: QuantKind, severity: Severity, message: str, tensor: str
     return Finding(kind, message, severity, Where(tensor=tensor, layer=layer))
 
 
-def finding_json(f: Finding) -> dict[str, Any]:
+def finding_json(f: Finding) -> dict[str, object]:
     """A quantization finding as the report's JSON has always held it."""
     return {"kind": f.kind.value, "severity": f.severity.value, "message": f.message, "tensor": f.where.tensor,
             "layer": f.where.layer}
@@ -154,7 +153,7 @@ class QuantReport:
     def mul_for_layer(self, layer: int) -> MulCheck | None:
         return next((m for m in self.mlp_muls if m.layer == layer), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "source": self.source,
             "passed": self.passed,

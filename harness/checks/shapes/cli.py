@@ -36,7 +36,7 @@ def compiled_chunk_size(io: CompiledIO) -> int | None:
 
 def describe_io(io: CompiledIO) -> dict[str, Any]:
     """What the CLI prints: source, compiled chunk size and each stub's inputs per shape."""
-    inputs: dict[str, Any] = {}
+    inputs: dict[str, object] = {}
     for kind, stub in io.stubs.items():
         inputs[kind] = {_phase(kind, n, c): {"graph_inputs": graph_inputs(c), "outputs": list(c.get("outputs", []))}
                         for n, c in enumerate(stub.configs)}

@@ -14,7 +14,7 @@ folder without "Qwen" and "VL" gets `position_ids [1,seq]` and no deepstack inpu
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ class ModelNeeds:
     visual: bool
 
 
-def model_needs(llm_config: dict[str, Any]) -> ModelNeeds:
+def model_needs(llm_config: Mapping[str, object]) -> ModelNeeds:
     mt = str(llm_config.get("model_type", ""))
     hidden = llm_config.get("hidden_size")
     mrope = bool(llm_config.get("is_mrope")) or llm_config.get("mrope_axes") == 3 or mt in MROPE_MODEL_TYPES
@@ -56,7 +56,7 @@ def graph_inputs(io_cfg: dict[str, Any]) -> dict[str, list[int]]:
     return out
 
 
-def fmt_shape(shape: Sequence[Any] | None) -> str:
+def fmt_shape(shape: Sequence[object] | None) -> str:
     return "absent" if shape is None else "[" + ",".join(str(x) for x in shape) + "]"
 
 
@@ -148,7 +148,7 @@ def check_binaries(stub: StubIO, kind: str, root: Path, npu_dir: Path) -> list[F
     return out
 
 
-def check_chunks(cfg: dict[str, Any], rel: str, stub: StubIO, sidecar: dict[str, Any] | None, seqs: set[int]) -> list[Finding]:
+def check_chunks(cfg: Mapping[str, object], rel: str, stub: StubIO, sidecar: Mapping[str, object] | None, seqs: set[int]) -> list[Finding]:
     limits = cfg.get("chunk_limits")
     recorded = sidecar.get("chunk_size") if sidecar else None
     prefill = max((s for s in seqs if s > 1), default=None)

@@ -10,6 +10,7 @@ the shape-only ops the exporter puts after it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ def _producers(graph: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {o: op for op in graph["oplists"] for o in op.get("outputIndexes", [])}
 
 
-def _width(graph: dict[str, Any], prod: dict[int, dict[str, Any]], idx: int, depth: int = 0) -> int | None:
+def _width(graph: Mapping[str, object], prod: dict[int, dict[str, Any]], idx: int, depth: int = 0) -> int | None:
     """outputCount of the linear layer behind tensor `idx`, through shape-only ops."""
     op = prod.get(idx)
     if op is None or depth > 8:

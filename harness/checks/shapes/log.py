@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from harness.catalogue import SHAPE_SCOPES, Catalogue, load_catalogue
+from harness.catalogue import SHAPE_SCOPES, Catalogue, capped, load_catalogue
 from harness.checks.shapes.findings import ShapeKind, shape_finding
 from harness.errors import HarnessError
 from harness.findings import Finding
@@ -60,7 +60,7 @@ def scan_log_for_shape_errors(text: str, *, source: str = "log", catalogue: Cata
     findings: list[Finding] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         for entry in view:
-            m = entry.regex.search(line)
+            m = entry.regex.search(capped(line))
             if m:
                 findings.append(shape_finding(entry.kind, source, m.group(0).strip()[:160], None, None,
                                               entry.hint_for(line, m), line_no=line_no))

@@ -6,7 +6,7 @@ the optional sidecar `qnn/export_manifest.json`); every finding says which `sour
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ def check_export_shapes(
     export_dir: Path,
     config_name: str | None = None,
     *,
-    image_sizes: str | Sequence[Any] | None = None,
+    image_sizes: str | Sequence[object] | None = None,
     prompts: Sequence[str] = (),
     soc_id: int | None = None,
     dsp_arch: str | None = None,
@@ -100,7 +100,7 @@ def check_export_shapes(
     return findings
 
 
-def _llm_stub_findings(cfg: dict[str, Any], rel: str, root: Path, npu_dir: Path, model: ModelNeeds,
+def _llm_stub_findings(cfg: Mapping[str, object], rel: str, root: Path, npu_dir: Path, model: ModelNeeds,
                        io: CompiledIO) -> list[Finding]:
     """A config running the LLM on QNN: its backend type, the compiled LLM IO against the
     model, its chunk limits and the context binaries its stub names."""
@@ -117,7 +117,7 @@ def _llm_stub_findings(cfg: dict[str, Any], rel: str, root: Path, npu_dir: Path,
 
 
 def _visual_stub_findings(root: Path, npu_dir: Path, model: ModelNeeds, io: CompiledIO,
-                          image_sizes: str | Sequence[Any] | None, prompts: Sequence[str],
+                          image_sizes: str | Sequence[object] | None, prompts: Sequence[str],
                           findings: list[Finding]) -> list[Finding]:
     """A config running the visual encoder on QNN: the compiled visual IO, the image sizes
     (the sidecar's, else the stub's patch counts) and its context binaries. A sidecar whose
@@ -184,7 +184,7 @@ def _sidecar_sizes(sidecar: dict[str, Any] | None, findings: list[Finding]) -> l
         return None
 
 
-def _check_files(cfg: dict[str, Any], rel: str, base: Path, npu_dir: Path, root: Path, model: ModelNeeds,
+def _check_files(cfg: Mapping[str, object], rel: str, base: Path, npu_dir: Path, root: Path, model: ModelNeeds,
                  llm_qnn: bool, vis_qnn: bool, io: CompiledIO | None) -> list[Finding]:
     need = [("llm_model", str(cfg.get("llm_model", "llm.mnn"))),
             ("llm_weight", str(cfg.get("llm_weight", "llm.mnn.weight"))),

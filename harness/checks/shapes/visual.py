@@ -98,7 +98,7 @@ def check_visual_io(model: ModelNeeds, configs: Sequence[dict[str, Any]], rel: s
 
 
 def check_image_sizes(compiled: list[tuple[int, int]], rel: str,
-                       image_sizes: str | Sequence[Any] | None,
+                       image_sizes: str | Sequence[object] | None,
                        prompts: Sequence[str], source: str) -> list[Finding]:
     findings: list[Finding] = []
     grids = {qwen3_grid(w, h): (w, h) for w, h in compiled}
@@ -143,7 +143,7 @@ def check_image_sizes(compiled: list[tuple[int, int]], rel: str,
     return findings
 
 
-def check_patch_counts(configs: Sequence[dict[str, Any]], rel: str, image_sizes: str | Sequence[Any] | None,
+def check_patch_counts(configs: Sequence[dict[str, Any]], rel: str, image_sizes: str | Sequence[object] | None,
                         prompts: Sequence[str], source: str) -> list[Finding]:
     """Without the sidecar's image sizes the stub only tells each compiled shape's patch count:
     a requested size must land on one of them (its axis order cannot be told apart)."""

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "debug": ("DEBUG_MODULE",),
     "forward": ("RESULT_PREFIX", "SCRIPT_NAME", "parse_result"),
     "runner": ("CUSTOM_OPS_ENV", "EXIT_NO_ENGINE", "LLAMA_FLAGS", "RUNNER_NAME", "FlagError", "main",
                "make_runtime_dir", "parse_flags"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.hostrt.executorch.debug import DEBUG_MODULE as DEBUG_MODULE

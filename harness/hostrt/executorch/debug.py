@@ -47,7 +47,7 @@ def _replace(write: Any, path: str) -> None:
     os.replace(tmp, final)
 
 
-def _run(args: argparse.Namespace) -> dict[str, Any]:
+def _run(args: argparse.Namespace) -> dict[str, object]:
     import numpy as np
     import torch
     from executorch.extension.pybindings import portable_lib

@@ -21,12 +21,11 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from harness.hostrt.executorch.runner import EXIT_NO_ENGINE, _register_custom_ops
 
 
-def profile(model_path: Path, tokenizer_path: Path, prompt: str, decode_tokens: int, etdump_path: Path) -> dict[str, Any]:
+def profile(model_path: Path, tokenizer_path: Path, prompt: str, decode_tokens: int, etdump_path: Path) -> dict[str, object]:
     _register_custom_ops()
     import torch
     from executorch.extension.pybindings.portable_lib import _load_for_executorch

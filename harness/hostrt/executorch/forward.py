@@ -3,8 +3,12 @@ process: with the host's QAIRT libraries on the loader path at process start, th
 parts run on QAIRT's x86 HTP emulator (docs/executorch-runner.md#the-htp-emulator).
 
     python -m harness.hostrt.executorch.forward --model_path M.pte --input X.npy [--input Y.npy]
-        [--output OUT.npy] [--iterations N] [--etdump OUT.etdp]
+        [--output OUT.npy] [--iterations N] [--etdump OUT.etdp] [--profile_level 2]
     python -m harness.hostrt.executorch.forward --model_path M.pte --tokens T.npy --output OUT.npy
+
+`--profile_level N`: QNN's profiling at run time, as `qnn_executor_runner --profile_level` sets it
+(backend_options.py): at 2 the ETDump holds QNN's per-op cycles for a program lowered without
+profiling.
 
 `--tokens`: a KV-cache program (forward(tokens [1,1], input_pos [1]) -> logits [1,1,V]) fed each
 row of T.npy ([P, L] int64 token ids, -1 padding after a row's end) one id per step from position 0,
@@ -44,27 +48,33 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--iterations", type=int, default=1)
     ap.add_argument("--etdump", help="write the run's ETDump here (the program's profiling events)")
     ap.add_argument("--tokens", help=".npy of token ids: run the KV program teacher-forced over them")
+    ap.add_argument("--profile_level", type=int, default=None,
+                    help="QNN's profiling at run time (0 off, 1 basic, 2 per op), as qnn_executor_runner's")
     return ap.parse_args(argv)
 
 
-def _run(args: argparse.Namespace) -> dict[str, Any]:
+def _run(args: argparse.Namespace) -> dict[str, object]:
     import numpy as np
     import torch
     from executorch.extension.pybindings import portable_lib
 
+    if args.profile_level is not None:
+        from harness.hostrt.executorch.backend_options import set_profile_level
+
+        set_profile_level(args.profile_level)
     inputs = [torch.from_numpy(np.load(p)) for p in args.input]
     started = time.perf_counter()
     program = portable_lib._load_for_executorch(args.model_path, enable_etdump=bool(args.etdump))
     load_s = time.perf_counter() - started
     if args.tokens:
-        return _teacher_forced(program, np.load(args.tokens), args.output, load_s)
+        return _with_etdump(program, args.etdump, _teacher_forced(program, np.load(args.tokens), args.output, load_s))
     run_s: list[float] = []
     outputs: list[Any] = []
     for _ in range(max(1, args.iterations)):
         started = time.perf_counter()
         outputs = program.forward(inputs)
         run_s.append(time.perf_counter() - started)
-    result: dict[str, Any] = {
+    result: dict[str, object] = {
         "backends": list(portable_lib._get_registered_backend_names()), "load_s": round(load_s, 6),
         "run_s": [round(t, 6) for t in run_s],
         "outputs": [{"shape": list(o.shape), "dtype": str(o.dtype).removeprefix("torch.")} for o in outputs],
@@ -72,13 +82,17 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     if args.output and outputs:
         np.save(args.output, outputs[0].float().numpy())
         result["output"] = args.output
-    if args.etdump:
-        program.write_etdump_result_to_file(args.etdump)
-        result["etdump"] = args.etdump
+    return _with_etdump(program, args.etdump, result)
+
+
+def _with_etdump(program: Any, etdump: str | None, result: dict[str, Any]) -> dict[str, Any]:
+    if etdump:
+        program.write_etdump_result_to_file(etdump)
+        result["etdump"] = etdump
     return result
 
 
-def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float) -> dict[str, Any]:
+def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float) -> dict[str, object]:
     import numpy as np
     import torch
 
@@ -94,7 +108,7 @@ def _teacher_forced(program: Any, tokens: Any, output: str | None, load_s: float
                 out = np.full((rows.shape[0], rows.shape[1] - 1, last.shape[-1]), np.nan, dtype=np.float32)
             out[p, pos] = last
             steps += 1
-    result: dict[str, Any] = {"load_s": round(load_s, 6), "run_s": [round(time.perf_counter() - started, 6)],
+    result: dict[str, object] = {"load_s": round(load_s, 6), "run_s": [round(time.perf_counter() - started, 6)],
                               "steps": steps}
     if output and out is not None:
         np.save(output, out)

@@ -53,7 +53,7 @@ class FlagError(Exception):
     """A command line gflags would refuse (the message is gflags' own wording)."""
 
 
-def parse_flags(argv: Sequence[str], spec: Mapping[str, Any] = LLAMA_FLAGS) -> dict[str, Any]:
+def parse_flags(argv: Sequence[str], spec: Mapping[str, Any] = LLAMA_FLAGS) -> dict[str, object]:
     """gflags parsing: `--name value`, `--name=value`, `-name`; bools take no value (or `=false`);
     `--prompt` repeats. Positional words are ignored, as gflags leaves them to main."""
     flags = {k: (list(v) if isinstance(v, list) else v) for k, v in spec.items()}

@@ -11,18 +11,29 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
-    "cache": ("ENTRY_FILE", "USED_FILE"),
+_HOMES = {
+    "cache": ("ENTRY_FILE", "USED_FILE", "ExportCache", "default_cache_root", "export_key", "inputs_digest", "key_material"),
     "classify": ("TRANSIENT", "ExportFailure", "classify_failure"),
     "cli": ("export_from_cli", "failed_export_lines"),
     "gate": ("ExportGate",),
     "leases": ("Leases",),
     "stage": ("export_status", "run_export_stage"),
-})
+    "build": ("Builder",),
+    "results": ("ExportResult",),
+    "tools": ("HostTools",),
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
+    from harness.lab.exports.build import Builder as Builder
     from harness.lab.exports.cache import ENTRY_FILE as ENTRY_FILE
     from harness.lab.exports.cache import USED_FILE as USED_FILE
+    from harness.lab.exports.cache import ExportCache as ExportCache
+    from harness.lab.exports.cache import default_cache_root as default_cache_root
+    from harness.lab.exports.cache import export_key as export_key
+    from harness.lab.exports.cache import inputs_digest as inputs_digest
+    from harness.lab.exports.cache import key_material as key_material
     from harness.lab.exports.classify import TRANSIENT as TRANSIENT
     from harness.lab.exports.classify import ExportFailure as ExportFailure
     from harness.lab.exports.classify import classify_failure as classify_failure
@@ -30,5 +41,7 @@ if TYPE_CHECKING:
     from harness.lab.exports.cli import failed_export_lines as failed_export_lines
     from harness.lab.exports.gate import ExportGate as ExportGate
     from harness.lab.exports.leases import Leases as Leases
+    from harness.lab.exports.results import ExportResult as ExportResult
     from harness.lab.exports.stage import export_status as export_status
     from harness.lab.exports.stage import run_export_stage as run_export_stage
+    from harness.lab.exports.tools import HostTools as HostTools

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from harness.checks.localize import DEBUG_BUILD_FILES, DebugFiles
 from harness.errors import HarnessError
+from harness.evidence import CacheUse
+from harness.lab.exports.building import Turn, building
 from harness.lab.exports.cache import LOG_FILE, OUT_DIR, CacheEntry, ExportCache
 from harness.lab.exports.classify import (
     ExportFailure,
@@ -24,7 +26,7 @@ from harness.lab.exports.classify import (
     classify_not_started,
 )
 from harness.lab.exports.process import run_group
-from harness.lab.exports.results import CacheUse, ExportResult
+from harness.lab.exports.results import ExportResult
 from harness.lab.exports.tools import HostTools
 from harness.lab.plan import ExportJob
 from harness.outcomes import Status
@@ -130,9 +132,18 @@ class Builder:
             entry, note = self.cache.lookup(key)
             if entry is not None:
                 return self.result_of(job, key, entry, CacheUse.HIT, started, argv_shown)
-        cached_before = (self.cache.entries / key).exists()
-        use = CacheUse.REPAIRED if note else CacheUse.REBUILT if cached_before else CacheUse.MISS
-        return self._build(job, key, use, started, note)
+        with building(self.cache.root / "building", key, self.stop) as turn:
+            if turn is Turn.STOPPED:
+                return ExportResult(job, Status.ERROR, key=key, argv=argv_shown,
+                                    note="not started: the night was stopped while another run built it")
+            if turn is Turn.WAITED:  # another run built this key meanwhile: its entry is this one's
+                entry, _ = self.cache.lookup(key)
+                if entry is not None:
+                    return self.result_of(job, key, entry, CacheUse.HIT, started, argv_shown,
+                                          note="built meanwhile by another run")
+            cached_before = (self.cache.entries / key).exists()
+            use = CacheUse.REPAIRED if note else CacheUse.REBUILT if cached_before else CacheUse.MISS
+            return self._build(job, key, use, started, note)
 
     def _env(self, job: ExportJob) -> tuple[dict[str, str] | None, FailureVerdict | None]:
         env = {**self.base_env, **job.build.env}

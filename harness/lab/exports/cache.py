@@ -71,7 +71,8 @@ def inputs_digest(paths: Iterable[Path], hashes: HashCache) -> str:
     for root in sorted(paths, key=str):  # by name, not by where the plan's folder happens to be
         h.update(f"input {root.name}\n".encode())
         for rel, full in _walk(root):
-            h.update(f"{rel}\0{hashes.digest(full)}\n".encode())
+            # fsencode: a name that is not UTF-8 is hashed by its bytes, as the file system holds it.
+            h.update(os.fsencode(rel) + f"\0{hashes.digest(full)}\n".encode())
     return h.hexdigest()
 
 
@@ -86,7 +87,7 @@ def key_material(job: ExportJob, inputs_sha: str, tools: Mapping[str, str | None
     return {**material, "debug_args": list(b.debug_args)} if job.debug else material
 
 
-def export_key(material: Mapping[str, Any]) -> str:
+def export_key(material: Mapping[str, object]) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -178,7 +179,7 @@ class ExportCache:
             return "corrupt (no outcome in entry.json)"
         return ""
 
-    def commit(self, key: str, build_dir: Path, data: dict[str, Any]) -> CacheEntry:
+    def commit(self, key: str, build_dir: Path, data: Mapping[str, object]) -> CacheEntry:
         """Seal a build: entry.json last, then the folder renamed to entries/<key>. When another
         run sealed the same key meanwhile, its entry is used and this build dropped."""
         files = _files_of(build_dir / OUT_DIR, self.hashes.digest)

@@ -13,7 +13,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.catalogue import Scope, load_catalogue, signal_name, signal_of
+from harness.catalogue import Scope, capped, load_catalogue, signal_name, signal_of
 from harness.outcomes import FailureClass
 from harness.qnn import QnnFailure, classify_qnn_log
 
@@ -41,6 +41,12 @@ class ExportFailure(enum.StrEnum):
 # The host's doing, not the inputs': a full disk or quota (errno 28 / 122, as Python and the
 # C library print them), and a stop from outside the harness (a CI cancel, an operator).
 _HOST_FULL_RE = re.compile(r"(?P<line>.*(?:No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]).*)")
+# The host's I/O or network failing under the exporter: an I/O error (errno 5), a DNS failure or a
+# dropped connection fetching a config or weights (llama.py, llmexport.py fetch from the hub).
+_HOST_IO_RE = re.compile(r"(?P<line>.*(?:Input/output error|\[Errno 5\]|urllib\.error\.URLError|URLError:|<urlopen error"
+                         r"|socket\.gaierror|Temporary failure in name resolution|Name or service not known"
+                         r"|Network is unreachable|Connection reset by peer|Connection refused|Connection timed out"
+                         r"|No route to host|ConnectionError|RemoteDisconnected|ReadTimeout|ConnectTimeout).*)")
 _OUTSIDE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
 
 
@@ -56,10 +62,10 @@ class FailureVerdict:
     failure_class: str
     message: str
     last_lines: list[str] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, object] = field(default_factory=dict)
     cacheable: bool = True
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"failure_class": self.failure_class, "message": self.message, "last_lines": self.last_lines,
                 "facts": self.facts, "cacheable": self.cacheable}
 
@@ -102,7 +108,7 @@ def _missing_tool_line(text: str) -> str | None:
     """The first line naming a missing tool or SDK (the failure catalogue's export-build lines),
     from its start to the end of what the line says is missing."""
     entries = [e for e in load_catalogue().in_scope(Scope.EXPORT_BUILD) if e.cls == ExportFailure.MISSING_TOOL]
-    for line in text.split("\n"):
+    for line in map(capped, text.split("\n")):
         ends = [m.end() for e in entries for m in e.regex.finditer(line)]
         if ends:
             return line[:max(ends)].strip()
@@ -157,6 +163,11 @@ def _host_fault(text: str, sig: int | None, tail: list[str]) -> FailureVerdict |
     if full is not None:
         return FailureVerdict(ExportFailure.HOST_FAULT.value, f"the host's disk is full: {full.group('line').strip()}; "
                               "free some space and run again (not kept in the cache)", tail, cacheable=False)
+    io = _HOST_IO_RE.search(text)
+    if io is not None:
+        return FailureVerdict(ExportFailure.HOST_FAULT.value, "the host's I/O or network failed under the exporter: "
+                              f"{io.group('line').strip()}; run again when it is back (not kept in the cache)", tail,
+                              cacheable=False)
     return None
 
 

@@ -66,7 +66,9 @@ def export_from_cli(plan_path: Path, out_dir: Path, *, inventory: Inventory | No
         print(line)
     failed = sum(r.status is Status.FAILED for r in stage.results)
     stopped = sum(r.status is Status.ERROR for r in stage.results)
-    print(f"{sum(r.ok for r in stage.results)} built, {failed} failed" + (f", {stopped} interrupted" if stopped else "")
+    hits = sum(r.ok and not r.cache.built_now for r in stage.results)  # a cache hit built nothing tonight
+    print(f"{sum(r.ok for r in stage.results) - hits} built, " + (f"{hits} from the cache, " if hits else "")
+          + f"{failed} failed" + (f", {stopped} interrupted" if stopped else "")
           + f" in {stage.wall_s:.1f} s" + (" [interrupted]" if stage.interrupted else ""), flush=True)
     if stage.interrupted:
         return ExitCode.INTERRUPTED

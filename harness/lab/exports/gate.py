@@ -12,7 +12,7 @@ from harness.lab.context import DeviceContext, JobFn
 from harness.lab.exports.results import ExportResult
 from harness.lab.exports.stage import ExportStage
 from harness.outcomes import Status
-from harness.report import TestRecord
+from harness.report import Detail, TestRecord
 from harness.suite import EXECUTORCH_QNN
 from harness.verdict import Verdict
 
@@ -38,13 +38,13 @@ def _is_localize(rec: TestRecord) -> bool:
 
 def _skip(rec: TestRecord, failed: ExportResult) -> TestRecord:
     rec.set_verdict(Verdict.skipped(f"export failed: {failed.reason()}"))
-    rec.extras["export_failed"] = failed.job.testcase
+    rec.keep(Detail.EXPORT_FAILED, failed.job.testcase)
     return rec
 
 
 class ExportGate:
     """Wraps the night's job (`scheduler.run_night` does, when the plan has `exports:`). Any other
-    attribute (the job's `export_records`) is the wrapped job's."""
+    attribute (the job's `export_checks`) is the wrapped job's."""
 
     def __init__(self, job: JobFn, stage: ExportStage):
         self.job, self.stage = job, stage
@@ -67,10 +67,8 @@ class ExportGate:
             # Nothing to run on this device: one skipped testcase per export it would have had.
             for r in mine or []:
                 rec = TestRecord(name=f"{ctx.entry.id}[{r.job.format}]", suite=ctx.entry.suite.name,
-                                 device=ctx.device.name, model=ctx.entry.model.name,
-                                 extras={"export_failed": r.job.testcase})
-                rec.set_verdict(Verdict.skipped(f"export failed: {r.reason()}"))
-                yield rec
+                                 device=ctx.device.name, model=ctx.entry.model.name)
+                yield _skip(rec, r)
             if not mine:
                 rec = TestRecord(name=ctx.entry.id, suite=ctx.entry.suite.name, device=ctx.device.name,
                                  model=ctx.entry.model.name)

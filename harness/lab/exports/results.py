@@ -1,13 +1,13 @@
-"""What one export gave (`ExportResult`) and its testcase record (`test_export[sa8295-16a4w]`):
+"""What one export gave (`ExportResult`) and its testcase record (`test_export[tiny-decoder-sa8295-16a4w]`):
 the class and message of a failure, the log's last lines (JUnit's failure text) and its tail
 (system-out), whether the cache served it (a JUnit property), where its log and folder are."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.evidence import CacheUse, ExportBuild
 from harness.lab.exports.classify import FailureVerdict
 from harness.lab.plan import ExportJob
 from harness.outcomes import FailureClass, Status
@@ -19,14 +19,6 @@ EXPORT_SUITE = "exports"
 # The export stage's records are the lab host's: they run before any device is claimed.
 EXPORT_HOST = "lab-host"
 _TEXT_TAIL = 8000
-
-
-class CacheUse(enum.StrEnum):
-    HIT = "hit"  # the folder (or the failure) came from the cache
-    MISS = "miss"  # built now (nothing cached)
-    REBUILT = "rebuilt"  # built now although cached: --rebuild-exports
-    REPAIRED = "repaired"  # built now: the cached entry was partial or corrupt
-    NOT_KEPT = "not-kept"  # built now; its host-dependent failure is not cached
 
 
 @dataclass
@@ -73,16 +65,12 @@ def export_record(result: ExportResult, run_id: str) -> TestRecord:
     elif result.status is Status.ERROR:
         rec.set_verdict(Verdict.error(FailureClass.INTERRUPTED, f"{what}: stopped (Ctrl-C or "
                                       f"SIGTERM) while exporting; nothing kept{note}"))
-    else:
-        rec.set_verdict(Verdict(result.status, message=f"{what}: built" + (
-            " (from the export cache)" if result.cache is CacheUse.HIT else "") + note))
+    build = ExportBuild(result.key, result.cache, job.target.soc, job.format, job.target.soc_id, job.target.dsp_arch,
+                        tuple(result.argv), str(result.folder) if result.folder else None,
+                        str(result.log) if result.log else None, result.build_s, job.debug,
+                        dict(result.failure.facts) if result.failure else {})
+    if result.failure is None and result.status is not Status.ERROR:
+        rec.set_verdict(Verdict(result.status, message=f"{what}: {build.built(failed=False)}{note}"))
     rec.stamp(run_id=run_id, transport="host")
-    rec.extras.update(
-        export={"key": result.key, "cache": result.cache.value, "target": job.target.soc, "format": job.format,
-                "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "argv": result.argv,
-                "folder": str(result.folder) if result.folder else None, "log": str(result.log) if result.log else None,
-                "build_s": result.build_s, "facts": result.failure.facts if result.failure else {}, "debug": job.debug},
-        junit_properties={"export_cache": result.cache.value, "export_key": result.key,
-                          "export_target": f"{job.target.soc} ({job.target.dsp_arch})", "export_format": job.format},
-    )
+    rec.put(build)
     return rec

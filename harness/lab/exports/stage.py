@@ -1,6 +1,6 @@
 """The night's first stage: every export of the plan, on the lab host, before any device is
 claimed (docs/exports.md). Up to `exports.parallel` exports run at once; each is one testcase
-(`test_export[sa8295-16a4w]`) written as soon as it is decided. The exports that built are laid
+(`test_export[tiny-decoder-sa8295-16a4w]`) written as soon as it is decided. The exports that built are laid
 out for the suites as `<out>/exports/<model>/<SOC>/<format>` (a link to the cache entry) with
 `exports.json` beside them saying what failed and why; the plan's exported models point there.
 A stop (Ctrl-C, SIGTERM) ends every export's process group and keeps nothing partial."""
@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.localize import DEBUG_FOLDER
+from harness.evidence import CacheUse
 from harness.hostfiles import write_atomic
 from harness.inventory import DeviceSpec
 from harness.lab.exports.build import Builder
 from harness.lab.exports.cache import ExportCache, default_cache_root, export_key, inputs_digest, key_material
-from harness.lab.exports.results import CacheUse, ExportResult, export_record
+from harness.lab.exports.results import ExportResult, export_record
 from harness.lab.exports.tools import HostTools
 from harness.lab.plan import ExportJob, ExportsSpec, ModelSpec, Plan, default_parallel
 from harness.provision import HashCache, default_cache_path
@@ -159,6 +160,7 @@ def run_export_stage(spec: ExportsSpec, devices: Sequence[DeviceSpec], out_dir: 
             say(f"exports: cache over {spec.cache_max_bytes >> 20} MB: {len(evicted)} least recently used removed")
     stage.wall_s = time.monotonic() - started
     hits = sum(r.cache is CacheUse.HIT for r in stage.results)
-    say(f"exports: done in {stage.wall_s:.2f} s: {sum(r.ok for r in stage.results)} built, "
-        f"{len(stage.failed())} not, {hits} from the cache")
+    built = sum(r.ok and r.cache.built_now for r in stage.results)  # a cache hit built nothing tonight
+    said = [f"{built} built", f"{hits} from the cache" if hits else "", f"{len(stage.failed())} failed" if stage.failed() else ""]
+    say(f"exports: done in {stage.wall_s:.2f} s: {', '.join(s for s in said if s)}")
     return stage

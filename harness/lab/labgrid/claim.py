@@ -8,8 +8,7 @@ import logging
 import threading
 import time
 
-from harness.inventory import AdbServer, DeviceSpec
-from harness.kinds import TransportKind
+from harness.inventory import DeviceSpec
 from harness.lab.labgrid.coordinator import PROCESS_COORDINATORS, Coordinator, Coordinators, RpcRefused, SayFn
 from harness.lab.labgrid.imports import LabgridError
 from harness.lab.labgrid.places import TAG_PID, TAG_PURPOSE, TAG_RUN, TAG_TOKEN, PlaceResource, process_tag, tag_value
@@ -31,7 +30,7 @@ def resolve_address(device: DeviceSpec, place: str, resources: list[PlaceResourc
     if not found:
         raise LabgridError(
             f"{device.name}: labgrid place {place} has no resource named {lg.resource} (it has: {have}); "
-            f"publish the {'adb server' if device.transport is TransportKind.ADB else 'ssh service'} in the exporter config "
+            f"publish the {device.transport.labgrid_service} in the exporter config "
             f"as `{lg.resource}: {{cls: NetworkService, address: ..., port: ..., username: ...}}` and match it, "
             f"or set `labgrid.resource` in {device.source or 'devices.yaml'}")
     r = found[0]
@@ -45,14 +44,10 @@ def resolve_address(device: DeviceSpec, place: str, resources: list[PlaceResourc
     if not host or not isinstance(port, int):
         raise LabgridError(f"{device.name}: resource {r.path} of place {place} has no address/port ({r.params}); "
                            "fix the exporter config")
-    if device.transport is TransportKind.ADB:
-        via = device.adb_server.via_ssh if device.adb_server is not None else None
-        return dataclasses.replace(device, adb_server=AdbServer(host=host, port=port, via_ssh=via))
-    assert device.ssh is not None
-    if not user:
+    if device.transport.needs_login and not user:
         raise LabgridError(f"{device.name}: resource {r.path} of place {place} has no username; add "
-                           "`username:` (the ssh login) to it in the exporter config")
-    return dataclasses.replace(device, ssh=dataclasses.replace(device.ssh, host=host, port=port, user=user))
+                           f"`username:` (the {device.transport} login) to it in the exporter config")
+    return device.transport.from_place(device, host, port, user)
 
 
 class LabgridClaim:

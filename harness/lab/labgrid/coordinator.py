@@ -86,7 +86,7 @@ class Coordinator:
             except Exception:  # a dead coordinator cannot be told goodbye
                 pass
 
-    async def _call(self, what: str, rpc: str, request: Any) -> Any:
+    async def _call(self, what: str, rpc: str, request: object) -> Any:
         import grpc  # optional extra (see _running_loop)
 
         session = self._live(what)

@@ -8,7 +8,6 @@ import os
 import re
 import socket
 from dataclasses import dataclass
-from typing import Any
 
 TAG_RUN, TAG_PID, TAG_TOKEN, TAG_PURPOSE = "harness_run", "harness_pid", "harness_token", "harness_purpose"
 HARNESS_TAGS = (TAG_RUN, TAG_PID, TAG_TOKEN, TAG_PURPOSE)
@@ -93,6 +92,6 @@ class PlaceState:
 class PlaceResource:
     name: str  # the match's rename, else the resource name
     cls: str
-    params: dict[str, Any]
+    params: dict[str, object]
     available: bool
     path: str  # exporter/group/cls/name

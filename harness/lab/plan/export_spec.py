@@ -12,7 +12,7 @@ exports:
       command: [python, lower_decoder.py, --soc, "{soc}", --format, "{format}", --out, "{out}"]
       targets: [SM8650, SA8295] # or `lab`: every SoC the plan's devices have
       formats: [16a4w, 8a8w]
-      inputs: [lower_decoder.py]
+      inputs: [lower_decoder.py, debug_program.py, plant_fault.py]  # and what it imports from beside it
       timeout_s: 1800
       env: {PYTHONHASHSEED: "0"}
       qnn_host: true            # run with the host QNN's environment (harness/qnn/host.py)
@@ -37,7 +37,7 @@ PYTHON_WORDS = ("python", "python3")
 # The placeholders a command may use, and nothing else.
 PLACEHOLDERS = ("soc", "soc_id", "dsp_arch", "format", "out")
 LAB_TARGETS = "lab"  # `targets: lab`: every SoC the plan's devices have
-DEBUG_JOB = "debug"  # a debug build's testcase suffix (test_export[sm8650-16a8w-debug])
+DEBUG_JOB = "debug"  # a debug build's testcase suffix (test_export[model-sm8650-16a8w-debug])
 DEFAULT_TIMEOUT_S = 3600.0
 # Where a plan's exported models point until the night's stage gives their folders a root.
 UNBUILT_ROOT = Path("/exports-not-built-yet")
@@ -131,7 +131,8 @@ class ExportJob:
 
     @property
     def testcase(self) -> str:
-        return f"test_export[{self.id}]"
+        """Unique in a night: two builds (models) for one target and format are two testcases."""
+        return f"test_export[{self.build.model}-{self.id}]"
 
 
 @dataclass(frozen=True)

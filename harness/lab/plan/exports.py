@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +49,23 @@ class _Parser:
 
     def placeholders(self, label: str, text: str) -> set[str]:
         try:
-            used = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+            fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(text) if f is not None]
         except ValueError as exc:
             raise self.fail(label, f"{text!r} has broken braces ({exc})",
                             "write placeholders as {soc}, double a literal brace ({{ }})") from None
+        for f, spec, conv in fields:
+            if spec or conv:  # each value is put in as it is: a format spec or conversion would break the stage
+                written = "{" + f + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+                raise self.fail(label, f"{written} has a {'conversion' if conv else 'format spec'}",
+                                f"write the placeholder bare ({{{f}}}); the harness puts each value in as it is")
+        used = {f for f, _, _ in fields}
         bad = sorted(used - set(PLACEHOLDERS))
         if bad:
             raise self.fail(label, f"{{{bad[0]}}} is not a placeholder",
                             f"use only {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
         return used
 
-    def command(self, label: str, spec: dict[str, Any], shell: bool) -> tuple[str, ...] | str:
+    def command(self, label: str, spec: Mapping[str, object], shell: bool) -> tuple[str, ...] | str:
         raw = typed_get(self.ctx, spec, "command", (list, str), label=f"{label}.command", required=True)
         if shell:
             if not isinstance(raw, str):
@@ -89,7 +95,7 @@ class _Parser:
                             "pass {out} as the exporter's output folder")
         return parts[0] if shell else tuple(parts)
 
-    def targets(self, label: str, spec: dict[str, Any]) -> tuple[str, ...]:
+    def targets(self, label: str, spec: Mapping[str, object]) -> tuple[str, ...]:
         raw = typed_get(self.ctx, spec, "targets", (list, str), label=f"{label}.targets", required=True,
                         missing_fix="list the SoCs to export for (targets: [SM8650, SA8295]) or write `targets: lab`")
         if raw == LAB_TARGETS:
@@ -107,7 +113,7 @@ class _Parser:
                 out.append(info.model)
         return tuple(out)
 
-    def debug_args(self, label: str, spec: dict[str, Any]) -> tuple[str, ...]:
+    def debug_args(self, label: str, spec: Mapping[str, object]) -> tuple[str, ...]:
         """The exporter's arguments for its debug build: a list of strings, the command's
         placeholders allowed ({out} is the debug build's own folder)."""
         raw = typed_get(self.ctx, spec, "debug_args", list, label=f"{label}.debug_args", default=[],
@@ -130,7 +136,7 @@ class _Parser:
                             "add the exporter's debug arguments (debug_args: [--debug-program]) or drop `debug: true`")
         return tuple(out)
 
-    def names(self, label: str, spec: dict[str, Any], key: str) -> tuple[str, ...]:
+    def names(self, label: str, spec: Mapping[str, object], key: str) -> tuple[str, ...]:
         raw = typed_get(self.ctx, spec, key, (list, str), label=f"{label}.{key}", required=True)
         items = [raw] if isinstance(raw, str) else raw
         if not items or not all(isinstance(i, str) and _NAME_RE.match(i) for i in items):
@@ -138,7 +144,7 @@ class _Parser:
                             "write e.g. `formats: [16a4w, 8a8w]`")
         return tuple(dict.fromkeys(items))
 
-    def inputs(self, label: str, spec: dict[str, Any]) -> tuple[Path, ...]:
+    def inputs(self, label: str, spec: Mapping[str, object]) -> tuple[Path, ...]:
         raw = typed_get(self.ctx, spec, "inputs", list, label=f"{label}.inputs", default=[])
         out = []
         for i, item in enumerate(raw):
@@ -153,7 +159,7 @@ class _Parser:
             out.append(path.resolve())
         return tuple(out)
 
-    def env(self, label: str, spec: dict[str, Any]) -> dict[str, str]:
+    def env(self, label: str, spec: Mapping[str, object]) -> dict[str, str]:
         raw = typed_get(self.ctx, spec, "env", dict, label=f"{label}.env", default={})
         out = {}
         for name, value in raw.items():
@@ -161,7 +167,7 @@ class _Parser:
             out[name] = self.expand(f"{label}.env.{name}", str(value))
         return out
 
-    def build(self, i: int, spec: Any) -> ExportBuild:
+    def build(self, i: int, spec: object) -> ExportBuild:
         label = f"exports.builds[{i}]"
         if not isinstance(spec, dict):
             raise self.fail(label, f"is a {type_name(spec)}, not a mapping", "write `- model: NAME, command: [...]`")
@@ -190,7 +196,7 @@ class _Parser:
         )
 
 
-def parse_exports(ctx: FailFn, raw: Any, base: Path, environ: dict[str, str],
+def parse_exports(ctx: FailFn, raw: object, base: Path, environ: dict[str, str],
                   taken: set[str]) -> ExportsSpec | None:
     """The plan's `exports:` (None when absent); `taken` holds the plan's own model names."""
     if raw is None:

@@ -21,7 +21,7 @@ class PlanCtx:
         return PlanError(f"{where}: {problem}; {fix}")
 
 
-def get_value(ctx: PlanCtx, data: dict[str, Any], key: str, kind: type | tuple[type, ...], label: str, default: Any = None,
+def get_value(ctx: PlanCtx, data: Mapping[str, object], key: str, kind: type | tuple[type, ...], label: str, default: object = None,
               required: bool = False) -> Any:
     return typed_get(ctx, data, key, kind, label=label, default=default, required=required)
 
@@ -32,7 +32,7 @@ def check_positive(ctx: PlanCtx, label: str, value: float | int, *, allow_zero: 
                        "give a number above zero")
 
 
-def read_names(ctx: PlanCtx, data: dict[str, Any], key: str, label: str) -> tuple[str, ...]:
+def read_names(ctx: PlanCtx, data: Mapping[str, object], key: str, label: str) -> tuple[str, ...]:
     raw = get_value(ctx, data, key, (list, str), label, default=[])
     items = [raw] if isinstance(raw, str) else raw
     for item in items:
@@ -41,13 +41,13 @@ def read_names(ctx: PlanCtx, data: dict[str, Any], key: str, label: str) -> tupl
     return tuple(items)
 
 
-def read_section(ctx: PlanCtx, data: dict[str, Any], key: str, allowed: set[str]) -> dict[str, Any]:
-    raw: dict[str, Any] = get_value(ctx, data, key, dict, key, default={})
+def read_section(ctx: PlanCtx, data: Mapping[str, object], key: str, allowed: set[str]) -> dict[str, object]:
+    raw: dict[str, object] = get_value(ctx, data, key, dict, key, default={})
     check_keys(ctx, key, raw, allowed)
     return raw
 
 
-def read_number(ctx: PlanCtx, sec: dict[str, Any], key: str, label: str, default: float, *, integer: bool = False,
+def read_number(ctx: PlanCtx, sec: Mapping[str, object], key: str, label: str, default: float, *, integer: bool = False,
                 allow_zero: bool = False) -> Any:
     value = get_value(ctx, sec, key, int if integer else (int, float), label, default=default)
     check_positive(ctx, label, value, allow_zero=allow_zero)

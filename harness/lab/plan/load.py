@@ -44,6 +44,7 @@ import yaml
 from harness.errors import InventoryError
 from harness.inventory import DeviceSpec, Inventory
 from harness.lab.health import HealthPolicy
+from harness.lab.plan.bisect_spec import NightBisect, parse_bisect
 from harness.lab.plan.export_spec import ExportsSpec
 from harness.lab.plan.exports import localized_exports, parse_exports
 from harness.lab.plan.fields import PlanCtx, get_value, read_names, read_number, read_section
@@ -66,7 +67,7 @@ from harness.validation import YamlBoundError, check_keys, load_yaml, type_name
 # (paths, environment, options) and suites.py (models and suites).
 
 _TOP_KEYS = {"version", "name", "devices", "tags", "repeats", "models", "suites", "health", "locks",
-             "recovery", "history", "options", "exports", "concurrency"}
+             "recovery", "history", "options", "exports", "concurrency", "bisect"}
 _HEALTH_KEYS = {"min_free_mb", "min_battery_pct", "max_battery_temp_c", "require_boot_completed"}
 _LOCK_KEYS = {"dir", "wait_s"}
 _RECOVERY_KEYS = {"reconnect_s", "max_faults"}
@@ -94,6 +95,7 @@ class Plan:
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     # The night's export stage (harness/lab/exports/): its models' folders exist only once it ran.
     exports: ExportsSpec | None = None
+    bisect: NightBisect | None = None  # bisect the night's new failures after its reports (docs/bisect.md)
 
     def entries(self) -> list[PlanEntry]:
         """Suites in file order, each model of a suite, repeated `repeats` times."""
@@ -146,7 +148,7 @@ class Plan:
 
 
 
-def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ) -> Plan:
+def parse_plan(data: object, path: Path, *, environ: Mapping[str, str] = os.environ) -> Plan:
     """Validate already-parsed YAML (as loaded from `path`)."""
     ctx = PlanCtx(path, environ)
     if not isinstance(data, dict):
@@ -202,11 +204,11 @@ def parse_plan(data: Any, path: Path, *, environ: Mapping[str, str] = os.environ
         path=path, name=name, models=models, suites=suites,
         devices=read_names(ctx, data, "devices", "devices"), tags=read_names(ctx, data, "tags", "tags"),
         repeats=repeats, health=health, locks=locks, recovery=recovery, history=history,
-        concurrency=concurrency, options=options, exports=exports,
+        concurrency=concurrency, options=options, exports=exports, bisect=parse_bisect(ctx, data, base),
     )
 
 
-def _parse_concurrency(ctx: PlanCtx, data: dict[str, Any]) -> ConcurrencySettings:
+def _parse_concurrency(ctx: PlanCtx, data: Mapping[str, object]) -> ConcurrencySettings:
     cc = read_section(ctx, data, "concurrency", _CONCURRENCY_KEYS)
     if cc.get("workers") is None:
         return ConcurrencySettings()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from harness.lab.plan.fields import PlanCtx, check_positive, get_value
 from harness.lab.plan.specs import PATH_FIELDS
@@ -53,7 +53,7 @@ def plan_path(ctx: PlanCtx, label: str, raw: str, base: Path) -> tuple[str, bool
                        "point it at the real folder (fix or remove the link)") from None
 
 
-def parse_options(ctx: PlanCtx, holder: dict[str, Any], label: str, base: Path) -> dict[str, Any]:
+def parse_options(ctx: PlanCtx, holder: Mapping[str, object], label: str, base: Path) -> dict[str, object]:
     """`options:` (plan, model or suite level): env names, runner paths and numbers checked."""
     options = dict(get_value(ctx, holder, "options", dict, label, default={}))
     if "env" in options:

@@ -5,8 +5,8 @@ that every llm_demo entry finds its runtime folder."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from harness.checks import QuantBudget, parse_budgets
 from harness.evidence import parse_expected_cpu_ops
@@ -27,7 +27,7 @@ _SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "
 RUNNERS = tuple(k.value for k in RunnerKind)
 
 
-def parse_models(ctx: PlanCtx, raw: Any, base: Path) -> dict[str, ModelSpec]:
+def parse_models(ctx: PlanCtx, raw: object, base: Path) -> dict[str, ModelSpec]:
     if not isinstance(raw, dict) or not raw:
         raise ctx.fail("models", "must be a non-empty mapping of model name to {path: ...}",
                        "write `models: {smollm2: {path: /exports/smollm2}}`")
@@ -56,7 +56,7 @@ def parse_models(ctx: PlanCtx, raw: Any, base: Path) -> dict[str, ModelSpec]:
     return models
 
 
-def parse_suites(ctx: PlanCtx, raw: Any, models: dict[str, ModelSpec], base: Path) -> tuple[SuiteSpec, ...]:
+def parse_suites(ctx: PlanCtx, raw: object, models: dict[str, ModelSpec], base: Path) -> tuple[SuiteSpec, ...]:
     if not isinstance(raw, list) or not raw:
         raise ctx.fail("suites", "must be a non-empty list", "list at least one `- name: ...` suite")
     suites = []
@@ -116,7 +116,7 @@ def parse_suites(ctx: PlanCtx, raw: Any, models: dict[str, ModelSpec], base: Pat
     return tuple(suites)
 
 
-def _expected_cpu_ops(ctx: PlanCtx, spec: dict[str, Any], label: str) -> dict[str, int] | None:
+def _expected_cpu_ops(ctx: PlanCtx, spec: Mapping[str, object], label: str) -> dict[str, int] | None:
     """Ops the suite's QNN cells may run outside the delegate beyond its own defaults
     (docs/placement.md#expected-cpu-ops); None: the defaults alone."""
     if "expected_cpu_ops" not in spec:
@@ -162,7 +162,7 @@ def _check_executorch_model(ctx: PlanCtx, suite: SuiteSpec, model: ModelSpec) ->
                        "format, or host QNN material (docs/executorch-runner.md#model-folders)")
 
 
-def check_runner_options(ctx: PlanCtx, plan_options: dict[str, Any], models: dict[str, ModelSpec],
+def check_runner_options(ctx: PlanCtx, plan_options: Mapping[str, object], models: dict[str, ModelSpec],
                          suites: tuple[SuiteSpec, ...]) -> None:
     """Every llm_demo entry finds a runtime folder in its merged options (plan < model < suite)."""
     for suite in suites:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "binaries": ("BinariesTarget", "binary_files", "open_reader", "read_binaries_target"),
     "read": ("read_compiled_io",),
     "memo": ("ReadMemo",),
@@ -47,7 +47,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "target": ("read_binary_target",),
     "types": ("SOURCE_QNNLIB", "SOURCE_SDK", "SOURCE_SIDECAR", "SOURCE_STUB", "SOURCE_UNKNOWN", "CompiledIO",
               "CompiledTarget", "ContextBinary", "GraphIO", "StubIO"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.qnn.compiled_io.binaries import BinariesTarget as BinariesTarget

@@ -32,10 +32,10 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 4
 
 
-def binary_report(b: ContextBinary) -> dict[str, Any]:
+def binary_report(b: ContextBinary) -> dict[str, object]:
     """One binary as the CLI prints it (QNN's full view when libQnnSystem read it)."""
     info = soc.lookup_id(b.soc_id) if b.soc_id is not None else None
-    out: dict[str, Any] = {"path": b.path, "source": b.source, "soc_model": b.soc_id,
+    out: dict[str, object] = {"path": b.path, "source": b.source, "soc_model": b.soc_id,
                            "soc": info.model if info else None, "htp_arch": b.dsp_arch, "qairt_build": b.qairt_build}
     if b.detail is not None:
         d = b.detail.to_json()

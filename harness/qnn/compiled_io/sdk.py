@@ -29,7 +29,7 @@ def sdk_tool(qnn_sdk: Path | str | None) -> Path | None:
     return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
 
 
-def dump_context_binary(tool: Path, binary: Path) -> dict[str, Any]:
+def dump_context_binary(tool: Path, binary: Path) -> dict[str, object]:
     """`qnn-context-binary-utility --context_binary B --json_file OUT` -> the JSON it writes."""
     with tempfile.TemporaryDirectory(prefix="qnn-ctx-") as tmp:
         out = Path(tmp) / "ctx.json"
@@ -49,7 +49,7 @@ def dump_context_binary(tool: Path, binary: Path) -> dict[str, Any]:
     return data
 
 
-def _find_key(data: Any, keys: tuple[str, ...]) -> Any:
+def _find_key(data: object, keys: tuple[str, ...]) -> Any:
     """First value under any of `keys` (case-insensitive), searching the dump depth-first."""
     lowered = {k.lower() for k in keys}
     stack = [data]

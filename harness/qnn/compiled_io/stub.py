@@ -14,7 +14,7 @@ from harness.mnn_graph import dump_mnn
 from harness.qnn.compiled_io.types import SOURCE_STUB, ContextBinary, Dims, GraphIO, StubIO
 
 
-def _attrs(op: Mapping[str, Any]) -> dict[str, Any]:
+def _attrs(op: Mapping[str, object]) -> dict[str, Any]:
     main = op.get("main")
     attrs = main.get("attr") if isinstance(main, dict) else None
     return {a["key"]: a for a in attrs or [] if isinstance(a, dict) and "key" in a}

@@ -67,7 +67,7 @@ class CompiledIO:
     root: Path
     stubs: dict[str, StubIO]  # "llm" / "visual" -> what was read
     target: CompiledTarget
-    sidecar: dict[str, Any] | None = None
+    sidecar: dict[str, object] | None = None
     problems: tuple[str, ...] = ()
     unread: dict[str, str] = field(default_factory=dict)  # kind -> why nothing was read
     # Binaries read without a stub: "<name>.pte" -> an ExecuTorch program's QnnBackend delegates;
@@ -81,7 +81,7 @@ class CompiledIO:
         seen = list(dict.fromkeys(s.source for s in (*self.stubs.values(), *self.direct.values())))
         return "+".join(seen) or "none"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "root": str(self.root), "source": self.source,
             "target": {"soc_id": self.target.soc_id, "dsp_arch": self.target.dsp_arch,
@@ -93,7 +93,7 @@ class CompiledIO:
         }
 
 
-def _stub_json(s: StubIO) -> dict[str, Any]:
+def _stub_json(s: StubIO) -> dict[str, object]:
     return {
         "path": s.path, "source": s.source,
         "declared_inputs": {k: list(v) for k, v in s.declared.items()},
@@ -103,8 +103,8 @@ def _stub_json(s: StubIO) -> dict[str, Any]:
     }
 
 
-def _binary_json(b: ContextBinary) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _binary_json(b: ContextBinary) -> dict[str, object]:
+    out: dict[str, object] = {
         "path": b.path, "source": b.source, "soc_id": b.soc_id, "dsp_arch": b.dsp_arch, "qairt_build": b.qairt_build,
         "graphs": [{"name": g.name, "index": g.index,
                     "inputs": {k: (list(v) if v is not None else None) for k, v in g.inputs.items()},

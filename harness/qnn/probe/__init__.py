@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "probes": ("DEFAULT_FORMATS", "PROBE_NAMES"),
     "run": ("SOC_OF_ARCH", "Batch", "ChildRun", "measure_batch"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.qnn.probe.probes import DEFAULT_FORMATS as DEFAULT_FORMATS

@@ -18,7 +18,6 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from typing import Any
 
 BEGIN = "@@qnn_probe begin "
 RESULT = "@@qnn_probe result "
@@ -35,7 +34,7 @@ def _flush() -> None:
         pass
 
 
-def _lower(op: str, fmt: str, soc: str) -> dict[str, Any]:
+def _lower(op: str, fmt: str, soc: str) -> dict[str, object]:
     import torch
     from executorch.backends.qualcomm.serialization.qc_schema import QcomChipset
     from executorch.backends.qualcomm.utils.utils import (

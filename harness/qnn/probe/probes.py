@@ -28,10 +28,10 @@ _BLOCK = 32  # LPBQ block along the input channels (ExecuTorch's llama recipes u
 class Probe:
     name: str
     module: Any  # torch.nn.Module
-    inputs: Callable[[Any], tuple[Any, ...]]  # torch.Generator -> sample inputs
+    inputs: Callable[[Any], tuple[object, ...]]  # torch.Generator -> sample inputs
 
 
-def _modules() -> dict[str, tuple[Any, Callable[[Any], tuple[Any, ...]]]]:
+def _modules() -> dict[str, tuple[Any, Callable[[Any], tuple[object, ...]]]]:
     import torch
 
     class MatMul(torch.nn.Module):  # activation x activation, as attention's q @ k^T
@@ -42,13 +42,13 @@ def _modules() -> dict[str, tuple[Any, Callable[[Any], tuple[Any, ...]]]]:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.softmax(x, dim=-1)
 
-    def seq(g: Any) -> tuple[Any, ...]:
+    def seq(g: Any) -> tuple[object, ...]:
         return (torch.randn(1, _SEQ, _DIM, generator=g),)
 
-    def two(g: Any) -> tuple[Any, ...]:
+    def two(g: Any) -> tuple[object, ...]:
         return (torch.randn(1, 4, _SEQ, _DIM, generator=g), torch.randn(1, 4, _SEQ, _DIM, generator=g))
 
-    def image(g: Any) -> tuple[Any, ...]:
+    def image(g: Any) -> tuple[object, ...]:
         return (torch.randn(1, _DIM, 8, 8, generator=g),)
 
     return {

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "catalogue": ("TOKENIZERS", "UNRECORDED_QNN", "ArtifactKind", "EtArtifact", "EtCatalogue", "holds_programs",
                   "is_host_material", "read_catalogue", "recorded_format"),
     "device_runners": ("EVAL_MODES", "EtRunResult", "LlamaRunConfig", "QnnExecutorRunner", "QnnLlamaRunner",
@@ -24,7 +24,9 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "localize": ("run_debug_program",),
     "output": ("LOG_LINE", "LogLine", "RunOutput", "observer_metrics", "parse_observer", "parse_run"),
     "runner": ("ExecutorchRunner", "PteRun"),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.runners.executorch.catalogue import TOKENIZERS as TOKENIZERS

@@ -21,7 +21,7 @@ from harness.runners.signatures import Classification, load_signatures
 PROG = "python -m harness.runners.executorch"
 
 
-def classify_capture(stdout: str, stderr: str, exit_code: int | None) -> dict[str, Any]:
+def classify_capture(stdout: str, stderr: str, exit_code: int | None) -> dict[str, object]:
     run = parse_run(stdout, stderr)
     cls = load_signatures().classify(stdout=stdout, stderr=stderr, exit_code=exit_code)
     if cls.ok and run.stats is None:

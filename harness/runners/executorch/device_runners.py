@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.errors import HarnessError, TransportError
 from harness.provision import ProvisionedRuntime
@@ -106,7 +105,7 @@ class EtRunResult:
     timed_out: bool
     wall_s: float
     classification: Classification
-    stats: dict[str, Any] | None = None
+    stats: dict[str, object] | None = None
     outputs_text: str | None = None
     inference_speed: float | None = None
     files: dict[str, Path] = field(default_factory=dict)  # pulled host copies
@@ -128,7 +127,7 @@ class EtRunResult:
         """What does not add up in the runner's own numbers (executorch_output.parse_run)."""
         return list(self.output.problems) if self.output else []
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"class": self.classification.cls, "errors": self.classification.errors,
                 "signatures": self.classification.signature_ids, "exit_code": self.exit_code,
                 "stats": self.stats, "metrics": observer_metrics(self.stats) if self.stats else None,

@@ -52,7 +52,7 @@ def load_rows(etdump: Path, etrecord: Path | None = None, *, qnn: bool = True,
                            "(heavy: torch + executorch)") from None
     if not Path(etdump).is_file():
         raise HarnessError(f"{etdump}: ETDump file not found; pull it from the device (--etdump_path) first")
-    kwargs: dict[str, Any] = {"etdump_path": str(etdump)}
+    kwargs: dict[str, object] = {"etdump_path": str(etdump)}
     if etrecord is not None:
         kwargs["etrecord"] = str(etrecord)
     if debug_buffer is not None:
@@ -206,7 +206,7 @@ class EtdumpReport:
                 "phases": self.phase_totals(), "method": self.method_time(), "table": self.table(20)}
 
 
-def _unit_of(row: Mapping[str, Any]) -> str:
+def _unit_of(row: Mapping[str, object]) -> str:
     for key in row:
         if isinstance(key, str) and key.startswith("p50 (") and key.endswith(")"):
             return key[5:-1]

@@ -167,7 +167,7 @@ class RunOutput:
     def stats(self) -> dict[str, Any] | None:
         return self.observers[-1] if self.observers else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"stats": self.stats, "runs": [{"stats": o, "metrics": observer_metrics(o)} for o in self.observers],
                 "summaries": self.summaries, "limits": self.limits, "texts": self.texts,
                 "log_lines": len(self.log), "other_stderr": self.other_stderr, "problems": self.problems}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.evidence import QnnProfile
+from harness.evidence import OpCycle, OpCycles, QnnProfile
 from harness.runners.executorch.etdump import analyse_rows, load_rows
 
 _OP_EVENT = re.compile(r"^(?:(?P<node>.+?):)?OpId_(?P<id>\d+) \(cycles\)$")
@@ -37,12 +37,13 @@ class QnnOpEvent:
     cycles: tuple[float, ...]  # one value per call
     op: str | None = None  # the node's op in the ETRecord's graph (`aten.rms_norm.default`)
     io: str | None = None  # "Input" / "Output" for QNN's graph IO events
+    module: str | None = None  # the module the node came from (`layers.1.down`), from the ETRecord
 
     @property
     def total(self) -> float:
         return float(sum(self.cycles))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"op_id": self.op_id, "node": self.node, "op": self.op, "io": self.io,
                 "cycles": list(self.cycles), "total": self.total}
 
@@ -53,7 +54,7 @@ class QnnSummaryEvent:
     unit: str  # cycles | us | count | bytes
     values: tuple[float, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "unit": self.unit, "values": list(self.values)}
 
 
@@ -107,6 +108,13 @@ class QnnEtdump:
         }
 
 
+    def op_cycles(self, program: str, profile_level: int) -> OpCycles:
+        """Every QNN op's cycles (graph IO events left out), what the history keeps night to night:
+        per op the least of the run's calls, the one a busy host disturbed least."""
+        return OpCycles(program, self.unit_label, profile_level,
+                        tuple(OpCycle(e.node or f"OpId_{e.op_id}", min(e.cycles, default=0.0), len(e.cycles),
+                                      e.op or "", e.module or "") for e in self.ops if e.io is None))
+
     def evidence(self) -> QnnProfile:
         """What a suite record carries, typed (harness.evidence.QnnProfile); the report's QNN section reads it."""
         return QnnProfile.of_json(self.to_json())
@@ -116,9 +124,10 @@ def _values(raw: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in raw) if isinstance(raw, (list, tuple)) else ((float(raw),) if raw is not None else ())
 
 
-def qnn_view(rows: Iterable[Mapping[str, Any]], graph_nodes: Mapping[str, str] | None = None,
-             clock: str | None = None) -> QnnEtdump:
-    """The QNN view of Inspector rows (CYCLES/CYCLES). `graph_nodes`: node name -> op, from the ETRecord."""
+def qnn_view(rows: Iterable[Mapping[str, object]], graph_nodes: Mapping[str, str] | None = None,
+             clock: str | None = None, modules: Mapping[str, str] | None = None) -> QnnEtdump:
+    """The QNN view of Inspector rows (CYCLES/CYCLES). `graph_nodes`: node name -> op, `modules`:
+    node name -> the module it came from, both from the ETRecord."""
     rows = list(rows)
     ops: list[QnnOpEvent] = []
     summary: list[QnnSummaryEvent] = []
@@ -135,7 +144,8 @@ def qnn_view(rows: Iterable[Mapping[str, Any]], graph_nodes: Mapping[str, str] |
             op = graph_nodes.get(node) if (graph_nodes is not None and node) else None
             if graph_nodes is not None and node and op is None:
                 unmapped.append(node)
-            ops.append(QnnOpEvent(int(m.group("id")), node, vals, op))
+            ops.append(QnnOpEvent(int(m.group("id")), node, vals, op,
+                                  module=(modules or {}).get(node) if node else None))
         elif u := _UNIT.search(name):
             summary.append(QnnSummaryEvent(name[:u.start()].rstrip(), u.group("unit"), vals))
     report = analyse_rows(rows)
@@ -147,6 +157,12 @@ def qnn_view(rows: Iterable[Mapping[str, Any]], graph_nodes: Mapping[str, str] |
 
 def graph_nodes_of(etrecord: Path) -> dict[str, str]:
     """Node name -> op of every call in the ETRecord's edge graphs (the `executorch` extra)."""
+    return {name: op for name, (op, _) in graph_facts_of(etrecord).items()}
+
+
+def graph_facts_of(etrecord: Path) -> dict[str, tuple[str, str]]:
+    """Node name -> (op, the module it came from: `layers.1.down`, the innermost of its
+    `nn_module_stack`, "" when none) of every call in the ETRecord's edge graphs."""
     try:
         from executorch.devtools.etrecord import parse_etrecord
     except ImportError:
@@ -155,16 +171,18 @@ def graph_nodes_of(etrecord: Path) -> dict[str, str]:
         raise HarnessError(f"{etrecord}: ETRecord not found; pass the .etrecord written with the PTE")
     record = parse_etrecord(str(etrecord))
     programs = [record.edge_dialect_program] + list((record.graph_map or {}).values())
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     for ep in programs:
         graph = getattr(ep, "graph", None)
         for node in (graph.nodes if graph is not None else ()):
             if node.op == "call_function":
-                out.setdefault(node.name, _op_name(node.target))
+                stack = node.meta.get("nn_module_stack") or {}
+                module = str(list(stack.values())[-1][0]) if stack else ""
+                out.setdefault(node.name, (_op_name(node.target), module))
     return out
 
 
-def _op_name(target: Any) -> str:
+def _op_name(target: object) -> str:
     """`<EdgeOpOverload: aten.rms_norm.default>: schema = ...` -> `aten.rms_norm.default`."""
     text = str(target)
     m = re.match(r"<EdgeOpOverload: ([\w.]+)>", text)
@@ -173,7 +191,10 @@ def _op_name(target: Any) -> str:
 
 def analyse_qnn_etdump(etdump: Path, etrecord: Path | None = None, *, clock: str | None = None) -> QnnEtdump:
     rows = load_rows(etdump, etrecord, qnn=True)
-    return qnn_view(rows, graph_nodes_of(etrecord) if etrecord is not None else None, clock)
+    if etrecord is None:
+        return qnn_view(rows, None, clock)
+    facts = graph_facts_of(etrecord)
+    return qnn_view(rows, {n: op for n, (op, _) in facts.items()}, clock, {n: m for n, (_, m) in facts.items() if m})
 
 
 def format_qnn(view: QnnEtdump, top: int = 15) -> str:

@@ -89,10 +89,13 @@ class ExecutorchRunner:
 
     def forward(self, pte: str, inputs: Sequence[str], *, local_dir: Path, iterations: int = 1,
                 etdump: bool = False, timeout: float = 600.0,
-                extra_env: Mapping[str, str] | None = None, tokens: str | None = None) -> PteRun:
+                extra_env: Mapping[str, str] | None = None, tokens: str | None = None,
+                profile_level: int | None = None) -> PteRun:
         """`pte`'s forward on `inputs` (.npy paths on the device); the first output and the
         ETDump are pulled into `local_dir`. `tokens` (a .npy on the device): a KV program run
-        teacher-forced over its rows instead, the output its logits at every step."""
+        teacher-forced over its rows instead, the output its logits at every step.
+        `profile_level`: QNN's profiling at run time (2: per-op cycles in the ETDump), as
+        qnn_executor_runner's `--profile_level`."""
         tag = uuid.uuid4().hex[:8]
         out_dir = posixpath.join(self.workspace, "outputs", tag)
         output, dump = posixpath.join(out_dir, "output.npy"), posixpath.join(out_dir, "run.etdp")
@@ -104,6 +107,8 @@ class ExecutorchRunner:
             argv += ["--etdump", dump]
         if tokens:
             argv += ["--tokens", tokens]
+        if profile_level is not None:
+            argv += ["--profile_level", str(profile_level)]
         env = {**self.runtime.env(), **(dict(extra_env) if extra_env else {})}
         started = time.monotonic()
         try:

@@ -87,7 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = Path(args.stdout).resolve().parent
     prompts = args.prompts if args.prompts is not None else prompt_count_of_run(stdout, base)
     limit = args.max_tokens if args.max_tokens is not None else token_limit_of_run(stdout, base)
-    parsed, cls = analyse(stdout, stderr, exit_code=args.exit_code, logcat=logcat, prompts=prompts,
-                          token_limit=limit)
+    try:
+        parsed, cls = analyse(stdout, stderr, exit_code=args.exit_code, logcat=logcat, prompts=prompts,
+                              token_limit=limit)
+    except HarnessError as exc:  # the failure catalogue itself is unreadable
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(result_json(parsed, cls, exit_code=args.exit_code), ensure_ascii=False, allow_nan=False))
     return 0

@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
 
+from harness.catalogue import Entry, load_catalogue
 from harness.runners.summary import Summary, find_summary, parse_summary_lines
 
 # MNN log lines that can land inside the generated text on stdout (non-logcat builds).
@@ -19,8 +20,18 @@ _LOG_LINE = re.compile(
     r"Omni Can't open image|Qwen-VL smart resize|Warning: module need new clone|"
     r"Could not create system context handle|Can't find mask from qnn model)[^\n]*\n?"
 )
-# Lines that end the current prompt: it failed and printed no EOS newline.
-_PROMPT_END = re.compile(r"\[Error\]: LLM in error state|Error: (?:Response )?[Gg]eneration failed")
+# Lines that end the current prompt: it failed and printed no EOS newline (the catalogue's lines).
+_PROMPT_END_IDS = ("llm-error-state", "response-failed", "generation-failed")
+
+
+def _ends_prompt(line: str) -> bool:
+    return any(e.regex.search(line) for e in _prompt_end_lines())
+
+
+@lru_cache(maxsize=1)
+def _prompt_end_lines() -> tuple[Entry, ...]:
+    cat = load_catalogue()
+    return tuple(cat.entry(i) for i in _PROMPT_END_IDS)
 _PROMPT_FILE_LINE = re.compile(r"^prompt file is [^\n]*\n", re.M)
 
 
@@ -32,7 +43,7 @@ class PromptOutput:
     errors: list[str] = field(default_factory=list)  # MNN error lines printed during this prompt
     valid: bool = True  # False when the prompt failed, was poisoned or could not be attributed
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"prompt": self.prompt, "text": self.text, "stopped_on_eos": self.stopped_on_eos,
                 "errors": self.errors, "valid": self.valid}
 
@@ -107,7 +118,7 @@ def _pieces(region: str) -> list[tuple[str, str]]:
 def _one_prompt(name: str, region: str, raw_text: str, log_lines: list[str], summary: Summary | None,
                 token_limit: int | None) -> PromptOutput:
     """One prompt per process: the whole region is its text (exact)."""
-    failed = any(_PROMPT_END.search(s) for s in log_lines)
+    failed = any(_ends_prompt(s) for s in log_lines)
     eos = raw_text.endswith("\n")
     decoded = summary.decode_tokens if summary is not None else None
     at_limit = token_limit is not None and decoded is not None and decoded >= token_limit
@@ -134,7 +145,7 @@ def _split_prompts(pieces: list[tuple[str, str]]) -> list[PromptOutput]:
     for kind, s in pieces:
         if kind == "log":
             cur_err.append(s)
-            if _PROMPT_END.search(s):
+            if _ends_prompt(s):
                 close(None, True)
             continue
         parts = s.split("\n")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from harness.catalogue import signal_name, signal_of
 from harness.errors import TransportError
@@ -33,12 +32,13 @@ class ProcessRun:
     classification: Classification
     run_dir: str = ""
     fault: TransportError | None = None  # the link fault that cut the run (its class is transport-error)
+    env: dict[str, str] | None = None  # the environment it ran with on the device (a repro bundle's)
 
     @property
     def signal(self) -> int | None:
         return signal_of(self.exit_code)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return result_json(self.parsed, self.classification, exit_code=self.exit_code, wall_s=self.wall_s,
                            timed_out=self.timed_out)
 
@@ -88,7 +88,7 @@ class LlmDemoResult:
     def wall_s(self) -> float:
         return sum(r.wall_s for r in self.runs)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         s = self.summary
         return {
             "class": self.failure_class,
@@ -124,7 +124,7 @@ def combine_summaries(summaries: Sequence[Summary]) -> Summary:
 
 
 def result_json(parsed: ParsedOutput, cls: Classification, *, exit_code: int | None = None,
-                wall_s: float | None = None, timed_out: bool = False) -> dict[str, Any]:
+                wall_s: float | None = None, timed_out: bool = False) -> dict[str, object]:
     sig = signal_of(exit_code)
     s = parsed.summary
     return {

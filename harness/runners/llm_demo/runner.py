@@ -122,7 +122,7 @@ class LlmDemoRunner:
                               prompts=texts, timed_out=timed_out, transport_error=transport_error,
                               signatures=self.signatures, logcat_tags=self.logcat_tags, token_limit=token_limit)
         run = ProcessRun(argv, texts, stdout, stderr, logcat_text, exit_code, timed_out, wall, parsed, cls, run_dir,
-                         fault=fault)
+                         fault=fault, env=env)
         if not cls.ok and transport_error is None:
             self._keep_output(run)
         if cls.ok and not self.keep_run_dirs and transport_error is None:

@@ -11,7 +11,7 @@ One job per module, as runners/llm_demo/: parse.py (the captured stdout -> rows,
 error lines), judge.py (Thresholds, DiffResult, judge, analyse), runner.py (LogitsDiffRunner: the
 device run), cli.py (`python -m harness.runners.logits_diff`).
 
-Verdict (`judge`): `agree`, `drift` or `disagree` from the argmax agreement of the counted
+The verdict (`judge`, an Agreement): `agree`, `drift` or `disagree` from the argmax agreement of the counted
 steps, the mean KL(A||B) and the NLL gap (B - A); `error` when no step was compared, B's
 forward returned nothing, the summary is missing or the tool failed. Step 0 is not counted
 when the prompt is longer than either config's prefill chunk: `forward(ids)` then returns
@@ -24,10 +24,10 @@ CLI: `python -m harness.runners.logits_diff STDOUT [--stderr F] [--exit-code N] 
 """
 
 from harness.runners.logits_diff.cli import main
-from harness.runners.logits_diff.judge import VERDICTS, DiffResult, Verdict, analyse, chunk_of, judge
+from harness.runners.logits_diff.judge import VERDICTS, Agreement, DiffResult, analyse, chunk_of, judge
 from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 from harness.runners.logits_diff.runner import PROMPT_FILE, LogitsDiffRunner
 
 __all__ = ["PROMPT_FILE", "VERDICTS", "DiffResult", "LogitsDiffRunner", "ParsedDiff",
-           "Step", "Verdict", "add_stderr", "analyse", "chunk_of", "judge", "json_number", "main",
+           "Step", "Agreement", "add_stderr", "analyse", "chunk_of", "judge", "json_number", "main",
            "parse"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from harness.checks import DEFAULT_THRESHOLDS, Thresholds, judge_prompt
 from harness.errors import TransportError
@@ -15,7 +15,7 @@ from harness.evidence import TeacherForced
 from harness.runners.diff_tools import TOOL
 from harness.runners.logits_diff.parse import ParsedDiff, Step, add_stderr, json_number, parse
 
-Verdict = Literal["agree", "drift", "disagree", "error"]
+Agreement = Literal["agree", "drift", "disagree", "error"]
 VERDICTS: tuple[str, ...] = ("agree", "drift", "disagree", "error")
 
 
@@ -24,7 +24,7 @@ class DiffResult:
     """One comparison of B against A and its verdict."""
 
     parsed: ParsedDiff
-    verdict: Verdict
+    verdict: Agreement
     reasons: list[str]
     excluded_steps: tuple[int, ...] = ()
     exclusion_note: str = ""
@@ -78,7 +78,7 @@ class DiffResult:
             lines.append(f"  note: {self.exclusion_note}")
         return "\n".join(lines)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         p = self.parsed
         ctx = self.context()
         return {
@@ -103,7 +103,7 @@ class DiffResult:
         """What a TestRecord carries, typed (harness.evidence.TeacherForced)."""
         return TeacherForced.of_json(self.record_extras())
 
-    def record_extras(self) -> dict[str, Any]:
+    def record_extras(self) -> dict[str, object]:
         """The compact form a TestRecord carries (the rows stay in the run folder / JSON)."""
         d = self.to_json()
         d.pop("rows")
@@ -115,7 +115,7 @@ class DiffResult:
         return d
 
 
-def chunk_of(config: Mapping[str, Any]) -> int | None:
+def chunk_of(config: Mapping[str, object]) -> int | None:
     """The prefill chunk a config runs with: the largest of `chunk_limits` (QNN configs carry
     [chunk, 1]); None = one forward for the whole prompt."""
     cl = config.get("chunk_limits")
@@ -126,7 +126,7 @@ def chunk_of(config: Mapping[str, Any]) -> int | None:
 
 def judge(parsed: ParsedDiff, *, chunk_a: int | None = None, chunk_b: int | None = None,
           exit_code: int | None = 0, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> DiffResult:
-    """Verdict of one parsed run: an error where the run or its table is incomplete, else the
+    """The verdict of one parsed run: an error where the run or its table is incomplete, else the
     per-prompt lines (harness.checks.judge_prompt) on its counted steps. `chunk_a`/`chunk_b`:
     each config's prefill chunk (None = unchunked)."""
     reasons: list[str] = []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.runners.diff_tools import without_engine_text
 
@@ -51,7 +50,7 @@ class Step:
     mean_abs_diff: float
     text: str  # A's token as text
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"step": self.index, "tok_a": self.tok_a, "tok_b": self.tok_b, "agree": self.agree,
                 "margin_a": json_number(self.margin_a), "margin_b": json_number(self.margin_b),
                 "max_abs_diff": json_number(self.max_abs_diff), "mean_abs_diff": json_number(self.mean_abs_diff),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "checks": ("FORWARD_ITERATIONS", "HOST_SEQ_LEN", "PROMPT", "EtInput", "cpu_export_runs", "host_python_env",
                "load_failure_is_classified", "qnn_failure", "quant_format_runs"),
     "input": ("build_et_input", "is_host_lane"),
@@ -19,7 +19,10 @@ __getattr__, __dir__, __all__ = lazy_names(__name__, {
     "localize": ("format_cell", "localize_format"),
     "placement": ("EXPECTED_CPU_OPS", "judge_placement", "stamp_provenance"),
     "profile": ("SUMMARY_KEYS", "etdump_profile"),
-})
+    "program_size": ("program_size",),
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.suite.executorch.checks import FORWARD_ITERATIONS as FORWARD_ITERATIONS
@@ -41,3 +44,4 @@ if TYPE_CHECKING:
     from harness.suite.executorch.placement import stamp_provenance as stamp_provenance
     from harness.suite.executorch.profile import SUMMARY_KEYS as SUMMARY_KEYS
     from harness.suite.executorch.profile import etdump_profile as etdump_profile
+    from harness.suite.executorch.program_size import program_size as program_size

@@ -31,7 +31,7 @@ from harness.outcomes import FailureClass, Status
 from harness.pairs import Backend, BackendPair
 from harness.provision import PreflightError, preflight_program, provision_model, runner_qairt
 from harness.qnn import PteError, classify_qnn_log
-from harness.report import TestRecord
+from harness.report import Detail, TestRecord
 from harness.runners import QUANT_FORMATS, skip_reason
 from harness.runners.executorch import (
     ArtifactKind,
@@ -109,7 +109,7 @@ def qnn_failure(label: str, stdout: str, stderr: str, exit_code: int | None, rec
     found = classify_qnn_log(f"{stdout}\n{stderr}", exit_code)
     if found.failure is None or found.failure_class is None:
         return None
-    rec.extras["qnn_log"] = found.to_json()
+    rec.keep(Detail.QNN_LOG, found.to_json())
     return Verdict.failed(found.failure_class, f"{label}: QNN {found.failure.value}: {found.message}")
 
 
@@ -126,7 +126,7 @@ def _llm_verdict(result: EtRunResult, label: str, rec: TestRecord, *, qnn: bool 
     rec.duration_s = round(result.wall_s, 3)
     metrics = observer_metrics(result.stats or {})
     rec.prefill_tps, rec.decode_tps = metrics.get("prefill_tok_s"), metrics.get("decode_tok_s")
-    rec.extras["produced_tokens"] = metrics.get("produced_tokens")
+    rec.keep(Detail.PRODUCED_TOKENS, metrics.get("produced_tokens"))
     if not result.ok:
         named = qnn_failure(label, result.stdout, result.stderr, result.exit_code, rec) if qnn else None
         if named is not None:
@@ -176,7 +176,7 @@ def _run_llm(inp: EtInput, art: EtArtifact, rec: TestRecord) -> Verdict:
         return Verdict.failed(FailureClass.CHECK_FAILED, f"{art.name}: the runner did not echo the prompt "
                               f"{ref.prompt!r}: {result.text[:80]!r}")
     match = match_tokens(generated, ref.tokens[which], vocab_pieces(art.tokenizer), reference=which)
-    rec.extras["token_agreement"] = match.to_json()
+    rec.keep(Detail.TOKEN_AGREEMENT, match.to_json())
     if not match.passed:
         return Verdict.failed(FailureClass.DISAGREE, f"{art.name}: {match.describe()}")
     return Verdict.passed(f"{art.name}: {match.describe()}")
@@ -194,10 +194,10 @@ def _run_forward(inp: EtInput, art: EtArtifact, rec: TestRecord) -> Verdict:
             return named
         cls = FailureClass(run.classification.cls) if not run.classification.ok else FailureClass.RUNTIME_ERROR
         return Verdict.failed(cls, f"{art.name}: {run.failure()}")
-    rec.extras["forward_s"] = run.run_s
-    rec.extras["backends"] = (run.result or {}).get("backends")
+    rec.keep(Detail.FORWARD_S, run.run_s)
+    rec.keep(Detail.BACKENDS, (run.result or {}).get("backends"))
     match = compare_outputs(np.load(run.output), np.load(art.reference))
-    rec.extras["reference_agreement"] = match.to_json()
+    rec.keep(Detail.REFERENCE_AGREEMENT, match.to_json())
     if not match.passed:
         return Verdict.failed(FailureClass.DISAGREE, f"{art.name} against its fake-quant reference: {match.describe()}")
     return Verdict.passed(f"{art.name} against its fake-quant reference: {match.describe()}")
@@ -237,7 +237,7 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
         assert art.pte is not None
         preflight_program(art.pte, device, runner_qairt(device, inp.runner.runtime.qairt_build))
     except PreflightError as exc:  # refused before it ran: the axis and both sides are in the message
-        rec.extras["load_preflight"] = str(exc.axis)
+        rec.keep(Detail.LOAD_PREFLIGHT, str(exc.axis))
         return Verdict.failed(FailureClass.BINARY_MISMATCH, f"{art.name}: refused before it ran: {exc}")
     verdict = _run_llm(inp, art, rec) if art.kind is ArtifactKind.LLM else _run_forward(inp, art, rec)
     return _placed(inp, art, rec, verdict)

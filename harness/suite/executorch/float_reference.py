@@ -23,7 +23,7 @@ from harness.hostfiles import child_pythonpath
 from harness.outcomes import FailureClass
 from harness.provision import provision_model
 from harness.qnn import QnnUnavailable, find_host_qnn
-from harness.report import TestRecord
+from harness.report import Detail, TestRecord
 from harness.runners.executorch import UNRECORDED_QNN, EtArtifact, ExecutorchRunner, run_debug_program
 from harness.transport import Transport
 from harness.verdict import Verdict
@@ -114,7 +114,7 @@ def judge_against_float(transport: Transport, runner: ExecutorchRunner, art: EtA
         cls = FailureClass(run.classification.cls) if not run.classification.ok else FailureClass.RUNTIME_ERROR
         return Verdict.failed(cls, f"{label}: the teacher-forced run over {reference.index}'s tokens failed: "
                               f"{run.failure()}")
-    rec.extras["reference_run_s"] = run.run_s
+    rec.keep(Detail.REFERENCE_RUN_S, run.run_s)
     agreement = judge_float_reference(reference, np.load(run.output), label=label, budget=budget)
     rec.put(agreement)
     try:  # a debug build's run failing is the localize check's failure, said there; here: not localized

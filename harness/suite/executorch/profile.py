@@ -3,26 +3,25 @@ Inspector (harness/runners/executorch/etdump.py), from the lane the device is:
 
 * the host (no HTP): the CPU export's LLM run, 1 prefill + 4 decode calls
   (harness.hostrt.executorch.etdump);
-* an emulated HTP: the profiled QNN program of the model folder (`profile_level` >= 2) through
-  the pybindings on the emulator: QNN's per-op events, in cycles;
-* a device: `qnn_executor_runner --etdump_path` on the first export.
+* an emulated HTP or a device: the plain QNN program run with `--profile_level 2`
+  (op_profile.py): QNN's per-op events, in cycles, kept as the record's per-op cycles for the
+  history (harness/report/op_history.py).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.evidence import EtdumpSummary, PlacementEvidence
 from harness.outcomes import FailureClass
-from harness.provision import provision_model
 from harness.qnn import read_placement
 from harness.report import TestRecord
 from harness.runners.executorch import EtdumpReport, analyse_etdump, analyse_qnn_etdump, executorch_available
 from harness.suite.executorch.checks import PROMPT, EtInput, host_python_env
+from harness.suite.executorch.op_profile import NoProfile, Profiled, device_run, emulator_run
 from harness.suite.model import CheckCall
 from harness.verdict import Verdict
 
@@ -30,26 +29,10 @@ SUMMARY_KEYS = ("unit", "calls", "ops", "delegated", "backends", "not_delegated"
                 "phases", "method")
 
 
-@dataclass(frozen=True)
-class _Profiled:
-    """An ETDump and what it profiled."""
-
-    etdump: Path
-    etrecord: Path | None
-    qnn: bool  # QNN's per-op events, in cycles
-    prefill_calls: int
-    calls: int | None
-    program: Path | None
-
-
-class _NoProfile(Exception):
-    """This lane has nothing to profile (the message is the skip reason)."""
-
-
-def _host_run(inp: EtInput, out: Path) -> _Profiled:
+def _host_run(inp: EtInput, out: Path) -> Profiled:
     cpu = inp.catalogue.cpu_exports()
     if not cpu:
-        raise _NoProfile("no CPU export in --model-dir")
+        raise NoProfile("no CPU export in --model-dir")
     art = next(iter(cpu.values()))
     assert art.pte is not None and art.tokenizer is not None
     res = inp.transport.shell([sys.executable, "-m", "harness.hostrt.executorch.etdump", "--model_path", str(art.pte),
@@ -58,32 +41,8 @@ def _host_run(inp: EtInput, out: Path) -> _Profiled:
     if res.exit_code != 0:
         raise RuntimeError(f"the host ETDump run failed (exit {res.exit_code}): {res.stderr[-1500:]}")
     run = json.loads(res.stdout.strip().splitlines()[-1])
-    return _Profiled(Path(run["etdump"]), art.etrecord, False, run["prefill_calls"],
+    return Profiled(Path(run["etdump"]), art.etrecord, False, run["prefill_calls"],
                      run["prefill_calls"] + run["decode_calls"], art.pte)
-
-
-def _emulator_run(inp: EtInput) -> _Profiled:
-    art = inp.catalogue.profiled
-    if art is None or art.pte is None:
-        raise _NoProfile(f"no profiled QNN program (profile_level >= 2) for {inp.device.soc_model} in "
-                         f"{inp.catalogue.source}")
-    run = inp.runner.forward(str(art.pte), [str(x) for x in art.inputs], local_dir=inp.work / "etdump",
-                             etdump=True, timeout=inp.timeout)
-    if not run.ok or run.etdump is None:
-        raise RuntimeError(f"{art.pte.name}: {run.failure()}")
-    return _Profiled(run.etdump, art.etrecord, True, 1, 1, art.pte)
-
-
-def _device_run(inp: EtInput) -> _Profiled:
-    found = next(iter(inp.catalogue.formats.values()), None)
-    if found is None:
-        raise _NoProfile("no export folder with a .pte")
-    model = provision_model(inp.transport, found.folder)
-    result = inp.runner.executor(model.remote_dir).run(next(iter(model.configs.values())),
-                                                       local_dir=inp.work / "etdump")
-    if not (result.ok and "etdump" in result.files):
-        raise RuntimeError(f"qnn_executor_runner gave no ETDump: {result.to_json()}")
-    return _Profiled(result.files["etdump"], found.etrecord, True, 1, None, found.pte)
 
 
 def _judge(summary: dict[str, Any], report_ops: int, calls: int | None, delegated_backends: list[str | None],
@@ -99,22 +58,27 @@ def _judge(summary: dict[str, Any], report_ops: int, calls: int | None, delegate
     return None
 
 
-def _qnn_view(etdump: Path, etrecord: Path | None, rec: TestRecord, *, emulated: bool) -> tuple[str | None, str]:
+def _qnn_view(prof: Profiled, rec: TestRecord, *, emulated: bool) -> tuple[str | None, str]:
     """QNN's own events (runners/executorch/qnn_profile.py): per-op cycles mapped to the graph's nodes and
     the summary events, into the record; their cycles add up to the accelerator's (measured
     9,186,872 of 9,189,003, docs/executorch-runner.md#qnn-etdump). Returns (the problem or None,
     what QNN's events are: the Inspector counts its IO and summary events as delegated ops too)."""
-    view = analyse_qnn_etdump(etdump, etrecord, clock="emulator" if emulated else None)
+    view = analyse_qnn_etdump(prof.etdump, prof.etrecord, clock="emulator" if emulated else None)
     rec.put(view.evidence())
+    if view.profiled and prof.program is not None:
+        rec.put(view.op_cycles(prof.program.name, prof.profile_level))
     op_events = [e for e in view.ops if e.io is None]
     counts = (f"{len(op_events)} QNN op events, {len(view.ops) - len(op_events)} IO, "
               f"{len(view.summary)} summary")
     if not view.profiled:
-        return "no QNN per-op events: the program was lowered without profile_level=2", counts
+        return ("no QNN per-op events: the run asked for none (--profile_level 2 at run time, or a program "
+                "lowered with profile_level=2)"), counts
     accelerator = view.summary_value("Accelerator (execute) time", "cycles")
-    ops = sum(e.total for e in op_events)
+    # The graph's IO events count too: a KV program's cache outputs cost a third of its cycles
+    # (the example decoder: ops 6,995,313,039 + IO 3,445,945,712 = the accelerator's 10,441,258,751).
+    ops = sum(e.total for e in view.ops)
     if accelerator and not 0.9 * accelerator <= ops <= 1.01 * accelerator:
-        return f"QNN's per-op cycles ({ops:.0f}) do not add up to the accelerator's ({accelerator:.0f})", counts
+        return f"QNN's per-op and IO cycles ({ops:.0f}) do not add up to the accelerator's ({accelerator:.0f})", counts
     return None, counts
 
 
@@ -141,10 +105,10 @@ def etdump_profile(c: CheckCall[EtInput]) -> Verdict:
         if inp.host_lane:
             prof = _host_run(inp, inp.work / "host.etdp")
         elif inp.device.emulated:
-            prof = _emulator_run(inp)
+            prof = emulator_run(inp)
         else:
-            prof = _device_run(inp)
-    except _NoProfile as why:
+            prof = device_run(inp)
+    except NoProfile as why:
         return Verdict.skipped(str(why))
     except RuntimeError as exc:
         return Verdict.failed(FailureClass.RUNTIME_ERROR, str(exc))
@@ -157,7 +121,7 @@ def etdump_profile(c: CheckCall[EtInput]) -> Verdict:
     problem = _judge(summary, len(report.ops), calls, [r.backend for r in report.delegated], etrecord is not None)
     qnn_counts = ""
     if problem is None and qnn:
-        problem, qnn_counts = _qnn_view(etdump, etrecord, rec, emulated=inp.device.emulated)
+        problem, qnn_counts = _qnn_view(prof, rec, emulated=inp.device.emulated)
     if problem is None and inp.host_lane and "llama::custom_sdpa.out" not in summary["not_delegated"]:
         problem = f"the LLM custom ops are never delegated: {summary['not_delegated'][:10]}"
     if problem is None and inp.device.emulated and not report.delegated:

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 
 from harness.lazy import lazy_names
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, {
+_HOMES = {
     "host": ("AdbConnection", "AdbError", "AdbFault"),
     "state": ("is_tcp_serial", "link_state"),
     "sync": ("SEND_PAYLOAD", "SyncClient"),
     "transport": ("AdbTransport",),
-})
+}
+if not TYPE_CHECKING:  # hidden from type checkers: a module __getattr__ would pass a misspelled name as Any
+    __getattr__, __dir__, __all__ = lazy_names(__name__, _HOMES)
 
 if TYPE_CHECKING:
     from harness.transport.adb.host import AdbConnection as AdbConnection

@@ -225,7 +225,7 @@ class SyncClient:
         return total
 
     def send_file_nowait(self, local: Path, remote: str, mode: int, mtime: int,
-                         progress: Callable[[int], None] | None = None, digest: Any = None) -> int:
+                         progress: Callable[[int], None] | None = None, digest: object = None) -> int:
         """SEND one file without waiting for its OKAY (like the adb CLI's deferred acks);
         `on_ack` hears about each acknowledged file, `wait_acks()` collects the rest.
         `digest` (a hashlib object) is fed every byte sent: one read of the file serves both."""

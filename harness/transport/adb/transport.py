@@ -21,8 +21,7 @@ from harness.errors import (
     DeviceOfflineError,
     TransportError,
 )
-from harness.inventory import DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
-from harness.kinds import TransportKind
+from harness.inventory import ADB, DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
 from harness.transport.adb.files import LINK_ERRORS, AdbFileTransport, close_connection
 from harness.transport.adb.host import AdbClient, AdbConnection, AdbError, AdbFault
 from harness.transport.adb.props import FACT_PROPS, parse_getprop
@@ -34,7 +33,7 @@ from harness.transport.types import HealthReport, LinkState, RawExec, link_state
 
 
 class AdbTransport(AdbFileTransport):
-    kind = TransportKind.ADB
+    kind = ADB
 
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None, *,
                  shell_v2: bool | None = None, connect_wait_s: float = 5.0, adb_binary: str = "adb"):
@@ -261,7 +260,7 @@ class AdbTransport(AdbFileTransport):
 
     def facts(self) -> dict[str, str]:
         props = self.props()
-        facts = {"transport": self.kind.value, "serial": self.serial, "adb_server": str(self.server),
+        facts = {"transport": self.kind.name, "serial": self.serial, "adb_server": str(self.server),
                  "soc_model": self.device.soc_model}
         facts.update({name: props[key] for name, key in FACT_PROPS.items() if props.get(key)})
         facts.setdefault("model", self.serial)

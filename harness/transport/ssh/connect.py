@@ -1,7 +1,7 @@
 """Opening an ssh link as OpenSSH would: host keys checked against the inventory's known_hosts
 (read line by line as OpenSSH reads it: a malformed line skipped with a warning naming the file and
 line, `@revoked` keys refused; trusting a new key is an explicit per-device opt-in), the login, and
-paramiko's own log kept off the terminal. Used by ssh boards (ssh.py) and ssh tunnels (tunnel.py).
+paramiko's own log kept off the terminal. Used by ssh boards (transport.py) and ssh tunnels (harness/transport/tunnel.py).
 """
 
 from __future__ import annotations

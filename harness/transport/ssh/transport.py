@@ -1,7 +1,7 @@
 """ssh driver (paramiko) for Linux boards such as the SA8295 cockpit.
 
 Commands run over exec channels (exit status, stdout and stderr apart); files go over
-SFTP with pipelined writes. The link is opened by ssh_connect.py (host keys as OpenSSH checks
+SFTP with pipelined writes. The link is opened by connect.py (host keys as OpenSSH checks
 them, the login, paramiko's log kept off the terminal). The connection is opened
 lazily and reopened by the next call after a link fault; a link that dies during login is a
 dropped connection (retried), only the server's refusal is "unauthorized". A link lost after
@@ -27,18 +27,14 @@ from harness.errors import (
     RemotePathError,
     TransportError,
 )
-from harness.inventory import DeviceSpec
-from harness.kinds import TransportKind
+from harness.inventory import SSH, DeviceSpec
 from harness.transport.base import ProgressFn, Transport
 from harness.transport.command import quote_argv
 from harness.transport.retry import RetryPolicy
-from harness.transport.ssh_connect import (
+from harness.transport.ssh.connect import (
     CONNECT_TIMEOUT,
-    PARAMIKO_LOG,
     connect_client,
-    fingerprint,
     is_link_fault,
-    load_known_hosts,
 )
 from harness.transport.types import RawExec, RemoteStat
 
@@ -56,7 +52,7 @@ _FACTS_SCRIPT = (
 
 
 class SshTransport(Transport):
-    kind = TransportKind.SSH
+    kind = SSH
 
     def __init__(self, device: DeviceSpec, retry: RetryPolicy | None = None,
                  connect_timeout: float = CONNECT_TIMEOUT):
@@ -315,7 +311,7 @@ class SshTransport(Transport):
         lines = res.stdout.split("\n") + [""] * 6
         arch, kernel, hostname, dt_model, prop_model, prop_soc = (s.strip() for s in lines[:6])
         facts = {
-            "transport": self.kind.value,
+            "transport": self.kind.name,
             "address": f"{self.spec.user}@{self._where}",
             "soc_model": self.device.soc_model,
             "model": dt_model or prop_model or hostname,
@@ -329,4 +325,4 @@ class SshTransport(Transport):
 
 
 # The connect side's names stay importable from here (tests, older callers).
-__all__ = ["PARAMIKO_LOG", "SshTransport", "connect_client", "fingerprint", "load_known_hosts"]
+__all__ = ["SshTransport"]

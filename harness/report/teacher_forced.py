@@ -1,0 +1,64 @@
+"""The page's teacher-forced views (harness.evidence.TeacherForced): a matrix cell's line (the worst
+verdict of its prompts, the steps whose argmax differs, the median KL) and "where each backend
+departs from the CPU reference" (the first disagreeing step, the text around it, the rows near it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.evidence import Agreement, TeacherForced
+from harness.report.records import TestRecord
+
+_WORST = (Agreement.AGREE, Agreement.DRIFT, Agreement.DISAGREE, Agreement.ERROR)
+
+
+@dataclass
+class TeacherForcedCell:
+    worst: str  # agree | drift | disagree | error: the worst verdict of the cell's prompts
+    flips: int  # steps whose argmax differs, over all prompts
+    steps: int
+    kl: str  # ", KL 0.123" (median mean KL) or ""
+
+
+def teacher_forced_cell(recs: Sequence[TestRecord]) -> TeacherForcedCell | None:
+    tfs = [tf for r in recs if (tf := r.evidence.get(TeacherForced)) is not None]
+    if not tfs:
+        return None
+    kls = sorted(tf.mean_kl for tf in tfs if tf.mean_kl is not None and tf.kl_used)
+    kl = kls[len(kls) // 2] if kls else None
+    return TeacherForcedCell(worst=max((tf.verdict for tf in tfs), key=_WORST.index).value,
+                             flips=sum(tf.disagreements for tf in tfs), steps=sum(tf.counted_steps for tf in tfs),
+                             kl=f", KL {kl:.3f}" if kl is not None else "")
+
+
+@dataclass
+class Departure:
+    """Where B departs from A: one teacher-forced comparison that found a disagreement."""
+
+    device: str
+    name: str
+    verdict: str
+    step: int
+    before: str
+    token: str
+    after: str
+    note: str
+    rows_near: list[dict[str, Any]]
+
+
+def departures(records: Sequence[TestRecord]) -> list[Departure]:
+    out = []
+    for r in records:
+        tf = r.evidence.get(TeacherForced)
+        if tf is None or tf.first_disagreement is None:
+            continue
+        ctx = tf.context
+        out.append(Departure(r.device, r.name, tf.verdict.value, tf.first_disagreement, ctx.before if ctx else "",
+                             ctx.token if ctx else "", ctx.after if ctx else "", tf.note, [dict(x) for x in tf.rows_near]))
+    return out
+
+
+def any_teacher_forced(records: Sequence[TestRecord]) -> bool:
+    return any(r.evidence.get(TeacherForced) is not None for r in records)
