@@ -128,7 +128,7 @@ def _expected_cpu_ops(ctx: PlanCtx, spec: Mapping[str, object], label: str) -> d
                        "(op to the calls allowed on the CPU)") from None
 
 
-def _quant_budget(ctx: PlanCtx, spec: dict[str, Any], label: str,
+def _quant_budget(ctx: PlanCtx, spec: dict[str, object], label: str,
                   models: tuple[str, ...]) -> dict[str, dict[str, QuantBudget]] | None:
     """`quant_budget: {16a4w: {kl: 0.1, nll_gap: 0.3}, MODEL: {8a8w: {kl: 0.06}}}`: a format's budget
     for every model of the entry, or a model's own (docs/executorch-reference.md#the-verdict)."""
