@@ -60,6 +60,9 @@ def localize_format(c: CheckCall[EtInput]) -> Verdict:
     cell = format_cell(inp.siblings(), quant)
     done = cell.evidence.get(LocalizeEvidence) if cell is not None else None
     if cell is not None and done is not None:  # the cell localized already (it has a debug build): its result
+        art = inp.catalogue.qnn(quant)
+        if art is not None:
+            inp.stamp(rec, art)
         rec.put(LocalizeEvidence(done.result, cell=cell.name.rsplit("::", 1)[-1]))
         return _verdict(quant, done.result)
     why = _why_not(inp, quant)
