@@ -1,9 +1,9 @@
 """Calibrate localization's threshold on real lowerings, on the host's HTP emulator.
 
     python benchmarks/localize_calibration.py OUT_DIR [--formats 16a8w 16a4w 8a8w]
-        [--shapes 64x2 96x3] [--fault-layers 0 1] [--soc SM8650]
+        [--shapes 64x2 96x3 48x6x3] [--fault-layers 0 1] [--soc SM8650]
 
-For each format and model shape (dim x layers, SwiGLU): the example exporter's debug build, healthy
+For each format and model shape (DIMxLAYERS[xHEADS], any; SwiGLU): the example exporter's debug build, healthy
 and with the seed fault planted at each layer (`--plant-mul-range-fault`), each run once on the
 emulator and compared per op (`localize`). Prints one row per program: the lowest judged op (the
 healthy floor) and, for a planted fault, the planted MUL's SQNR, cosine and clip share and the first
@@ -29,13 +29,16 @@ from harness.runners.executorch import run_debug_program  # noqa: E402
 CANDIDATES = (10.0, 15.0, 20.0, 25.0, 30.0)
 
 
-def build(out: Path, fmt: str, dim: int, layers: int, fault: int | None, soc: str, env: dict[str, str]) -> Path:
-    name = f"{fmt}-d{dim}-l{layers}-" + ("healthy" if fault is None else f"fault{fault}")
+def build(out: Path, fmt: str, dim: int, layers: int, fault: int | None, soc: str, env: dict[str, str],
+          heads: int = 2) -> Path:
+    name = f"{fmt}-d{dim}-l{layers}" + ("" if heads == 2 else f"-h{heads}") + "-" + (
+        "healthy" if fault is None else f"fault{fault}")
     export = out / name / "export"
     if not (export / "qnn_encodings.json").is_file():
         export.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, str(REPO / "examples/et_qnn/lower_decoder.py"), "--soc", soc, "--format", fmt,
-                "--dim", str(dim), "--layers", str(layers), "--mlp", "swiglu", "--out", str(export), "--debug-program"]
+                "--dim", str(dim), "--layers", str(layers), "--heads", str(heads), "--mlp", "swiglu",
+                "--out", str(export), "--debug-program"]
         if fault is not None:
             argv += ["--plant-mul-range-fault", str(fault)]
         subprocess.run(argv, check=True, env=env, capture_output=True)
@@ -64,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--formats", nargs="+", default=["16a8w", "16a4w", "8a8w"])
     ap.add_argument("--shapes", nargs="+", default=["64x2", "96x3"])
-    ap.add_argument("--fault-layers", nargs="+", type=int, default=[0, 1])
+    ap.add_argument("--fault-layers", nargs="*", type=int, default=[],
+                    help="layers to plant the fault at (default: the first, the middle and the last)")
     ap.add_argument("--soc", default="SM8650")
     args = ap.parse_args(argv)
     import os
@@ -73,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     for fmt in args.formats:
         for shape in args.shapes:
-            dim, layers = (int(v) for v in shape.split("x"))
-            for fault in [None, *[f for f in args.fault_layers if f < layers]]:
-                row = measure(build(args.out, fmt, dim, layers, fault, args.soc, env), env)
+            dim, layers, *rest = (int(v) for v in shape.split("x"))  # DIMxLAYERS[xHEADS]
+            faults = args.fault_layers if args.fault_layers else [0, layers // 2, layers - 1]
+            for fault in [None, *sorted({f for f in faults if f < layers})]:
+                row = measure(build(args.out, fmt, dim, layers, fault, args.soc, env, *rest), env)
                 print(json.dumps({"format": fmt, **row}), flush=True)
     return 0
 

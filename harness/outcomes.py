@@ -55,6 +55,10 @@ class FailureClass(StrEnum):
     QUANT_METADATA = "quant-metadata"  # activation quantization of llm.mnn (checks/quant)
     CHUNKED_PREFILL = "chunked-prefill"  # output depends on the prefill chunk
     CPU_FALLBACK = "cpu-fallback"  # a QNN program runs ops on the CPU beyond those expected (docs/placement.md)
+    # A QNN program over its format's quality budget with every op clean: the quantization's cost,
+    # not a fault (an op under its line is `disagree`; docs/executorch-reference.md#the-verdict).
+    QUANT_BUDGET = "quant-budget"
+    UNJUDGED = "unjudged"  # every QNN cell skipped for want of a reference, a debug build or a format
     # The pytest plugin, when the test itself named no class.
     CHECK_FAILED = "check-failed"
     SETUP_ERROR = "setup-error"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from harness.checks import QuantBudget
 from harness.errors import HarnessError
 from harness.evidence import Provenance, Timing, parse_expected_cpu_ops
 from harness.inventory import DeviceSpec, Inventory, load_inventory
@@ -47,6 +48,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--expect-cpu-ops", action="store", default=None,
                     help="ops a QNN cell may run on the CPU beyond the suite's own, as op=calls,op "
                          "(e.g. dim_order_ops::_to_dim_order_copy=2 or Attention=30; docs/placement.md)")
+    group.addoption("--quant-budget", action="append", default=[], metavar="FORMAT:kl=X,nll_gap=Y",
+                    help="ExecuTorch suite: a quantization format's quality budget against its float model "
+                         "(repeatable; docs/executorch-reference.md#the-verdict), e.g. 16a4w:kl=0.1,nll_gap=0.3")
+    group.addoption("--allow-unjudged", action="store_true", default=False,
+                    help="ExecuTorch suite: a run whose QNN cells were all skipped for want of a reference or a "
+                         "debug build passes (its `judged` testcase skips, saying what was not judged)")
+    group.addoption("--export-format", action="store", default=None, metavar="FORMAT",
+                    help="ExecuTorch suite: the quant format (16a4w, 16a8w, 8a8w, ...) of a lone QNN export whose "
+                         "records name none (docs/executorch-reference.md#a-foreign-exports-format)")
     group.addoption("--harness-records", action="store", default=None,
                     help="append one JSON record per device test to this file")
     group.addoption("--lock-dir", action="store", default=None,
@@ -56,6 +66,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 EXPECTED_CPU_OPS = pytest.StashKey[dict[str, int]]()  # --expect-cpu-ops, read in pytest_configure
+QUANT_BUDGETS = pytest.StashKey[dict[str, QuantBudget]]()  # --quant-budget, read in pytest_configure
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,6 +81,21 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"--expect-cpu-ops {raw!r} {exc}; write it as op=calls,op (an op alone: once)") \
                 from None
+    fmt = _opt(config, "--export-format")
+    if fmt is not None:
+        from harness.runners import QUANT_FORMATS
+
+        if fmt not in QUANT_FORMATS:
+            raise pytest.UsageError(f"--export-format {fmt!r} is not a quant format ({', '.join(QUANT_FORMATS)})")
+    budgets = config.getoption("--quant-budget", default=None)
+    if budgets:
+        from harness.checks import parse_budget_option
+        from harness.runners import QUANT_FORMATS
+
+        try:
+            config.stash[QUANT_BUDGETS] = parse_budget_option(budgets, QUANT_FORMATS)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.fixture(autouse=True)

@@ -53,6 +53,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--heads", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=None, help="the MLP's hidden width (default: 2 x dim)")
+    ap.add_argument("--weights", type=Path, default=None,
+                    help="a torch state_dict of this decoder's layout (e.g. a trained model's first layers, "
+                    "benchmarks/et_reference_calibration.py --gguf); default: seeded random weights")
     ap.add_argument("--reference-prompts", type=Path,
                     help="a text file of prompts, one a line, for reference/ (default: the suite's prompts)")
     ap.add_argument("--reference-new-tokens", type=int, default=REFERENCE_NEW_TOKENS,
@@ -98,7 +102,7 @@ def build_model(args: argparse.Namespace):
         def __init__(self, index: int) -> None:
             super().__init__()
             d, h = args.dim, args.heads
-            hidden = 2 * d * (getattr(args, "widen", 8) if getattr(args, "widen_layer", None) == index else 1)
+            hidden = (args.hidden or 2 * d) * (getattr(args, "widen", 8) if getattr(args, "widen_layer", None) == index else 1)
             self.heads, self.head_dim = h, d // h
             self.ln_attn, self.ln_mlp = nn.LayerNorm(d), nn.LayerNorm(d)
             self.qkv = nn.Linear(d, 3 * d)
@@ -154,6 +158,8 @@ def build_model(args: argparse.Namespace):
             # (issue 33's seed: [-19.4, 15.6] against [-0.28, 5.5]); default init keeps it narrow.
             layer.gate.weight.mul_(SWIGLU_GAIN)
             layer.up.weight.mul_(SWIGLU_GAIN)
+    if args.weights is not None:  # trained weights replace all of it (strict: the layout must match)
+        model.load_state_dict(torch.load(args.weights, weights_only=True), strict=True)
     return model
 
 

@@ -13,8 +13,9 @@ from harness.lazy import lazy_names
 _HOMES = {
     "agreement": ("Agreement", "DriftWarning", "assert_agrees", "compare"),
     "et_reference": ("GreedyReference", "compare_outputs", "generated_after", "match_tokens", "vocab_pieces"),
-    "float_reference": ("FLOAT_REFERENCE_THRESHOLDS", "FloatReference", "float_reference_thresholds",
-                        "judge_float_reference", "missing_float_reference", "read_float_reference"),
+    "float_reference": ("DEFAULT_BUDGETS", "FloatReference", "QuantBudget", "judge_float_reference",
+                        "missing_float_reference", "parse_budget_option", "parse_budgets", "quant_budget",
+                        "read_float_reference"),
     "export_verdict": ("ExportVerdict", "Instrument", "static_quant_line",
                        "teacher_forced_line", "text_coherence_line", "verdict_of_records"),
     "surprise": ("ReferenceUnavailable", "Scorer", "Surprise"),
@@ -40,11 +41,14 @@ if TYPE_CHECKING:
     from harness.checks.export_verdict import teacher_forced_line as teacher_forced_line
     from harness.checks.export_verdict import text_coherence_line as text_coherence_line
     from harness.checks.export_verdict import verdict_of_records as verdict_of_records
-    from harness.checks.float_reference import FLOAT_REFERENCE_THRESHOLDS as FLOAT_REFERENCE_THRESHOLDS
+    from harness.checks.float_reference import DEFAULT_BUDGETS as DEFAULT_BUDGETS
     from harness.checks.float_reference import FloatReference as FloatReference
-    from harness.checks.float_reference import float_reference_thresholds as float_reference_thresholds
+    from harness.checks.float_reference import QuantBudget as QuantBudget
     from harness.checks.float_reference import judge_float_reference as judge_float_reference
     from harness.checks.float_reference import missing_float_reference as missing_float_reference
+    from harness.checks.float_reference import parse_budget_option as parse_budget_option
+    from harness.checks.float_reference import parse_budgets as parse_budgets
+    from harness.checks.float_reference import quant_budget as quant_budget
     from harness.checks.float_reference import read_float_reference as read_float_reference
     from harness.checks.surprise import ReferenceUnavailable as ReferenceUnavailable
     from harness.checks.surprise import Scorer as Scorer

@@ -43,7 +43,7 @@ class FloatReferenceAgreement:
     COLUMNS: ClassVar[tuple[Column, ...]] = (Column("float_reference_median_kl", "REAL", Fold.MEDIAN),)
 
     reference: str  # the reference.json judged against
-    verdict: Agreement
+    verdict: Agreement  # agree (within the budget) | over-budget | disagree (not finite) | error
     median_kl: float | None
     worst_kl: float | None
     median_flip_share: float | None
@@ -52,6 +52,8 @@ class FloatReferenceAgreement:
     worst_nll_gap: float | None
     reasons: tuple[str, ...] = ()
     prompts: tuple[PromptAgreement, ...] = ()
+    budget_kl: float | None = None  # the format's quality budget it was judged on (checks.float_reference)
+    budget_nll_gap: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -64,14 +66,18 @@ class FloatReferenceAgreement:
                 "float_reference_median_flip_share": fmt3(self.median_flip_share),
                 "float_reference_worst_flip_share": fmt3(self.worst_flip_share),
                 "float_reference_median_nll_gap": fmt6(self.median_nll_gap),
-                "float_reference_worst_nll_gap": fmt6(self.worst_nll_gap)}
+                "float_reference_worst_nll_gap": fmt6(self.worst_nll_gap),
+                "float_reference_budget_kl": fmt6(self.budget_kl),
+                "float_reference_budget_nll_gap": fmt6(self.budget_nll_gap)}
 
     def rows(self) -> tuple[Row, ...]:
         bad = self.verdict is not Agreement.AGREE
         why = "; ".join(self.reasons)
         text = f"{self.verdict.value}: " + (why if bad and why else self.summary())
-        return (Row("against its float model", text, Tone.PASS if not bad else Tone.WARN if self.verdict is
-                    Agreement.DRIFT else Tone.FAIL, first=bad),)
+        # over the budget is the quantization's cost (or, localized, a fault the ops name): a warning here
+        warn = self.verdict in (Agreement.DRIFT, Agreement.OVER_BUDGET)
+        return (Row("against its float model", text, Tone.PASS if not bad else Tone.WARN if warn else Tone.FAIL,
+                    first=bad),)
 
     def columns(self) -> dict[str, Cell]:
         return {"float_reference_median_kl": self.median_kl}
@@ -82,12 +88,14 @@ class FloatReferenceAgreement:
 
         return (f"{len(self.prompts)} prompts: mean KL median {f(self.median_kl)} (worst {f(self.worst_kl)}), "
                 f"flipped steps median {f(self.median_flip_share, '.0%')} (worst {f(self.worst_flip_share, '.0%')}), "
-                f"NLL gap median {f(self.median_nll_gap)} (worst {f(self.worst_nll_gap)})")
+                f"NLL gap median {f(self.median_nll_gap)} (worst {f(self.worst_nll_gap)})"
+                + ("" if self.budget_kl is None else f"; budget KL {self.budget_kl:g}, NLL gap {self.budget_nll_gap:g}"))
 
     def to_json(self) -> JsonObject:
         return {"reference": self.reference, "verdict": self.verdict,
                 **{k: _round(getattr(self, k)) for k in FIGURES}, "reasons": list(self.reasons),
-                "prompts": [p.to_json() for p in self.prompts]}
+                "prompts": [p.to_json() for p in self.prompts], "budget_kl": self.budget_kl,
+                "budget_nll_gap": self.budget_nll_gap}
 
     @classmethod
     def of_json(cls, raw: JsonObject) -> Self:
@@ -97,4 +105,5 @@ class FloatReferenceAgreement:
         n = {k: json_number(raw.get(k)) for k in FIGURES}
         return cls(reference, Agreement(verdict), n["median_kl"], n["worst_kl"], n["median_flip_share"], n["worst_flip_share"],
                    n["median_nll_gap"], n["worst_nll_gap"], tuple(str(r) for r in raw.get("reasons") or []),
-                   tuple(PromptAgreement.of_json(p) for p in raw.get("prompts") or [] if isinstance(p, dict)))
+                   tuple(PromptAgreement.of_json(p) for p in raw.get("prompts") or [] if isinstance(p, dict)),
+                   json_number(raw.get("budget_kl")), json_number(raw.get("budget_nll_gap")))

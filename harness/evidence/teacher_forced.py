@@ -20,6 +20,7 @@ class Agreement(StrEnum):
     DRIFT = "drift"
     DISAGREE = "disagree"
     ERROR = "error"
+    OVER_BUDGET = "over-budget"  # a float reference's figures over the format's quality budget (checks.float_reference)
 
 
 # The history's teacher-forced columns (an export's verdict fills them too, over all its prompts).

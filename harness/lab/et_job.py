@@ -41,7 +41,8 @@ def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:
     inp = build_et_input(ctx.transport, ctx.entry.model.path, work=work, device_runtime=device_runtime,
                          qnn_sdk=sdk, timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)),
                          runtime_option=f"options.runtime_dir in {ctx.plan.path}", siblings=lambda: done,
-                         localize=ctx.entry.suite.localize, expected_cpu_ops=ctx.entry.suite.expected_cpu_ops)
+                         localize=ctx.entry.suite.localize, expected_cpu_ops=ctx.entry.suite.expected_cpu_ops,
+                         quant_budgets=ctx.entry.suite.budgets_for(ctx.entry.model.name), allow_unjudged=ctx.entry.suite.allow_unjudged)
     for check in suite.checks:
         if check.scope in (Scope.EXPORT, Scope.SUMMARY):
             continue  # the ExecuTorch suite has none; the night runs those elsewhere

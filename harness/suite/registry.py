@@ -19,6 +19,7 @@ from harness.suite.executorch import (
     etdump_profile,
     load_failure_is_classified,
     localize_format,
+    nothing_unjudged,
     program_size,
     quant_format_runs,
 )
@@ -80,8 +81,12 @@ ET_LOCALIZE = Check("localize", Scope.FORMAT, EtInput, localize_format, marks=("
                     "ExecuTorch's Inspector): on a failed cell or when asked")
 ET_PROGRAM_SIZE = Check("program_size", Scope.FORMAT, EtInput, program_size, groups=("static",),
                         doc="each QNN format's .pte: its bytes and its QNN context binaries' share (JUnit, page, history)")
+# Last: from the QNN cells' records, whether anything was judged (`unjudged` when not).
+ET_JUDGED = Check("judged", Scope.DEVICE, EtInput, nothing_unjudged, marks=("qnn",), groups=("qnn", "localize"),
+                  doc="the QNN cells judged something: not all skipped for want of a "
+                  "reference or a debug build (unjudged)")
 EXECUTORCH_QNN = Suite("executorch_qnn", (ET_FORMAT_RUNS, ET_LOCALIZE, ET_CPU_EXPORTS, ET_LOAD_FAILURE, ET_PROFILE,
-                                          ET_PROGRAM_SIZE),
+                                          ET_PROGRAM_SIZE, ET_JUDGED),
                        visual=False, runner=RunnerKind.EXECUTORCH, formats=(*QUANT_FORMATS, UNRECORDED_QNN),
                        doc="ExecuTorch exports: the quant-format matrix on QNN, CPU exports, an ETDump profile")
 

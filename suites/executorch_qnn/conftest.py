@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.inventory import DeviceSpec
-from harness.plugin import session_records
+from harness.plugin import QUANT_BUDGETS, session_records
 from harness.suite.executorch import EtInput, build_et_input
 from tests.shared import SHARED
 
@@ -49,6 +49,9 @@ def et_input(pytestconfig: pytest.Config, request: pytest.FixtureRequest, transp
                          device_runtime=(lambda: request.getfixturevalue("qnn_runtime")) if given else None,
                          qnn_sdk=Path(sdk) if sdk else None, localize=bool(pytestconfig.getoption("--localize")),
                          expected_cpu_ops=request.getfixturevalue("expected_cpu_ops"),
+                         quant_budgets=pytestconfig.stash.get(QUANT_BUDGETS, None),
+                         allow_unjudged=bool(pytestconfig.getoption("--allow-unjudged")),
+                         export_format=pytestconfig.getoption("--export-format", default=None),
                          siblings=lambda: [r for r in session_records(pytestconfig) if r.device == transport.device.name])
     if inp.catalogue.empty:  # a folder with nothing to run is the user's mistake, never "all skipped"
         pytest.exit(f"harness: {inp.catalogue.nothing_to_run()}", returncode=4)

@@ -40,8 +40,8 @@ def test_selection_and_testcase_names_of_the_format_matrix(tmp_path: Path) -> No
     plan = load_plan(_with_program(write_plan(tmp_path, suites=[{"name": "executorch_qnn", "models": ["tiny"],
                                                                  "checks": ["qnn"]}], options={})))
     suite = plan.suites[0].suite
-    (check,) = suite.checks
-    assert check.scope is Scope.FORMAT
+    check, judged = suite.checks  # the format cells, then whether they judged anything
+    assert check.scope is Scope.FORMAT and judged.name == "judged"
     names = [check.testcase(i) for i in suite.instances(check, visual=False, case_ids=[])]
     assert names[:3] == ["test_quant_format_runs[16a16w]", "test_quant_format_runs[16a8w]",
                          "test_quant_format_runs[16a4w]"] and len(names) == 9

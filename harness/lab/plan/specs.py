@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.checks import QuantBudget
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec
 from harness.pairs import BackendPair
@@ -56,6 +57,16 @@ class SuiteSpec:
     localize: bool = False  # localize every format's program, not only a failed cell's (docs/localize.md)
     # Ops its QNN cells may run on the CPU beyond the suite's defaults (docs/placement.md); None: the defaults.
     expected_cpu_ops: dict[str, int] | None = field(default=None, hash=False, compare=False)
+    # The quantization's quality budget per format (docs/executorch-reference.md#the-verdict): under
+    # "" for every model of the entry, under a model's name for that model alone; None: the defaults.
+    quant_budget: dict[str, dict[str, QuantBudget]] | None = field(default=None, hash=False, compare=False)
+    allow_unjudged: bool = False  # a night whose QNN cells were all left unjudged may still pass
+
+    def budgets_for(self, model: str) -> dict[str, QuantBudget] | None:
+        """The entry's budgets for `model`: its own over the entry's."""
+        if self.quant_budget is None:
+            return None
+        return {**self.quant_budget.get("", {}), **self.quant_budget.get(model, {})}
 
     @property
     def suite(self) -> Suite:

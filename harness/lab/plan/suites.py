@@ -8,19 +8,21 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from harness.checks import QuantBudget, parse_budgets
 from harness.evidence import parse_expected_cpu_ops
 from harness.lab.plan.fields import PlanCtx, check_positive, get_value, read_names
 from harness.lab.plan.paths import parse_options, plan_path
 from harness.lab.plan.specs import ModelSpec, SuiteSpec
 from harness.pairs import ALL_NAMES, BackendPair
-from harness.runners import RunnerKind
+from harness.runners import QUANT_FORMATS, RunnerKind
 from harness.suite import suite_for
 from harness.validation import check_keys, type_name
 
 BACKEND_PAIRS = ALL_NAMES  # every pair name (harness/pairs.py)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _MODEL_KEYS = {"path", "kind", "options"}
-_SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "checks", "localize", "expected_cpu_ops"}
+_SUITE_KEYS = {"name", "runner", "models", "backends", "timeout_s", "options", "checks", "localize", "expected_cpu_ops",
+               "quant_budget", "allow_unjudged"}
 # Lab jobs that exist (harness/lab/cli.py picks the job by runner).
 RUNNERS = tuple(k.value for k in RunnerKind)
 
@@ -108,6 +110,8 @@ def parse_suites(ctx: PlanCtx, raw: object, models: dict[str, ModelSpec], base: 
             name=name, runner=runner, models=suite_models, backends=backends, timeout_s=float(timeout),
             options=parse_options(ctx, spec, f"{label}.options", base), checks=checks, localize=localize,
             expected_cpu_ops=_expected_cpu_ops(ctx, spec, f"{label}.expected_cpu_ops"),
+            quant_budget=_quant_budget(ctx, spec, f"{label}.quant_budget", suite_models),
+            allow_unjudged=get_value(ctx, spec, "allow_unjudged", bool, f"{label}.allow_unjudged", default=False),
         ))
     return tuple(suites)
 
@@ -122,6 +126,26 @@ def _expected_cpu_ops(ctx: PlanCtx, spec: Mapping[str, object], label: str) -> d
     except ValueError as exc:
         raise ctx.fail(label, str(exc), "write `expected_cpu_ops: {dim_order_ops::_to_dim_order_copy: 1}` "
                        "(op to the calls allowed on the CPU)") from None
+
+
+def _quant_budget(ctx: PlanCtx, spec: dict[str, object], label: str,
+                  models: tuple[str, ...]) -> dict[str, dict[str, QuantBudget]] | None:
+    """`quant_budget: {16a4w: {kl: 0.1, nll_gap: 0.3}, MODEL: {8a8w: {kl: 0.06}}}`: a format's budget
+    for every model of the entry, or a model's own (docs/executorch-reference.md#the-verdict)."""
+    raw = spec.get("quant_budget")
+    if raw is None:
+        return None
+    advice = ("write `quant_budget: {16a4w: {kl: 0.1, nll_gap: 0.3}}`, a model's own under its name "
+              "(docs/executorch-reference.md#the-verdict)")
+    if not isinstance(raw, dict):
+        raise ctx.fail(label, f"is {type_name(raw)}, not a mapping", advice)
+    try:
+        out = {"": parse_budgets({k: v for k, v in raw.items() if k not in models}, label, QUANT_FORMATS)}
+        out.update({m: parse_budgets(raw[m], f"{label}.{m}", QUANT_FORMATS) for m in models if m in raw})
+    except ValueError as exc:
+        key, _, problem = str(exc).partition(": ")
+        raise ctx.fail(key, problem, advice) from None
+    return out
 
 
 def _check_executorch_model(ctx: PlanCtx, suite: SuiteSpec, model: ModelSpec) -> None:

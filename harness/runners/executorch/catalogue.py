@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,15 @@ class EtCatalogue:
     formats: dict[str, EtArtifact]  # QNN formats and CPU exports, by name
     profiled: EtArtifact | None = None  # a program compiled with profiling, for the ETDump
     soc: str | None = None  # the SoC host material was chosen for
+
+    def declaring(self, fmt: str | None) -> EtCatalogue:
+        """A lone QNN export whose records name no format (`qnn`) taken as format `fmt`, the user's
+        declaration (--export-format; docs/executorch-reference.md#a-foreign-exports-format)."""
+        art = self.formats.get(UNRECORDED_QNN)
+        if fmt is None or art is None:
+            return self
+        others = {n: a for n, a in self.formats.items() if n != UNRECORDED_QNN}
+        return replace(self, formats={**others, fmt: replace(art, name=fmt)})
 
     def qnn(self, fmt: str) -> EtArtifact | None:
         found = self.formats.get(fmt)

@@ -1,8 +1,9 @@
 """The ExecuTorch suite, this package's one face: checks.py holds its input (EtInput) and the
 checks of a quant format's runs, the CPU exports and a load failure; profile.py the ETDump
 profile; placement.py where a QNN cell's program runs its work (cpu-fallback) and its
-provenance; input.py builds the input for a device or the host lane; on_device.py `harness localize`'s
-debug run on a device. Names load on first use
+provenance; float_reference.py a QNN cell's verdict (per op, then the budget); judged.py whether
+the run judged anything; input.py builds the input for a device or the host lane; on_device.py
+`harness localize`'s debug run on a device. Names load on first use
 (PEP 562): the suite registry needs the checks, not the input's provisioning."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ _HOMES = {
     "checks": ("FORWARD_ITERATIONS", "HOST_SEQ_LEN", "PROMPT", "EtInput", "cpu_export_runs", "host_python_env",
                "load_failure_is_classified", "qnn_failure", "quant_format_runs"),
     "input": ("build_et_input", "is_host_lane"),
+    "judged": ("nothing_unjudged",),
     "localize": ("format_cell", "localize_format"),
     "on_device": ("LocalizeAnswer", "LocalizeRequest", "localize_on_device"),
     "placement": ("EXPECTED_CPU_OPS", "judge_placement", "stamp_provenance"),
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from harness.suite.executorch.checks import quant_format_runs as quant_format_runs
     from harness.suite.executorch.input import build_et_input as build_et_input
     from harness.suite.executorch.input import is_host_lane as is_host_lane
+    from harness.suite.executorch.judged import nothing_unjudged as nothing_unjudged
     from harness.suite.executorch.localize import format_cell as format_cell
     from harness.suite.executorch.localize import localize_format as localize_format
     from harness.suite.executorch.on_device import LocalizeAnswer as LocalizeAnswer

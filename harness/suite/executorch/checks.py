@@ -14,7 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.checks import GreedyReference, compare_outputs, generated_after, match_tokens, vocab_pieces
+from harness.checks import (
+    GreedyReference,
+    QuantBudget,
+    compare_outputs,
+    generated_after,
+    match_tokens,
+    quant_budget,
+    vocab_pieces,
+)
 from harness.errors import excerpt
 from harness.evidence import Timing, with_expected
 from harness.hostfiles import child_pythonpath
@@ -64,11 +72,17 @@ class EtInput:
     siblings: Callable[[], Sequence[TestRecord]] = lambda: ()
     localize: bool = False
     expected_cpu_ops: Mapping[str, int] | None = None  # beyond the suite's (a plan's key, --expect-cpu-ops)
+    # Per format, the quantization's quality budget beyond the defaults (a plan's `quant_budget`,
+    # --quant-budget), and whether a run may end with nothing judged (`allow_unjudged`, --allow-unjudged).
+    quant_budgets: Mapping[str, QuantBudget] | None = None
+    allow_unjudged: bool = False
+    export_format: str | None = None  # a lone export's format when its records name none (--export-format)
 
     @functools.cached_property
     def catalogue(self) -> EtCatalogue:
         """Read on first use: a folder that cannot be read fails each check, named (run_check)."""
-        return read_catalogue(self.model_dir, self.device.soc_model if self.device.has_htp else None)
+        return read_catalogue(self.model_dir, self.device.soc_model if self.device.has_htp else None).declaring(
+            self.export_format)
 
     @functools.cached_property
     def runner(self) -> ExecutorchRunner:
@@ -218,7 +232,8 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
             if verdict.status is not Status.PASSED:
                 return verdict
             return judge_against_float(inp.transport, inp.runner, art, rec, label=quant, local=inp.work / art.name,
-                                       timeout=inp.timeout)
+                                       timeout=inp.timeout, budget=quant_budget(quant, inp.quant_budgets),
+                                       emulated=device.emulated, device=device.name)
         assert art.pte is not None
         preflight_program(art.pte, device, runner_qairt(device, inp.runner.runtime.qairt_build))
     except PreflightError as exc:  # refused before it ran: the axis and both sides are in the message

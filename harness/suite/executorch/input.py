@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from harness.checks import QuantBudget
 from harness.errors import ProvisionError
 from harness.hostrt.executorch import make_runtime_dir
 from harness.inventory import DeviceSpec
@@ -38,10 +39,14 @@ def build_et_input(transport: Transport, model_dir: Path, *, work: Path,
                    device_runtime: Callable[[], ProvisionedRuntime] | None, qnn_sdk: Path | None = None,
                    timeout: float = 600.0, runtime_option: str = "--runtime-dir",
                    siblings: Callable[[], Sequence[TestRecord]] = lambda: (), localize: bool = False,
-                   expected_cpu_ops: Mapping[str, int] | None = None) -> EtInput:
+                   expected_cpu_ops: Mapping[str, int] | None = None,
+                   quant_budgets: Mapping[str, QuantBudget] | None = None, allow_unjudged: bool = False,
+                   export_format: str | None = None) -> EtInput:
     """`device_runtime`: the door's runtime for a real device (None: it has no runtime folder);
     `siblings`: the device's records so far; `localize`: localize every format, not only failed ones;
-    `expected_cpu_ops`: CPU ops allowed beyond the suite's (a plan's key, --expect-cpu-ops)."""
+    `expected_cpu_ops`: CPU ops allowed beyond the suite's (a plan's key, --expect-cpu-ops);
+    `quant_budgets`, `allow_unjudged`: the verdict's (a plan's keys, --quant-budget, --allow-unjudged);
+    `export_format`: a lone export's quant format when its records name none (--export-format)."""
     device = transport.device
     host_lane = is_host_lane(device, device_runtime is not None)
 
@@ -58,7 +63,8 @@ def build_et_input(transport: Transport, model_dir: Path, *, work: Path,
         return ExecutorchRunner(transport, runtime, posixpath.join(device.work_dir, "et-runs"))
 
     return EtInput(device, transport, model_dir, make_runner, work, host_lane, timeout, siblings=siblings,
-                   localize=localize, expected_cpu_ops=expected_cpu_ops)
+                   localize=localize, expected_cpu_ops=expected_cpu_ops, quant_budgets=quant_budgets,
+                   allow_unjudged=allow_unjudged, export_format=export_format)
 
 
 __all__ = ["build_et_input", "is_host_lane"]

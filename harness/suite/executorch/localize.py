@@ -9,18 +9,18 @@ program runs where the cell ran: on the emulated HTP, or on the device through E
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
-from harness.checks.localize import ETRECORD, DebugFiles, debug_files_for, localize
+from harness.checks.localize import ETRECORD
 from harness.errors import ArtifactError, ProvisionError
-from harness.evidence import LocalizeEvidence, Outcome
+from harness.evidence import Localization, LocalizeEvidence, Outcome
 from harness.outcomes import FailureClass
 from harness.pairs import Backend, BackendPair
-from harness.qnn import QnnUnavailable, find_host_qnn
-from harness.report import Detail, TestRecord
-from harness.runners.executorch import DebugRunFailed, run_debug_program, run_on_device
-from harness.suite.executorch.checks import EtInput, host_python_env
+from harness.qnn import QnnUnavailable
+from harness.report import TestRecord
+from harness.runners.executorch import DebugRunFailed
+from harness.suite.executorch.checks import EtInput
+from harness.suite.executorch.float_reference import localize_program
 from harness.suite.model import CheckCall
 from harness.verdict import Verdict
 
@@ -49,53 +49,47 @@ def _why_not(inp: EtInput, quant: str) -> tuple[str, str] | str:
             "(pytest --localize, a plan's suite entry `localize: true`)")
 
 
-def _debug_run(inp: EtInput, export: DebugFiles, quant: str, rec: TestRecord) -> DebugFiles:
-    """The debug program run where the cell ran: the emulated HTP's pybindings, or the device's
-    `qnn_executor_runner` beside the provisioned `qnn_llama_runner` (harness.runners.executorch.localize)."""
-    work = inp.work / f"localize-{quant}"
-    if inp.device.emulated:
-        env = find_host_qnn().child_env({**os.environ, **host_python_env()})
-        return run_debug_program(export, work, env, timeout_s=inp.timeout)
-    runner = inp.runner
-    done = run_on_device(export, work, inp.transport, runner.runtime, runner.workspace, timeout_s=inp.timeout,
-                         signatures=runner.signatures)
-    rec.keep(Detail.LOCALIZE_PUSH, {"files_sent": done.push.files_sent, "bytes_sent": done.push.bytes_sent,
-                                    "debug_buffer_size": done.buffer_bytes})
-    return done.files
+def _verdict(quant: str, result: Localization) -> Verdict:
+    if result.outcome is Outcome.UNDECIDABLE:
+        return Verdict.failed(FailureClass.CHECK_FAILED, f"{quant}: {result.summary()}")
+    if result.outcome is Outcome.DEPARTED:
+        return Verdict.failed(FailureClass.DISAGREE, f"{quant} against the CPU reference per op: {result.summary()}")
+    return Verdict.passed(f"{quant} against the CPU reference per op: {result.summary()}")
 
 
 def localize_format(c: CheckCall[EtInput]) -> Verdict:
     """The first op where the format's program departs from the CPU reference, where the cell ran."""
     inp, rec, quant = c.inp, c.rec, c.instance.quant or ""
     rec.backend_pair = BackendPair(Backend.QNN, variant=quant)
+    cell = format_cell(inp.siblings(), quant)
+    done = cell.evidence.get(LocalizeEvidence) if cell is not None else None
+    if cell is not None and done is not None:  # the cell localized already (it has a debug build): its result
+        art = inp.catalogue.qnn(quant)
+        if art is not None:
+            inp.stamp(rec, art)
+        rec.put(LocalizeEvidence(done.result, cell=cell.name.rsplit("::", 1)[-1]))
+        return _verdict(quant, done.result)
     why = _why_not(inp, quant)
     if isinstance(why, str):
         return Verdict.skipped(why)
-    cell, _ = why
+    name, _ = why
     art = inp.catalogue.qnn(quant)
     if art is None:
         return Verdict.skipped(inp.catalogue.missing_reason(quant))
-    export = debug_files_for(art.folder)
-    if export.missing_build():
-        own = f"; {_OWN_SCRIPTS}" if (art.folder / "debug.etrecord").is_file() and not export.path(ETRECORD).is_file() else ""
-        try:
-            export.require_build()
-        except ArtifactError as exc:
-            return Verdict.skipped(f"{quant}: {exc}{own}")
+    own = f"; {_OWN_SCRIPTS}" if (art.folder / "debug.etrecord").is_file() and not (art.folder / ETRECORD).is_file() else ""
     if inp.host_lane:
         return Verdict.skipped(f"{quant}: {inp.device.name} has no HTP (the host lane runs the CPU programs); "
                                "localize on a device with one, or on an emulated HTP (`htp: emulator`)")
     inp.stamp(rec, art)
     try:
-        files = _debug_run(inp, export, quant, rec)
-    except DebugRunFailed as exc:
+        result = localize_program(art.folder, quant, emulated=inp.device.emulated, device=inp.device.name,
+                                  work=inp.work / f"localize-{quant}", timeout=inp.timeout,
+                                  on_device=(inp.transport, inp.runner), rec=rec)
+    except DebugRunFailed as exc:  # a named failure of the catalogue (a missing runner, skel, a small buffer)
         return Verdict.failed(FailureClass(exc.cls), str(exc))
     except (ArtifactError, ProvisionError, QnnUnavailable) as exc:
         return Verdict.failed(FailureClass.RUNTIME_ERROR, f"{quant}: {exc}")
-    result = localize(files, quant)
-    rec.put(LocalizeEvidence(result, cell=cell))
-    if result.outcome is Outcome.UNDECIDABLE:
-        return Verdict.failed(FailureClass.CHECK_FAILED, f"{quant}: {result.summary()}")
-    if result.outcome is Outcome.DEPARTED:
-        return Verdict.failed(FailureClass.DISAGREE, f"{quant} against the CPU reference per op: {result.summary()}")
-    return Verdict.passed(f"{quant} against the CPU reference per op: {result.summary()}")
+    if isinstance(result, str):  # asked for and not done: of class `unjudged` (judged.py)
+        return Verdict.skipped(f"{quant}: {result}{own}", FailureClass.UNJUDGED if inp.localize else None)
+    rec.put(LocalizeEvidence(result, cell=name))
+    return _verdict(quant, result)
