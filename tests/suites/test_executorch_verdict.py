@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.evidence import FloatReferenceAgreement, Localization, OpGap, Outcome
+from harness.evidence import Agreement, FloatReferenceAgreement, Localization, OpGap, Outcome
 from harness.inventory import load_inventory
 from harness.outcomes import FailureClass, Status
 from harness.report import TestRecord
@@ -25,7 +25,7 @@ from harness.verdict import Verdict
 
 def _agreement(verdict: str, kl: float = 0.033) -> FloatReferenceAgreement:
     reasons = (f"median mean KL {kl} > budget 0.02",) if verdict == "over-budget" else ()
-    return FloatReferenceAgreement("/x/reference/reference.json", verdict, kl, kl, 0.4, 0.5, 0.1, 0.12, reasons,
+    return FloatReferenceAgreement("/x/reference/reference.json", Agreement(verdict), kl, kl, 0.4, 0.5, 0.1, 0.12, reasons,
                                    budget_kl=0.02, budget_nll_gap=0.25)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from harness.checks import QuantBudget, judge_float_reference, missing_float_reference, read_float_reference
 from harness.checks.localize import debug_files_for, localize
 from harness.errors import ArtifactError, HarnessError, ProvisionError, TransportError
-from harness.evidence import FloatReferenceAgreement, Localization, LocalizeEvidence, Outcome
+from harness.evidence import Agreement, FloatReferenceAgreement, Localization, LocalizeEvidence, Outcome
 from harness.hostfiles import child_pythonpath
 from harness.outcomes import FailureClass
 from harness.provision import provision_model
@@ -66,16 +66,16 @@ def decide(label: str, agreement: FloatReferenceAgreement, per_op: Localization 
         f = per_op.first
         return Verdict.failed(FailureClass.DISAGREE, f"{label}: a fault at {f.node} ({f.target}, {f.layer or 'no layer'}): "
                               f"{f.sqnr_db:.1f} dB SQNR, under {per_op.threshold_db:g} dB; {per_op.summary()}; {said}")
-    if agreement.verdict == "error":
+    if agreement.verdict is Agreement.ERROR:
         return Verdict.failed(FailureClass.CHECK_FAILED, f"{said} ({'; '.join(agreement.reasons)})")
-    if agreement.verdict == "disagree":
+    if agreement.verdict is Agreement.DISAGREE:
         return Verdict.failed(FailureClass.DISAGREE, f"{said} ({'; '.join(agreement.reasons)})")
     if isinstance(per_op, Localization) and per_op.outcome is Outcome.NONE:
         ops = f"every op clean per op: {per_op.summary()}"
     else:
         why = per_op.summary() if isinstance(per_op, Localization) else per_op
         ops = f"not localized ({why}): a fault is not told apart from the quantization's cost"
-    if agreement.verdict == "agree":
+    if agreement.verdict is Agreement.AGREE:
         return Verdict.passed(f"{said}; within its budget; {ops}")
     return Verdict.failed(FailureClass.QUANT_BUDGET, f"{said}: over its quality budget ({'; '.join(agreement.reasons)}); "
                           f"{ops}; the quantization's cost on this model: a budget of its own (a plan's "
