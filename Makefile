@@ -9,7 +9,7 @@ PY := $(abspath $(VENV))/bin/python
 APT_PACKAGES := adb openssh-server bubblewrap chromium mksh toybox original-awk
 STAMP := $(VENV)/.harness-installed
 
-.PHONY: demo test lint install system-deps python-deps clean
+.PHONY: demo test test-heavy lint install system-deps python-deps clean
 
 install: system-deps python-deps
 
@@ -80,7 +80,13 @@ demo: install
 # fixtures: virtual labs, adb servers, coordinators); the run's lowerings are shared through a
 # locked folder (tests/localize_kit). 2 cores: 960 s serial, 710 s (2026-12-04).
 test: install lint
-	$(PY) -m pytest tests -q -p no:cacheprovider -n auto --dist loadfile --durations=25
+	$(PY) -m pytest tests -q -p no:cacheprovider -n auto --dist loadfile --durations=25 -m "not heavy"
+
+# The real end-to-end runs of minutes each (marker `heavy`: ExecuTorch's export_llm on SmolLM2, the
+# ExecuTorch suite on the virtual phone against the emulated host, localization and per-op profiling
+# through the device runners): 15-25 min more on 2 cores, so outside `make test` and CI's budget.
+test-heavy: install
+	$(PY) -m pytest tests -q -p no:cacheprovider -n auto --dist loadfile --durations=25 -m heavy
 
 # Every Python folder linted (ruff, imports sorted) and type-checked (mypy); the house's floors
 # (the import rules) are a test: tests/house/test_layers.py.

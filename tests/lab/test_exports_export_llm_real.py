@@ -32,7 +32,7 @@ LAYERS = 2
 FORMAT = "16a4w"
 BUILD_BUDGET_S = 3600  # export_llm + the reference on a loaded shared host
 
-pytestmark = [pytest.mark.real_qnn, pytest.mark.slow]
+pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.heavy]
 
 
 def _need() -> None:

@@ -64,6 +64,7 @@ def test_a_reference_naming_a_missing_file_or_an_unknown_key_is_a_plan_error(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(1200)  # two ExecuTorch imports (the reference builder, the fake exporter's programs)
 def test_the_stage_builds_the_reference_and_lays_it_beside_the_programs(tmp_path: Path) -> None:
     ck = _checkpoint(tmp_path)

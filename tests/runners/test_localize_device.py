@@ -76,6 +76,7 @@ def test_a_runner_that_dies_is_a_named_failure(vlab_transport, tmp_path: Path) -
 
 @pytest.mark.real_qnn
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_planted_op_is_named_on_the_virtual_phone_and_pushed_once(
         vlab_transport, tmp_path: Path, localize_fault_export: Path) -> None:
     from tests.localize_kit import host_env
@@ -96,6 +97,7 @@ def test_the_planted_op_is_named_on_the_virtual_phone_and_pushed_once(
 
 @pytest.mark.real_qnn
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_debug_buffer_too_small_is_a_named_failure(vlab_transport, tmp_path: Path, localize_debug_export: Path) -> None:
     from tests.localize_kit import host_env
 

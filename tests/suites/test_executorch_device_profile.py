@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_the_phone_lane_profiles_the_plain_program_per_op(vlab, tmp_path: Path) -> None:
     if find_builder()[0] is None:

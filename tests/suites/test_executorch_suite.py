@@ -17,7 +17,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CELL = "test_quant_format_runs[16a8w]"
-pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(2400)]
 
 
 def _cell(argv: list[str], records: Path) -> dict[str, Any]:
