@@ -58,7 +58,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from harness.checks.float_reference import judge_float_reference, read_float_reference
+    from harness.checks import judge_float_reference, read_float_reference
     from harness.etllama.gguf_checkpoint import convert, package_gguf
     from harness.lab.exports import run_export_stage
     from harness.lab.plan import load_plan

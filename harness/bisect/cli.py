@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from harness.inventory import Inventory
 
+P = TypeVar("P", bound=argparse.ArgumentParser)  # the front door's own parser class
 
-def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = sub.add_parser(
+
+def add_parser(sub: argparse._SubParsersAction[P]) -> P:
+    p = sub.add_parser(
         "bisect", help="the first version (commit, runtime, QAIRT) where a testcase fails or is fixed")
     p.add_argument("--plan", required=True, help="the night's plan: the testcase's suite, model, options, exports")
     p.add_argument("--device", required=True, help="the device the steps run on")

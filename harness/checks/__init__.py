@@ -13,7 +13,7 @@ from harness.lazy import lazy_names
 _HOMES = {
     "agreement": ("Agreement", "DriftWarning", "assert_agrees", "compare"),
     "et_reference": ("GreedyReference", "compare_outputs", "generated_after", "match_tokens", "vocab_pieces"),
-    "float_reference": ("DEFAULT_BUDGETS", "FloatReference", "QuantBudget", "judge_float_reference",
+    "float_reference": ("DEFAULT_BUDGETS", "INDEX", "REFERENCE_DIR", "SCHEMA", "FloatReference", "QuantBudget", "judge_float_reference",
                         "missing_float_reference", "parse_budget_option", "parse_budgets", "quant_budget",
                         "read_float_reference"),
     "export_verdict": ("ExportVerdict", "Instrument", "static_quant_line",
@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from harness.checks.export_verdict import text_coherence_line as text_coherence_line
     from harness.checks.export_verdict import verdict_of_records as verdict_of_records
     from harness.checks.float_reference import DEFAULT_BUDGETS as DEFAULT_BUDGETS
+    from harness.checks.float_reference import INDEX as INDEX
+    from harness.checks.float_reference import REFERENCE_DIR as REFERENCE_DIR
+    from harness.checks.float_reference import SCHEMA as SCHEMA
     from harness.checks.float_reference import FloatReference as FloatReference
     from harness.checks.float_reference import QuantBudget as QuantBudget
     from harness.checks.float_reference import judge_float_reference as judge_float_reference

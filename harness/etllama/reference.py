@@ -1,5 +1,5 @@
 """The float reference of an ExecuTorch llama export, built by the harness from what the export was
-built from (docs/etllama.md#the-float-reference): the checkpoint and params the exporter took, run
+built from (docs/etllama.md#the-float-reference-the-harness-builds-reference): the checkpoint and params the exporter took, run
 through ExecuTorch's own model definition from the wheel (`executorch.examples.models.llama`'s
 `Llama2Model`, the class `export_llm` builds its program from, here in float and without the KV
 cache), over the suite's prompts as the export's tokenizer encodes them. It writes `reference/` in
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.checks.float_reference import INDEX, REFERENCE_DIR, SCHEMA
+from harness.checks import INDEX, REFERENCE_DIR, SCHEMA
 from harness.errors import ArtifactError, HarnessError
 
 # The suite's prompts (docs/executorch-reference.md#prompts) and the float model's continuation length.

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from harness.inventory import Inventory
 
+P = TypeVar("P", bound=argparse.ArgumentParser)  # the front door's own parser class
 
-def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = sub.add_parser("replay", help="run a failed cell's repro bundle again; say whether the failure reproduced")
+
+def add_parser(sub: argparse._SubParsersAction[P]) -> P:
+    p = sub.add_parser("replay", help="run a failed cell's repro bundle again; say whether the failure reproduced")
     p.add_argument("bundle", help="the bundle's folder (<out>/bundles/<device>/<testcase>/) or its bundle.json")
     p.add_argument("--device", help="another device of the same SoC (default: the bundle's)")
     p.add_argument("--out", default="replay-out", help="folder for the replay's night")

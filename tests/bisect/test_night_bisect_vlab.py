@@ -23,6 +23,7 @@ def test_the_night_bisects_its_new_failure(vlab, tmp_path, monkeypatch):
     path = write_plan(tmp_path / "plan.json", repo, vlab.runtime_dir("v79"), vlab.qnn_sdk_dir, "oneplus13")
     data = json.loads(path.read_text())
     data["bisect"] = {"axis": "inputs", "budget_s": 600, "max_failures": 1}
+    data["history"] = {"db": str(tmp_path / "history.sqlite")}  # both nights' (each has its own --out)
     path.write_text(json.dumps(data))
 
     git(repo, "checkout", "-q", shas[1])  # last night's recipe: healthy

@@ -32,6 +32,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("export", "mnn_graph"),
     ("qnn",),
     ("inventory", "checks", "report", "hostrt"),
+    ("etllama",),  # a GGUF as ExecuTorch's llama checkpoint, and its float reference (checks' format)
     ("transport",),
     ("provision",),
     ("runners",),

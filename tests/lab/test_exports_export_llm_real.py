@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import yaml
 
-from harness.checks.float_reference import judge_float_reference, read_float_reference
+from harness.checks import judge_float_reference, read_float_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "et_llm"
@@ -96,7 +96,7 @@ def smollm2_export(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytes
 @pytest.mark.timeout(BUILD_BUDGET_S)
 def test_export_llm_writes_a_runner_ready_qnn_program_for_sm8650(smollm2_export: Path) -> None:
     from harness.provision import load_export
-    from harness.qnn.pte import qnn_delegates
+    from harness.qnn import qnn_delegates
 
     folder = smollm2_export / FORMAT
     assert sorted(p.name for p in folder.iterdir()) == ["model.pte", "tokenizer.json", "tokenizer_config.json"]

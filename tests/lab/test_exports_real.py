@@ -27,7 +27,8 @@ def night(tmp_path_factory):
     work = tmp_path_factory.mktemp("et-qnn-night")
     mp = pytest.MonkeyPatch()
     mp.setenv("HARNESS_CACHE_DIR", str(work / "harness-cache"))
-    shutil.copy(EXAMPLE / "lower_decoder.py", work / "lower_decoder.py")
+    for script in ("lower_decoder.py", "debug_program.py", "plant_fault.py"):  # the plan's inputs
+        shutil.copy(EXAMPLE / script, work / script)
     plan = yaml.safe_load((EXAMPLE / "nightly.yaml").read_text())
     plan["devices"] = ["emu-sa8295"]
     plan["exports"]["builds"][0]["targets"] = ["SA8295"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from exportkit import FAKE_ARGV, fake_env, run_stage, write_exports_plan
 
-from harness.checks.float_reference import read_float_reference
+from harness.checks import read_float_reference
 from harness.evidence import CacheUse
 from harness.lab.exports import cache as export_cache
 from harness.lab.plan import PlanError, load_plan

@@ -38,7 +38,7 @@ def _with_debug(program: Path, debug: Path, out: Path) -> Path:
     (out / FORMAT).mkdir(parents=True)
     for item in program.iterdir():
         (out / FORMAT / item.name).symlink_to(item)
-    (out / FORMAT / "debug").symlink_to(debug)
+    shutil.copytree(debug, out / FORMAT / "debug")  # a link out of the export is refused
     return out
 
 

@@ -65,7 +65,7 @@ class DebugFiles:
         return data
 
 
-def _bad_node(node: Any) -> str:
+def _bad_node(node: object) -> str:
     """What is wrong with one node of the encodings ("" when nothing): the keys the comparison reads."""
     if not isinstance(node, dict):
         return f"a {type(node).__name__}, not an object"
@@ -96,7 +96,7 @@ def _bad_node(node: Any) -> str:
     return ""
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

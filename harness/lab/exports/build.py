@@ -71,7 +71,7 @@ def validate_debug_build(out: Path, job: ExportJob) -> FailureVerdict | None:
 
 def validate_reference(out: Path) -> FailureVerdict | None:
     """A float reference is the reference/ the float-reference check reads, readable whole."""
-    from harness.checks.float_reference import read_float_reference
+    from harness.checks import read_float_reference
 
     try:
         found = read_float_reference(out)

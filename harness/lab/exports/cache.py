@@ -30,8 +30,7 @@ from typing import Any
 from harness.export import CACHED_ENTRY_FILE, CACHED_LOG_FILE, CACHED_OUT_DIR
 from harness.hostfiles import write_atomic
 from harness.lab.exports.leases import Leases
-from harness.lab.plan import ExportJob
-from harness.lab.plan.export_spec import REFERENCE_MODULE
+from harness.lab.plan import REFERENCE_MODULE, ExportJob
 from harness.provision import HashCache, default_cache_path, sha256_file
 
 ENTRY_VERSION = 1

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.checks.float_reference import REFERENCE_DIR
+from harness.checks import REFERENCE_DIR
 from harness.checks.localize import DEBUG_FOLDER
 from harness.evidence import CacheUse
 from harness.hostfiles import write_atomic
