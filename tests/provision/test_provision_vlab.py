@@ -90,7 +90,7 @@ def test_first_push_unchanged_and_one_change_by_the_devices_counters(vlab_factor
         after = _counters(dev)
         assert again.bytes_sent == 0 and _delta_opens(after, before, "sync") == 1
         opened = {svc: _delta_opens(after, before, svc) for svc in after["service_opens"] if svc != "sync"}
-        assert sum(opened.values()) == 1 and opened.get("shell_v2", 0) == 1  # the preflight's query
+        assert sum(opened.values()) == 0, opened  # the preflight's query rode the sync session
 
         cfg = export / "config_qnn.json"
         data = json.loads(cfg.read_text())

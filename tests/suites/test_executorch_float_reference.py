@@ -34,11 +34,10 @@ pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def _with_debug(program: Path, debug: Path, out: Path) -> Path:
-    """A --model-dir whose 16a8w/ export is `program`'s files with `debug` as its debug/ (links)."""
-    (out / FORMAT).mkdir(parents=True)
-    for item in program.iterdir():
-        (out / FORMAT / item.name).symlink_to(item)
-    shutil.copytree(debug, out / FORMAT / "debug")  # a link out of the export is refused
+    """A --model-dir whose 16a8w/ export is `program`'s files with `debug` as its debug/ (copies: a
+    link out of the export is refused, as a user's would be)."""
+    shutil.copytree(program, out / FORMAT, symlinks=False)
+    shutil.copytree(debug, out / FORMAT / "debug", symlinks=False)
     return out
 
 
