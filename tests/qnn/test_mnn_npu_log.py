@@ -18,6 +18,8 @@ from harness.pairs import BackendPair
 from harness.qnn import convert_log_of, read_npu_log
 from harness.report import TestRecord
 from harness.suite.placement import judge_mnn_placement
+from tests.qnn.test_stub_placement import _need
+from tests.qnn.test_stub_placement import _overlay as stub_overlay
 from tests.shared import shared_dir
 
 
@@ -51,21 +53,8 @@ RUN_OUTPUT = "\n".join([printf("MNN_QNN: Not registered type %d, %s.", 128, "/la
 
 def _overlay(dst: Path) -> Path:
     """The SmolLM2 export with its real NPU stub as `qnn/llm.mnn` (symlinks: ../shared is only read)."""
-    for p in (STUB / "qnn" / "llm.mnn", CPU_EXPORT / "llm_config.json", CPU_EXPORT / "config.json"):
-        if not p.exists():
-            pytest.skip(f"{p} is absent: this test reads the real MNN material of ../shared")
-    from harness.suite.checks import converter_missing
-
-    if converter_missing():
-        pytest.skip(converter_missing() or "")
-    (dst / "qnn").mkdir(parents=True)
-    for name in ("llm.mnn.weight", "embeddings_bf16.bin", "tokenizer.mtok", "llm_config.json"):
-        (dst / name).symlink_to(CPU_EXPORT / name)
-    (dst / "qnn" / "llm.mnn").symlink_to(STUB / "qnn" / "llm.mnn")
-    config = json.loads((CPU_EXPORT / "config.json").read_text())
-    config.update(llm_model="qnn/llm.mnn", sampler_type="greedy")
-    (dst / "config_qnn.json").write_text(json.dumps(config))
-    return dst
+    _need(STUB / "qnn" / "llm.mnn", CPU_EXPORT / "llm_config.json", CPU_EXPORT / "config.json")
+    return stub_overlay(dst, STUB / "qnn" / "llm.mnn")
 
 
 def _rec() -> TestRecord:
