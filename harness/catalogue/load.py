@@ -30,6 +30,7 @@ class Scope(StrEnum):
     # generic signatures (so its records keep their signature ids and classes).
     SHAPE_SCAN = "shape-scan"
     NPU_CONVERT = "npu-convert"  # MNN's compilefornpu output, read for placement (harness/qnn/mnn_npu_log.py)
+    LOGITS_DIFF = "logits-diff"  # the logits tool's fatal lines: no comparison ran (harness/runners/logits_diff/parse.py)
 
 
 RUNNER_SCOPES = frozenset({Scope.RUNNER_OUTPUT, Scope.LOGCAT})

@@ -16,6 +16,7 @@ from harness.lab.exports import classify_failure
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
 from harness.qnn import FAILURE_CLASS, QnnFailure, classify_qnn_log
 from harness.runners import load_signatures
+from harness.runners.logits_diff.parse import parse as parse_logits_diff
 
 
 def printf(fmt: str, *args: object) -> str:
@@ -97,6 +98,10 @@ LINE: dict[str, str] = {
     "omni-image-unreadable": "Omni Can't open image",
     "qwen-vl-resize": "Qwen-VL smart resize requires height and width >= factor",
     "mnn-error-generic": "[Error]: something new",
+    "logits-diff-usage": "Usage: ./llm_logits_diff config_a.json config_b.json prompt.txt [max_tokens]",
+    "logits-diff-max-tokens": "Invalid max_tokens: -3",
+    "logits-diff-prompt-file": "Failed to open prompt file: prompt.txt",
+    "logits-diff-load-failed": "load failed",
     "qnn-op-validation": "[ERROR] [Qnn ExecuTorch]:  <E> Failed to validate op aten_matmul_default with error 0xc26",
     "et-undelegated-op": "Node aten_native_layer_norm_default with op <EdgeOpOverload: aten.native_layer_norm.default>"
                          " was not decomposed or delegated",
@@ -152,6 +157,8 @@ def test_row(entry: Entry) -> None:
         assert classify_qnn_log(f"[INFO] [Qnn ExecuTorch]: start\n{line}\n", code, table=None).failure is failure
     if Scope.EXPORT_BUILD in entry.scopes:
         assert classify_failure(f"start\n{line}\n", 1).failure_class == entry.cls
+    if Scope.LOGITS_DIFF in entry.scopes:
+        assert parse_logits_diff(f"prompt tokens: 3, max new tokens: 4\n{line}\n").fatal == [line]
 
 
 def test_visual_guards_are_the_catalogue_s() -> None:

@@ -145,12 +145,6 @@ _NOT_A_REPEAT = {
     # where the generated text starts (the stdout's own marker, not a failure)
     ("harness/runners/llm_demo/output.py", r"^prompt file is [^\n]*\n"),
 }
-# Left for a later round (issue 43): the engine-line strippers of llm_demo's and the logits
-# tool's output list MNN's log prefixes, some of which are catalogue lines. Named here so the
-# test still fails for any new repeat.
-_KNOWN_REPEATS = {"harness/runners/llm_demo/output.py:_LOG_LINE", "harness/runners/logits_diff/parse.py:_FATAL"}
-
-
 def _fragments(regex: str, least: int = 10) -> list[str]:
     """The literal runs of a regex (its words between metacharacters) of `least` characters or more."""
     return [p for p in re.split(r"\\[dDsSwWbB]|[\\()\[\]{}|?*+^$.]", regex) if len(p.strip()) >= least]
@@ -164,8 +158,6 @@ def test_no_regex_repeats_a_catalogue_line() -> None:
         rel = str(path.relative_to(REPO))
         if rel.startswith("harness/catalogue/"):
             continue
-        names = {id(n.value): t.id for n in tree.body if isinstance(n, ast.Assign)
-                 for t in n.targets if isinstance(t, ast.Name)}
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RE_CALLS
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args):
@@ -173,7 +165,7 @@ def test_no_regex_repeats_a_catalogue_line() -> None:
             arg = node.args[0]
             if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
                 continue
-            if (rel, arg.value) in _NOT_A_REPEAT or f"{rel}:{names.get(id(node), '')}" in _KNOWN_REPEATS:
+            if (rel, arg.value) in _NOT_A_REPEAT:
                 continue
             ids = sorted({i for f, i in lines.items() if f in arg.value or any(g in f for g in _fragments(arg.value))})
             if ids:

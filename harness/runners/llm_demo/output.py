@@ -12,14 +12,21 @@ from functools import lru_cache
 from harness.catalogue import Entry, load_catalogue
 from harness.runners.summary import Summary, find_summary, parse_summary_lines
 
-# MNN log lines that can land inside the generated text on stdout (non-logcat builds).
+# MNN log lines that can land inside the generated text on stdout (non-logcat builds): MNN's own
+# log prefixes, and the catalogue's lines MNN prints there (harness/catalogue/lines.yaml, by id).
 # Searched anywhere in a line: after a max-token stop the next line is glued to the text.
-_LOG_LINE = re.compile(
-    r"(?:\[Error\]: |\[MNN:LLM\] |\[POSDBG\]|Error: (?:Response )?[Gg]eneration failed|MNN_QNN: |QNN: |"
-    r"Error in file \S+, line \d+|Broad cast error, |Compute Shape Error for |code=\d+ in \w+, \d+|"
-    r"Omni Can't open image|Qwen-VL smart resize|Warning: module need new clone|"
-    r"Could not create system context handle|Can't find mask from qnn model)[^\n]*\n?"
-)
+_MNN_PREFIXES = r"\[Error\]: |\[MNN:LLM\] |\[POSDBG\]|MNN_QNN: |QNN: |code=\d+ in \w+, \d+"
+_TEXT_LOG_IDS = ("response-failed", "generation-failed", "qnn-call-failed", "broadcast-error", "compute-shape-error",
+                 "omni-image-unreadable", "qwen-vl-resize", "module-clone", "qnn-system-context", "qnn-mask-missing")
+
+
+@lru_cache(maxsize=1)
+def _log_line() -> re.Pattern[str]:
+    cat = load_catalogue()
+    lines = "|".join(f"(?:{cat.entry(i).regex.pattern})" for i in _TEXT_LOG_IDS)
+    return re.compile(f"(?:{_MNN_PREFIXES}|{lines})[^\\n]*\\n?")
+
+
 # Lines that end the current prompt: it failed and printed no EOS newline (the catalogue's lines).
 _PROMPT_END_IDS = ("llm-error-state", "response-failed", "generation-failed")
 
@@ -105,7 +112,7 @@ def _pieces(region: str) -> list[tuple[str, str]]:
     """The text region as ("text", s) and ("log", MNN line) pieces, in order."""
     pieces: list[tuple[str, str]] = []
     pos = 0
-    for m in _LOG_LINE.finditer(region):
+    for m in _log_line().finditer(region):
         if m.start() > pos:
             pieces.append(("text", region[pos:m.start()]))
         pieces.append(("log", m.group().rstrip("\n")))

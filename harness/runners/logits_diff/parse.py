@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
+from harness.catalogue import Entry, Scope, load_catalogue
 from harness.runners.diff_tools import without_engine_text
 
 # printf formats of llm_logits_diff.cpp (MNN master 4d40bdbd, docs/logits-diff.md):
@@ -23,7 +25,16 @@ _DIST = re.compile(rf"^distribution: mean KL\(A\|\|B\)=({_NUM}), teacher-forced 
 _STOP = re.compile(r"^stop token at step (\d+)")
 # Lines that mean B (or A) gave no usable logits at a step: the comparison stopped there.
 _TOOL_ERROR = re.compile(r"^(?:forward returned null|invalid vocab dim -?\d+|readMap returned null) at step (\d+)")
-_FATAL = re.compile(r"^(?:Usage: |Invalid max_tokens|Failed to open prompt file|load failed|\[Error\]: )")
+
+
+@lru_cache(maxsize=1)
+def _fatal_lines() -> tuple[Entry, ...]:
+    """The tool's own fatal lines, and MNN's error line before `load failed` (the catalogue's scope logits-diff)."""
+    return load_catalogue().in_scope(Scope.LOGITS_DIFF)
+
+
+def _fatal(line: str) -> bool:
+    return any(e.regex.search(line) for e in _fatal_lines())
 
 
 def _float(text: str) -> float:
@@ -122,7 +133,7 @@ def parse(stdout: str) -> ParsedDiff:
             out.stop_step = int(m[1])
         elif _TOOL_ERROR.match(line):
             out.tool_errors.append(line.strip())
-        elif _FATAL.match(line):
+        elif _fatal(line):
             out.fatal.append(line.strip())
         else:
             known = False
@@ -140,5 +151,5 @@ def add_stderr(parsed: ParsedDiff, stderr: str) -> None:
     for line in stderr.splitlines():
         if _TOOL_ERROR.match(line):
             parsed.tool_errors.append(line.strip())
-        elif _FATAL.match(line):
+        elif _fatal(line):
             parsed.fatal.append(line.strip())
