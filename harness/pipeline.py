@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from harness.checks import Agreement, ExportVerdict, compare, mrope, verdict_of_records
 from harness.checks.coherence import CoherenceKind, TextVerdict, judge
 from harness.checks.shapes import scan_log_for_shape_errors
+from harness.evidence import Agreement as AgreementWord
 from harness.evidence import ExportVerdictEvidence, TextAgreement
 from harness.findings import Finding, errors
 from harness.outcomes import FailureClass, RecordWarning, Status
@@ -332,8 +333,7 @@ def record_evidence(rec: TestRecord, run: PairRun, j: Judgement, *, failed: bool
         rec.verdict = j.verdict.verdict
     ag = j.agreement
     if ag is not None:
-        rec.put(TextAgreement.of_json({"similarity": round(ag.similarity, 3), "level": ag.level,
-                                       "reference": ag.reference, "changes": [list(c) for c in ag.changes[:5]]}))
+        rec.put(TextAgreement(round(ag.similarity, 3), AgreementWord(ag.level), ag.reference, ag.changes[:5]))
     if failed:
         rec.log_excerpt = _excerpt(proc.stdout + proc.stderr + (proc.logcat or "")) if proc is not None else ""
         if proc is not None:  # what ran on the device, for the cell's repro bundle (harness/replay)

@@ -16,7 +16,7 @@ _HOMES = {
     "float_reference": ("DEFAULT_BUDGETS", "INDEX", "REFERENCE_DIR", "SCHEMA", "FloatReference", "QuantBudget", "judge_float_reference",
                         "missing_float_reference", "parse_budget_option", "parse_budgets", "quant_budget",
                         "read_float_reference"),
-    "export_verdict": ("ExportVerdict", "Instrument", "static_quant_line",
+    "export_verdict": ("ExportVerdict", "static_quant_line",
                        "teacher_forced_line", "text_coherence_line", "verdict_of_records"),
     "surprise": ("ReferenceUnavailable", "Scorer", "Surprise"),
     "teacher_forced": ("DEFAULT_THRESHOLDS", "PromptFigures", "PromptJudgement", "Thresholds", "judge_export",
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from harness.checks.et_reference import match_tokens as match_tokens
     from harness.checks.et_reference import vocab_pieces as vocab_pieces
     from harness.checks.export_verdict import ExportVerdict as ExportVerdict
-    from harness.checks.export_verdict import Instrument as Instrument
     from harness.checks.export_verdict import static_quant_line as static_quant_line
     from harness.checks.export_verdict import teacher_forced_line as teacher_forced_line
     from harness.checks.export_verdict import text_coherence_line as text_coherence_line

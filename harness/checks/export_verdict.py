@@ -12,21 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Protocol
 
 from harness.checks.teacher_forced import ExportTeacherForced, PromptFigures, judge_export
-from harness.evidence import EvidenceSet, ExportVerdictEvidence, LineVerdict, TeacherForced
+from harness.evidence import EvidenceSet, ExportVerdictEvidence, Instrument, LineVerdict, TeacherForced
 from harness.outcomes import FailureClass, RecordWarning, Status
 from harness.pairs import BackendPair
 from harness.verdict import Verdict
-
-
-class Instrument(StrEnum):
-    STATIC_QUANT = "static-quant"
-    TEACHER_FORCED = "teacher-forced"
-    TEXT_COHERENCE = "text-coherence"
-
 
 _RANK = {LineVerdict.NOT_RUN: 0, LineVerdict.PASS: 1, LineVerdict.WARN: 2, LineVerdict.FAIL: 3}
 _ORDER = (Instrument.STATIC_QUANT, Instrument.TEACHER_FORCED, Instrument.TEXT_COHERENCE)

@@ -11,9 +11,17 @@ from collections.abc import Mapping
 
 from harness.evidence.agreement import TextAgreement
 from harness.evidence.base import Cell, Column, Evidence, EvidenceSet, Fold, JsonObject, Row, Spread, Tone, fmt3, fmt6
-from harness.evidence.etdump import EtdumpSummary
+from harness.evidence.etdump import BackendTime, EtdumpSummary, Phases
 from harness.evidence.export_build import CacheUse, ExportBuild
-from harness.evidence.export_verdict import ExportVerdictEvidence, ExportVerdictLine, LineVerdict
+from harness.evidence.export_verdict import (
+    CoherenceFigures,
+    ExportVerdictEvidence,
+    ExportVerdictLine,
+    Figures,
+    Instrument,
+    LineVerdict,
+    TfFigures,
+)
 from harness.evidence.float_reference import FloatReferenceAgreement, PromptAgreement
 from harness.evidence.lab_run import LabRun
 from harness.evidence.localize import Localization, LocalizeEvidence, OpGap, Outcome
@@ -34,9 +42,9 @@ from harness.evidence.placement import (
 )
 from harness.evidence.program_size import ProgramSize
 from harness.evidence.provenance import Provenance, Tier
-from harness.evidence.qnn_profile import QnnOpCycles, QnnProfile
+from harness.evidence.qnn_profile import CpuOp, QnnOpCycles, QnnProfile, QnnSummaryEvent
 from harness.evidence.quant_finding import QuantFinding
-from harness.evidence.teacher_forced import Agreement, StepContext, TeacherForced
+from harness.evidence.teacher_forced import Agreement, NearStep, StepContext, TeacherForced
 from harness.evidence.timing import Clock, Timing
 
 FAMILIES: tuple[type[Evidence], ...] = (
@@ -62,11 +70,13 @@ def _columns(kinds: tuple[type[Evidence], ...]) -> tuple[Column, ...]:
 
 COLUMNS: tuple[Column, ...] = _columns((*FAMILIES, *SPREAD))
 
-__all__ = ["Agreement", "CacheUse", "Cell", "Clock", "Column", "COLUMNS", "count_pairs", "counted", "CpuFallback",
-           "EtdumpSummary", "Evidence", "EvidenceSet", "ExportBuild", "ExportVerdictEvidence", "ExportVerdictLine",
-           "FAMILIES", "FloatReferenceAgreement", "fmt3", "fmt6", "Fold", "JsonObject", "KINDS", "LabRun",
+__all__ = ["Agreement", "BackendTime", "CacheUse", "Cell", "Clock", "CoherenceFigures", "Column", "COLUMNS",
+           "count_pairs", "counted", "CpuFallback", "CpuOp", "EtdumpSummary", "Evidence", "EvidenceSet",
+           "ExportBuild", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "Figures",
+           "FloatReferenceAgreement", "fmt3", "fmt6", "Fold", "Instrument", "JsonObject", "KINDS", "LabRun",
            "LineVerdict", "Localization", "LocalizeEvidence", "MethodPlacement", "MNN_QNN_PLUGIN", "MnnNpuLog",
-           "ModuleSpeed", "NPU_BACKEND", "NPU_DELEGATES", "OpCycle", "OpCycles", "OpGap", "Outcome",
-           "parse_expected_cpu_ops", "Placement", "PlacementEvidence", "PlacementUnread", "ProgramSize",
-           "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QuantFinding", "Row", "Spread", "SPREAD",
-           "StepContext", "TeacherForced", "TextAgreement", "Tier", "Timing", "Tone", "with_expected"]
+           "ModuleSpeed", "NearStep", "NPU_BACKEND", "NPU_DELEGATES", "OpCycle", "OpCycles", "OpGap", "Outcome",
+           "parse_expected_cpu_ops", "Phases", "Placement", "PlacementEvidence", "PlacementUnread", "ProgramSize",
+           "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QnnSummaryEvent", "QuantFinding", "Row",
+           "SPREAD", "Spread", "StepContext", "TeacherForced", "TextAgreement", "TfFigures", "Tier", "Timing",
+           "Tone", "with_expected"]

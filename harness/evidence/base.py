@@ -78,7 +78,7 @@ class Evidence(Protocol):
     def to_json(self) -> Any: ...
 
     @classmethod
-    def of_json(cls, raw: Any) -> Self: ...
+    def of_json(cls, raw: object) -> Self: ...
 
     def junit(self) -> dict[str, str | None]:
         """Its JUnit properties (a None value is left out)."""
@@ -113,23 +113,41 @@ class Spread(Evidence, Protocol):
     KEYS: ClassVar[tuple[str, ...]]
 
 
-def json_object(raw: Any, what: str) -> JsonObject:
+def json_object(raw: object, what: str) -> JsonObject:
     """`raw` as a JSON object, or TypeError naming what it should have been."""
     if not isinstance(raw, dict):
         raise TypeError(f"{what} is not a JSON object")
     return raw
 
 
-def json_number(value: Any) -> float | None:
+def json_number(value: object) -> float | None:
     """A finite JSON number as a float; None for anything else (a bool, text, null, NaN)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return float(value)
 
 
-def json_int(value: Any) -> int | None:
+def json_int(value: object) -> int | None:
     """A JSON integer; None for anything else (a bool, a float, text, null)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def json_texts(value: object, what: str) -> tuple[str, ...]:
+    """A JSON list of texts (null or absent: none), or TypeError naming what it should have been."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{what} is not a list of texts")
+    return tuple(value)
+
+
+def json_floats(value: object, what: str) -> tuple[float, ...]:
+    """A JSON list of numbers as floats (null or absent: none), or TypeError naming what it should have been."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int | float) for v in value):
+        raise TypeError(f"{what} is not a list of numbers")
+    return tuple(float(v) for v in value)
 
 
 def _spread_keys(kind: type[Evidence]) -> tuple[str, ...]:
@@ -192,7 +210,7 @@ class EvidenceSet:
             found._read(kind, values, values, rest)
         return found, rest
 
-    def _read(self, kind: type[Evidence], raw: Any, written: Mapping[str, Any], rest: dict[str, Any]) -> None:
+    def _read(self, kind: type[Evidence], raw: object, written: Mapping[str, Any], rest: dict[str, Any]) -> None:
         try:
             self.put(kind.of_json(raw))
         except (KeyError, TypeError, ValueError, AttributeError):

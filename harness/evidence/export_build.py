@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 from harness.evidence.base import Cell, Column, JsonObject, Row, Tone, fmt3, json_number, json_object
 
@@ -69,7 +69,7 @@ class ExportBuild:
                 "log": self.log, "build_s": self.build_s, "facts": dict(self.facts), "debug": self.debug}
 
     @classmethod
-    def of_json(cls, raw: Any) -> Self:
+    def of_json(cls, raw: object) -> Self:
         raw = json_object(raw, "an export's build")
         soc_id, folder, log, facts = raw.get("soc_id"), raw.get("folder"), raw.get("log"), raw.get("facts")
         return cls(str(raw["key"]), CacheUse(raw["cache"]), str(raw.get("target") or ""), str(raw.get("format") or ""),

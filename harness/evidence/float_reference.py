@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
-from harness.evidence.base import Cell, Column, Fold, JsonObject, Row, Tone, fmt3, fmt6, json_number
+from harness.evidence.base import Cell, Column, Fold, JsonObject, Row, Tone, fmt3, fmt6, json_number, json_object
 from harness.evidence.teacher_forced import Agreement
 
 FIGURES = ("median_kl", "worst_kl", "median_flip_share", "worst_flip_share", "median_nll_gap", "worst_nll_gap")
@@ -98,7 +98,8 @@ class FloatReferenceAgreement:
                 "budget_nll_gap": self.budget_nll_gap}
 
     @classmethod
-    def of_json(cls, raw: JsonObject) -> Self:
+    def of_json(cls, raw: object) -> Self:
+        raw = json_object(raw, "a float-reference agreement")
         verdict, reference = raw.get("verdict"), raw.get("reference")
         if not isinstance(verdict, str) or not verdict or not isinstance(reference, str):
             raise ValueError("a float-reference agreement without its verdict or reference")

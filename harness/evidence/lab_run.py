@@ -45,7 +45,7 @@ class LabRun:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
     @classmethod
-    def of_json(cls, raw: Any) -> Self:
+    def of_json(cls, raw: object) -> Self:
         raw = json_object(raw, "a record's run bookkeeping")
         for key, value in raw.items():
             kind = _TYPES.get(key)

@@ -9,7 +9,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Self
 
-from harness.evidence.base import Cell, Column, JsonObject, Row, Tone, fmt3
+from harness.evidence.base import Cell, Column, JsonObject, Row, Tone, fmt3, json_object
 
 
 class Outcome(str, enum.Enum):
@@ -126,6 +126,7 @@ class LocalizeEvidence:
         return {**self.result.as_dict(), "cell": self.cell}
 
     @classmethod
-    def of_json(cls, raw: JsonObject) -> Self:
+    def of_json(cls, raw: object) -> Self:
+        raw = json_object(raw, "a localization")
         data = {k: v for k, v in raw.items() if k != "cell"}
         return cls(Localization.of_dict(data), str(raw.get("cell") or ""))

@@ -7,7 +7,7 @@ NPU/CPU speed per compiled module."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 from harness.evidence.base import Cell, Column, JsonObject, Row, Tone, fmt3, json_number, json_object
 
@@ -65,7 +65,7 @@ class MnnNpuLog:
                 "total_npu_ms": self.total_npu_ms, "total_cpu_ms": self.total_cpu_ms, "convert_log": self.convert_log}
 
     @classmethod
-    def of_json(cls, raw: Any) -> Self:
+    def of_json(cls, raw: object) -> Self:
         raw = json_object(raw, "MNN's placement lines")
         falls = [json_object(f, "a CPU fallback") for f in raw.get("fallbacks") or []]
         speeds = [json_object(s, "a module's speed") for s in raw.get("speeds") or []]

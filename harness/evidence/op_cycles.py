@@ -10,7 +10,7 @@ say. Emulator cycles are not device cycles: `unit_label` travels with them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 from harness.evidence.base import Cell, Column, JsonObject, Row, fmt3, json_object
 
@@ -58,7 +58,7 @@ class OpCycles:
                 "ops": [o.to_json() for o in self.ops]}
 
     @classmethod
-    def of_json(cls, raw: Any) -> Self:
+    def of_json(cls, raw: object) -> Self:
         raw = json_object(raw, "per-op cycles")
         ops = [json_object(o, "an op's cycles") for o in raw.get("ops") or []]
         return cls(str(raw.get("program") or ""), str(raw.get("unit_label") or "cycles"),

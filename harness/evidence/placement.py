@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
 
-from harness.evidence.base import Cell, Column, JsonObject, Row, Tone
+from harness.evidence.base import Cell, Column, JsonObject, Row, Tone, json_object
 
 NPU_BACKEND = "QnnBackend"  # ExecuTorch's QNN delegate id
 MNN_QNN_PLUGIN = "QNN"  # the type of an MNN stub's Plugin op that runs a QNN context binary
@@ -169,7 +169,8 @@ class PlacementEvidence:
         return out
 
     @classmethod
-    def of_json(cls, raw: JsonObject) -> Self:
+    def of_json(cls, raw: object) -> Self:
+        raw = json_object(raw, "a placement")
         methods = raw.get("methods")
         if not isinstance(methods, dict):
             raise ValueError("a placement without its methods")

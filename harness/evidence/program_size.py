@@ -5,7 +5,7 @@ a program that grew, or one whose weight moved out of QNN, beside its verdict an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 from harness.evidence.base import Cell, Column, Fold, JsonObject, Row, json_int, json_object
 
@@ -43,7 +43,7 @@ class ProgramSize:
         return {"program": self.program, "bytes": self.size, "qnn_bytes": self.qnn_bytes, "qnn_binaries": self.qnn_binaries}
 
     @classmethod
-    def of_json(cls, raw: Any) -> Self:
+    def of_json(cls, raw: object) -> Self:
         raw = json_object(raw, "a program's size")
         size, qnn, n = json_int(raw.get("bytes")), json_int(raw.get("qnn_bytes")), json_int(raw.get("qnn_binaries"))
         if size is None or qnn is None or n is None:

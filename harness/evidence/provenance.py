@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Self
 
-from harness.evidence.base import Cell, Column, Fold, JsonObject, Row
+from harness.evidence.base import Cell, Column, Fold, JsonObject, Row, json_object
 
 
 class Tier(StrEnum):
@@ -44,7 +44,8 @@ class Provenance:
                 "binaries_sha256": list(self.binaries_sha256)}
 
     @classmethod
-    def of_json(cls, raw: JsonObject) -> Self:
+    def of_json(cls, raw: object) -> Self:
+        raw = json_object(raw, "a provenance")
         bins = raw.get("binaries_sha256") or []
         if not isinstance(bins, list):
             raise ValueError("binaries_sha256 is not a list")

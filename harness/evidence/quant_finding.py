@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
-from harness.evidence.base import Cell, Column, JsonObject, Row, json_int, text_of
+from harness.evidence.base import Cell, Column, JsonObject, Row, json_int, json_object, text_of
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class QuantFinding:
                 "errors": self.errors}
 
     @classmethod
-    def of_json(cls, raw: JsonObject) -> Self:
+    def of_json(cls, raw: object) -> Self:
+        raw = json_object(raw, "a quant finding")
         kind, layer = raw.get("kind"), raw.get("layer")
         if not isinstance(kind, str) or not kind:
             raise ValueError("a quant finding without its kind")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 from harness.evidence.base import Cell, Column, Row
 
@@ -39,7 +39,7 @@ class Timing:
         return self.clock.value
 
     @classmethod
-    def of_json(cls, raw: Any) -> Self:
+    def of_json(cls, raw: object) -> Self:
         if not isinstance(raw, str):
             raise TypeError("a record's timing is a word")
         return cls(Clock(raw))

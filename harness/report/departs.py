@@ -78,6 +78,5 @@ def where_it_departs(records: Sequence[TestRecord]) -> list[WhereItDeparts]:
             view(rec).quant, view(rec).quant_test = quant, rec.name
         tf = rec.evidence.get(TeacherForced)
         if tf is not None and tf.first_disagreement is not None:
-            pair = f"{tf.detail.get('b', '')} vs {tf.detail.get('a', '')}"
-            view(rec).steps.append(StepLane(rec.name, pair, tf.verdict, tf.first_disagreement))
+            view(rec).steps.append(StepLane(rec.name, tf.pair, tf.verdict.value, tf.first_disagreement))
     return list(views.values())

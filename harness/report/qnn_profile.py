@@ -36,7 +36,7 @@ def qnn_profiles(records: Iterable[TestRecord]) -> list[QnnProfileRow]:
         q = r.evidence.get(QnnProfile)
         if q is None:
             continue
-        top = [(e.node, e.op, e.total) for e in q.top_ops[:TOP_OPS_SHOWN]]
+        top = [(e.label, e.op or "", e.total) for e in q.top_ops[:TOP_OPS_SHOWN]]
         out.append(QnnProfileRow(r.device, r.name, q.unit_label, q.accelerator_cycles, q.op_cycles_total, q.qnn_ops,
-                                 top, list(q.cpu_ops), q.note))
+                                 top, [c.name for c in q.cpu_ops], q.note))
     return out

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from harness.evidence import Agreement, TeacherForced
+from harness.evidence import Agreement, NearStep, TeacherForced
 from harness.report.records import TestRecord
 
 _WORST = (Agreement.AGREE, Agreement.DRIFT, Agreement.DISAGREE, Agreement.ERROR)
@@ -45,7 +44,7 @@ class Departure:
     token: str
     after: str
     note: str
-    rows_near: list[dict[str, Any]]
+    rows_near: list[NearStep]
 
 
 def departures(records: Sequence[TestRecord]) -> list[Departure]:
@@ -56,7 +55,7 @@ def departures(records: Sequence[TestRecord]) -> list[Departure]:
             continue
         ctx = tf.context
         out.append(Departure(r.device, r.name, tf.verdict.value, tf.first_disagreement, ctx.before if ctx else "",
-                             ctx.token if ctx else "", ctx.after if ctx else "", tf.note, [dict(x) for x in tf.rows_near]))
+                             ctx.token if ctx else "", ctx.after if ctx else "", tf.note, list(tf.rows_near)))
     return out
 
 

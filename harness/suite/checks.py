@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import pipeline
-from harness.checks import DriftWarning, Instrument, mrope
+from harness.checks import DriftWarning, mrope
 from harness.checks.quant import check_export_quant
 from harness.checks.shapes import ERROR, assert_shapes_ok, check_export_shapes
 from harness.errors import ArtifactError
-from harness.evidence import PlacementUnread, QuantFinding
+from harness.evidence import Instrument, PlacementUnread, QuantFinding
 from harness.export import open_export
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair

@@ -10,7 +10,6 @@ import pytest
 
 from harness import pipeline
 from harness.checks import (
-    Instrument,
     PromptFigures,
     judge_export,
     static_quant_line,
@@ -18,7 +17,7 @@ from harness.checks import (
     verdict_of_records,
 )
 from harness.checks.export_verdict import export_verdict  # not on the face: a submodule has its name
-from harness.evidence import LineVerdict, TeacherForced
+from harness.evidence import Instrument, LineVerdict, TeacherForced
 from harness.outcomes import FailureClass, Status
 from harness.pairs import BackendPair
 from harness.report import TestRecord

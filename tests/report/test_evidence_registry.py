@@ -9,6 +9,7 @@ import ast
 import importlib
 import inspect
 import json
+from dataclasses import fields
 from pathlib import Path
 
 from harness import evidence
@@ -111,3 +112,23 @@ def test_a_failing_family_line_reads_first() -> None:
     texts = " | ".join(r.text for r in rows)
     assert "median mean KL 0.033 >= 0.018" in texts and "aten_mul_tensor_2" in texts, texts
     assert evidence.COLUMNS == COLUMNS
+
+
+def test_each_family_reads_back_what_it_writes() -> None:
+    """A family's JSON decodes to the same typed value (through JSON text, as a record's line)."""
+    for s in _samples():
+        kind = type(s)
+        again = kind.of_json(json.loads(json.dumps(s.to_json(), sort_keys=True)))  # type: ignore[attr-defined]  # an Evidence
+        assert again == s, kind
+        assert again.to_json() == s.to_json(), kind  # type: ignore[attr-defined]  # an Evidence
+
+
+# A family field that is still a free JSON bag, with its reason (none of those the page or history reads).
+_BAGS = {("ExportBuild", "facts")}  # QNN's facts of a failed build: whatever QNN's log reader found
+
+
+def test_no_family_keeps_a_raw_json_bag() -> None:
+    """Every family is typed field by field: no dict of whatever was written, kept to write it back."""
+    bags = {(kind.__name__, f.name) for kind in (*FAMILIES, *SPREAD) for f in fields(kind)  # type: ignore[arg-type]  # dataclasses
+            if any(w in str(f.type) for w in ("JsonObject", "Any", "object"))}
+    assert bags == _BAGS, f"type these fields (dataclasses, enum words): {sorted(bags - _BAGS)}"

@@ -61,7 +61,7 @@ def test_old_extras_read_back_typed_and_write_back_byte_equal() -> None:
     profile = by["test_etdump_profile"]
     assert profile.evidence.get(Timing) == Timing(Clock.EMULATOR)
     et, qnn = profile.evidence.get(EtdumpSummary), profile.evidence.get(QnnProfile)
-    assert et is not None and et.unit == "cycles" and et.delegated and "QnnBackend" in et.backends
+    assert et is not None and et.unit == "cycles" and et.delegated and [b.name for b in et.backends] == ["QnnBackend"]
     assert qnn is not None and qnn.profiled and qnn.unit_label == "cycles, emulator" and qnn.top_ops
     ag = by["test_generation[qnn-cat]"].evidence.get(TextAgreement)
     assert ag is not None and ag.level and 0 <= ag.similarity <= 1 and ag.reference

@@ -29,8 +29,8 @@ def test_hostile_text_is_escaped_in_departures_failures_and_plots():
     tf.put(TeacherForced.of_json({
         "verdict": "disagree", "disagreements": 1, "counted_steps": 9, "first_disagreement": 3,
         "context": {"before": HOSTILE, "token": HOSTILE, "after": HOSTILE}, "exclusion_note": HOSTILE,
-        "rows_near": [{"step": HOSTILE, "tok_a": HOSTILE, "tok_b": 2, "agree": False, "max_abs_diff": HOSTILE,
-                       "text": HOSTILE}]}))
+        "rows_near": [{"step": 3, "tok_a": 1, "tok_b": 2, "agree": False, "max_abs_diff": 1.5,
+                       "text": HOSTILE}]}))  # a row's figures are typed numbers: its text is what can be hostile
     recs[3].set_verdict(Verdict.failed(FailureClass.CRASH, ""))
     recs[3].signature, recs[3].log_excerpt = HOSTILE, HOSTILE
     page = render_html(recs, title="t", plots={HOSTILE: HOSTILE})
