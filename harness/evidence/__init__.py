@@ -15,6 +15,7 @@ from harness.evidence.etdump import BackendTime, EtdumpSummary, Phases
 from harness.evidence.export_build import CacheUse, ExportBuild
 from harness.evidence.export_verdict import (
     CoherenceFigures,
+    ExportLines,
     ExportVerdictEvidence,
     ExportVerdictLine,
     Figures,
@@ -24,14 +25,15 @@ from harness.evidence.export_verdict import (
 )
 from harness.evidence.float_reference import FloatReferenceAgreement, PromptAgreement
 from harness.evidence.lab_run import LabRun
-from harness.evidence.localize import Localization, LocalizeEvidence, OpGap, Outcome
+from harness.evidence.localize import Localization, LocalizeEvidence, OpGap, OpsDeparture, Outcome
 from harness.evidence.mnn_npu_log import CpuFallback, MnnNpuLog, ModuleSpeed
-from harness.evidence.op_cycles import OpCycle, OpCycles
+from harness.evidence.op_cycles import OpCycle, OpCycles, OpCyclesRun
 from harness.evidence.placement import (
     MNN_QNN_PLUGIN,
     NPU_BACKEND,
     NPU_DELEGATES,
     MethodPlacement,
+    Placed,
     Placement,
     PlacementEvidence,
     PlacementUnread,
@@ -41,11 +43,11 @@ from harness.evidence.placement import (
     with_expected,
 )
 from harness.evidence.program_size import ProgramSize
-from harness.evidence.provenance import Provenance, Tier
-from harness.evidence.qnn_profile import CpuOp, QnnOpCycles, QnnProfile, QnnSummaryEvent
-from harness.evidence.quant_finding import QuantFinding
-from harness.evidence.teacher_forced import Agreement, NearStep, StepContext, TeacherForced
-from harness.evidence.timing import Clock, Timing
+from harness.evidence.provenance import Provenance, RanOn, Tier
+from harness.evidence.qnn_profile import CpuOp, ProfileTable, QnnOpCycles, QnnProfile, QnnSummaryEvent
+from harness.evidence.quant_finding import QuantDeparture, QuantFinding
+from harness.evidence.teacher_forced import Agreement, NearStep, StepContext, StepDeparture, TeacherForced, TfLine
+from harness.evidence.timing import Clock, TimedOn, Timing
 
 FAMILIES: tuple[type[Evidence], ...] = (
     TeacherForced, ExportVerdictEvidence, FloatReferenceAgreement, PlacementEvidence, Provenance, LocalizeEvidence,
@@ -72,11 +74,12 @@ COLUMNS: tuple[Column, ...] = _columns((*FAMILIES, *SPREAD))
 
 __all__ = ["Agreement", "BackendTime", "CacheUse", "Cell", "Clock", "CoherenceFigures", "Column", "COLUMNS",
            "count_pairs", "counted", "CpuFallback", "CpuOp", "EtdumpSummary", "Evidence", "EvidenceSet",
-           "ExportBuild", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "Figures",
+           "ExportBuild", "ExportLines", "ExportVerdictEvidence", "ExportVerdictLine", "FAMILIES", "Figures",
            "FloatReferenceAgreement", "fmt3", "fmt6", "Fold", "Instrument", "JsonObject", "KINDS", "LabRun",
            "LineVerdict", "Localization", "LocalizeEvidence", "MethodPlacement", "MNN_QNN_PLUGIN", "MnnNpuLog",
-           "ModuleSpeed", "NearStep", "NPU_BACKEND", "NPU_DELEGATES", "OpCycle", "OpCycles", "OpGap", "Outcome",
-           "parse_expected_cpu_ops", "Phases", "Placement", "PlacementEvidence", "PlacementUnread", "ProgramSize",
-           "PromptAgreement", "Provenance", "QnnOpCycles", "QnnProfile", "QnnSummaryEvent", "QuantFinding", "Row",
-           "SPREAD", "Spread", "StepContext", "TeacherForced", "TextAgreement", "TfFigures", "Tier", "Timing",
-           "Tone", "with_expected"]
+           "ModuleSpeed", "NearStep", "NPU_BACKEND", "NPU_DELEGATES", "OpCycle", "OpCycles", "OpCyclesRun", "OpGap",
+           "OpsDeparture", "Outcome", "parse_expected_cpu_ops", "Phases", "Placed", "Placement", "PlacementEvidence",
+           "PlacementUnread", "ProfileTable", "ProgramSize", "PromptAgreement", "Provenance", "QnnOpCycles",
+           "QnnProfile", "QnnSummaryEvent", "QuantDeparture", "QuantFinding", "RanOn", "Row", "Spread", "SPREAD",
+           "StepContext", "StepDeparture", "TeacherForced", "TextAgreement", "TfFigures", "TfLine", "Tier",
+           "TimedOn", "Timing", "Tone", "with_expected"]

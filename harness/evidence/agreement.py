@@ -31,6 +31,9 @@ class TextAgreement:
         return (Row("text vs the reference pair", f"{self.level.value}, similarity {self.similarity:.2f}",
                     _TONE[self.level]),)
 
+    def views(self) -> tuple[object, ...]:
+        return ()
+
     def columns(self) -> dict[str, Cell]:
         return {}
 

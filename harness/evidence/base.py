@@ -11,8 +11,9 @@ A record holds them in an `EvidenceSet` keyed by family; `extras` keeps only fre
 
 A family also says, in its own module, how the reports show it (the reporters loop over a
 record's evidence and name no family): `junit()` its JUnit properties, `rows()` its lines on the
-HTML page, `COLUMNS` and `columns()` its history columns (how a night's group of records folds
-them into one value: `Fold`). tests/report/test_evidence_registry.py keeps every family complete.
+HTML page, `views()` what it gives the page's own sections (typed views each section reads by
+type: `EvidenceSet.views`), `COLUMNS` and `columns()` its history columns (how a night's group of
+records folds them into one value: `Fold`). tests/report/test_evidence_registry.py keeps every family complete.
 """
 
 from __future__ import annotations
@@ -85,7 +86,13 @@ class Evidence(Protocol):
         ...
 
     def rows(self) -> tuple[Row, ...]:
-        """Its lines on the HTML page (none: shown by a section of its own, or nothing to read)."""
+        """Its lines on the HTML page, under its cell or test (none: a section shows it, or nothing to read)."""
+        ...
+
+    def views(self) -> tuple[object, ...]:
+        """What it gives the page's own sections (where it ran, where it departs, the export verdicts,
+        the QNN profiles, the per-op history): each section reads the view types it knows, whichever
+        family gave them; a view type lives beside the family that first gave it."""
         ...
 
     def columns(self) -> dict[str, Cell]:
@@ -156,6 +163,7 @@ def _spread_keys(kind: type[Evidence]) -> tuple[str, ...]:
 
 
 E = TypeVar("E", bound=Evidence)
+V = TypeVar("V")
 
 
 @dataclass
@@ -170,6 +178,10 @@ class EvidenceSet:
     def get(self, kind: type[E]) -> E | None:
         found = self._items.get(kind.KEY)
         return found if isinstance(found, kind) else None
+
+    def views(self, kind: type[V]) -> list[V]:
+        """Every view of `kind` its families give a page section, in family order."""
+        return [v for ev in self._items.values() for v in ev.views() if isinstance(v, kind)]
 
     def drop(self, kind: type[Evidence]) -> None:
         self._items.pop(kind.KEY, None)

@@ -95,6 +95,9 @@ class EtdumpSummary:
         names = ", ".join(b.name for b in self.backends) or "none"
         return (Row("ETDump", f"{self.delegated} of {self.ops} ops delegated ({names}) in {self.calls} calls{cpu}"),)
 
+    def views(self) -> tuple[object, ...]:
+        return ()
+
     def columns(self) -> dict[str, Cell]:
         return {}
 

@@ -60,6 +60,9 @@ class ExportBuild:
         failed = self.folder is None
         return (Row("export", self.built(failed), Tone.PLAIN if not failed else Tone.FAIL),)
 
+    def views(self) -> tuple[object, ...]:
+        return ()
+
     def columns(self) -> dict[str, Cell]:
         return {"export_cache": self.cache.value, "export_build_s": self.build_s}
 

@@ -138,6 +138,14 @@ class ExportVerdictLine:
 
 
 @dataclass(frozen=True)
+class ExportLines:
+    """The page's "Export verdicts" table: one export's word on one device, a line per instrument."""
+
+    verdict: LineVerdict
+    lines: tuple[ExportVerdictLine, ...]
+
+
+@dataclass(frozen=True)
 class ExportVerdictEvidence:
     KEY: ClassVar[str] = "export_verdict"
     COLUMNS: ClassVar[tuple[Column, ...]] = (Column("export_verdict", "TEXT", Fold.FIRST), *TF_COLUMNS)
@@ -164,7 +172,10 @@ class ExportVerdictEvidence:
         return props
 
     def rows(self) -> tuple[Row, ...]:
-        return ()  # the page's "Export verdicts" table, a line per instrument
+        return ()  # the page's "Export verdicts" table, a line per instrument: its view
+
+    def views(self) -> tuple[object, ...]:
+        return (ExportLines(self.verdict, self.lines),)
 
     def columns(self) -> dict[str, Cell]:
         fig = self.teacher_forced() or TfFigures(Agreement.ERROR, "", 0, 0, ())  # no figures: none filled

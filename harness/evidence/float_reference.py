@@ -79,6 +79,9 @@ class FloatReferenceAgreement:
         return (Row("against its float model", text, Tone.PASS if not bad else Tone.WARN if warn else Tone.FAIL,
                     first=bad),)
 
+    def views(self) -> tuple[object, ...]:
+        return ()
+
     def columns(self) -> dict[str, Cell]:
         return {"float_reference_median_kl": self.median_kl}
 

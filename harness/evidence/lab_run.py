@@ -38,6 +38,9 @@ class LabRun:
     def rows(self) -> tuple[Row, ...]:
         return (Row("retried", f"after {self.retried_after}", Tone.WARN),) if self.retried_after else ()
 
+    def views(self) -> tuple[object, ...]:
+        return ()
+
     def columns(self) -> dict[str, Cell]:
         return {}
 

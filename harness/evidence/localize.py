@@ -82,6 +82,14 @@ class Localization:
 
 
 @dataclass(frozen=True)
+class OpsDeparture:
+    """The page's "where it departs", ExecuTorch lane: one localization and the failed cell it explains."""
+
+    result: Localization
+    cell: str = ""
+
+
+@dataclass(frozen=True)
 class LocalizeEvidence:
     """A record's localization: the format cell it explains (its test name) and the verdict."""
 
@@ -114,6 +122,9 @@ class LocalizeEvidence:
         r = self.result
         tone = Tone.FAIL if r.first is not None else Tone.WARN if r.outcome is Outcome.UNDECIDABLE else Tone.PASS
         return (Row("per op against the CPU reference", r.summary(), tone, first=r.first is not None),)
+
+    def views(self) -> tuple[object, ...]:
+        return (OpsDeparture(self.result, self.cell),)
 
     def columns(self) -> dict[str, Cell]:
         if self.result.outcome is Outcome.UNDECIDABLE:

@@ -57,6 +57,9 @@ class MnnNpuLog:
     def rows(self) -> tuple[Row, ...]:
         return (Row("MNN kept on the CPU", self.describe_fallbacks(), Tone.WARN),) if self.fallbacks else ()
 
+    def views(self) -> tuple[object, ...]:
+        return ()
+
     def columns(self) -> dict[str, Cell]:
         return {}
 

@@ -28,6 +28,15 @@ class OpCycle:
 
 
 @dataclass(frozen=True)
+class OpCyclesRun:
+    """The history's per-op cycles table (report/op_history.py): one profiled program's ops."""
+
+    program: str
+    unit_label: str
+    ops: tuple[OpCycle, ...]
+
+
+@dataclass(frozen=True)
 class OpCycles:
     KEY: ClassVar[str] = "op_cycles"
     COLUMNS: ClassVar[tuple[Column, ...]] = ()  # every op's cycles: the history's own table (report/op_history.py)
@@ -49,6 +58,9 @@ class OpCycles:
 
     def rows(self) -> tuple[Row, ...]:
         return ()  # the page's per-op cycles plots against the last good night (report/op_plots.py)
+
+    def views(self) -> tuple[object, ...]:
+        return (OpCyclesRun(self.program, self.unit_label, self.ops),)
 
     def columns(self) -> dict[str, Cell]:
         return {}

@@ -130,6 +130,16 @@ def _counts(raw: object) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
+class Placed:
+    """The page's "where it ran": the placement the checks read, in words ("" for what was not read)."""
+
+    placement: str  # "model.pte: QnnBackend x1; nothing on the CPU"
+    share: str = ""  # "delegated 97.0% of op time (ETDump)"
+    fallback: str = ""  # why it is `cpu-fallback` ("on the CPU beyond those expected: aten::relu.out x1")
+    runtime: str = ""  # llm_demo's own word: "llm_demo: 32 QNN plugin inits"
+
+
+@dataclass(frozen=True)
 class PlacementEvidence:
     KEY: ClassVar[str] = "placement"
     COLUMNS: ClassVar[tuple[Column, ...]] = ()
@@ -154,7 +164,16 @@ class PlacementEvidence:
         return props
 
     def rows(self) -> tuple[Row, ...]:
-        return ()  # the cell's placement and cpu-fallback lines (report/where_ran.py)
+        return ()  # the cell's placement and cpu-fallback lines: its view
+
+    def views(self) -> tuple[object, ...]:
+        delegated = (self.time_share or {}).get("delegated")
+        share = f"delegated {delegated * 100:.1f}% of op time (ETDump)" if delegated is not None else ""
+        beyond = counted(self.unexpected)
+        fallback = ("no QNN delegate: everything ran on the CPU" if not self.placement.on_npu
+                    else f"on the CPU beyond those expected: {beyond}" if beyond else "")
+        runtime = f"llm_demo: {self.runtime_qnn_inits} QNN plugin inits" if self.runtime_qnn_inits is not None else ""
+        return (Placed(f"{self.program}: {self.summary}", share, fallback, runtime),)
 
     def columns(self) -> dict[str, Cell]:
         return {}
@@ -196,6 +215,9 @@ class PlacementUnread:
 
     def rows(self) -> tuple[Row, ...]:
         return (Row("placement not read", self.why, Tone.WARN),)
+
+    def views(self) -> tuple[object, ...]:
+        return ()
 
     def columns(self) -> dict[str, Cell]:
         return {}

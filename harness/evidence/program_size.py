@@ -36,6 +36,9 @@ class ProgramSize:
     def rows(self) -> tuple[Row, ...]:
         return (Row("program", self.describe()),)
 
+    def views(self) -> tuple[object, ...]:
+        return ()
+
     def columns(self) -> dict[str, Cell]:
         return {"program_kib": round(self.size / 1024, 1), "program_qnn_share": round(self.qnn_share, 4)}
 

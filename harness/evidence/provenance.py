@@ -19,6 +19,14 @@ class Tier(StrEnum):
 
 
 @dataclass(frozen=True)
+class RanOn:
+    """The page's "where it ran": the tier a record ran on and the runtime's QAIRT build ("" when unread)."""
+
+    tier: Tier
+    qairt: str = ""
+
+
+@dataclass(frozen=True)
 class Provenance:
     KEY: ClassVar[str] = "provenance"
     COLUMNS: ClassVar[tuple[Column, ...]] = (Column("tier", "TEXT", Fold.DISTINCT), Column("qairt", "TEXT", Fold.DISTINCT),
@@ -34,7 +42,10 @@ class Provenance:
                 "binaries_sha256": ",".join(self.binaries_sha256)}
 
     def rows(self) -> tuple[Row, ...]:
-        return ()  # the cell's tier badges and QAIRT (report/where_ran.py)
+        return ()  # the cell's tier badges and QAIRT: its view
+
+    def views(self) -> tuple[object, ...]:
+        return (RanOn(self.tier, self.qairt or ""),)
 
     def columns(self) -> dict[str, Cell]:
         return {"tier": self.tier.value, "qairt": self.qairt, "program_sha256": self.program_sha256}

@@ -100,6 +100,20 @@ class CpuOp:
 
 
 @dataclass(frozen=True)
+class ProfileTable:
+    """The page's "QNN profiles" table: one run's accelerator total, ops and the slowest, each figure
+    with its unit ("cycles, emulator" on the host's emulator)."""
+
+    unit: str
+    accelerator: float | None
+    ops_total: float
+    ops: int
+    top: tuple[QnnOpCycles, ...]  # slowest first
+    cpu_ops: tuple[str, ...]
+    note: str
+
+
+@dataclass(frozen=True)
 class QnnProfile:
     KEY: ClassVar[str] = "qnn_etdump"
     COLUMNS: ClassVar[tuple[Column, ...]] = ()
@@ -130,7 +144,11 @@ class QnnProfile:
                 "etdump_qnn_accelerator_cycles": fmt3(self.accelerator_cycles)}
 
     def rows(self) -> tuple[Row, ...]:
-        return ()  # the page's own "QNN profiles" table (report/qnn_profile.py): top ops, cycles with their unit
+        return ()  # the page's own "QNN profiles" table: its view
+
+    def views(self) -> tuple[object, ...]:
+        return (ProfileTable(self.unit_label, self.accelerator_cycles, self.op_cycles_total, self.qnn_ops, self.top_ops,
+                             tuple(c.name for c in self.cpu_ops), self.note),)
 
     def columns(self) -> dict[str, Cell]:
         return {}

@@ -11,6 +11,17 @@ from harness.evidence.base import Cell, Column, JsonObject, Row, json_int, json_
 
 
 @dataclass(frozen=True)
+class QuantDeparture:
+    """The page's "where it departs", MNN lane: the first wrong activation range."""
+
+    kind: str
+    tensor: str
+    layer: int | None
+    message: str
+    errors: int
+
+
+@dataclass(frozen=True)
 class QuantFinding:
     KEY: ClassVar[str] = "quant_finding"
     COLUMNS: ClassVar[tuple[Column, ...]] = ()
@@ -26,7 +37,10 @@ class QuantFinding:
                 "quant_finding_layer": text_of(self.layer), "quant_finding_errors": str(self.errors)}
 
     def rows(self) -> tuple[Row, ...]:
-        return ()  # the MNN lane of "where it departs" (report/departs.py)
+        return ()  # the MNN lane of "where it departs": its view
+
+    def views(self) -> tuple[object, ...]:
+        return (QuantDeparture(self.kind, self.tensor, self.layer, self.message, self.errors),)
 
     def columns(self) -> dict[str, Cell]:
         return {}

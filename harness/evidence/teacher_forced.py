@@ -87,6 +87,29 @@ class NearStep:
 
 
 @dataclass(frozen=True)
+class TfLine:
+    """A matrix cell's teacher-forced line, one prompt's part: its word, steps whose argmax differs,
+    counted steps, and its mean KL where usable."""
+
+    verdict: Agreement
+    flips: int
+    steps: int
+    mean_kl: float | None
+
+
+@dataclass(frozen=True)
+class StepDeparture:
+    """Where a comparison first disagrees: the page's departures and the MNN lane of "where it departs"."""
+
+    pair: str
+    verdict: Agreement
+    step: int
+    context: StepContext | None
+    note: str
+    rows_near: tuple[NearStep, ...]
+
+
+@dataclass(frozen=True)
 class TeacherForced:
     KEY: ClassVar[str] = "teacher_forced"
     COLUMNS: ClassVar[tuple[Column, ...]] = TF_COLUMNS
@@ -136,7 +159,14 @@ class TeacherForced:
                 "teacher_forced_note": self.note or None}
 
     def rows(self) -> tuple[Row, ...]:
-        return ()  # the cell's teacher-forced line and "where each backend departs" (its own sections)
+        return ()  # the cell's teacher-forced line and "where each backend departs": its views
+
+    def views(self) -> tuple[object, ...]:
+        line = TfLine(self.verdict, self.disagreements, self.counted_steps, self.mean_kl if self.kl_used else None)
+        if self.first_disagreement is None:
+            return (line,)
+        return (line, StepDeparture(self.pair, self.verdict, self.first_disagreement, self.context, self.note,
+                                    self.rows_near))
 
     def columns(self) -> dict[str, Cell]:
         if self.verdict is Agreement.ERROR or not self.counted_steps:

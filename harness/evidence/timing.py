@@ -16,6 +16,13 @@ class Clock(StrEnum):
 
 
 @dataclass(frozen=True)
+class TimedOn:
+    """What a record's figures were measured on when it is not the device ("emulator"): said beside each."""
+
+    label: str
+
+
+@dataclass(frozen=True)
 class Timing:
     KEY: ClassVar[str] = "timing"
     COLUMNS: ClassVar[tuple[Column, ...]] = ()
@@ -30,7 +37,10 @@ class Timing:
         return {"timing": self.clock.value}
 
     def rows(self) -> tuple[Row, ...]:
-        return ()  # said beside every figure it qualifies ("decode 12.0 tok/s (emulator)")
+        return ()  # said beside every figure it qualifies ("decode 12.0 tok/s (emulator)"): its view
+
+    def views(self) -> tuple[object, ...]:
+        return (TimedOn(self.clock.value),) if self.emulated else ()
 
     def columns(self) -> dict[str, Cell]:
         return {}

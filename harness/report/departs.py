@@ -1,4 +1,5 @@
-"""The report's "where it departs" view: per device and model, one place for both lanes.
+"""The report's "where it departs" view: per device and model, one place for both lanes, from its
+records' views (harness.evidence: OpsDeparture, QuantDeparture, StepDeparture, whichever family gives them).
 
 The ExecuTorch lane: the localization (harness.checks.localize), the first op under the format's
 threshold with its layer, SQNR, cosine and clipped share, the ops after it, and a plot of SQNR per op
@@ -11,7 +12,7 @@ import base64
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness.evidence import LocalizeEvidence, OpGap, QuantFinding, TeacherForced
+from harness.evidence import OpGap, OpsDeparture, QuantDeparture, StepDeparture
 from harness.report.plots import plot_localization
 from harness.report.records import TestRecord
 
@@ -48,12 +49,12 @@ class WhereItDeparts:
     device: str
     model: str
     ops: list[OpsLane] = field(default_factory=list)
-    quant: QuantFinding | None = None
+    quant: QuantDeparture | None = None
     quant_test: str = ""
     steps: list[StepLane] = field(default_factory=list)
 
 
-def _ops_lane(rec: TestRecord, ev: LocalizeEvidence) -> OpsLane:
+def _ops_lane(rec: TestRecord, ev: OpsDeparture) -> OpsLane:
     r = ev.result
     plot = ""
     if r.ops:
@@ -70,13 +71,11 @@ def where_it_departs(records: Sequence[TestRecord]) -> list[WhereItDeparts]:
         return views.setdefault((rec.device, rec.model), WhereItDeparts(rec.device, rec.model))
 
     for rec in records:
-        loc = rec.evidence.get(LocalizeEvidence)
-        if loc is not None:
+        for loc in rec.evidence.views(OpsDeparture):
             view(rec).ops.append(_ops_lane(rec, loc))
-        quant = rec.evidence.get(QuantFinding)
-        if quant is not None and view(rec).quant is None:
-            view(rec).quant, view(rec).quant_test = quant, rec.name
-        tf = rec.evidence.get(TeacherForced)
-        if tf is not None and tf.first_disagreement is not None:
-            view(rec).steps.append(StepLane(rec.name, tf.pair, tf.verdict.value, tf.first_disagreement))
+        for quant in rec.evidence.views(QuantDeparture)[:1]:
+            if view(rec).quant is None:
+                view(rec).quant, view(rec).quant_test = quant, rec.name
+        for step in rec.evidence.views(StepDeparture):
+            view(rec).steps.append(StepLane(rec.name, step.pair, step.verdict.value, step.step))
     return list(views.values())

@@ -1,12 +1,12 @@
-"""The page's "Export verdicts" table (harness.evidence.ExportVerdictEvidence): one export's verdict
-on one device, a line per instrument."""
+"""The page's "Export verdicts" table, from each record's ExportLines views (harness.evidence, given
+today by the export's verdict family): one export's verdict on one device, a line per instrument."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.evidence import ExportVerdictEvidence
+from harness.evidence import ExportLines
 from harness.report.records import TestRecord
 
 SUMMARY_SHOWN = 800
@@ -36,9 +36,8 @@ def _clip(text: str, n: int) -> str:
 def export_verdicts(records: Sequence[TestRecord]) -> list[ExportRow]:
     out = []
     for r in records:
-        ev = r.evidence.get(ExportVerdictEvidence)
-        if ev is not None:
-            lines = [ExportLine(ln.instrument, ln.pair or "", ln.verdict.value, _clip(ln.summary, SUMMARY_SHOWN))
+        for ev in r.evidence.views(ExportLines):
+            lines = [ExportLine(ln.instrument.value, ln.pair or "", ln.verdict.value, _clip(ln.summary, SUMMARY_SHOWN))
                      for ln in ev.lines]
             out.append(ExportRow(r.device, r.suite, r.model, ev.verdict.value, lines))
     return out
@@ -46,4 +45,4 @@ def export_verdicts(records: Sequence[TestRecord]) -> list[ExportRow]:
 
 def is_export_verdict(rec: TestRecord) -> bool:
     """Shown in its own table, not among a device's other results."""
-    return rec.evidence.get(ExportVerdictEvidence) is not None
+    return bool(rec.evidence.views(ExportLines))

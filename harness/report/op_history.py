@@ -1,8 +1,8 @@
 """Per-op cycles night to night, in the history database (docs/executorch-runner.md#per-op-cycles-night-to-night).
 
-Each night keeps every QNN op's cycles of each profiled run (harness.evidence.OpCycles: the plain
-program run with `--profile_level 2`) in the `op_cycles` table, one row per (night, device, model,
-program, node). A night is compared with the **last good night** of the same device, model and
+Each night keeps every QNN op's cycles of each profiled run (a record's harness.evidence.OpCyclesRun
+views, given today by the per-op cycles family: the plain program run with `--profile_level 2`) in
+the `op_cycles` table, one row per (night, device, model, program, node). A night is compared with the **last good night** of the same device, model and
 program: the latest earlier night whose run passed. An op is slower when its cycles rose beyond
 its noise: above `NOISE` times the highest it had over the last `BAND_NIGHTS` good nights (repeated
 nights of one program are repeated runs: their spread is the op's own noise), once at least
@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.evidence import OpCycles
+from harness.evidence import OpCyclesRun
 from harness.report.records import TestRecord
 
 SCHEMA = """
@@ -88,14 +88,12 @@ def store(db: sqlite3.Connection, night_id: str, records: Iterable[TestRecord]) 
     db.execute("DELETE FROM op_cycles WHERE night_id = ?", (night_id,))
     rows = 0
     for r in records:
-        found = r.evidence.get(OpCycles)
-        if found is None:
-            continue
-        for o in found.ops:
-            db.execute("INSERT OR REPLACE INTO op_cycles VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (night_id, r.device, r.model, found.program, o.node, o.op, o.module, o.cycles,
-                        found.unit_label, int(not r.is_bad)))
-            rows += 1
+        for found in r.evidence.views(OpCyclesRun):
+            for o in found.ops:
+                db.execute("INSERT OR REPLACE INTO op_cycles VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (night_id, r.device, r.model, found.program, o.node, o.op, o.module, o.cycles,
+                            found.unit_label, int(not r.is_bad)))
+                rows += 1
     return rows
 
 

@@ -1,4 +1,5 @@
-"""The page's teacher-forced views (harness.evidence.TeacherForced): a matrix cell's line (the worst
+"""The page's teacher-forced views (a record's harness.evidence TfLine and StepDeparture views, given
+today by the teacher-forced family): a matrix cell's line (the worst
 verdict of its prompts, the steps whose argmax differs, the median KL) and "where each backend
 departs from the CPU reference" (the first disagreeing step, the text around it, the rows near it)."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.evidence import Agreement, NearStep, TeacherForced
+from harness.evidence import Agreement, NearStep, StepDeparture, TfLine
 from harness.report.records import TestRecord
 
 _WORST = (Agreement.AGREE, Agreement.DRIFT, Agreement.DISAGREE, Agreement.ERROR)
@@ -22,13 +23,13 @@ class TeacherForcedCell:
 
 
 def teacher_forced_cell(recs: Sequence[TestRecord]) -> TeacherForcedCell | None:
-    tfs = [tf for r in recs if (tf := r.evidence.get(TeacherForced)) is not None]
+    tfs = [tf for r in recs for tf in r.evidence.views(TfLine)]
     if not tfs:
         return None
-    kls = sorted(tf.mean_kl for tf in tfs if tf.mean_kl is not None and tf.kl_used)
+    kls = sorted(tf.mean_kl for tf in tfs if tf.mean_kl is not None)
     kl = kls[len(kls) // 2] if kls else None
     return TeacherForcedCell(worst=max((tf.verdict for tf in tfs), key=_WORST.index).value,
-                             flips=sum(tf.disagreements for tf in tfs), steps=sum(tf.counted_steps for tf in tfs),
+                             flips=sum(tf.flips for tf in tfs), steps=sum(tf.steps for tf in tfs),
                              kl=f", KL {kl:.3f}" if kl is not None else "")
 
 
@@ -50,14 +51,12 @@ class Departure:
 def departures(records: Sequence[TestRecord]) -> list[Departure]:
     out = []
     for r in records:
-        tf = r.evidence.get(TeacherForced)
-        if tf is None or tf.first_disagreement is None:
-            continue
-        ctx = tf.context
-        out.append(Departure(r.device, r.name, tf.verdict.value, tf.first_disagreement, ctx.before if ctx else "",
-                             ctx.token if ctx else "", ctx.after if ctx else "", tf.note, list(tf.rows_near)))
+        for d in r.evidence.views(StepDeparture):
+            ctx = d.context
+            out.append(Departure(r.device, r.name, d.verdict.value, d.step, ctx.before if ctx else "",
+                                 ctx.token if ctx else "", ctx.after if ctx else "", d.note, list(d.rows_near)))
     return out
 
 
 def any_teacher_forced(records: Sequence[TestRecord]) -> bool:
-    return any(r.evidence.get(TeacherForced) is not None for r in records)
+    return any(r.evidence.views(TfLine) for r in records)

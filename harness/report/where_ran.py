@@ -1,4 +1,5 @@
-"""Where a report cell's work ran (docs/placement.md), for the page: the tier its records ran on
+"""Where a report cell's work ran (docs/placement.md), for the page, from its records' views
+(harness.evidence: RanOn, Placed, TimedOn, whichever family gives them): the tier its records ran on
 (a device's NPU, the host's HTP emulator, a CPU), the runtime's QAIRT build, and the placement
 the checks read (delegates, ops on the CPU, the delegated share of time where an ETDump gave
 one, the ops beyond those expected that made it `cpu-fallback`). So a CPU or emulator pass is
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.evidence import PlacementEvidence, Provenance, Tier, Timing, counted
+from harness.evidence import Placed, RanOn, Tier, TimedOn
 from harness.report.records import TestRecord
 
 # What each tier is called on the page, strongest claim first (a cell of mixed tiers shows each).
@@ -38,27 +39,18 @@ class WhereRan:
 
 def timing_label(rec: TestRecord) -> str:
     """" (emulator)" after a time measured on an emulated HTP (not device speed), else ""."""
-    timing = rec.evidence.get(Timing)
-    return " (emulator)" if timing is not None and timing.emulated else ""
+    timed = rec.evidence.views(TimedOn)
+    return f" ({timed[0].label})" if timed else ""
 
 
 def where_ran(recs: Sequence[TestRecord]) -> WhereRan:
-    """The tiers, QAIRT builds and placement of a cell's records (the first record that carries
-    a placement speaks for it; its program is the cell's)."""
-    provs = [prov for r in recs if (prov := r.evidence.get(Provenance)) is not None]
-    tiers = tuple(TierBadge(t.value, TIER_LABEL[t]) for t in Tier if any(p.tier is t for p in provs))
-    qairt = ", ".join(dict.fromkeys(p.qairt for p in provs if p.qairt))
-    placed = next((ev for r in recs if (ev := r.evidence.get(PlacementEvidence)) is not None), None)
-    if placed is None:
-        return WhereRan(tiers, qairt, "", "", "")
-    share = ""
-    if placed.time_share and placed.time_share.get("delegated") is not None:
-        share = f"delegated {placed.time_share['delegated'] * 100:.1f}% of op time (ETDump)"
-    beyond = counted(placed.unexpected)
-    fallback = ("no QNN delegate: everything ran on the CPU" if not placed.placement.on_npu
-                else f"on the CPU beyond those expected: {beyond}" if beyond else "")
-    runtime = f"llm_demo: {placed.runtime_qnn_inits} QNN plugin inits" if placed.runtime_qnn_inits is not None else ""
-    return WhereRan(tiers, qairt, f"{placed.program}: {placed.summary}", share, fallback, runtime)
+    """The tiers, QAIRT builds and placement of a cell's records (each family's views: the first
+    record that carries a placement speaks for it; its program is the cell's)."""
+    ran = [v for r in recs for v in r.evidence.views(RanOn)]
+    tiers = tuple(TierBadge(t.value, TIER_LABEL[t]) for t in Tier if any(v.tier is t for v in ran))
+    qairt = ", ".join(dict.fromkeys(v.qairt for v in ran if v.qairt))
+    placed = next((v for r in recs for v in r.evidence.views(Placed)), Placed(""))
+    return WhereRan(tiers, qairt, placed.placement, placed.share, placed.fallback, placed.runtime)
 
 
 __all__ = ["TIER_LABEL", "TierBadge", "WhereRan", "timing_label", "where_ran"]

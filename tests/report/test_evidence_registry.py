@@ -41,7 +41,8 @@ from harness.report import TestRecord
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "records"
-REPORTERS = ("junit.py", "history.py", "html.py")
+# Every module of harness/report/ but records.py (the record itself: its bookkeeping is the LabRun family).
+REPORTERS = tuple(sorted(p.name for p in (REPO / "harness" / "report").glob("*.py") if p.name != "records.py"))
 
 
 def _declared() -> set[type]:
@@ -97,13 +98,26 @@ def test_each_family_says_how_every_report_shows_it() -> None:
         assert set(s.columns()) <= {c.name for c in kind.COLUMNS} <= names, kind  # type: ignore[attr-defined]  # an Evidence
 
 
+def _evidence_names(module: str) -> set[str]:
+    tree = ast.parse((REPO / "harness" / "report" / module).read_text(encoding="utf-8"))
+    return {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("harness.evidence") for a in node.names}
+
+
 def test_the_reporters_name_no_family() -> None:
+    """The reporters and the page's sections read a record's evidence through the registry: its
+    JUnit properties, rows, history columns, and the views each section reads by type."""
+    assert {"junit.py", "history.py", "html.py", "where_ran.py", "departs.py", "exports.py"} <= set(REPORTERS)
     families = {k.__name__ for k in (*FAMILIES, *SPREAD)}
     for name in REPORTERS:
-        tree = ast.parse((REPO / "harness" / "report" / name).read_text(encoding="utf-8"))
-        named = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                 and (node.module or "").startswith("harness.evidence") for a in node.names}
+        named = _evidence_names(name)
         assert not named & families, f"harness/report/{name} names {sorted(named & families)}: loop over rec.evidence"
+
+
+def test_every_view_a_family_gives_has_a_section() -> None:
+    read = {n for name in REPORTERS for n in _evidence_names(name)}
+    given = {type(v).__name__ for s in _samples() for v in s.views()}  # type: ignore[attr-defined]  # an Evidence
+    assert given and given <= read, f"views no section of harness/report/ reads: {sorted(given - read)}"
 
 
 def test_a_failing_family_line_reads_first() -> None:
