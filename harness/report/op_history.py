@@ -2,12 +2,12 @@
 
 Each night keeps every QNN op's cycles of each profiled run (a record's harness.evidence.OpCyclesRun
 views, given today by the per-op cycles family: the plain program run with `--profile_level 2`) in
-the `op_cycles` table, one row per (night, device, model, program, node). A night is compared with the **last good night** of the same device, model and
-program: the latest earlier night whose run passed. An op is slower when its cycles rose beyond
-its noise: above `NOISE` times the highest it had over the last `BAND_NIGHTS` good nights (repeated
-nights of one program are repeated runs: their spread is the op's own noise), once at least
-`MIN_GOOD_NIGHTS` of them measured it, and by more than `MIN_RISE_CYCLES` over the last good
-night (an op too small to matter is never named).
+the `op_cycles` table, one row per (night, device, model, program, node). A night is compared with
+the **last good night** of the same device, model and program: the latest earlier night whose run
+passed. An op is slower when its cycles rose beyond its noise: above `NOISE` times the highest it
+had over the last `BAND_NIGHTS` good nights (repeated nights of one program are repeated runs:
+their spread is the op's own noise), once at least `MIN_GOOD_NIGHTS` of them measured it, and by
+more than `MIN_RISE_CYCLES` over the last good night (an op too small to matter is never named).
 """
 
 from __future__ import annotations
