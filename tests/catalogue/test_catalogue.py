@@ -16,7 +16,7 @@ from harness.lab.exports import classify_failure
 from harness.outcomes import SIGNATURE_WARNING, FailureClass
 from harness.qnn import FAILURE_CLASS, QnnFailure, classify_qnn_log
 from harness.runners import load_signatures
-from harness.runners.logits_diff.parse import parse as parse_logits_diff
+from harness.runners.logits_diff import parse as parse_logits_diff
 
 
 def printf(fmt: str, *args: object) -> str:
