@@ -10,17 +10,16 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
 
 
 def lazy_names(package: str, home: Mapping[str, tuple[str, ...]]
-               ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+               ) -> tuple[Callable[[str], object], Callable[[], list[str]], list[str]]:
     """(__getattr__, __dir__, __all__) for `package`: a name is imported from its module on first
     use and kept in the package's namespace, so the next use is a plain attribute."""
     module_of = {name: module for module, names in home.items() for name in names}
     public = sorted(module_of)
 
-    def getattr_(name: str) -> Any:
+    def getattr_(name: str) -> object:
         module = module_of.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -76,7 +76,7 @@ class Evidence(Protocol):
     KEY: ClassVar[str]
     COLUMNS: ClassVar[tuple[Column, ...]]  # the history columns it fills (may be none)
 
-    def to_json(self) -> Any: ...
+    def to_json(self) -> object: ...
 
     @classmethod
     def of_json(cls, raw: object) -> Self: ...
@@ -198,18 +198,18 @@ class EvidenceSet:
         out: JsonObject = {}
         for key, ev in sorted(self._items.items()):
             if _spread_keys(type(ev)):
-                out.update(ev.to_json())
+                out.update(json_object(ev.to_json(), f"{key}'s spread keys"))
             else:
                 out[key] = ev.to_json()
         return out
 
     @classmethod
-    def split(cls, extras: Mapping[str, Any], kinds: Mapping[str, type[Evidence]]) -> tuple[EvidenceSet, dict[str, Any]]:
+    def split(cls, extras: Mapping[str, object], kinds: Mapping[str, type[Evidence]]) -> tuple[EvidenceSet, dict[str, object]]:
         """A record's extras read back: the families it knows, typed, and the free-form rest.
         `kinds` maps each key a family is written under (all of a spread family's KEYS) to it."""
         found = cls()
-        rest: dict[str, Any] = {}
-        spread: dict[type[Evidence], dict[str, Any]] = {}
+        rest: dict[str, object] = {}
+        spread: dict[type[Evidence], dict[str, object]] = {}
         for key, value in extras.items():
             kind = kinds.get(key)
             if kind is not None and _spread_keys(kind):
@@ -222,7 +222,7 @@ class EvidenceSet:
             found._read(kind, values, values, rest)
         return found, rest
 
-    def _read(self, kind: type[Evidence], raw: object, written: Mapping[str, Any], rest: dict[str, Any]) -> None:
+    def _read(self, kind: type[Evidence], raw: object, written: Mapping[str, object], rest: dict[str, object]) -> None:
         try:
             self.put(kind.of_json(raw))
         except (KeyError, TypeError, ValueError, AttributeError):

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.errors import HarnessError
 from harness.hostfiles import write_atomic, write_error
@@ -190,8 +190,8 @@ def night_json(meta: Mapping[str, object]) -> str:
     a 10 000-device night's end (night.json is written twice); this is json's C encoder a line."""
     enc = json.JSONEncoder()  # no indent: the C encoder
 
-    def line(key: str, value: Any) -> str:
-        if key == "outcomes" and value:
+    def line(key: str, value: object) -> str:
+        if key == "outcomes" and isinstance(value, dict) and value:
             inner = ",\n".join(f"    {enc.encode(name)}: {enc.encode(o)}" for name, o in value.items())
             return f"  {enc.encode(key)}: {{\n{inner}\n  }}"
         return f"  {enc.encode(key)}: {enc.encode(value)}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.errors import HarnessError
 from harness.inventory import DeviceSpec, Inventory
@@ -32,7 +31,7 @@ class DeviceStatus:
         return self.health.summary()
 
 
-def _check(device: DeviceSpec, policy: HealthPolicy, factory: TransportFactory, out: dict[str, Any], key: str) -> None:
+def _check(device: DeviceSpec, policy: HealthPolicy, factory: TransportFactory, out: dict[str, HealthVerdict], key: str) -> None:
     try:
         device = unclaimed_address(device)
         transport = factory(device)

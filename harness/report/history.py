@@ -26,7 +26,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import harness.report.op_history as op_history
 from harness.errors import HarnessError
@@ -182,7 +181,7 @@ def evidence_columns(recs: list[TestRecord]) -> dict[str, Cell]:
     return {col.name: _fold(col.fold, values[col.name]) for col in COLUMNS}
 
 
-def aggregate(records: Iterable[TestRecord]) -> list[dict[str, Any]]:
+def aggregate(records: Iterable[TestRecord]) -> list[dict[str, Cell]]:
     """One row per (device, model, backend pair) from a night's records; the typed fields as
     the text the database holds."""
     groups: dict[tuple[str, str, str], list[TestRecord]] = {}

@@ -82,7 +82,7 @@ class TestRecord:
                 self.evidence.put(ev)
         object.__setattr__(self, "_made", True)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         if name in _VERDICT and self.__dict__.get("_made"):
             raise AttributeError(f"TestRecord.{name} is written by set_verdict(Verdict) alone")
         object.__setattr__(self, name, value)
@@ -109,7 +109,7 @@ class TestRecord:
         if verdict.deferred is not None:
             self.keep(Detail.CHECKED_ELSEWHERE, verdict.deferred.value)
 
-    def keep(self, detail: Detail, value: Any) -> None:
+    def keep(self, detail: Detail, value: object) -> None:
         """Keeps one free-form detail in the record's JSON line (report/details.py lists each key and
         why it is not a typed family: no report shows it)."""
         if not isinstance(detail, Detail):
@@ -155,12 +155,13 @@ class TestRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as its JSON line holds it: typed fields as their text, "" for none."""
-        def clean(v: Any) -> Any:
+        def clean(v: object) -> object:
             return None if isinstance(v, float) and not math.isfinite(v) else v
 
         bare = replace(self, link_fault=None, evidence=EvidenceSet())
         data = {k: clean(v) for k, v in asdict(bare).items() if k not in ("link_fault", "evidence")}
-        data["extras"] = {**data["extras"], **self.evidence.to_json()}
+        extras = data["extras"]  # asdict's deep copy of the free-form details
+        data["extras"] = {**(extras if isinstance(extras, dict) else {}), **self.evidence.to_json()}
         data["status"] = self.status.value
         data["failure_class"] = self.failure_class.value if self.failure_class is not None else ""
         data["backend_pair"] = self.backend_pair.name if self.backend_pair is not None else ""

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.errors import HarnessError
 from harness.transport import MovesFiles
@@ -44,7 +43,7 @@ class Overlay:
                     or not all(isinstance(x, int) and x > 0 for x in cl)):
                 raise HarnessError(f"overlay chunk_limits must list at least two positive sizes like [128, 1], got {cl!r}")
 
-    def changes(self, config: dict[str, Any]) -> dict[str, object]:
+    def changes(self, config: Mapping[str, object]) -> dict[str, object]:
         out: dict[str, object] = {}
         if self.greedy:
             out["sampler_type"] = "greedy"
@@ -54,12 +53,13 @@ class Overlay:
             out["chunk_limits"] = list(self.chunk_limits)
         if self.thread_num is not None:
             out["thread_num"] = self.thread_num
-            if isinstance(config.get("mllm"), dict):
-                out["mllm"] = {**config["mllm"], "thread_num": self.thread_num}
+            mllm = config.get("mllm")
+            if isinstance(mllm, dict):
+                out["mllm"] = {**mllm, "thread_num": self.thread_num}
         out.update(self.extra)
         return out
 
-    def apply(self, config: dict[str, Any]) -> dict[str, object]:
+    def apply(self, config: Mapping[str, object]) -> dict[str, object]:
         return {**config, **self.changes(config)}
 
 

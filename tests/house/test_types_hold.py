@@ -1,5 +1,5 @@
 """Types that hold and the leftovers of the house's refactor kept out (issue 43 item 3): a lazy
-face's misspelled name fails mypy; `Any` in harness/ stays at most 250; one `Verdict`; no prefix
+face's misspelled name fails mypy; `Any` in harness/ stays at most 220 (212 when set); one `Verdict`; no prefix
 family (X.py beside X_*.py); no module lists imported names in `__all__`; no regex repeats a line
 of the failure catalogue (harness/catalogue/lines.yaml: read the line from there)."""
 
@@ -19,7 +19,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "harness"
-ANY_LIMIT = 250
+ANY_LIMIT = 220  # 212 when set (issue 43: 250, then real types for the JSON families and bags)
 
 
 def _modules() -> Iterator[tuple[Path, ast.Module]]:
@@ -78,7 +78,7 @@ def _any_count() -> tuple[int, dict[str, int]]:
     return sum(per_file.values()), per_file
 
 
-def test_any_in_harness_stays_at_most_250() -> None:
+def test_any_in_harness_stays_under_its_cap() -> None:
     """Every `Any` named in harness/ code (annotations, casts, generics; not comments). JSON bags
     that are only written are dict[str, object]; what is read as structured JSON keeps Any."""
     total, per_file = _any_count()

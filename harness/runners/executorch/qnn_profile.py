@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.evidence import OpCycle, OpCycles, QnnProfile
+from harness.evidence import CpuOp, OpCycle, OpCycles, QnnProfile
 from harness.runners.executorch.etdump import analyse_rows, load_rows
 
 _OP_EVENT = re.compile(r"^(?:(?P<node>.+?):)?OpId_(?P<id>\d+) \(cycles\)$")
@@ -62,7 +62,7 @@ class QnnSummaryEvent:
 class QnnEtdump:
     ops: list[QnnOpEvent]  # QNN's ops (graph IO events included, marked `io`)
     summary: list[QnnSummaryEvent]
-    cpu_ops: list[dict[str, Any]]  # the ops left on the CPU: name, op types, runtime ticks
+    cpu_ops: list[CpuOp]  # the ops left on the CPU: name, op types, runtime ticks
     delegate_calls: tuple[float, ...]  # DELEGATE_CALL per call, runtime ticks
     method: tuple[float, ...]  # Method::execute per call, runtime ticks
     mapped: bool = False  # the node names were looked up in an ETRecord's graph
@@ -101,7 +101,7 @@ class QnnEtdump:
             "op_cycles_total": sum(e.total for e in ranked),
             "summary": [s.to_json() for s in self.summary],
             "top_ops": [e.to_json() for e in ranked[:top]], "by_op": self.by_op(),
-            "cpu_ops": list(self.cpu_ops), "delegate_calls": list(self.delegate_calls),
+            "cpu_ops": [c.to_json() for c in self.cpu_ops], "delegate_calls": list(self.delegate_calls),
             "method_execute": list(self.method),
             "note": None if self.profiled else "no QNN per-op events: the PTE was lowered without profile_level=2 "
                                                "(its ETDump holds DELEGATE_CALL only)",
@@ -149,7 +149,7 @@ def qnn_view(rows: Iterable[Mapping[str, object]], graph_nodes: Mapping[str, str
         elif u := _UNIT.search(name):
             summary.append(QnnSummaryEvent(name[:u.start()].rstrip(), u.group("unit"), vals))
     report = analyse_rows(rows)
-    cpu = [{"name": r.name, "op_types": list(r.op_types), "total": r.total} for r in report.not_delegated]
+    cpu = [CpuOp(r.name, tuple(r.op_types), r.total) for r in report.not_delegated]
     calls = tuple(v for r in report.rows if r.name == "DELEGATE_CALL" for v in r.raw)
     method = tuple(v for r in report.rows if r.name == "Method::execute" for v in r.raw)
     return QnnEtdump(ops, summary, cpu, calls, method, graph_nodes is not None, unmapped, clock)
@@ -207,7 +207,7 @@ def format_qnn(view: QnnEtdump, top: int = 15) -> str:
     lines.append(f"{'node':52} {'op':32} {'cycles':>12}")
     lines += [f"{(e['node'] or '(QNN-inserted) OpId_' + str(e['op_id']))[:52]:52} {(e['op'] or '?')[:32]:32} "
               f"{e['total']:12.0f}" for e in j["top_ops"]]
-    lines.append("left on the CPU: " + (", ".join(c["name"] for c in view.cpu_ops) or "none"))
+    lines.append("left on the CPU: " + (", ".join(c.name for c in view.cpu_ops) or "none"))
     if view.unmapped:
         lines.append(f"not in the ETRecord's graphs ({len(view.unmapped)}): " + ", ".join(view.unmapped[:8]))
     return "\n".join(lines)

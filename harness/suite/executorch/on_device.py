@@ -34,13 +34,13 @@ class LocalizeRequest:
 @dataclass
 class LocalizeAnswer:
     result: Localization
-    facts: dict[str, Any] = field(default_factory=dict)  # where it ran, what was pushed, a named failure
+    facts: dict[str, object] = field(default_factory=dict)  # where it ran, what was pushed, a named failure
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {**self.result.as_dict(), **self.facts}
 
 
-def _undecidable(reason: str, fmt: str | None, **facts: Any) -> LocalizeAnswer:
+def _undecidable(reason: str, fmt: str | None, **facts: object) -> LocalizeAnswer:
     return LocalizeAnswer(Localization(Outcome.UNDECIDABLE, 0.0, fmt or "", (), reason=reason), facts)
 
 
