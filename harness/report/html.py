@@ -268,6 +268,7 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
     program" -> its per-op cycles plot against the last good night (report/op_plots.py)."""
     records = list(records)
     counts = Counter(r.status for r in records)
+    shown = ran_pairs(records)  # once: per device it was devices x records at a 1 000-device stop
     template = _environment().get_template("report.html.j2")
     return template.render(
         title=title,
@@ -277,7 +278,7 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
         statuses=[s.value for s in Status],
         devices=[replace(s, reason=_clip(s.reason, 600)) for s in summarize_devices(records)],
         regressions=[r.describe() for r in regressions],
-        matrices=[_matrix(device, recs, ran_pairs(records)) for device, recs in by_device(records).items()],
+        matrices=[_matrix(device, recs, shown) for device, recs in by_device(records).items()],
         exports=export_verdicts(records),
         teacher_forced=any_teacher_forced(records),
         departures=departures(records),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import socket
 import subprocess
 import tempfile
 import time
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from harness.errors import DeviceOfflineError
 
-CONNECT_SLOTS = 4  # 128 at once killed the server; 4 at a time held (benchmarks/adb_connect_burst.py)
+CONNECT_SLOTS = 8  # 128 at once killed the server; 8 at a time held (benchmarks/adb_connect_burst.py)
 SLOT_WAIT_S = 120.0  # a connect to a device that accepts and then fails takes the server 10 s
 _POLL_S = 0.02
 
@@ -87,20 +88,36 @@ def connect_slot(host: str, port: int, *, device: str, slots: int | None = None,
         os.close(fd)  # closing the descriptor releases its flock
 
 
+def _answers(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+    except OSError:
+        return False
+    return True
+
+
 def restart_server(adb_binary: str, host: str, port: int, *, device: str) -> str | None:
     """Start the local adb server on `port` again after it died (its port refuses connections):
     nothing to kill, since no process listens there. One at a time per server (a slot of its
-    own: the caller may hold a connect slot), so a burst of workers finding it dead starts one server. The error text when it would not
-    start, else None."""
+    own: the caller may hold a connect slot); a server another worker or process started again
+    meanwhile is left as it is. What was done, as a sentence for the log; None when another
+    had done it. Raises DeviceOfflineError when the server would not start."""
     with connect_slot(host, port, device=device, slots=1, wait_s=60, kind="restart"):
+        if _answers(host, port):
+            return None
         try:
             subprocess.run([adb_binary, "-P", str(port), "start-server"], timeout=30,
                            stdin=subprocess.DEVNULL, capture_output=True, check=True)
         except subprocess.CalledProcessError as exc:
-            return (exc.stderr or b"").decode("utf-8", "replace").strip() or f"exit {exc.returncode}"
+            failed = (exc.stderr or b"").decode("utf-8", "replace").strip() or f"exit {exc.returncode}"
         except (OSError, subprocess.SubprocessError) as exc:
-            return f"{type(exc).__name__}: {exc}"
-    return None
+            failed = f"{type(exc).__name__}: {exc}"
+        else:
+            return (f"the adb server {host}:{port} had stopped (its port refused connections; Debian's adb 29 "
+                    f"aborts under bursts of failing connects, see its log /tmp/adb.<uid>.log): started it "
+                    f"again with `adb -P {port} start-server`; its TCP devices are connected again on use")
+    raise DeviceOfflineError(f"{device}: the adb server {host}:{port} stopped and `adb -P {port} start-server` "
+                             f"failed: {failed}", device=device)
 
 
 __all__ = ["CONNECT_SLOTS", "connect_slot", "restart_server"]
