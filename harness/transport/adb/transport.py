@@ -156,7 +156,8 @@ class AdbTransport(AdbFileTransport):
 
     def _reconnect(self, state: str) -> str:
         # A few connects at a time per server (gate.py): a burst of failing ones kills adb 29.
-        with connect_slot(self.server.host, self.server.port, device=self.device.name):
+        # Keyed by the server's whole address: a lab host's 127.0.0.1:5037 (via ssh) is not this host's.
+        with connect_slot(str(self.server), self.server.port, device=self.device.name):
             if state not in ("absent", "unknown"):
                 # A device that restarted stays `offline` on the server until it is dropped and re-added.
                 try:
