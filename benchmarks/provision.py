@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cli-mb", type=int, default=64, help="export size for the `harness push` CLI row")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each first push (unchanged: 3x more)")
     ap.add_argument("--keep", type=Path, default=None, help="work folder to keep (default: a temp folder)")
+    ap.add_argument("--only-unchanged", action="store_true",
+                    help="only the unchanged re-provision vs `adb push --sync` row (interleaved), then a profile of one")
     args = ap.parse_args(argv)
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-provision-"))
@@ -154,6 +156,8 @@ def _run(args: argparse.Namespace, root: Path, device, lab_pid: int) -> int:
         return subprocess.run(argv, check=True, cwd=str(repo), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True, env={**env, "HARNESS_CACHE_DIR": cache_dir, "PYTHONPATH": str(repo)}).stderr
 
+    if args.only_unchanged:
+        return _only_unchanged(args, big, provision, adb, BENCH_DIR)
     wipe()
     harness_cli()  # compiles the bytecode (untimed)
     cli_ours, cli_adb, cli_source, cli_fresh = [], [], [], []
@@ -254,6 +258,32 @@ def _run(args: argparse.Namespace, root: Path, device, lab_pid: int) -> int:
     wipe()
     transport.close()
     return 0 if ok_all and sent == 0 else 1
+
+
+def _only_unchanged(args: argparse.Namespace, big: Path, provision, adb, bench_dir: str) -> int:
+    """Unchanged re-provision / `adb push --sync`, run alternately, then where one re-provision's
+    time goes (cProfile, and the device round trips it made)."""
+    import cProfile
+    import pstats
+
+    warm = HashCache()
+    provision(big, warm)
+    adb("push", str(big), f"{bench_dir}/sync")
+    ours, theirs = [], []
+    for _ in range(args.reps * 3):
+        theirs.append(_timed(lambda: adb("push", "--sync", str(big), f"{bench_dir}/sync"), flush=False))
+        ours.append(_timed(lambda: provision(big, warm), flush=False))
+    ratios = sorted(o[0] / t[0] for o, t in zip(ours, theirs, strict=True))
+    o_med, t_med = statistics.median(r[0] for r in ours), statistics.median(r[0] for r in theirs)
+    print(f"unchanged re-provision {args.size_mb} MiB: {o_med * 1000:.1f} ms, adb push --sync {t_med * 1000:.1f} ms: "
+          f"ratio of medians {o_med / t_med:.2f} (pairs: {', '.join(f'{r:.2f}' for r in ratios)}); "
+          f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    prof = cProfile.Profile()
+    prof.enable()
+    provision(big, warm)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+    return 0
 
 
 def _proc_cpu(pid: int) -> float:

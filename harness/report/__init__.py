@@ -13,7 +13,7 @@ _HOMES = {
     "console": ("failed_lines",),
     "details": ("Detail",),
     "history": ("History", "HistoryBusy", "HistoryError", "Regression", "aggregate", "disk_full_message", "is_disk_full"),
-    "html": ("group_failures", "render_html", "write_html"),
+    "html": ("group_failures", "page_template", "render_html", "write_html"),
     "junit": ("extra_properties", "junit_document", "write_junit"),
     "qnn_profile": ("qnn_profiles",),
     "records": ("RecordWriter", "TestRecord", "read_records"),
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from harness.report.history import disk_full_message as disk_full_message
     from harness.report.history import is_disk_full as is_disk_full
     from harness.report.html import group_failures as group_failures
+    from harness.report.html import page_template as page_template
     from harness.report.html import render_html as render_html
     from harness.report.html import write_html as write_html
     from harness.report.junit import extra_properties as extra_properties

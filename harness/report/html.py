@@ -22,9 +22,10 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 from markupsafe import Markup
 
 from harness.evidence import Row, Tone
@@ -51,10 +52,14 @@ def _visible(value: object) -> object:
     return value if isinstance(value, Markup) else xml_safe(value)
 
 
-def _environment() -> Environment:
-    return Environment(loader=PackageLoader("harness.report", "templates"), autoescape=True,
-                       finalize=_visible, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                       keep_trailing_newline=True)
+@lru_cache(maxsize=1)
+def page_template() -> Template:
+    """The page's template, compiled once per process (0.5-1.2 s of a loaded 2-core host: a
+    night's stop waited for it, docs/lab-scale.md); the night compiles it while devices work."""
+    env = Environment(loader=PackageLoader("harness.report", "templates"), autoescape=True,
+                      finalize=_visible, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                      keep_trailing_newline=True)
+    return env.get_template("report.html.j2")
 
 
 def _clip(text: str, n: int) -> str:
@@ -268,7 +273,8 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
     program" -> its per-op cycles plot against the last good night (report/op_plots.py)."""
     records = list(records)
     counts = Counter(r.status for r in records)
-    template = _environment().get_template("report.html.j2")
+    shown = ran_pairs(records)  # once: per device it was devices x records at a 1 000-device stop
+    template = page_template()
     return template.render(
         title=title,
         generated=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(generated_at or time.time())),
@@ -277,7 +283,7 @@ def render_html(records: Sequence[TestRecord], *, title: str, regressions: Seque
         statuses=[s.value for s in Status],
         devices=[replace(s, reason=_clip(s.reason, 600)) for s in summarize_devices(records)],
         regressions=[r.describe() for r in regressions],
-        matrices=[_matrix(device, recs, ran_pairs(records)) for device, recs in by_device(records).items()],
+        matrices=[_matrix(device, recs, shown) for device, recs in by_device(records).items()],
         exports=export_verdicts(records),
         teacher_forced=any_teacher_forced(records),
         departures=departures(records),

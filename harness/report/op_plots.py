@@ -9,9 +9,6 @@ import io
 import re
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 import harness.report.op_history as op_history
 from harness.hostfiles import write_atomic
 from harness.report.history import History
@@ -44,6 +41,9 @@ def plot_night_ops(history: History, night_id: str, out_dir: Path) -> dict[str, 
 
 def _plot(key: op_history.Key, ops: dict[str, tuple[str, str, float, str]],
           base: dict[str, tuple[str, str, float, str]], base_night: str, named: set[str]) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # only when drawn: plots.py says why
+    from matplotlib.figure import Figure
+
     nodes = list(ops)
     unit = next(iter(ops.values()))[3]
     fig = Figure(figsize=(10, 3.8), dpi=96)

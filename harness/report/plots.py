@@ -10,14 +10,17 @@ import io
 import re
 from collections.abc import Sequence
 from pathlib import Path
-
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from harness.evidence import Localization, OpGap
 from harness.hostfiles import write_atomic
 from harness.report.history import History
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+# matplotlib is imported where a plot is drawn: its import is 1.5-3 s under load, and a night
+# with no speed history (a stopped one, a first one) draws none (docs/lab-scale.md).
 
 _SQNR_TOP = 120.0  # dB: the per-op plot's ceiling (healthy ops sit at 60-95 dB, docs/localize.md)
 _LABELS = {"decode_tps": "decode tokens/s", "prefill_tps": "prefill tokens/s", "load_s": "load time (s)"}
@@ -35,6 +38,9 @@ def plot_device_trend(history: History, device: str, out_dir: Path, *, nights: i
         return None
     night_order = [n for n, _ in reversed(history.nights(limit=nights))]
     index = {n: i for i, n in enumerate(night_order)}
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(8, 2.6 * len(metrics)), dpi=90)
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(metrics), 1, squeeze=False, sharex=True)[:, 0]
@@ -102,6 +108,9 @@ def plot_localization(result: Localization) -> bytes:
     """SQNR per op along the graph (PNG): judged ops joined, unjudged ones grey, the model's layers
     shaded and named, the threshold dashed, the first departure marked (a red line and dot) and named
     in a boxed label clear of the curve (report/departs.py embeds it in the page)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(10, 3.8), dpi=96)
     FigureCanvasAgg(fig)
     ax = fig.subplots()

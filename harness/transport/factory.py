@@ -62,6 +62,9 @@ class AdbOverSsh(AdbTransport):
     def _may_start_server(self) -> bool:
         return False  # the server is the lab host's; never start one on this host
 
+    def _may_restart_server(self) -> bool:
+        return False
+
     def _server_conn(self, timeout: float | None = None) -> AdbConnection:
         if not self.tunnel.running:
             self.tunnel.start()  # opened on first use, and again if used after close()

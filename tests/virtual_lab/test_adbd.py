@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -449,3 +451,23 @@ def test_a_shell_starts_with_default_signals_whatever_the_host_ignores(device):
         signal.signal(signal.SIGHUP, previous)
     ignored = int(res.stdout.decode().split()[1], 16)
     assert not ignored & (1 << (signal.SIGHUP - 1)), res.stdout
+
+
+def test_sandbox_runs_an_interpreter_reached_through_a_symlinked_venv(tmp_path, monkeypatch):
+    # Issue 44: a venv reached through a link (its target elsewhere) made every virtual llm_demo
+    # exit 127: the runtime's `#!` names the link's path, the sandbox bound only the target.
+    real_prefix = Path(os.path.realpath(sys.prefix))
+    link = tmp_path / "linked-venv"
+    link.symlink_to(real_prefix, target_is_directory=True)
+    if real_prefix.is_relative_to("/usr") or not Path(sys.executable).is_relative_to(sys.prefix):
+        pytest.skip("the interpreter is not in a folder of its own (a venv) to reach through a link")
+    exe = link / Path(sys.executable).relative_to(sys.prefix)
+    if not exe.exists():
+        pytest.skip("the interpreter is not in a folder of its own (a venv) to reach through a link")
+    monkeypatch.setattr(sys, "executable", str(exe))
+    monkeypatch.setattr(sys, "prefix", str(link))
+    sb = Sandbox(tmp_path / "root")
+    sb.create()
+    res = sb.run(f"{shlex.quote(str(exe))} -c 'import sys; print(sys.prefix)'", timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode().strip() == str(link)

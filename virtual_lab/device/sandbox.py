@@ -156,6 +156,8 @@ class Sandbox:
         # After the /tmp tmpfs: a checkout or interpreter under /tmp must stay visible.
         for extra in self._python_dirs() + [str(p.resolve()) for p in self.extra_ro_binds]:
             argv += ["--ro-bind", extra, extra]
+        for target, link in self._python_links():
+            argv += ["--ro-bind", target, link]
         for m in sorted(MOUNTS, key=lambda m: len(m.device)):  # parents before nested mounts
             argv += ["--bind" if m.writable else "--ro-bind", str(self.root / m.sub), m.device]
         argv += ["--chdir", "/", "--clearenv"]
@@ -185,6 +187,21 @@ class Sandbox:
                 continue
             dirs = [k for k in dirs if not k.startswith(d + "/")] + [d]
         return dirs
+
+    @staticmethod
+    def _python_links() -> list[tuple[str, str]]:
+        # A venv reached through a symlinked path: the runtime's `#!` names the link's path (the
+        # link, not its target, finds the venv's site-packages), and only targets are bound above.
+        # Bind each target again at the linked path so that path means the same inside.
+        out: list[tuple[str, str]] = []
+        for d in (sys.prefix, os.path.dirname(os.path.abspath(sys.executable))):
+            link, target = os.path.abspath(d), os.path.realpath(d)
+            if link == target or not os.path.isdir(target) or link == "/usr" or link.startswith(("/usr/", "/etc/")):
+                continue
+            if any(link == k or link.startswith(k + "/") for _, k in out):
+                continue
+            out.append((target, link))
+        return out
 
     def popen(self, command: str, *, merge_stderr: bool) -> subprocess.Popen:
         # A new session: the whole command (and what it spawns without setsid) shares one

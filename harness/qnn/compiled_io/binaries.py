@@ -4,10 +4,11 @@ the host's QAIRT library is loaded on the first file QNN has not judged yet, mem
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.hostfiles import FileKey
@@ -24,11 +25,16 @@ def binary_files(root: Path, npu_dir: Path | None = None) -> dict[str, list[str]
     """kind -> the graph<kind><N>.bin files in <npu_dir>/qnn, as "qnn/..." paths."""
     qdir = (npu_dir or root) / "qnn"
     out: dict[str, list[str]] = {"llm": [], "visual": []}
-    if qdir.is_dir():
-        for p in sorted(qdir.iterdir()):
-            m = _BIN_RE.match(p.name)
-            if m and p.is_file():
-                out[m.group(1)].append(PurePosixPath("qnn", p.name).as_posix())
+    # scandir's entries know their type (no stat per file): part of every unchanged re-provision.
+    try:
+        with os.scandir(qdir) as it:
+            entries = sorted((e.name, e) for e in it if _BIN_RE.match(e.name))
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for name, entry in entries:
+        m = _BIN_RE.match(name)
+        if m and entry.is_file():
+            out[m.group(1)].append(f"qnn/{name}")
     return out
 
 

@@ -21,6 +21,7 @@ class AdbFault(Enum):
     """How a request to the adb server went wrong, decided where the reply is read."""
 
     UNREACHABLE = "unreachable"  # no connection to the server
+    NOT_LISTENING = "not listening"  # nothing listens on its port (connection refused): no server there
     REFUSED = "refused"  # the server answered FAIL: `refusal` holds its message
     CUT = "cut"  # the stream ended (or held something else) where OKAY/FAIL was due
     BROKEN = "broken"  # a reply that could not be read: timeout, a bad length, a closed block
@@ -66,7 +67,8 @@ class AdbConnection:
             else:
                 sock = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S)
         except OSError as exc:
-            raise AdbError(f"connect to adb server {host}:{port} failed: {exc}", AdbFault.UNREACHABLE) from None
+            fault = AdbFault.NOT_LISTENING if isinstance(exc, ConnectionRefusedError) else AdbFault.UNREACHABLE
+            raise AdbError(f"connect to adb server {host}:{port} failed: {exc}", fault) from None
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         sock.settimeout(timeout)
         self._sock: socket.socket | None = sock

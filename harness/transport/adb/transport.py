@@ -23,6 +23,7 @@ from harness.errors import (
 )
 from harness.inventory import ADB, DEFAULT_ADB_SERVER_PORT, AdbServer, DeviceSpec
 from harness.transport.adb.files import LINK_ERRORS, AdbFileTransport, close_connection
+from harness.transport.adb.gate import connect_slot, restart_server
 from harness.transport.adb.host import AdbClient, AdbConnection, AdbError, AdbFault
 from harness.transport.adb.props import FACT_PROPS, parse_getprop
 from harness.transport.adb.shell import read_v1, read_v2, v1_service, v2_service
@@ -52,6 +53,8 @@ class AdbTransport(AdbFileTransport):
         self._ready = False
         self._lock = threading.RLock()
         self._held_sync: tuple[AdbConnection, SyncClient] | None = None  # idle sync session, reused
+        self._server_seen = False  # the server answered this transport once (so a refusal means it died)
+        self._restarted = False
 
     # ---- server and device state --------------------------------------------------------
     @property
@@ -60,14 +63,44 @@ class AdbTransport(AdbFileTransport):
 
     def _server_conn(self, timeout: float | None = None) -> AdbConnection:
         try:
-            return self.client.make_connection(timeout=timeout)
+            conn = self.client.make_connection(timeout=timeout)
         except AdbError as exc:
+            if exc.fault is AdbFault.NOT_LISTENING and self._server_seen:
+                return self._after_restart(exc, timeout)
             if self._may_start_server():
                 return self.client.make_connection(timeout=timeout)
             raise DeviceOfflineError(
                 f"{self._label}: the adb server does not answer ({exc}); start it on {self.server.host} with "
                 f"`adb -P {self.server.port} start-server` (or fix `adb_server` in "
                 f"{self.device.source or 'devices.yaml'})", device=self.device.name) from None
+        self._server_seen = True
+        return conn
+
+    def _after_restart(self, exc: AdbError, timeout: float | None) -> AdbConnection:
+        """The server answered this transport before and its port now refuses: it died (adb 29
+        aborts under bursts of failing connects, gate.py). A local one is started again, once per
+        transport, and said so; nothing is killed (no process listens there). Devices it had
+        are reconnected by the next call's state check."""
+        import logging  # only on this path: ~3 ms of every start-up otherwise
+
+        log = logging.getLogger("harness.transport")
+        where = f"adb server {self.server.host}:{self.server.port}"
+        if self._restarted or not self._may_restart_server():
+            raise DeviceOfflineError(
+                f"{self._label}: the {where} answered before and now refuses connections ({exc}): it has stopped"
+                + (" again after the harness restarted it once" if self._restarted else "")
+                + f"; start it again with `adb -P {self.server.port} start-server` on {self.server.host} and "
+                "read its log (/tmp/adb.<uid>.log) for why it stopped", device=self.device.name) from None
+        self._restarted = True
+        self._ready = False
+        said = restart_server(self.adb_binary, self.server.host, self.server.port, device=self.device.name)
+        if said is not None:
+            log.warning("%s: %s", self.device.name, said)
+        return self.client.make_connection(timeout=timeout)
+
+    def _may_restart_server(self) -> bool:
+        """Only a server on this host, which an `adb start-server` here can bring back."""
+        return is_loopback(self.server.host)
 
     def _may_start_server(self) -> bool:
         """Like the adb CLI: only the default local server is started on demand."""
@@ -122,16 +155,19 @@ class AdbTransport(AdbFileTransport):
             raise self._state_error(state)
 
     def _reconnect(self, state: str) -> str:
-        if state not in ("absent", "unknown"):
-            # A device that restarted stays `offline` on the server until it is dropped and re-added.
+        # A few connects at a time per server (gate.py): a burst of failing ones kills adb 29.
+        # Keyed by the server's whole address: a lab host's 127.0.0.1:5037 (via ssh) is not this host's.
+        with connect_slot(str(self.server), self.server.port, device=self.device.name):
+            if state not in ("absent", "unknown"):
+                # A device that restarted stays `offline` on the server until it is dropped and re-added.
+                try:
+                    self._host_query(f"host:disconnect:{self.serial}")
+                except AdbError:
+                    pass
             try:
-                self._host_query(f"host:disconnect:{self.serial}")
-            except AdbError:
-                pass
-        try:
-            message = self._host_query(f"host:connect:{self.serial}")
-        except AdbError as exc:
-            message = exc.refusal or str(exc)
+                message = self._host_query(f"host:connect:{self.serial}")
+            except AdbError as exc:
+                message = exc.refusal or str(exc)
         if any(word in message.lower() for word in ("unable", "failed", "cannot", "error")):
             if "authenticate" in message.lower() or self.adb_state() == "unauthorized":
                 raise self._state_error("unauthorized")
