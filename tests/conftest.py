@@ -21,6 +21,7 @@ from localize_kit import (
 )
 
 from virtual_lab.pytest_plugin import vlab, vlab_factory, vlab_transport  # noqa: F401
+from virtual_lab.qnn_cache import VLAB_CACHE_ENV
 
 # Property tests: the same examples on every run by default, so a CI verdict is the tree's,
 # not the dice's (a random run once failed CI on a bug it had just found; that example is now
@@ -59,11 +60,14 @@ def _lean_child_pytest() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _session_cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Tests never write the developer's own cache folder (~/.cache/harness): the hashes, QNN's
-    reads and build ids of a session stay in its temp folder, shared with its child processes."""
+    reads and build ids of a session stay in its temp folder, shared with its child processes.
+    The virtual lab's real programs (virtual_lab.qnn_cache) are the run's, whatever cache a test
+    gives the harness: a test with a cache folder of its own lowered them again (~25 s of CPU each)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("HARNESS_CACHE_DIR", str(tmp_path_factory.mktemp("harness-cache")))
+    mp.setenv(VLAB_CACHE_ENV, str(run_build_dir(request.config, tmp_path_factory) / "vlab-cache"))
     yield
     mp.undo()
 

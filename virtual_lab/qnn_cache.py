@@ -1,6 +1,7 @@
 """Real QNN context binaries and programs for the virtual lab, built by the host's QNN once per
-machine (or per test session: the cache lives under harness.hostfiles.user_cache_dir(), which the
-tests point at their session's temp folder) and cached.
+machine (or per test run: the cache lives under harness.hostfiles.user_cache_dir(), or under
+$VLAB_QNN_CACHE_DIR when set: the tests point it at their run's temp folder, so a test that gives the
+harness a cache folder of its own does not lower the lab's programs again) and cached.
 
 `find_builder()` answers whether this host can build them: ExecuTorch's Qualcomm backend and the
 host's x86 QAIRT libraries (the `qnn` extra: the onnxruntime-qnn wheel, or --qnn-sdk/$QNN_SDK_ROOT)
@@ -31,6 +32,7 @@ from virtual_lab.qnn_build import ProgramSpec, QnnBuildError, build_programs
 
 _VERSION = "2"  # bump when the graphs change (virtual_lab.qnn_graphs): old cache entries are not reused
 _REPO = Path(__file__).resolve().parents[1]
+VLAB_CACHE_ENV = "VLAB_QNN_CACHE_DIR"  # the lab's built files apart from the harness's own cache
 LAB_SOCS = ("SM8750", "SM8650", "SA8295")  # the virtual lab's devices (virtual_lab.lab)
 
 Dims = tuple[int, ...]
@@ -169,7 +171,7 @@ def _find(cache_root: str, qnn_sdk_root: str) -> tuple[QnnBuilder | None, str]:
 
 def find_builder() -> tuple[QnnBuilder | None, str]:
     """(the builder, "") when this host can build real QNN files, else (None, why not)."""
-    return _find(str(user_cache_dir()), os.environ.get("QNN_SDK_ROOT", ""))
+    return _find(os.environ.get(VLAB_CACHE_ENV) or str(user_cache_dir()), os.environ.get("QNN_SDK_ROOT", ""))
 
 
-__all__ = ["BinarySpec", "GraphSpec", "QnnBuildError", "QnnBuilder", "find_builder"]
+__all__ = ["VLAB_CACHE_ENV", "BinarySpec", "GraphSpec", "QnnBuildError", "QnnBuilder", "find_builder"]

@@ -19,8 +19,10 @@ from harness.inventory import load_inventory
 from harness.lab import ExitCode, for_night, plan_job, run_night
 from harness.lab.plan import load_plan
 
-# Four real lowerings (~25-30 s each idle, minutes on a loaded host) and two debug runs.
-pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.timeout(3600)]
+# Four real lowerings (~25-30 s each idle, minutes on a loaded host) and two debug runs: the run's
+# largest CPU cost (~240 s), so in `make test-heavy`; `make test` keeps localization in the cell
+# (tests/suites/test_executorch_localize.py) and pytest's door (test_executorch_localize_door.py).
+pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(3600)]
 
 
 @pytest.fixture(scope="module")
