@@ -77,6 +77,7 @@ class EtInput:
     quant_budgets: Mapping[str, QuantBudget] | None = None
     allow_unjudged: bool = False
     export_format: str | None = None  # a lone export's format when its records name none (--export-format)
+    seq_len: int = 128  # a QNN program's run through the LLM runner: prompt and generated tokens (a plan's option)
 
     @functools.cached_property
     def catalogue(self) -> EtCatalogue:
@@ -227,7 +228,7 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
     inp.stamp(rec, art)
     try:
         if art.kind is ArtifactKind.EXPORT:
-            verdict = _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
+            verdict = _llm_verdict(_run_export(inp, art, rec, seq_len=inp.seq_len), quant, rec, qnn=True) or Verdict.passed()
             verdict = _placed(inp, art, rec, verdict)
             if verdict.status is not Status.PASSED:
                 return verdict
