@@ -7,7 +7,7 @@ the tiny XNNPACK llama.
 A float reference declared for the folder (--reference-checkpoint, --reference-params,
 --reference-tokenizer: what its programs were exported from) is built by the harness as an export
 of its own, cached, its testcase `test_export[<folder>-reference]`, and every QNN cell is judged
-against it (docs/etllama.md#declaring-the-reference)."""
+against it (docs/etllama.md#declaring-the-reference-for-a-folder-pytest)."""
 
 from __future__ import annotations
 

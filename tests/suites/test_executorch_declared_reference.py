@@ -1,5 +1,5 @@
 """A float reference declared for a folder in pytest (--reference-checkpoint, --reference-params,
---reference-tokenizer; docs/etllama.md#declaring-the-reference): all three or none (a usage error,
+--reference-tokenizer; docs/etllama.md#declaring-the-reference-for-a-folder-pytest): all three or none (a usage error,
 exit 4, naming what is missing), its testcase test_export[<folder>-reference] collected only when
 declared, and built as the night builds a plan build's `reference:`: an export of its own in the
 export cache, a hit the second time, the user's folder untouched. The reference is real, on the
