@@ -59,6 +59,7 @@ def test_the_reference_testcase_is_collected_only_when_declared(checkpoint: Path
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 50 s at load 15 (as tests/lab/test_exports_reference.py's stage build: make test-heavy)
 @pytest.mark.timeout(900)  # the reference builder imports ExecuTorch in its own process
 def test_the_declared_reference_is_an_export_of_its_own_cached(checkpoint: Path, tmp_path: Path) -> None:
     pytest.importorskip("executorch", reason="the executorch extra is not installed")
