@@ -30,20 +30,24 @@ EXAMPLE = REPO / "examples" / "et_llm"
 
 
 def plan_file(work: Path, args: argparse.Namespace) -> Path:
+    """The example plan's healthy build (or, with --fault-layer, the same through the fault), one
+    format and target, in a copy of examples/ (export_llm_debug.py reads et_qnn/debug_program.py)."""
+    folder = work / "examples" / "et_llm"
+    shutil.copytree(EXAMPLE, folder, dirs_exist_ok=True)
+    (work / "examples" / "et_qnn").mkdir(exist_ok=True)
+    shutil.copy(EXAMPLE.parent / "et_qnn" / "debug_program.py", work / "examples" / "et_qnn")
     data = yaml.safe_load((EXAMPLE / "nightly.yaml").read_text())
     build = data["exports"]["builds"][0]
+    data["exports"]["builds"] = [build]
+    # the program alone: no debug build (a suite that localizes would have the stage build one)
+    data["suites"][0].update(models=["smollm2"], localize=False)
     build.update(formats=[args.format], targets=[args.soc])
-    # before the command's `&& cp ...`: export_llm's own arguments
-    build["command"] = build["command"].replace(" && ", f" quantization.calibration_seq_length={args.calibration_steps} && ", 1)
-    if args.fault_layer is not None:  # the same arguments through the fault-planting wrapper
-        build["command"] = build["command"].replace("python -m executorch.extension.llm.export.export_llm",
-                                                    f"python export_llm_fault.py --fault-layer {args.fault_layer}")
-        shutil.copy(EXAMPLE / "export_llm_fault.py", work / "export_llm_fault.py")
-        build["inputs"].append("export_llm_fault.py")
+    build["command"] += f" quantization.calibration_seq_length={args.calibration_steps}"
+    if args.fault_layer is not None:
+        build["command"] = build["command"].replace("export_llm_debug.py", f"export_llm_debug.py --fault-layer {args.fault_layer}")
     build["reference"]["new_tokens"] = args.new_tokens
-    shutil.copy(EXAMPLE / "smollm2_qnn.yaml", work / "smollm2_qnn.yaml")
-    (work / "nightly.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    return work / "nightly.yaml"
+    (folder / "nightly.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return folder / "nightly.yaml"
 
 
 def main() -> int:

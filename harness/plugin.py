@@ -24,6 +24,7 @@ from harness.report import RecordWriter, TestRecord
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:
+    from harness.lab.plan import ReferenceSpec
     from harness.provision import ModelArtifact, ProvisionedModel, ProvisionedRuntime
     from harness.transport import Transport
 
@@ -57,6 +58,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--export-format", action="store", default=None, metavar="FORMAT",
                     help="ExecuTorch suite: the quant format (16a4w, 16a8w, 8a8w, ...) of a lone QNN export whose "
                          "records name none (docs/executorch-reference.md#a-foreign-exports-format)")
+    group.addoption("--reference-checkpoint", action="store", default=None, metavar="FILE",
+                    help="ExecuTorch suite: declare --model-dir's float reference: the llama checkpoint its programs "
+                         "were exported from; with --reference-params and --reference-tokenizer the harness builds "
+                         "the reference itself, cached (test_export[NAME-reference]; docs/etllama.md)")
+    group.addoption("--reference-params", action="store", default=None, metavar="FILE",
+                    help="ExecuTorch suite: the params.json of --reference-checkpoint")
+    group.addoption("--reference-tokenizer", action="store", default=None, metavar="FILE",
+                    help="ExecuTorch suite: the tokenizer the programs were exported with (tokenizer.json)")
+    group.addoption("--reference-new-tokens", action="store", type=int, default=None, metavar="N",
+                    help="ExecuTorch suite: the float model's greedy tokens per prompt in the declared reference "
+                         "(default 16; fewer: a cheaper judgement)")
+    group.addoption("--reference-prompts", action="store", default=None, metavar="FILE",
+                    help="ExecuTorch suite: the declared reference's prompts, one a line (default: the suite's three)")
     group.addoption("--harness-records", action="store", default=None,
                     help="append one JSON record per device test to this file")
     group.addoption("--lock-dir", action="store", default=None,
@@ -67,6 +81,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 EXPECTED_CPU_OPS = pytest.StashKey[dict[str, int]]()  # --expect-cpu-ops, read in pytest_configure
 QUANT_BUDGETS = pytest.StashKey[dict[str, QuantBudget]]()  # --quant-budget, read in pytest_configure
+DECLARED_REFERENCE: pytest.StashKey[ReferenceSpec] = pytest.StashKey()  # --reference-*, read in pytest_configure
+_REFERENCE_FILES = ("--reference-checkpoint", "--reference-params", "--reference-tokenizer")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -87,6 +103,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         if fmt not in QUANT_FORMATS:
             raise pytest.UsageError(f"--export-format {fmt!r} is not a quant format ({', '.join(QUANT_FORMATS)})")
+    _declared_reference(config)
     budgets = config.getoption("--quant-budget", default=None)
     if budgets:
         from harness.checks import parse_budget_option
@@ -96,6 +113,34 @@ def pytest_configure(config: pytest.Config) -> None:
             config.stash[QUANT_BUDGETS] = parse_budget_option(budgets, QUANT_FORMATS)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+
+def _declared_reference(config: pytest.Config) -> None:
+    """--reference-checkpoint/-params/-tokenizer: all three or none, each an existing file."""
+    given = {name: _opt(config, name) for name in _REFERENCE_FILES}
+    extra = [n for n in ("--reference-new-tokens", "--reference-prompts") if _opt(config, n) is not None]
+    if not any(given.values()):
+        if extra:
+            raise pytest.UsageError(f"{', '.join(extra)} without {' '.join(_REFERENCE_FILES)}: declare the reference's "
+                                    "checkpoint, params and tokenizer too")
+        return
+    missing = [name for name, value in given.items() if not value]
+    if missing:
+        raise pytest.UsageError(f"a declared float reference needs {', '.join(missing)} too ({' '.join(_REFERENCE_FILES)}: "
+                                "the checkpoint, params and tokenizer the programs were exported from)")
+    for name in (*_REFERENCE_FILES, "--reference-prompts"):
+        value = _opt(config, name)
+        if value is not None and not Path(value).is_file():
+            raise pytest.UsageError(f"{name} {value}: no such file")
+    new_tokens = config.getoption("--reference-new-tokens", default=None)
+    if new_tokens is not None and new_tokens < 1:
+        raise pytest.UsageError(f"--reference-new-tokens {new_tokens}: must be at least 1")
+    from harness.lab.plan import ReferenceSpec
+
+    prompts = _opt(config, "--reference-prompts")
+    checkpoint, params, tokenizer = (Path(str(given[n])).resolve() for n in _REFERENCE_FILES)
+    config.stash[DECLARED_REFERENCE] = ReferenceSpec(checkpoint, params, tokenizer, new_tokens=new_tokens or 16,
+                                                     prompts=Path(prompts).resolve() if prompts else None)
 
 
 @pytest.fixture(autouse=True)

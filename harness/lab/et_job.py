@@ -6,7 +6,9 @@ verdicts.
 
 Plan options used: `runtime_dir` (a real device's folder with qnn_llama_runner; may contain
 {htp_arch}, {soc}, {device}; not needed on an emulated HTP or the host), `qnn_sdk` (the host
-QNN for an emulated HTP, or the SDK for a device's QNN libraries), `timeout_s`.
+QNN for an emulated HTP, or the SDK for a device's QNN libraries), `timeout_s`, `seq_len` (the LLM
+runner's context for a QNN program's run, prompt included, default 128: an emulated HTP runs a
+large vocabulary's output layer for seconds a step, docs/etllama.md).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def executorch_job(ctx: DeviceContext) -> Iterator[TestRecord]:
                          qnn_sdk=sdk, timeout=float(options.get("timeout_s", ctx.entry.suite.timeout_s)),
                          runtime_option=f"options.runtime_dir in {ctx.plan.path}", siblings=lambda: done,
                          localize=ctx.entry.suite.localize, expected_cpu_ops=ctx.entry.suite.expected_cpu_ops,
-                         quant_budgets=ctx.entry.suite.budgets_for(ctx.entry.model.name), allow_unjudged=ctx.entry.suite.allow_unjudged)
+                         quant_budgets=ctx.entry.suite.budgets_for(ctx.entry.model.name), allow_unjudged=ctx.entry.suite.allow_unjudged,
+                         seq_len=int(options.get("seq_len", 128)))
     for check in suite.checks:
         if check.scope in (Scope.EXPORT, Scope.SUMMARY):
             continue  # the ExecuTorch suite has none; the night runs those elsewhere

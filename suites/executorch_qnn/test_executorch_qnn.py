@@ -14,8 +14,23 @@ xnnpack/), or is one export, or is host QNN material laid out as ../shared/model
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import pytest
+
 from harness.suite import EXECUTORCH_QNN
 from suites.support import suite_tests
 
+if TYPE_CHECKING:
+    from harness.lab.exports import ExportResult
+
 SUITE = EXECUTORCH_QNN
 globals().update(suite_tests(SUITE))
+
+
+def test_export(declared_name: str, declared_reference: ExportResult | None) -> None:
+    """The declared float reference (--reference-checkpoint ...), built as the night builds a plan
+    build's `reference:`; collected only when one is declared (conftest.py)."""
+    assert declared_reference is not None
+    if not declared_reference.ok:
+        pytest.fail(f"{declared_reference.reason()}\n{declared_reference.log_tail[-2000:]}", pytrace=False)

@@ -77,3 +77,34 @@ def test_importing_executorchs_debugger_leaves_the_processs_logging_alone() -> N
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["0", str(30)], res.stdout  # no handler added, WARNING as Python starts
+
+
+def _node(name: str, target: str, inputs: list[str], shape: list[int] | None = None) -> dict[str, object]:
+    return {"name": name, "target": target, "inputs": inputs, "shape": shape or [1, 1, 64],
+            "quant": {"scale": 0.01, "zero_point": 0, "quant_min": 0, "quant_max": 65535, "dtype": "int32"}}
+
+
+def test_the_kv_cache_taint_ends_where_attention_weighs_the_value_cache() -> None:
+    """A one-token decode step reads the whole value cache through softmax @ V: the unwritten slots
+    get weight 0 there, so that product and what follows it are judged (the fault after it too)."""
+    from harness.checks.localize.compare import _state_path, _why_unjudged
+
+    nodes = [_node("aten_index_put_default", "aten.index_put.default", ["k"]),
+             _node("aten_index_put_default_1", "aten.index_put.default", ["v"]),
+             _node("aten_matmul_default", "aten.matmul.default", ["q", "aten_index_put_default"]),
+             _node("aten__softmax_default", "aten._softmax.default", ["aten_matmul_default"]),
+             _node("aten_cat_default_1", "aten.cat.default", ["aten_index_put_default_1"]),
+             _node("aten_matmul_default_1", "aten.matmul.default", ["aten__softmax_default", "aten_cat_default_1"]),
+             _node("aten_mul_tensor_33", "aten.mul.Tensor", ["aten_matmul_default_1"])]
+    state = _state_path(nodes)
+    assert state == {"aten_index_put_default", "aten_index_put_default_1", "aten_matmul_default", "aten_cat_default_1"}
+    assert _why_unjudged(nodes[-1], 3.0, state) == ""
+    assert "unwritten" in _why_unjudged(nodes[4], 1.0, state)
+
+
+def test_an_op_of_a_few_values_is_shown_but_not_judged() -> None:
+    from harness.checks.localize.compare import _why_unjudged
+
+    mean = _node("aten_mean_dim", "aten.mean.dim", ["aten_mul_tensor"], shape=[1, 1, 1])
+    assert "1 value(s)" in _why_unjudged(mean, 12.6, set())
+    assert _why_unjudged(_node("aten_mean_dim", "aten.mean.dim", ["x"], shape=[1, 16, 1]), 12.6, set()) == ""

@@ -43,17 +43,23 @@ def _need() -> None:
             pytest.skip(f"{module} is not installed: {fix}")
 
 
-def _plan(folder: Path) -> Path:
-    """The example plan, one format, its calibration and reference made cheaper."""
+def _plan(root: Path) -> Path:
+    """The example plan's healthy build, one format, its calibration and reference made cheaper,
+    in a copy of examples/ (export_llm_debug.py reads examples/et_qnn/debug_program.py beside it)."""
+    folder = root / "examples" / "et_llm"
+    shutil.copytree(EXAMPLE, folder, dirs_exist_ok=True)
+    (root / "examples" / "et_qnn").mkdir(exist_ok=True)
+    shutil.copy(EXAMPLE.parent / "et_qnn" / "debug_program.py", root / "examples" / "et_qnn")
     data = yaml.safe_load((EXAMPLE / "nightly.yaml").read_text())
     build = data["exports"]["builds"][0]
+    data["exports"]["builds"] = [build]
+    # the program alone: no debug build (a suite that localizes would have the stage build one)
+    data["suites"][0].update(models=["smollm2"], localize=False)
     build["formats"] = [FORMAT]
-    # before the command's `&& cp ...`: export_llm's own arguments
-    build["command"] = build["command"].replace(" && ", " quantization.calibration_seq_length=16 && ", 1)
+    build["command"] += " quantization.calibration_seq_length=16"
     build["reference"]["new_tokens"] = 4
     (folder / "prompts.txt").write_text("What is the capital of France? Answer briefly.\n")
     build["reference"]["prompts"] = "prompts.txt"  # one prompt: ~13 emulated steps of the 49152-token output
-    shutil.copy(EXAMPLE / "smollm2_qnn.yaml", folder / "smollm2_qnn.yaml")
     (folder / "nightly.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     return folder / "nightly.yaml"
 

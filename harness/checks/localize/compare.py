@@ -14,6 +14,7 @@ from typing import Any
 from harness.checks.localize.layout import DEBUG_OUTPUT, ETDUMP, ETRECORD, DebugFiles
 from harness.evidence import OpGap
 
+MIN_VALUES = 16  # fewer values than this give no SQNR worth judging (one token's norm statistics)
 MAX_DB = 200.0  # identical tensors give +inf SQNR; kept finite so the evidence is plain JSON
 
 
@@ -94,7 +95,7 @@ def _own_output_counts(inspector: Any) -> int:
 
 def _state_path(nodes: list[dict[str, Any]]) -> set[str]:
     """Ops that read the program's KV cache before attention masks it: from each cache write
-    (index_put / index_copy) to the first softmax after it. The cache's unwritten slots hold 0 in
+    (index_put / index_copy) to the first softmax after it, or the product with its weights. The cache's unwritten slots hold 0 in
     the reference and QNN's raw 0 (-zero_point x scale) on the device, which the mask then removes;
     comparing them measures the slots no step wrote, not the op (docs/localize.md#what-is-judged)."""
     users: dict[str, list[str]] = {}
@@ -102,11 +103,14 @@ def _state_path(nodes: list[dict[str, Any]]) -> set[str]:
         for src in n.get("inputs") or []:
             users.setdefault(src, []).append(n["name"])
     by_name = {n["name"]: n for n in nodes}
+    softmax = {n["name"] for n in nodes if "softmax" in n["name"]}
     marked: set[str] = set()
     todo = [n["name"] for n in nodes if "index_put" in n["name"] or "index_copy" in n["name"]]
     while todo:
         name = todo.pop()
-        if name in marked:
+        # the attention's weighted sum over the value cache: the softmax's zero weights remove the
+        # unwritten slots there (a one-token decode step reads the whole value cache through it)
+        if name in marked or softmax.intersection(by_name.get(name, {}).get("inputs") or []):
             continue
         marked.add(name)
         if "softmax" not in name and "mask" not in str(by_name.get(name, {}).get("target", "")):
@@ -123,6 +127,10 @@ def _why_unjudged(node: dict[str, Any], sqnr: float, state: set[str]) -> str:
         return "a dtype cast (measured on this program: 0 dB at cosine 1.000, a scale the dump does not carry)"
     if node["name"] in state:
         return "reads the KV cache's unwritten slots (masked later)"
+    values = math.prod(int(d) for d in node.get("shape") or [])
+    if node.get("shape") and values < MIN_VALUES:
+        return (f"{values} value(s): one number's error, not a tensor's (a one-token step's RMSNorm mean: "
+                "12.6 dB beside its rsqrt's 94 dB, docs/localize.md#what-is-judged)")
     return ""
 
 

@@ -15,6 +15,7 @@ _HOMES = {
     "cache": ("ENTRY_FILE", "USED_FILE", "ExportCache", "default_cache_root", "export_key", "inputs_digest", "key_material"),
     "classify": ("TRANSIENT", "ExportFailure", "classify_failure"),
     "cli": ("export_from_cli", "failed_export_lines"),
+    "declared": ("build_declared_reference",),
     "gate": ("ExportGate",),
     "leases": ("Leases",),
     "stage": ("export_status", "run_export_stage"),
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from harness.lab.exports.classify import classify_failure as classify_failure
     from harness.lab.exports.cli import export_from_cli as export_from_cli
     from harness.lab.exports.cli import failed_export_lines as failed_export_lines
+    from harness.lab.exports.declared import build_declared_reference as build_declared_reference
     from harness.lab.exports.gate import ExportGate as ExportGate
     from harness.lab.exports.leases import Leases as Leases
     from harness.lab.exports.results import ExportResult as ExportResult

@@ -5,7 +5,15 @@ paths.py and suites.py read its values, paths and `models:`/`suites:`."""
 from __future__ import annotations
 
 from harness.lab.plan.bisect_spec import NightBisect
-from harness.lab.plan.export_spec import REFERENCE_MODULE, ExportBuild, ExportJob, ExportsSpec, Target, default_parallel
+from harness.lab.plan.export_spec import (
+    REFERENCE_MODULE,
+    ExportBuild,
+    ExportJob,
+    ExportsSpec,
+    ReferenceSpec,
+    Target,
+    default_parallel,
+)
 from harness.lab.plan.exports import parse_exports
 from harness.lab.plan.load import Plan, load_plan, parse_plan
 from harness.lab.plan.specs import (
@@ -24,4 +32,4 @@ from harness.lab.plan.suites import BACKEND_PAIRS, RUNNERS
 
 __all__ = ["BACKEND_PAIRS", "PATH_FIELDS", "REFERENCE_MODULE", "RUNNERS", "ConcurrencySettings", "ExportBuild", "ExportJob", "ExportsSpec",
            "HistorySettings", "LockSettings", "ModelSpec", "NightBisect", "NoDeviceMatched", "Plan", "PlanEntry", "PlanError",
-           "RecoverySettings", "SuiteSpec", "Target", "default_parallel", "load_plan", "parse_exports", "parse_plan"]
+           "RecoverySettings", "ReferenceSpec", "SuiteSpec", "Target", "default_parallel", "load_plan", "parse_exports", "parse_plan"]

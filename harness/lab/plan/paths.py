@@ -73,7 +73,7 @@ def parse_options(ctx: PlanCtx, holder: Mapping[str, object], label: str, base: 
                 raise ctx.fail(f"{label}.{key}", f"{path} is not a folder",
                                "point it at an existing folder (absolute, or relative to the plan file)")
             options[key] = path
-    for key, integer in (("max_new_tokens", True), ("timeout_s", False)):
+    for key, integer in (("max_new_tokens", True), ("seq_len", True), ("timeout_s", False)):
         if key in options:
             value = get_value(ctx, options, key, int if integer else (int, float), f"{label}.{key}")
             check_positive(ctx, f"{label}.{key}", value)

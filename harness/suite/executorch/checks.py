@@ -77,6 +77,10 @@ class EtInput:
     quant_budgets: Mapping[str, QuantBudget] | None = None
     allow_unjudged: bool = False
     export_format: str | None = None  # a lone export's format when its records name none (--export-format)
+    # A folder holding reference/ for every program of model_dir: a declared reference the harness
+    # built (pytest's --reference-checkpoint ...); None: each program's own, beside it.
+    reference_dir: Path | None = None
+    seq_len: int = 128  # a QNN program's run through the LLM runner: prompt and generated tokens (a plan's option)
 
     @functools.cached_property
     def catalogue(self) -> EtCatalogue:
@@ -227,13 +231,13 @@ def quant_format_runs(c: CheckCall[EtInput]) -> Verdict:
     inp.stamp(rec, art)
     try:
         if art.kind is ArtifactKind.EXPORT:
-            verdict = _llm_verdict(_run_export(inp, art, rec), quant, rec, qnn=True) or Verdict.passed()
+            verdict = _llm_verdict(_run_export(inp, art, rec, seq_len=inp.seq_len), quant, rec, qnn=True) or Verdict.passed()
             verdict = _placed(inp, art, rec, verdict)
             if verdict.status is not Status.PASSED:
                 return verdict
             return judge_against_float(inp.transport, inp.runner, art, rec, label=quant, local=inp.work / art.name,
                                        timeout=inp.timeout, budget=quant_budget(quant, inp.quant_budgets),
-                                       emulated=device.emulated, device=device.name)
+                                       emulated=device.emulated, device=device.name, reference_dir=inp.reference_dir)
         assert art.pte is not None
         preflight_program(art.pte, device, runner_qairt(device, inp.runner.runtime.qairt_build))
     except PreflightError as exc:  # refused before it ran: the axis and both sides are in the message

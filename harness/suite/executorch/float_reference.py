@@ -84,15 +84,18 @@ def decide(label: str, agreement: FloatReferenceAgreement, per_op: Localization 
 
 def judge_against_float(transport: Transport, runner: ExecutorchRunner, art: EtArtifact, rec: TestRecord, *,
                         label: str, local: Path, timeout: float, budget: QuantBudget | None, emulated: bool,
-                        device: str) -> Verdict:
-    """`art` (an export folder the LLM runner has run) against its reference/ and, with its debug
-    build, per op; `local` is the host folder for the tokens, the pulled logits and the debug run."""
+                        device: str, reference_dir: Path | None = None) -> Verdict:
+    """`art` (an export folder the LLM runner has run) against its reference/ (or `reference_dir`'s,
+    a declared one) and, with its debug build, per op; `local` is the host folder for the tokens,
+    the pulled logits and the debug run."""
     try:
-        reference = read_float_reference(art.folder)
+        reference = read_float_reference(reference_dir or art.folder)
     except ArtifactError as exc:
         return Verdict.failed(FailureClass.CHECK_FAILED, f"{label}: {exc}")
     if reference is None:
-        return Verdict.skipped(f"{label} ran, but {missing_float_reference(art.folder)}", FailureClass.UNJUDGED)
+        return Verdict.skipped(f"{label} ran, but {missing_float_reference(art.folder)}; or declare what it was exported "
+                               "from and the harness builds it: --reference-checkpoint, --reference-params, "
+                               "--reference-tokenizer (a plan build's `reference:`, docs/etllama.md)", FailureClass.UNJUDGED)
     if art.pte is None:
         return Verdict.skipped(f"{label}: {art.folder} holds no .pte to judge against {reference.index}")
     if not runner.has_forward:

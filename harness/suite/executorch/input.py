@@ -41,12 +41,15 @@ def build_et_input(transport: Transport, model_dir: Path, *, work: Path,
                    siblings: Callable[[], Sequence[TestRecord]] = lambda: (), localize: bool = False,
                    expected_cpu_ops: Mapping[str, int] | None = None,
                    quant_budgets: Mapping[str, QuantBudget] | None = None, allow_unjudged: bool = False,
-                   export_format: str | None = None) -> EtInput:
+                   export_format: str | None = None, seq_len: int = 128,
+                   reference_dir: Path | None = None) -> EtInput:
     """`device_runtime`: the door's runtime for a real device (None: it has no runtime folder);
     `siblings`: the device's records so far; `localize`: localize every format, not only failed ones;
     `expected_cpu_ops`: CPU ops allowed beyond the suite's (a plan's key, --expect-cpu-ops);
     `quant_budgets`, `allow_unjudged`: the verdict's (a plan's keys, --quant-budget, --allow-unjudged);
-    `export_format`: a lone export's quant format when its records name none (--export-format)."""
+    `export_format`: a lone export's quant format when its records name none (--export-format);
+    `seq_len`: the LLM runner's context for a QNN program's run (a plan's `options: {seq_len: N}`);
+    `reference_dir`: a folder holding reference/ for every program (a declared reference)."""
     device = transport.device
     host_lane = is_host_lane(device, device_runtime is not None)
 
@@ -64,7 +67,8 @@ def build_et_input(transport: Transport, model_dir: Path, *, work: Path,
 
     return EtInput(device, transport, model_dir, make_runner, work, host_lane, timeout, siblings=siblings,
                    localize=localize, expected_cpu_ops=expected_cpu_ops, quant_budgets=quant_budgets,
-                   allow_unjudged=allow_unjudged, export_format=export_format)
+                   allow_unjudged=allow_unjudged, export_format=export_format, seq_len=seq_len,
+                   reference_dir=reference_dir)
 
 
 __all__ = ["build_et_input", "is_host_lane"]
