@@ -27,8 +27,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-GOOD_NODE = {"name": "aten_mul_tensor", "target": "aten.mul.Tensor", "shape": [1, 4],
-             "quant": {"scale": 0.1, "zero_point": 0, "quant_min": 0, "quant_max": 255, "dtype": "uint8"}}
+GOOD_QUANT: dict[str, object] = {"scale": 0.1, "zero_point": 0, "quant_min": 0, "quant_max": 255, "dtype": "uint8"}
+GOOD_NODE: dict[str, object] = {"name": "aten_mul_tensor", "target": "aten.mul.Tensor", "shape": [1, 4],
+             "quant": GOOD_QUANT}
 
 # The rows whose case is its test (added with the fix; each failed before it).
 TESTS = {
@@ -123,7 +124,7 @@ def cli_cases(tmp: Path) -> list[Case]:
     cases = [_localize("1 random etdump.etdp, good encodings", _debug_build(tmp / "r1a", {"format": "16a8w",
                                                                                            "nodes": [GOOD_NODE]}))]
     for i, (nodes, said) in enumerate([(["a", 1, None], "not an object"),
-                                       ([{**GOOD_NODE, "quant": {**GOOD_NODE["quant"], "scale": "0.1"}}], "scale"),
+                                       ([{**GOOD_NODE, "quant": {**GOOD_QUANT, "scale": "0.1"}}], "scale"),
                                        ([{**GOOD_NODE, "axis_order": 7}], "axis_order"),
                                        ([{**GOOD_NODE, "shape": ["abc"]}], "shape")]):
         cases.append(_localize(f"1 encodings of the wrong types ({said})",

@@ -1,8 +1,8 @@
 """A float reference declared for a folder of exports rather than by a plan build (pytest's
 `--reference-checkpoint/--reference-params/--reference-tokenizer`,
-docs/etllama.md#declaring-the-reference-for-a-folder-pytest): built exactly as the night builds a build's `reference:`, as an export of its own in the export
-cache (its testcase `test_export[<name>-reference]`, a hit once built), and read from there: the
-user's export folder is never written."""
+docs/etllama.md#declaring-the-reference-for-a-folder-pytest): built exactly as the night builds a
+build's `reference:`, as an export of its own in the export cache (its testcase
+`test_export[<name>-reference]`, a hit once built), and read from there: the user's export folder is never written."""
 
 from __future__ import annotations
 
