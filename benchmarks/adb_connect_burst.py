@@ -78,7 +78,7 @@ def main() -> int:
 
         import harness.transport.adb.transport as adb_transport
 
-        adb_transport.connect_slot = lambda *a, **k: nullcontext()  # type: ignore[assignment,attr-defined]
+        adb_transport.connect_slot = lambda *a, **k: nullcontext()  # type: ignore[assignment,attr-defined]  # the bench swaps the gate out
     work = Path(tempfile.mkdtemp(prefix="adb-burst-"))
     server = AdbServer().start()
     os.environ["HOME"] = str(server.home)  # a restart (the harness's) keeps its keys there
