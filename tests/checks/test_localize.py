@@ -77,3 +77,15 @@ def test_importing_executorchs_debugger_leaves_the_processs_logging_alone() -> N
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["0", str(30)], res.stdout  # no handler added, WARNING as Python starts
+
+
+@pytest.mark.parametrize("fmt, healthy_floor, fault", [
+    ("16a4w", 18.4, 3.2), ("8a8w", 7.2, 3.9), ("16a8w", 40.1, 3.7)])
+def test_the_default_lines_pass_trained_weights_and_name_the_seed_fault(fmt: str, healthy_floor: float,
+                                                                        fault: float) -> None:
+    """The measured extremes (docs/executorch-reference.md#calibration): the lowest healthy op of
+    SmolLM2's trained weights (16a8w: of random weights) is clean on the format's default line;
+    behind it, the seed's fault (the mildest measured in the format) is named."""
+    assert judge([op(0, 60.0), op(1, healthy_floor)], fmt).outcome is Outcome.NONE
+    named = judge([op(0, healthy_floor), op(1, fault, layer="layers.1"), op(2, 1.0)], fmt)
+    assert named.outcome is Outcome.DEPARTED and named.first is not None and named.first.node == "aten_op_1"
