@@ -11,7 +11,7 @@ lowest op's SQNR, the healthy floor). A fault is lowered as its debug build (the
 and the first op under the format's line), and as its program too with --fault-programs.
 
     python benchmarks/et_reference_calibration.py --shape 6x48x3 --shape 2x576x9:smollm2 [--soc SM8650]
-        [--formats 16a4w 16a8w 8a8w] [--faults first middle last] [--fault-programs]
+        [--formats 16a4w 16a8w 8a8w] [--faults first middle last] [--fault-programs | --debug-only]
         [--fake-quant] [--work DIR] [--json OUT.jsonl]
 
 A shape is LAYERSxDIMxHEADS (head_dim = DIM / HEADS); `:smollm2` takes SmolLM2-135M-Instruct's
@@ -176,8 +176,9 @@ def measure(work: Path, env: dict[str, str], shape: Shape, soc: str, fmt: str, f
             program: bool) -> Row:
     folder = work / exporter_digest() / f"{soc}-{shape.name}-{fmt}-{'healthy' if fault is None else f'fault{fault}'}"
     cached = folder / ("result.json" if program else "result-debug.json")
-    if cached.is_file():
-        return Row(**json.loads(cached.read_text()))
+    for found in (folder / "result.json", cached):  # a program's row holds its debug build's too
+        if found.is_file():
+            return Row(**json.loads(found.read_text()))
     folder.mkdir(parents=True, exist_ok=True)
     argv = ["--soc", soc, "--format", fmt, *shape_argv(shape, work)]
     if fault is not None:
@@ -273,6 +274,9 @@ def main() -> int:
     ap.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
     ap.add_argument("--faults", nargs="*", choices=FAULTS, default=list(FAULTS))
     ap.add_argument("--fault-programs", action="store_true", help="also lower and run each fault's program")
+    ap.add_argument("--debug-only", action="store_true",
+                    help="only debug builds (per op), the healthy program too not lowered: its end-to-end "
+                    "figures from --fake-quant, which agrees with the emulator (docs/executorch-reference.md#calibration)")
     ap.add_argument("--fake-quant", action="store_true",
                     help="no lowering: end to end on the quantized PyTorch model (the budget's figures only)")
     ap.add_argument("--exporter", type=Path, help="the folder of lower_decoder.py and plant_fault.py "
@@ -296,7 +300,8 @@ def main() -> int:
             faults = sorted({shape.fault_layer(w) for w in args.faults})
             for fault in (None, *faults):
                 rows.append(fake_quant(args.work, shape, args.soc, fmt, fault) if args.fake_quant else
-                            measure(args.work, env, shape, args.soc, fmt, fault, fault is None or args.fault_programs))
+                            measure(args.work, env, shape, args.soc, fmt, fault,
+                                    not args.debug_only and (fault is None or args.fault_programs)))
                 print(table_row(rows[-1]), flush=True)
                 if args.json:
                     with args.json.open("a") as out:

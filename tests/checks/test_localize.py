@@ -108,3 +108,15 @@ def test_an_op_of_a_few_values_is_shown_but_not_judged() -> None:
     mean = _node("aten_mean_dim", "aten.mean.dim", ["aten_mul_tensor"], shape=[1, 1, 1])
     assert "1 value(s)" in _why_unjudged(mean, 12.6, set())
     assert _why_unjudged(_node("aten_mean_dim", "aten.mean.dim", ["x"], shape=[1, 16, 1]), 12.6, set()) == ""
+
+
+@pytest.mark.parametrize("fmt, healthy_floor, fault", [
+    ("16a4w", 18.4, 3.9), ("8a8w", 7.2, 3.7), ("16a8w", 40.1, 3.7)])
+def test_the_default_lines_pass_trained_weights_and_name_the_seed_fault(fmt: str, healthy_floor: float,
+                                                                        fault: float) -> None:
+    """The measured extremes (docs/executorch-reference.md#calibration): the lowest healthy op of
+    SmolLM2's trained weights (16a8w: of random weights) is clean on the format's default line;
+    behind it, the seed's fault (the mildest measured in the format) is named."""
+    assert judge([op(0, 60.0), op(1, healthy_floor)], fmt).outcome is Outcome.NONE
+    named = judge([op(0, healthy_floor), op(1, fault, layer="layers.1"), op(2, 1.0)], fmt)
+    assert named.outcome is Outcome.DEPARTED and named.first is not None and named.first.node == "aten_op_1"

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 
 from harness.evidence import Localization, OpGap, Outcome
 
-# dB SQNR per activation/weight format, calibrated on real lowerings (docs/localize.md#calibration):
-# 16-bit activations' healthy floors 40-62 dB on random weights, planted faults 3-4 dB; 8a8w's healthy
-# softmax is at 13-15 dB, its faults at 3-4 dB. On real trained weights 4-bit weights cost more per
-# op: SmolLM2-135M's first 2 layers (export_llm, 16a4w) have a healthy floor of 17 dB, the seed
-# fault 3 dB (docs/etllama.md#measured), so 16a4w's line sits between them. 16a16w is not measured:
-# 16-bit activations' value.
-THRESHOLD_DB: dict[str, float] = {"16a4w": 10.0, "16a8w": 20.0, "8a8w": 8.0, "16a16w": 20.0}
+# dB SQNR per activation/weight format, calibrated on real lowerings (docs/localize.md#calibration,
+# docs/executorch-reference.md#calibration): planted faults at 2.6-3.9 dB in every format. Healthy
+# floors: 16a8w 40-62 dB (random weights); 16a4w 35-43 dB random but 17-18.4 dB on SmolLM2's trained
+# weights (4-bit weights under its outliers; export_llm's and the example's lowering alike), hence
+# 10 dB; 8a8w 13-15 dB random, 7.2 dB on SmolLM2 (its V slice under the fused QKV's shared 8-bit
+# range), hence 5.5 dB. 16a16w is not measured: 16-bit activations' value.
+THRESHOLD_DB: dict[str, float] = {"16a4w": 10.0, "16a8w": 20.0, "8a8w": 5.5, "16a16w": 20.0}
 DEFAULT_THRESHOLD_DB = 20.0
 FOLLOWING = 5  # ops shown after the first departure
 
