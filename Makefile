@@ -84,7 +84,9 @@ test: install lint
 
 # The real end-to-end runs of minutes each (marker `heavy`: ExecuTorch's export_llm on SmolLM2, the
 # ExecuTorch suite on the virtual phone against the emulated host, localization and per-op profiling
-# through the device runners): 15-25 min more on 2 cores, so outside `make test` and CI's budget.
+# through the device runners, both doors' localization nights with lowerings of their own): 15-25 min
+# more on 2 cores, so outside `make test` and CI's budget (`make test`: 905 s idle on 2 cores before
+# the two doors moved here, 2026-12-06).
 test-heavy: install
 	$(PY) -m pytest tests -q -p no:cacheprovider -n auto --dist loadfile --durations=25 -m heavy
 

@@ -94,6 +94,7 @@ def test_a_faulty_export_fails_naming_the_planted_op(exports: dict[str, Path], t
     assert str(exports["faulty+debug"] / FORMAT / "reference" / "reference.json") in rec.message
 
 
+@pytest.mark.heavy  # one more emulator run of the faulty program (~35 s idle) to show what the others imply
 def test_without_its_debug_build_a_fault_is_not_told_apart(exports: dict[str, Path], tmp_path: Path) -> None:
     """End to end the seed fault at the last of 2 layers costs KL ~0.03 (docs/executorch-reference.md
     #calibration): within 16a8w's budget, so the cell passes, saying it was not localized."""

@@ -17,7 +17,10 @@ import pytest
 from tests.lab.localize_night import DEVICE, DOOR_FAULT_LAYER, FAULT_DOOR, FORMAT, REPO, export_only, need_host_qnn, planted
 
 # Two real lowerings (the program and its debug build) through the export stage, one debug run.
-pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.timeout(3600)]
+# Its own lowerings through the plan's stage (~70 s idle): in `make test-heavy` beside the plan door's
+# (tests/lab/test_exports_localize_real.py); `make test` localizes in the cell with the run's shared
+# lowerings (tests/suites/test_executorch_localize.py, tests/checks/test_localize_real.py).
+pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(3600)]
 
 
 @pytest.fixture(scope="module")
