@@ -11,6 +11,7 @@ against it (docs/etllama.md#declaring-the-reference-for-a-folder-pytest)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,15 +21,21 @@ import pytest
 from harness.inventory import DeviceSpec
 from harness.plugin import DECLARED_REFERENCE, QUANT_BUDGETS, session_records
 from harness.suite.executorch import EtInput, build_et_input
-from tests.shared import SHARED
 
 if TYPE_CHECKING:
     from harness.lab.exports import ExportResult
 
-# $HARNESS_SHARED_DIR, else ../shared beside the checkout (tests/shared.py decides it for every door)
-SHARED_MODELS = SHARED / "models"
-SHARED_CPU_EXPORT = SHARED_MODELS / "et-tiny-llama-xnnpack"
-SHARED_QNN_HOST = SHARED_MODELS / "et-qnn-host"
+
+
+def _shared_models() -> Path:
+    """The default material when no --model-dir is given: $HARNESS_SHARED_DIR, else ../shared beside the
+    checkout (tests/shared.py decides it for every door). A suite copied out of the checkout has no
+    tests package: then only $HARNESS_SHARED_DIR (or --model-dir) says where the material is."""
+    try:
+        from tests.shared import SHARED
+    except ImportError:
+        return Path(os.environ.get("HARNESS_SHARED_DIR") or "$HARNESS_SHARED_DIR (unset)") / "models"
+    return SHARED / "models"
 
 
 @pytest.fixture(scope="session")
@@ -36,17 +43,18 @@ def model_dir(pytestconfig: pytest.Config, device: DeviceSpec) -> Path:
     raw = pytestconfig.getoption("--model-dir", default=None)
     if raw:
         return Path(raw)
+    shared_qnn_host, shared_cpu_export = _shared_models() / "et-qnn-host", _shared_models() / "et-tiny-llama-xnnpack"
     if device.emulated:
-        if not (SHARED_QNN_HOST / "README.md").is_file():
-            pytest.skip(f"no --model-dir given and {SHARED_QNN_HOST} is absent: an emulated HTP's default programs "
+        if not (shared_qnn_host / "README.md").is_file():
+            pytest.skip(f"no --model-dir given and {shared_qnn_host} is absent: an emulated HTP's default programs "
                         "come from ../shared")
-        return SHARED_QNN_HOST
+        return shared_qnn_host
     if device.has_htp:
         pytest.skip("no --model-dir given: point it at a folder of ExecuTorch exports (one per quant format)")
-    if not (SHARED_CPU_EXPORT / "model.pte").is_file():
-        pytest.skip(f"no --model-dir given and {SHARED_CPU_EXPORT} is absent: the host lane's default export "
+    if not (shared_cpu_export / "model.pte").is_file():
+        pytest.skip(f"no --model-dir given and {shared_cpu_export} is absent: the host lane's default export "
                     "comes from ../shared")
-    return SHARED_CPU_EXPORT
+    return shared_cpu_export
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
