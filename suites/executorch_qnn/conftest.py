@@ -11,7 +11,6 @@ against it (docs/etllama.md#declaring-the-reference-for-a-folder-pytest)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,13 +27,13 @@ if TYPE_CHECKING:
 
 
 def _shared_models() -> Path:
-    """The default material when no --model-dir is given: $HARNESS_SHARED_DIR, else ../shared beside the
-    checkout (tests/shared.py decides it for every door). A suite copied out of the checkout has no
-    tests package: then only $HARNESS_SHARED_DIR (or --model-dir) says where the material is."""
+    """The default material when no --model-dir is given, where tests/shared.py (the one rule for every
+    door) finds it. A suite copied out of the checkout has no tests package, so no default material:
+    --model-dir says where the exports are."""
     try:
         from tests.shared import SHARED
     except ImportError:
-        return Path(os.environ.get("HARNESS_SHARED_DIR") or "$HARNESS_SHARED_DIR (unset)") / "models"
+        return Path("(no default material outside the checkout: give --model-dir)")
     return SHARED / "models"
 
 

@@ -11,6 +11,7 @@ from labkit import write_inventory, write_plan
 
 from harness.inventory import load_inventory
 from harness.lab import DeviceContext, lock_state, run_night
+from harness.lab.claims import FileClaim
 from harness.lab.plan import PlanError, load_plan
 from harness.outcomes import NightOutcome
 from harness.report import TestRecord
@@ -19,24 +20,44 @@ DEVICES, WORKERS = 60, 4
 
 
 class Gauge:
-    """The most jobs, threads and held claims seen at once while jobs run."""
+    """The most jobs, threads and held claims seen at once while jobs run. Claims are counted where
+    they are taken and given back (FileClaim.acquire / release): a sweep of lock_state over the 60
+    lock files is no snapshot (a worker could give one back and take the next during the sweep and
+    be counted twice; seen once in three runs)."""
 
-    def __init__(self, root, names):
+    def __init__(self):
         self.lock = threading.Lock()
-        self.root, self.names = root, names
-        self.now = self.jobs = self.threads = self.claims = 0
+        self.now = self.jobs = self.threads = self.claims = self.held = 0
 
     def enter(self) -> None:
-        with self.lock:  # one probe at a time: lock_state's probe takes the lock for a moment
-            held = sum(lock_state(self.root / "locks", n).held for n in self.names)
+        with self.lock:
             self.now += 1
             self.jobs = max(self.jobs, self.now)
             self.threads = max(self.threads, threading.active_count())
-            self.claims = max(self.claims, held)
 
     def leave(self) -> None:
         with self.lock:
             self.now -= 1
+
+    def claimed(self, delta: int) -> None:
+        with self.lock:
+            self.held += delta
+            self.claims = max(self.claims, self.held)
+
+    def watch_claims(self, monkeypatch) -> None:
+        acquire, release = FileClaim.acquire, FileClaim.release
+
+        def counted_acquire(claim, *a, **k):
+            device = acquire(claim, *a, **k)
+            self.claimed(+1)
+            return device
+
+        def counted_release(claim):
+            self.claimed(-1)
+            release(claim)
+
+        monkeypatch.setattr(FileClaim, "acquire", counted_acquire)
+        monkeypatch.setattr(FileClaim, "release", counted_release)
 
 
 def _lab(tmp_path, n, **plan):
@@ -44,9 +65,10 @@ def _lab(tmp_path, n, **plan):
     return inv, load_plan(write_plan(tmp_path, **plan))
 
 
-def test_the_pool_bounds_threads_claims_and_device_work(tmp_path):
+def test_the_pool_bounds_threads_claims_and_device_work(tmp_path, monkeypatch):
     inv, plan = _lab(tmp_path, DEVICES, concurrency={"workers": WORKERS})
-    gauge = Gauge(tmp_path, list(inv.devices))
+    gauge = Gauge()
+    gauge.watch_claims(monkeypatch)
     before = threading.active_count()
 
     def job(ctx: DeviceContext):
@@ -60,7 +82,7 @@ def test_the_pool_bounds_threads_claims_and_device_work(tmp_path):
     night = run_night(plan, inv, tmp_path / "out", job, say=lambda m: None, reports=False)
     assert len(night.records()) == DEVICES and all(r.status == "passed" for r in night.records())
     assert {o.status for o in night.devices.values()} == {NightOutcome.COMPLETED}
-    assert gauge.jobs <= WORKERS and gauge.claims <= WORKERS
+    assert gauge.jobs <= WORKERS and 0 < gauge.claims <= WORKERS
     assert gauge.threads <= before + WORKERS
 
 
