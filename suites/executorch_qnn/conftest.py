@@ -42,7 +42,8 @@ def model_dir(pytestconfig: pytest.Config, device: DeviceSpec) -> Path:
     raw = pytestconfig.getoption("--model-dir", default=None)
     if raw:
         return Path(raw)
-    shared_qnn_host, shared_cpu_export = _shared_models() / "et-qnn-host", _shared_models() / "et-tiny-llama-xnnpack"
+    models = _shared_models()
+    shared_qnn_host, shared_cpu_export = models / "et-qnn-host", models / "et-tiny-llama-xnnpack"
     if device.emulated:
         if not (shared_qnn_host / "README.md").is_file():
             pytest.skip(f"no --model-dir given and {shared_qnn_host} is absent: an emulated HTP's default programs "
