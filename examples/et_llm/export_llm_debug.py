@@ -13,6 +13,15 @@ this process with export_llm's own arguments unchanged (`executorch.extension.ll
   first token at position 0, from the empty KV cache) and QNN's per-node encodings, written by
   examples/et_qnn/debug_program.py's writer into the folder of `export.output_name`. export_llm's
   own lowering is skipped (the plan builds the program as a job of its own).
+- `quantization.pt2e_quantize=qnn_16a8w`: a format export_llm 1.5.1's QNN menu lacks (its
+  `Pt2eQuantize` and `get_qnn_quantizer` have qnn_8a8w, qnn_16a16w, qnn_16a4w), the format
+  ExecuTorch's own recipe for SmolLM2-135M quantizes it in (`Smollm2QuantRecipe` in
+  examples/qualcomm/oss_scripts/llama/static_llm_quant_recipe.py: use_16a8w, MinMaxObserver,
+  per-channel weights). The wrapper changes one thing: the quantizer export_llm's
+  `get_quantizer_and_quant_params` takes from `get_qnn_quantizer` is, for qnn_16a8w only,
+  QnnQuantizer at QuantDtype.use_16a8w (per-channel linear/conv weights, MinMaxObserver); the
+  other formats get export_llm's own. Everything else (calibration, convert, partitioning,
+  lowering) is export_llm's.
 
 usage: python export_llm_debug.py [--fault-layer N] [--debug-program] <export_llm's arguments>
 """
@@ -21,10 +30,61 @@ from __future__ import annotations
 
 import argparse
 import sys
+from enum import Enum
 from pathlib import Path
 
 # debug_program.py (examples/et_qnn) writes the debug build's files; keep examples/ whole when copying
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "et_qnn"))
+
+
+FORMAT_KEY = "quantization.pt2e_quantize="
+
+
+class ExtraPt2eQuantize(str, Enum):
+    """The QNN format export_llm's `Pt2eQuantize` lacks; it stands in the resolved LlmConfig's
+    `quantization.pt2e_quantize` (str-valued like export_llm's own, `.value` "qnn_16a8w")."""
+
+    qnn_16a8w = "qnn_16a8w"
+
+
+def take_extra_format(argv: list[str]) -> tuple[list[str], ExtraPt2eQuantize | None]:
+    """export_llm's arguments with `quantization.pt2e_quantize=qnn_16a8w` set to null for hydra
+    (its LlmConfig enum would refuse the value), and the format taken aside."""
+    extra = None
+    out = []
+    for arg in argv:
+        if arg.startswith(FORMAT_KEY) and arg.removeprefix(FORMAT_KEY) in ExtraPt2eQuantize.__members__:
+            extra = ExtraPt2eQuantize(arg.removeprefix(FORMAT_KEY))
+            arg = FORMAT_KEY + "null"
+        out.append(arg)
+    return out, extra
+
+
+def qnn_16a8w_quantizer():
+    """QnnQuantizer at 16a8w as ExecuTorch's SmolLM2 recipe sets it (Smollm2QuantRecipe: use_16a8w,
+    MinMaxObserver, per-channel weights for its conv2d linears), on export_llm's model's linears."""
+    from executorch.backends.qualcomm.quantizer.quantizer import QnnQuantizer, QuantDtype
+    from torchao.quantization.pt2e import MinMaxObserver
+
+    quantizer = QnnQuantizer()
+    quantizer.set_default_quant_config(QuantDtype.use_16a8w, is_qat=False, is_conv_per_channel=True,
+                                       is_linear_per_channel=True, act_observer=MinMaxObserver)
+    return quantizer, QuantDtype.use_16a8w
+
+
+def give_16a8w_quantizer(export_llama_lib) -> None:
+    """Where export_llm gets its QNN quantizer (export_llama_lib.get_quantizer_and_quant_params calls
+    the module's `get_qnn_quantizer`): qnn_16a8w gets the quantizer above, the rest export_llm's own."""
+    menu = export_llama_lib.get_qnn_quantizer
+
+    def get_qnn_quantizer(pt2e_quantize, quantization_mode=None, is_qat=False):
+        if pt2e_quantize != ExtraPt2eQuantize.qnn_16a8w.value:
+            return menu(pt2e_quantize, quantization_mode, is_qat)
+        if quantization_mode is not None or is_qat:
+            raise SystemExit("export_llm_debug: qnn_16a8w is post-training pt2e only (no quantization.qmode, no QAT)")
+        return qnn_16a8w_quantizer()
+
+    export_llama_lib.get_qnn_quantizer = get_qnn_quantizer
 
 
 def _is_observer(node) -> bool:
@@ -156,14 +216,25 @@ def main() -> None:
     ap.add_argument("--fault-layer", type=int)
     ap.add_argument("--debug-program", action="store_true")
     known, rest = ap.parse_known_args()
+    rest, extra = take_extra_format(rest)
+    import executorch.examples.models.llama.export_llama_lib as export_llama_lib
     import executorch.extension.llm.export.builder as builder
     from executorch.extension.llm.export import export_llm
+
+    if extra is not None:
+        give_16a8w_quantizer(export_llama_lib)
+        print(f"export_llm_debug: {extra.value} is not in export_llm's QNN menu (qnn_8a8w, qnn_16a16w, qnn_16a4w): "
+              "its quantizer is QnnQuantizer at QuantDtype.use_16a8w (per-channel linear/conv weights, MinMaxObserver), "
+              "as ExecuTorch's SmolLM2 recipe (Smollm2QuantRecipe); calibration, convert and lowering are export_llm's",
+              flush=True)
 
     if known.fault_layer is not None:
         plant(builder, known.fault_layer)
     export_llama = export_llm.export_llama
 
     def export_llama_and_more(config):  # export_llm's LlmConfig, as its hydra main resolved it
+        if extra is not None:
+            config.quantization.pt2e_quantize = extra
         if known.debug_program:
             def export_to_edge(manager):
                 write_debug_program(manager, config, known.fault_layer)
