@@ -9,7 +9,7 @@ PY := $(abspath $(VENV))/bin/python
 APT_PACKAGES := adb openssh-server bubblewrap chromium mksh toybox original-awk
 STAMP := $(VENV)/.harness-installed
 
-.PHONY: demo test test-heavy lint install system-deps python-deps clean
+.PHONY: demo test test-run test-heavy lint install system-deps python-deps clean
 
 install: system-deps python-deps
 
@@ -79,7 +79,12 @@ demo: install
 # -n auto --dist loadfile: one worker a core, a test file's tests on one worker (their module
 # fixtures: virtual labs, adb servers, coordinators); the run's lowerings are shared through a
 # locked folder (tests/localize_kit). 2 cores: 960 s serial, 710 s (2026-12-04).
-test: install lint
+# The lint runs beside the tests (make -j2): the tests' workers wait on devices and child processes a
+# quarter of their time, which a cold mypy (~40 s of CPU on a clean clone) fills.
+test: install
+	@$(MAKE) --no-print-directory -j2 lint test-run
+
+test-run: install
 	$(PY) -m pytest tests -q -p no:cacheprovider -n auto --dist loadfile --durations=25 -m "not heavy"
 
 # The real end-to-end runs of minutes each (marker `heavy`: ExecuTorch's export_llm on SmolLM2, the
