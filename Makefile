@@ -9,7 +9,7 @@ PY := $(abspath $(VENV))/bin/python
 APT_PACKAGES := adb openssh-server bubblewrap chromium mksh toybox original-awk
 STAMP := $(VENV)/.harness-installed
 
-.PHONY: demo test test-heavy lint install system-deps python-deps clean
+.PHONY: demo test test-run test-heavy lint install system-deps python-deps clean
 
 install: system-deps python-deps
 
@@ -76,11 +76,17 @@ demo: install
 	$(PY) -m tools.demo
 
 # --durations: CI's log names the slowest tests, so a slower suite is seen where it got slower.
-# -n auto --dist loadfile: one worker a core, a test file's tests on one worker (their module
+# --no-loadscope-reorder: files in tests/conftest.py's order (slow ones early), not xdist's by test count
+# (a one-test file of two minutes came last). -n auto --dist loadfile: one worker a core, a test file's tests on one worker (their module
 # fixtures: virtual labs, adb servers, coordinators); the run's lowerings are shared through a
 # locked folder (tests/localize_kit). 2 cores: 960 s serial, 710 s (2026-12-04).
-test: install lint
-	$(PY) -m pytest tests -q -p no:cacheprovider -n auto --dist loadfile --durations=25 -m "not heavy"
+# The lint runs beside the tests (make -j2): the tests' workers wait on devices and child processes a
+# quarter of their time, which a cold mypy (~40 s of CPU on a clean clone) fills.
+test: install
+	@$(MAKE) --no-print-directory -j2 lint test-run
+
+test-run: install
+	$(PY) -m pytest tests -q -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder --durations=25 -m "not heavy"
 
 # The real end-to-end runs of minutes each (marker `heavy`: ExecuTorch's export_llm on SmolLM2, the
 # ExecuTorch suite on the virtual phone against the emulated host, localization and per-op profiling
@@ -88,7 +94,7 @@ test: install lint
 # more on 2 cores, so outside `make test` and CI's budget (`make test`: 905 s idle on 2 cores before
 # the two doors moved here, 2026-12-06).
 test-heavy: install
-	$(PY) -m pytest tests -q -p no:cacheprovider -n auto --dist loadfile --durations=25 -m heavy
+	$(PY) -m pytest tests -q -p no:cacheprovider -n auto --dist loadfile --no-loadscope-reorder --durations=25 -m heavy
 
 # Every Python folder linted (ruff, imports sorted) and type-checked (mypy); the house's floors
 # (the import rules) are a test: tests/house/test_layers.py.

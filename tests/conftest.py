@@ -74,11 +74,31 @@ def _session_cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that may build the session's example-decoder lowerings (its fixture's setup does) gets
-    their time budget, whichever of them runs first."""
+    their time budget, whichever of them runs first. Then the files in the order that keeps both
+    xdist workers busy (`--dist loadfile` hands out files in this order)."""
     for item in items:
         mark = item.get_closest_marker("timeout")
         if uses_a_lowering(item) and (mark is None or (mark.args and 0 < mark.args[0] < BUILD_BUDGET_S)):
             item.add_marker(pytest.mark.timeout(BUILD_BUDGET_S), append=False)
+    items[:] = _busy_order(items)
+
+
+def _busy_order(items: list[pytest.Item]) -> list[pytest.Item]:
+    """One file that uses the lowerings first (its setup builds them all, minutes of one core), the
+    slow files next (the other worker's while the build runs), then the other lowering files (built by
+    then: none waits on the build's lock), the quick ones last to even out the end."""
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    lowering = [f for f, its in files.items() if any(uses_a_lowering(i) for i in its)]
+    slow = {f for f, its in files.items() if any(i.get_closest_marker("slow") for i in its)}
+
+    def rank(name: str) -> int:
+        if lowering and name == lowering[0]:
+            return 0
+        return 2 if name in lowering else (1 if name in slow else 3)
+
+    return [item for name in sorted(files, key=rank) for item in files[name]]
 
 
 # ---- The example decoder's real lowerings, made once per run (tests/localize_kit says how a new

@@ -12,6 +12,8 @@ from harness.checks import ReferenceUnavailable, Scorer, Surprise
 from harness.checks.coherence import judge, main
 from harness.errors import HarnessError
 
+pytestmark = pytest.mark.slow  # tens of seconds: tests/conftest.py starts slow files early
+
 REPO = Path(__file__).resolve().parents[2]
 MODEL_CONFIG = REPO / ".." / "shared" / "models" / "smollm2-135m-instruct-mnn-npu16" / "config.json"
 

@@ -16,6 +16,8 @@ import pytest
 from harness.errors import HarnessError
 from harness.hostrt import llm_demo as hd
 
+pytestmark = pytest.mark.slow  # tens of seconds: tests/conftest.py starts slow files early
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED_MODEL = REPO / ".." / "shared" / "models" / "smollm2-135m-instruct-mnn-npu16"
 FRANCE = "What is the capital of France? Answer briefly."

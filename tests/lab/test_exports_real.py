@@ -18,6 +18,8 @@ from harness.lab import ExitCode, for_night, run_night
 from harness.lab.plan import load_plan
 from tests.lab.localize_night import need_host_qnn
 
+pytestmark = pytest.mark.slow  # tens of seconds: tests/conftest.py starts slow files early
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "et_qnn"
 
 

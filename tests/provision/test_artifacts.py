@@ -14,6 +14,8 @@ from tests.ptekit import fake_program
 from tests.qnn.material import vlab_real_binaries_or_skip
 from virtual_lab.exports import make_executorch_export, make_qwen3_export
 
+pytestmark = pytest.mark.slow  # tens of seconds: tests/conftest.py starts slow files early
+
 
 def _edit_json(path: Path, **changes) -> None:
     data = json.loads(path.read_text())

@@ -25,6 +25,8 @@ from harness.checks import mrope
 from harness.runners import write_test_image
 from tests.checks.test_mrope_real_captures import CAPTURES, EXPECTED
 
+pytestmark = pytest.mark.slow  # tens of seconds: tests/conftest.py starts slow files early
+
 REPO = Path(__file__).resolve().parents[2]
 OMNI = REPO.parent / "shared" / "runtimes" / "mnn-omni-x86_64"
 TINY = REPO.parent / "shared" / "models" / "qwen3-vl-tiny-random"

@@ -20,6 +20,8 @@ from harness.runners.llm_demo import OUTPUT_FILES
 from tests.pipeline.cellkit import cell_record, cell_records
 from tests.real_runtime.realrt import CMAKE_FILES, REAL_EXPORT, RUNTIME_FILES, make_build_tree, signal_own_process_later
 
+pytestmark = pytest.mark.slow  # tens of seconds: tests/conftest.py starts slow files early
+
 CAT = "Describe a cat in two sentences."
 
 

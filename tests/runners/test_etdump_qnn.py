@@ -119,3 +119,17 @@ def test_the_plain_program_profiled_at_run_time_has_every_op_per_call(graph_node
     rms = next(e for e in ops if e.node == "aten_rms_norm_default_1")
     one = kept.by_node()["aten_rms_norm_default_1"]
     assert one.cycles == min(rms.cycles) < max(rms.cycles) and one.calls == 20 and one.op == "aten.rms_norm.default"
+
+
+TWO_DELEGATES = FIX / "kv-16a8w-sm8650-two-delegates-rt2.etdp"
+
+
+@needs_et
+def test_a_program_of_two_delegates_sums_each_delegates_summary() -> None:
+    """Each QNN delegate writes its own `Accelerator (execute) time`: the run's is their sum. The first
+    alone (the small graph's 546,924 cycles) failed the runner-ready export's profile check, its ops
+    and IO "not adding up" (522,720,796)."""
+    view = qnn_view(load_rows(TWO_DELEGATES, None, qnn=True), clock="emulator")
+    per_delegate = [sum(s.values) for s in view.summary if (s.name, s.unit) == ("Accelerator (execute) time", "cycles")]
+    assert len(per_delegate) == 2 and per_delegate[0] == 546924
+    assert view.summary_value("Accelerator (execute) time", "cycles") == sum(per_delegate) == sum(e.total for e in view.ops)

@@ -30,6 +30,7 @@ from typing import Any
 from harness.export import CACHED_ENTRY_FILE, CACHED_LOG_FILE, CACHED_OUT_DIR
 from harness.hostfiles import write_atomic
 from harness.lab.exports.leases import Leases
+from harness.lab.exports.tools import tools_for
 from harness.lab.plan import REFERENCE_MODULE, ExportJob
 from harness.provision import HashCache, default_cache_path, sha256_file
 
@@ -84,11 +85,11 @@ def key_material(job: ExportJob, inputs_sha: str, tools: Mapping[str, str | None
     if job.reference:  # the same for every target and format: the files it reads, the builder, the tools
         new_tokens = b.reference.new_tokens if b.reference is not None else None
         return {"version": ENTRY_VERSION, "reference": REFERENCE_MODULE, "new_tokens": new_tokens,
-                "inputs": inputs_sha, "tools": dict(sorted(tools.items()))}
+                "inputs": inputs_sha, "tools": tools_for(b.kind, tools, reference=True)}
     material = {"version": ENTRY_VERSION, "command": b.key_command(), "shell": b.shell, "kind": b.kind,
                 "env": dict(sorted(b.env.items())), "qnn_host": b.qnn_host, "target": job.target.soc,
                 "soc_id": job.target.soc_id, "dsp_arch": job.target.dsp_arch, "format": job.format,
-                "inputs": inputs_sha, "tools": dict(sorted(tools.items()))}
+                "inputs": inputs_sha, "tools": tools_for(b.kind, tools)}
     return {**material, "debug_args": list(b.debug_args)} if job.debug else material
 
 

@@ -6,10 +6,26 @@ another QAIRT, changes the key and rebuilds (docs/exports.md#cache)."""
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
 from harness.qnn import HostQnn, find_host_qnn
+
+# The tools each kind of export is built with: only theirs enter its key, so installing or
+# upgrading another kind's tool rebuilds nothing (a fresh venv without MNN rebuilt every ExecuTorch
+# export). The float reference is torch running ExecuTorch's model definitions, no QNN.
+TOOLS_OF_KIND: Mapping[str, tuple[str, ...]] = {
+    "executorch": ("qairt", "executorch", "torch"),
+    "mnn": ("qairt", "mnn"),
+}
+REFERENCE_TOOLS = ("executorch", "torch")
+
+
+def tools_for(kind: str, versions: Mapping[str, str | None], *, reference: bool = False) -> dict[str, str | None]:
+    """The versions an export of `kind` is keyed by (every tool found for a kind the table lacks)."""
+    names = REFERENCE_TOOLS if reference else TOOLS_OF_KIND.get(kind, tuple(versions))
+    return {name: versions.get(name) for name in sorted(names)}
 
 
 def package_version(dist: str) -> str | None:
@@ -37,5 +53,6 @@ class HostTools:
         return cls(qnn, problem, {
             "qairt": qnn.qairt_build if qnn is not None else None,
             "executorch": package_version("executorch"),
+            "torch": package_version("torch"),
             "mnn": package_version("MNN"),
         })
