@@ -140,13 +140,13 @@ def test_a_failed_debug_build_skips_only_its_formats_localization(tmp_path: Path
 def test_an_exports_key_holds_only_its_kinds_tools(tmp_path: Path) -> None:
     """A fresh venv without MNN (or a new MNN) rebuilt every ExecuTorch export: only the tools a
     kind builds with are in its key."""
-    (job,) = _plan(tmp_path, localize=False).exports.jobs(())  # type: ignore[union-attr]
+    (job,) = _plan(tmp_path, localize=False).exports.jobs(())
     found = {"qairt": "2.49", "executorch": "1.5.1", "torch": "2.13.0", "mnn": "3.2.0"}
     key = export_cache.export_key(export_cache.key_material(job, "inputs", found))
     assert export_cache.export_key(export_cache.key_material(job, "inputs", {**found, "mnn": None})) == key
     for tool in ("qairt", "executorch", "torch"):
         assert export_cache.export_key(export_cache.key_material(job, "inputs", {**found, tool: "other"})) != key, tool
-    (mnn,) = _plan(tmp_path, localize=False, kind="mnn").exports.jobs(())  # type: ignore[union-attr]
+    (mnn,) = _plan(tmp_path, localize=False, kind="mnn").exports.jobs(())
     mnn_key = export_cache.export_key(export_cache.key_material(mnn, "inputs", found))
     assert export_cache.export_key(export_cache.key_material(mnn, "inputs", {**found, "executorch": None})) == mnn_key
     assert export_cache.export_key(export_cache.key_material(mnn, "inputs", {**found, "mnn": "3.3.0"})) != mnn_key

@@ -9,13 +9,15 @@ from collections.abc import Sequence
 from harness.evidence import Localization, OpGap, Outcome
 
 # dB SQNR per activation/weight format, calibrated on real lowerings (docs/localize.md#calibration,
-# docs/executorch-reference.md#calibration): planted faults at 2.6-3.9 dB in every format. Healthy
-# floors: 16a8w 40-62 dB (random weights); 16a4w 35-43 dB random but 17-18.4 dB on SmolLM2's trained
-# weights (4-bit weights under its outliers; export_llm's and the example's lowering alike), hence
-# 10 dB; 8a8w 13-15 dB random, 7.2 dB on SmolLM2 (its V slice under the fused QKV's shared 8-bit
-# range), hence 5.5 dB. 16a16w is not measured: 16-bit activations' value.
-THRESHOLD_DB: dict[str, float] = {"16a4w": 10.0, "16a8w": 20.0, "8a8w": 5.5, "16a16w": 20.0}
-DEFAULT_THRESHOLD_DB = 20.0
+# docs/executorch-reference.md#calibration): planted faults at 2.6-3.9 dB in every format (a milder
+# form of the seed's at 16a8w: 9.9 dB). Healthy floors on trained weights (SmolLM2) sit far under
+# random weights': 16a8w 20.1 dB through export_llm (40-62 dB random), hence 12 dB; 16a4w 12.3 dB
+# (35-43 dB random; 4-bit weights under its outliers), hence 10 dB; 8a8w 7.2 dB (13-15 dB random; its
+# V slice under the fused QKV's shared 8-bit range), hence 5.5 dB. 16a16w is not measured: never
+# stricter than 16a8w. A format not calibrated gets the most lenient line: a healthy program must
+# never fail as a fault for want of calibration.
+THRESHOLD_DB: dict[str, float] = {"16a4w": 10.0, "16a8w": 12.0, "8a8w": 5.5, "16a16w": 12.0}
+DEFAULT_THRESHOLD_DB = min(THRESHOLD_DB.values())
 FOLLOWING = 5  # ops shown after the first departure
 
 
