@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,11 +26,11 @@ def wrapper() -> types.ModuleType:
     return module
 
 
-def _config(quantizer: object) -> tuple[object, ...]:
+def _config(quantizer: Any) -> tuple[object, ...]:
     """What decides the quantization: the default config's dtype, granularity and observers."""
-    cfg = quantizer.default_quant_config  # type: ignore[attr-defined]
+    cfg = quantizer.default_quant_config
     return (cfg.quant_dtype, cfg.is_qat, cfg.is_conv_per_channel, cfg.is_linear_per_channel,
-            cfg.is_embedding_per_channel, cfg.act_observer, tuple(quantizer.custom_quant_annotations))  # type: ignore[attr-defined]
+            cfg.is_embedding_per_channel, cfg.act_observer, tuple(quantizer.custom_quant_annotations))
 
 
 def test_qnn_16a8w_is_taken_aside_from_hydra_and_the_rest_passes_unchanged(wrapper: types.ModuleType) -> None:
