@@ -16,9 +16,9 @@ SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "et_llm" / "export_l
 
 @pytest.fixture(scope="module")
 def wrapper() -> types.ModuleType:
-    for module in ("executorch", "torchao"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed: pip install 'harness[qnn]'")
+    for name in ("executorch", "torchao"):
+        if importlib.util.find_spec(name) is None:
+            pytest.skip(f"{name} is not installed: pip install 'harness[qnn]'")
     spec = importlib.util.spec_from_file_location("export_llm_debug_under_test", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
