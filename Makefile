@@ -79,7 +79,7 @@ demo: install
 # --no-loadscope-reorder: files in tests/conftest.py's order (slow ones early), not xdist's by test count
 # (a one-test file of two minutes came last). -n auto --dist loadfile: one worker a core, a test file's tests on one worker (their module
 # fixtures: virtual labs, adb servers, coordinators); the run's lowerings are shared through a
-# locked folder (tests/localize_kit). 2 cores: 960 s serial, 710 s (2026-12-04).
+# locked folder (tests/localize_kit). 2 cores, idle: 1666 tests in 805 s, `make test` with the lint 812 s (2026-12-06).
 # The lint runs beside the tests (make -j2): the tests' workers wait on devices and child processes a
 # quarter of their time, which a cold mypy (~40 s of CPU on a clean clone) fills.
 test: install
